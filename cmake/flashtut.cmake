@@ -1,0 +1,33 @@
+# Helpers that every chapter's CMakeLists.txt uses, so each of those stays three lines.
+
+# ft_chapter(<program> KERNELS <.cu...> MAIN <main.cu> [GPU_TESTS <.cu...>] [CPU_TESTS <.cpp/.cu...>])
+#   KERNELS    compiled into the shared library flashtut (the C API calls them too)
+#   MAIN       the chapter's program, built as <program> (e.g. ch01_naive)
+#   GPU_TESTS  GoogleTest sources labelled "gpu" (they skip with a message without a GPU)
+#   CPU_TESTS  GoogleTest sources labelled "cpu"
+function(ft_chapter program)
+  cmake_parse_arguments(FT "" "MAIN" "KERNELS;GPU_TESTS;CPU_TESTS" ${ARGN})
+  target_sources(flashtut PRIVATE ${FT_KERNELS})
+  add_executable(${program} ${FT_MAIN})
+  target_link_libraries(${program} PRIVATE flashtut)
+  if(FT_BUILD_TESTS)
+    foreach(kind GPU CPU)
+      if(FT_${kind}_TESTS)
+        string(TOLOWER ${kind} label)
+        set(test_exe test_${program}_${label})
+        add_executable(${test_exe} ${FT_${kind}_TESTS})
+        target_link_libraries(${test_exe} PRIVATE flashtut ft_testing)
+        ft_discover(${test_exe} ${label})
+      endif()
+    endforeach()
+  endif()
+endfunction()
+
+# Registers a GoogleTest executable with ctest under a label ("cpu" or "gpu"). A test that
+# calls GTEST_SKIP() is reported by ctest as skipped, not as passed.
+function(ft_discover test_exe label)
+  gtest_discover_tests(${test_exe}
+    DISCOVERY_MODE PRE_TEST
+    DISCOVERY_TIMEOUT 60
+    PROPERTIES LABELS ${label} SKIP_REGULAR_EXPRESSION "\\[  SKIPPED \\]")
+endfunction()

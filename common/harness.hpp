@@ -1,0 +1,131 @@
+/// @file harness.hpp
+/// @brief What a chapter hands the harness (its implementations, as plain function
+/// pointers), and the one place that measures them: fit check, inputs, poisoned outputs,
+/// verification against the float64 reference, timing and the traffic model. The chapter
+/// programs, the tour and the tests all go through here, so every number is taken the
+/// same way.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "inputs.hpp"
+#include "problem.hpp"
+#include "table.hpp"
+#include "traffic.hpp"
+
+namespace ft {
+
+/// Device pointers of a forward pass. O is B·H·N·d, lse is B·H·N; workspace is
+/// `workspace_bytes(p)` bytes (nullptr when that is 0).
+struct ForwardArgs {
+  const float* Q;
+  const float* K;
+  const float* V;
+  float* O;
+  float* lse;
+  void* workspace;
+};
+
+/// Device pointers of a backward pass: inputs Q, K, V, the forward's O and lse, the incoming
+/// gradient dO; outputs dQ, dK, dV (every element written). The workspace is the same one
+/// the paired forward saw (the materializing baseline keeps P there between the passes).
+struct BackwardArgs {
+  const float* Q;
+  const float* K;
+  const float* V;
+  const float* O;
+  const float* lse;
+  const float* dO;
+  float* dQ;
+  float* dK;
+  float* dV;
+  void* workspace;
+};
+
+using WorkspaceFn = size_t (*)(const Problem&);
+using ForwardFn = void (*)(const Problem&, const ForwardArgs&, cudaStream_t);
+using BackwardFn = void (*)(const Problem&, const BackwardArgs&, cudaStream_t);
+using TrafficFn = std::vector<KernelTraffic> (*)(const Problem&);
+
+/// One forward implementation of a chapter. `run` launches kernels on the stream and
+/// returns without synchronising; it throws ft::CudaError on a launch failure.
+struct ForwardImpl {
+  std::string chapter;         ///< "01"
+  std::string variant;         ///< "naive"
+  std::string what;            ///< what this step changes, one short line
+  std::vector<int> head_dims;  ///< supported d; empty means any d in [1, 1024]
+  WorkspaceFn workspace_bytes;
+  ForwardFn run;
+  TrafficFn traffic;
+};
+
+/// One backward implementation. `forward` is the forward pass it pairs with: it writes O,
+/// lse and whatever the backward needs into the workspace; only `run` is timed.
+struct BackwardImpl {
+  std::string chapter;
+  std::string variant;
+  std::string what;
+  std::vector<int> head_dims;
+  WorkspaceFn workspace_bytes;
+  ForwardFn forward;
+  BackwardFn run;
+  TrafficFn traffic;  ///< the backward's kernels only
+};
+
+/// A kernel's output failed verification (NaN/Inf, unwritten, or error over tolerance).
+class WrongResult : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+/// Throws ft::Unsupported unless d is in the list (empty list: 1 ≤ d ≤ 1024).
+void check_head_dim(const std::vector<int>& head_dims, int d, const std::string& who);
+
+/// Throws ft::Unsupported, before anything is allocated, when `bytes` will not fit in the
+/// GPU's free memory; the message says how much is needed and how much is free.
+void check_fits(size_t bytes, const std::string& what);
+
+/// True when a CUDA GPU can be used; otherwise `why` says what the runtime answered.
+bool gpu_available(std::string* why = nullptr);
+
+/// The name of device 0 ("NVIDIA H200").
+std::string gpu_name();
+
+struct MeasureConfig {
+  int warmup = 3;
+  int iters = 20;
+  bool verify = true;
+  bool flush_l2 = true;
+  uint64_t seed = 2024;
+  InputKind inputs = InputKind::Uniform;
+};
+
+/// Bytes of device memory a forward measurement allocates: Q, K, V, O, lse, workspace.
+size_t forward_device_bytes(const ForwardImpl& impl, const Problem& p);
+/// Likewise for a backward measurement (adds dO, dQ, dK, dV).
+size_t backward_device_bytes(const BackwardImpl& impl, const Problem& p);
+
+/// Checks, verifies and times one forward implementation on `p`; returns its row.
+/// Verification compares sampled heads and rows against the float64 reference (all rows
+/// when the problem is small); rel_err is the worst of O and lse.
+Row measure_forward(const ForwardImpl& impl, const Problem& p, const MeasureConfig& cfg);
+
+/// Likewise for a backward implementation: times `run` only, after its paired forward;
+/// rel_err is the worst of dQ, dK and dV on the sampled heads; extra_mem_bytes is the
+/// workspace, measured as the drop in free device memory when it was allocated.
+Row measure_backward(const BackwardImpl& impl, const Problem& p, const MeasureConfig& cfg);
+
+/// The model-only row of an implementation (no GPU needed): bytes, FLOPs, no timing.
+Row predicted_row(const std::string& chapter, const std::string& variant, const std::string& what,
+                  const std::string& pass, const Problem& p,
+                  const std::vector<KernelTraffic>& kernels);
+
+/// Prints a chapter's ledger: per kernel, requested and DRAM bytes, FLOPs, intensity.
+void print_ledger(const std::string& title, const Problem& p,
+                  const std::vector<KernelTraffic>& kernels, FILE* out = stdout);
+
+}  // namespace ft

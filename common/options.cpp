@@ -1,0 +1,95 @@
+/// @file options.cpp
+#include "options.hpp"
+
+#include <CLI/CLI.hpp>
+
+#include <algorithm>
+#include <sstream>
+
+namespace ft {
+
+Problem Options::problem() const {
+  Problem p;
+  p.batch = batch;
+  p.heads = heads;
+  p.seq_len = seq_len;
+  p.head_dim = head_dim;
+  p.causal = causal;
+  return p;
+}
+
+namespace {
+std::string join(const std::vector<int>& v) {
+  std::ostringstream s;
+  for (size_t i = 0; i < v.size(); ++i) s << (i ? ", " : "") << v[i];
+  return s.str();
+}
+}  // namespace
+
+ParseResult parse_options(int argc, const char* const* argv, const OptionSpec& spec) {
+  ParseResult r;
+  Options& o = r.options;
+  CLI::App app{spec.description, spec.program};
+  app.set_help_flag("-h,--help", "print this help and exit");
+  app.add_option("--batch,-b", o.batch, "B, sequences in the batch")->capture_default_str();
+  app.add_option("--heads", o.heads, "H, attention heads")->capture_default_str();
+  app.add_option("--seq-len,-n", o.seq_len, "N, tokens per sequence")->capture_default_str();
+  std::string dims = spec.head_dims.empty() ? "1 to 1024" : join(spec.head_dims);
+  app.add_option("--head-dim,-d", o.head_dim, "d, the head dimension (supported: " + dims + ")")
+      ->capture_default_str();
+  app.add_flag("--causal", o.causal, "causal mask: query i sees keys j <= i");
+  app.add_option("--iters", o.iters, "timed repetitions (median reported)")->capture_default_str();
+  app.add_option("--warmup", o.warmup, "untimed runs before timing")->capture_default_str();
+  app.add_option("--csv", o.csv, "append result rows to this CSV file");
+  std::string variants = "all";
+  for (const auto& v : spec.variants) variants += ", " + v;
+  if (!spec.variants.empty())
+    app.add_option("--variant", o.variant, "run one variant: " + variants)->capture_default_str();
+  app.add_option("--seed", o.seed, "seed of the random inputs")->capture_default_str();
+  bool no_verify = false, no_baseline = false;
+  app.add_flag("--no-verify", no_verify, "skip the comparison with the float64 CPU reference");
+  app.add_flag("--no-baseline", no_baseline, "do not also time chapter 01 for the speedup");
+  app.add_option("--ledger-csv", o.ledger_csv, "write the traffic model's per-kernel ledger here");
+
+  auto fail = [&](const std::string& msg) {
+    r.ok = false;
+    r.exit_code = 2;
+    r.message = spec.program + ": error: " + msg + " (see --help)";
+    return r;
+  };
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp&) {
+    r.exit_code = 0;
+    r.message = app.help();
+    return r;
+  } catch (const CLI::ParseError& e) {
+    return fail(e.what());
+  }
+  o.verify = !no_verify;
+  o.baseline = !no_baseline;
+
+  // N up to 2^24: tile counts and row indices stay far inside 32-bit ints, while
+  // everything indexed by N·N or by a whole tensor uses 64-bit offsets.
+  constexpr int kMaxSeqLen = 1 << 24;
+  if (o.batch < 1) return fail("--batch must be >= 1, got " + std::to_string(o.batch));
+  if (o.heads < 1) return fail("--heads must be >= 1, got " + std::to_string(o.heads));
+  if (o.seq_len < 1 || o.seq_len > kMaxSeqLen)
+    return fail("--seq-len must be in [1, " + std::to_string(kMaxSeqLen) + "], got " +
+                std::to_string(o.seq_len));
+  const bool dim_ok = spec.head_dims.empty()
+                          ? (o.head_dim >= 1 && o.head_dim <= 1024)
+                          : std::count(spec.head_dims.begin(), spec.head_dims.end(), o.head_dim) > 0;
+  if (!dim_ok)
+    return fail("--head-dim " + std::to_string(o.head_dim) + " is not supported (supported: " +
+                dims + ")");
+  if (o.iters < 1) return fail("--iters must be >= 1, got " + std::to_string(o.iters));
+  if (o.warmup < 0) return fail("--warmup must be >= 0, got " + std::to_string(o.warmup));
+  if (!spec.variants.empty() && o.variant != "all" &&
+      std::find(spec.variants.begin(), spec.variants.end(), o.variant) == spec.variants.end())
+    return fail("unknown --variant '" + o.variant + "' (choose from: " + variants + ")");
+  r.ok = true;
+  return r;
+}
+
+}  // namespace ft

@@ -1,0 +1,104 @@
+// CPU tests of the shared command line: defaults, valid flags, and one-line errors with
+// exit code 2 for everything a reader might mistype.
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "options.hpp"
+
+namespace {
+
+ft::ParseResult parse(std::vector<std::string> args) {
+  std::vector<const char*> argv{"prog"};
+  for (auto& a : args) argv.push_back(a.c_str());
+  ft::OptionSpec spec{"prog", "test program", {"simple", "fast"}, {32, 64, 128}};
+  return ft::parse_options(int(argv.size()), argv.data(), spec);
+}
+
+TEST(Options, Defaults) {
+  const auto r = parse({});
+  ASSERT_TRUE(r.ok) << r.message;
+  EXPECT_EQ(r.options.batch, 4);
+  EXPECT_EQ(r.options.heads, 32);
+  EXPECT_EQ(r.options.seq_len, 4096);
+  EXPECT_EQ(r.options.head_dim, 64);
+  EXPECT_FALSE(r.options.causal);
+  EXPECT_TRUE(r.options.verify);
+  EXPECT_EQ(r.options.variant, "all");
+}
+
+TEST(Options, AllFlags) {
+  const auto r = parse({"--batch", "2", "--heads", "3", "--seq-len", "1000", "--head-dim", "128",
+                        "--causal", "--iters", "5", "--warmup", "0", "--csv", "out.csv",
+                        "--variant", "fast", "--seed", "9", "--no-verify", "--no-baseline",
+                        "--ledger-csv", "l.csv"});
+  ASSERT_TRUE(r.ok) << r.message;
+  const auto& o = r.options;
+  EXPECT_EQ(o.batch, 2);
+  EXPECT_EQ(o.heads, 3);
+  EXPECT_EQ(o.seq_len, 1000);
+  EXPECT_EQ(o.head_dim, 128);
+  EXPECT_TRUE(o.causal);
+  EXPECT_EQ(o.iters, 5);
+  EXPECT_EQ(o.warmup, 0);
+  EXPECT_EQ(o.csv, "out.csv");
+  EXPECT_EQ(o.variant, "fast");
+  EXPECT_EQ(o.seed, 9u);
+  EXPECT_FALSE(o.verify);
+  EXPECT_FALSE(o.baseline);
+  EXPECT_EQ(o.ledger_csv, "l.csv");
+  const auto p = o.problem();
+  EXPECT_EQ(p.rows(), 2 * 3 * 1000);
+  EXPECT_TRUE(p.causal);
+}
+
+TEST(Options, HelpExitsZeroAndListsChoices) {
+  const auto r = parse({"--help"});
+  EXPECT_FALSE(r.ok);
+  EXPECT_EQ(r.exit_code, 0);
+  EXPECT_NE(r.message.find("--seq-len"), std::string::npos);
+  EXPECT_NE(r.message.find("32, 64, 128"), std::string::npos);
+  EXPECT_NE(r.message.find("simple"), std::string::npos);
+}
+
+struct BadCase {
+  std::vector<std::string> args;
+  std::string expect_in_message;
+};
+
+class BadOptions : public ::testing::TestWithParam<BadCase> {};
+
+TEST_P(BadOptions, OneLineErrorExitTwo) {
+  const auto r = parse(GetParam().args);
+  EXPECT_FALSE(r.ok);
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_EQ(r.message.find('\n'), std::string::npos) << "one line: " << r.message;
+  EXPECT_EQ(r.message.rfind("prog: error: ", 0), 0u) << r.message;
+  EXPECT_NE(r.message.find(GetParam().expect_in_message), std::string::npos) << r.message;
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Cases, BadOptions,
+    ::testing::Values(BadCase{{"--bogus"}, "--bogus"},
+                      BadCase{{"--batch", "x"}, "batch"},
+                      BadCase{{"--batch", "0"}, "--batch must be >= 1"},
+                      BadCase{{"--heads", "-3"}, "--heads"},
+                      BadCase{{"--seq-len", "0"}, "--seq-len must be in"},
+                      BadCase{{"--seq-len", "99999999"}, "--seq-len must be in"},
+                      BadCase{{"--head-dim", "48"}, "supported: 32, 64, 128"},
+                      BadCase{{"--iters", "0"}, "--iters must be >= 1"},
+                      BadCase{{"--warmup", "-1"}, "--warmup"},
+                      BadCase{{"--variant", "turbo"}, "unknown --variant 'turbo'"},
+                      BadCase{{"--seq-len"}, "seq-len"},
+                      BadCase{{"extra"}, "extra"}));
+
+TEST(Options, AnyHeadDimWhenUnrestricted) {
+  std::vector<const char*> argv{"p", "--head-dim", "48"};
+  const auto r = ft::parse_options(3, argv.data(), ft::OptionSpec{"p", "d", {}, {}});
+  EXPECT_TRUE(r.ok) << r.message;
+  std::vector<const char*> bad{"p", "--head-dim", "2000"};
+  EXPECT_EQ(ft::parse_options(3, bad.data(), ft::OptionSpec{"p", "d", {}, {}}).exit_code, 2);
+}
+
+}  // namespace

@@ -1,0 +1,47 @@
+/// @file traffic.cpp
+#include "traffic.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+namespace ft {
+
+KernelTraffic total(const std::vector<KernelTraffic>& kernels, const std::string& name) {
+  KernelTraffic t;
+  t.kernel = name;
+  for (const auto& k : kernels) {
+    t.read_bytes += k.read_bytes;
+    t.write_bytes += k.write_bytes;
+    t.dram_read_bytes += k.dram_read_bytes;
+    t.dram_write_bytes += k.dram_write_bytes;
+    t.flops += k.flops;
+  }
+  return t;
+}
+
+double tiled_matmul_read_bytes(double M, double N, double K, int tile_m, int tile_n) {
+  const double blocks_along_n = std::ceil(N / tile_n);  // each re-reads its rows of A
+  const double blocks_along_m = std::ceil(M / tile_m);  // each re-reads its columns of B
+  return matrix_bytes(M, K) * blocks_along_n + matrix_bytes(K, N) * blocks_along_m;
+}
+
+double visible_pairs(const Problem& p) {
+  const double n = p.seq_len;
+  return p.causal ? n * (n + 1) / 2 : n * n;
+}
+
+double visited_tile_fraction(const Problem& p, int tile_q, int tile_k) {
+  if (!p.causal) return 1.0;
+  const int64_t n = p.seq_len;
+  const int64_t tq = (n + tile_q - 1) / tile_q, tk = (n + tile_k - 1) / tile_k;
+  int64_t visited = 0;
+  for (int64_t i = 0; i < tq; ++i) {
+    // query tile i holds rows [i·tile_q, min(n, (i+1)·tile_q)); its last row sees keys up
+    // to that row, so the key tiles 0 … floor(last_row / tile_k) are visited.
+    const int64_t last_row = std::min(n, (i + 1) * tile_q) - 1;
+    visited += std::min(tk, last_row / tile_k + 1);
+  }
+  return double(visited) / double(tq * tk);
+}
+
+}  // namespace ft

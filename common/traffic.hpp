@@ -1,0 +1,66 @@
+/// @file traffic.hpp
+/// @brief The traffic model: bytes each kernel reads and writes, and the FLOPs it does, as
+/// formulas in B, H, N, d and the tile sizes. Each chapter composes its ledger from these
+/// pieces next to its kernels (`chNN::traffic()`); the tests check the formulas by hand.
+///
+/// Two figures per kernel, because caches matter:
+/// - *requested* bytes: what the kernel's loads and stores ask of global memory, counting
+///   every re-read of a tile (Nsight Compute: L2-side sector counters);
+/// - *DRAM* bytes: what reaches device memory once the 60 MiB L2 has served re-reads
+///   (Nsight Compute: `dram__bytes_read.sum`, `dram__bytes_write.sum`). The ledger's
+///   `note` says why the figure is what it is.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "problem.hpp"
+
+namespace ft {
+
+constexpr double kFloatBytes = 4.0;  ///< everything in chapters 01–05 is float32
+
+/// L2 capacity of the target GPU (H200: 60 MiB, from cudaGetDeviceProperties there).
+/// The DRAM model counts a re-read as an L2 hit when the data re-read concurrently fits in
+/// half of it (the other half holds the streams that pass through).
+constexpr double kL2Bytes = 60.0 * 1024 * 1024;
+
+/// One kernel's line in a chapter's memory ledger.
+struct KernelTraffic {
+  std::string kernel;             ///< the kernel's function name, as Nsight Compute shows it
+  double read_bytes = 0;          ///< requested from global memory by loads
+  double write_bytes = 0;         ///< requested by stores
+  double dram_read_bytes = 0;     ///< predicted to reach DRAM (reads)
+  double dram_write_bytes = 0;    ///< predicted to reach DRAM (writes)
+  double flops = 0;               ///< floating-point operations (FMA = 2), as the papers count
+  std::string note;               ///< why the DRAM figure is what it is, one line
+
+  double requested_bytes() const { return read_bytes + write_bytes; }
+  double dram_bytes() const { return dram_read_bytes + dram_write_bytes; }
+  /// FLOPs per DRAM byte: where the kernel sits on the roofline.
+  double intensity() const { return dram_bytes() > 0 ? flops / dram_bytes() : 0; }
+};
+
+/// Sums of a chapter's kernels.
+KernelTraffic total(const std::vector<KernelTraffic>& kernels, const std::string& name = "total");
+
+/// Bytes of a matrix of rows×cols floats.
+inline double matrix_bytes(double rows, double cols) { return rows * cols * kFloatBytes; }
+
+/// Requested reads of a tiled product C[M×N] = A[M×K]·B[K×N] (per head) whose blocks
+/// compute tile_m×tile_n outputs: every block reads its tile_m rows of A and tile_n columns
+/// of B in full, so A is read ceil(N/tile_n) times and B ceil(M/tile_m) times.
+double tiled_matmul_read_bytes(double M, double N, double K, int tile_m, int tile_n);
+
+/// True when `bytes` of data that one wave of blocks re-reads fits the model's L2 share.
+inline bool fits_l2(double bytes) { return bytes <= kL2Bytes / 2; }
+
+/// Visible (query, key) pairs of one head: N² or, causal, N(N+1)/2.
+double visible_pairs(const Problem& p);
+
+/// Fraction of a tile grid (tile_q × tile_k tiles over N×N) that a causal kernel visits:
+/// the tiles on or below the diagonal. 1 for non-causal.
+double visited_tile_fraction(const Problem& p, int tile_q, int tile_k);
+
+}  // namespace ft
