@@ -1,0 +1,111 @@
+#!/usr/bin/env bash
+# Measures the bytes every chapter's kernels move, with Nsight Compute, next to the traffic
+# model's prediction, and writes OUT_DIR/traffic.csv (columns: design guide, contract 4).
+#
+# Usage: scripts/measure_traffic.sh OUT_DIR BUILD_DIR     (on a machine with a GPU and ncu)
+#   e.g. scripts/measure_traffic.sh plots/results/h200 build
+#
+# For each program BUILD_DIR/chapters/NN_*/chNN_*, N in {1024, 4096, 16384}, d in {64, 128}
+# (B = 16384/N sequences, H = 2048/d heads: 16k tokens of hidden size 2048 throughout, the
+# shapes the FlashAttention papers benchmark), non-causal, and each variant of the chapter:
+#   1. the program's model ledger (--ledger-csv), printed without touching the GPU
+#      (CUDA_VISIBLE_DEVICES= hides it: the program prints the model and exits 3), which
+#      names the chapter's variants and says whether a variant supports the shape;
+#   2. one run under ncu per variant: per kernel launch, DRAM bytes (dram__bytes_*), bytes
+#      requested from L2 by loads and stores (lts__t_sectors_srcunit_tex_op_*, 32-byte
+#      sectors) and the kernel's time;
+#   3. scripts/join_traffic.py pairs launches with ledger rows by kernel name and prints a
+#      summary that marks model/measurement gaps over 20%.
+# Raw files stay in OUT_DIR/ncu/ (not committed); rerunning replaces them.
+#
+# Environment:
+#   NCU            the ncu binary (default: ncu)
+#   FT_TRAFFIC_SKIP  "CH:N:d ..." combinations to leave out (default below)
+#   FT_TRAFFIC_N, FT_TRAFFIC_D  override the size lists, e.g. FT_TRAFFIC_N="1024" for a quick try
+set -euo pipefail
+
+if [[ $# -ne 2 ]]; then
+  echo "usage: $0 OUT_DIR BUILD_DIR" >&2
+  exit 2
+fi
+out=$1
+build=$2
+here=$(cd "$(dirname "$0")" && pwd)
+ncu=${NCU:-ncu}
+command -v "$ncu" >/dev/null || { echo "$0: '$ncu' not found (Nsight Compute)" >&2; exit 1; }
+
+metrics=dram__bytes_read.sum,dram__bytes_write.sum
+metrics+=,lts__t_sectors_srcunit_tex_op_read.sum,lts__t_sectors_srcunit_tex_op_write.sum
+metrics+=,gpu__time_duration.sum
+# The chapters that write the N×N grid (01-03) at N=16384, d=128 take minutes each under ncu
+# and say nothing that N=16384, d=64 does not: left out unless FT_TRAFFIC_SKIP says otherwise.
+skip=${FT_TRAFFIC_SKIP-"01:16384:128 02:16384:128 03:16384:128"}
+sizes=${FT_TRAFFIC_N:-"1024 4096 16384"}
+dims=${FT_TRAFFIC_D:-"64 128"}
+tokens=16384   # B·N: sequences × tokens per sequence
+hidden=2048    # H·d: heads × head dimension
+
+raw=$out/ncu
+mkdir -p "$raw"
+rm -f "$raw"/*.csv "$raw"/*.log
+
+shopt -s nullglob
+programs=("$build"/chapters/[0-9][0-9]_*/ch[0-9][0-9]_*)
+[[ ${#programs[@]} -gt 0 ]] || { echo "$0: no chapter programs under $build/chapters" >&2; exit 1; }
+
+# Runs the program with the GPU hidden: it prints the model's ledger into $2 and exits 3
+# (2 when the shape or head dimension is not supported).
+model_only() {
+  local prog=$1 ledger=$2
+  shift 2
+  local rc=0
+  CUDA_VISIBLE_DEVICES='' "$prog" "$@" --ledger-csv "$ledger" >"$ledger.log" 2>&1 || rc=$?
+  return $rc
+}
+
+for prog in "${programs[@]}"; do
+  [[ -f $prog && -x $prog ]] || continue
+  name=$(basename "$prog")
+  chapter=${name:2:2}
+  # 1. The chapter's variants, from its ledger at a shape every chapter supports.
+  rm -f "$raw/$name.variants.csv"
+  rc=0
+  model_only "$prog" "$raw/$name.variants.csv" --seq-len 1024 --head-dim 64 || rc=$?
+  if [[ ! -s $raw/$name.variants.csv ]]; then
+    echo "$0: $name wrote no ledger (exit $rc); see $raw/$name.variants.csv.log" >&2
+    exit 1
+  fi
+  variants=$(tail -n +2 "$raw/$name.variants.csv" | cut -d, -f2 | awk '!seen[$0]++')
+  for n in $sizes; do
+    for d in $dims; do
+      if [[ " $skip " == *" $chapter:$n:$d "* ]]; then
+        echo "== $name N=$n d=$d: skipped (FT_TRAFFIC_SKIP)"
+        continue
+      fi
+      shape=(--batch $((tokens / n)) --heads $((hidden / d)) --seq-len "$n" --head-dim "$d")
+      # 2. One profiled run per variant, so kernels that two variants share are not mixed up.
+      for v in $variants; do
+        base=$raw/${name}_N${n}_d${d}__$v
+        rm -f "$base.ledger.csv"
+        rc=0
+        model_only "$prog" "$base.ledger.csv" "${shape[@]}" --variant "$v" || rc=$?
+        if [[ $rc -ne 3 && $rc -ne 0 ]]; then
+          echo "== $name N=$n d=$d variant $v: not run ($(tail -n 1 "$base.ledger.csv.log"))"
+          continue
+        fi
+        echo "== $name N=$n d=$d variant $v"
+        rm -f "$base.ledger.csv"
+        if ! "$ncu" --clock-control none --print-units base --metrics "$metrics" --csv \
+            --log-file "$base.ncu.csv" \
+            "$prog" "${shape[@]}" --variant "$v" --iters 1 --warmup 0 --no-verify \
+            --no-baseline --ledger-csv "$base.ledger.csv" >"$base.log" 2>&1; then
+          echo "   failed: see $base.log (last line: $(tail -n 1 "$base.log"))" >&2
+          rm -f "$base.ncu.csv"  # join only complete runs
+        fi
+      done
+    done
+  done
+done
+
+# 3. Join and summarise.
+python3 "$here/join_traffic.py" "$out/traffic.csv" "$raw"
