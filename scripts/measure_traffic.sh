@@ -93,9 +93,13 @@ for prog in "${programs[@]}"; do
           echo "== $name N=$n d=$d variant $v: not run ($(tail -n 1 "$base.ledger.csv.log"))"
           continue
         fi
-        echo "== $name N=$n d=$d variant $v"
+        # Profile only the ledger's kernels (not input generation, the L2 flush, or the
+        # forward a backward pairs with): fewer replays, and nothing else to match.
+        kernels=$(tail -n +2 "$base.ledger.csv" | cut -d, -f3 | sed 's/<.*//' | sort -u | paste -sd'|')
+        echo "== $name N=$n d=$d variant $v: $kernels"
         rm -f "$base.ledger.csv"
         if ! "$ncu" --clock-control none --print-units base --metrics "$metrics" --csv \
+            --kernel-name-base function --kernel-name "regex:$kernels" \
             --log-file "$base.ncu.csv" \
             "$prog" "${shape[@]}" --variant "$v" --iters 1 --warmup 0 --no-verify \
             --no-baseline --ledger-csv "$base.ledger.csv" >"$base.log" 2>&1; then
