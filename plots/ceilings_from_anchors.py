@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Extracts the GPU's measured ceilings from the output of the PyTorch anchor script
-(/work/shared/anchors/pytorch_sdpa_anchors.py, run on the GPU) into ceilings.csv, the file
-the roofline figure draws its lines from.
+(/work/shared/anchors/pytorch_sdpa_anchors.py, run on the GPU), or of
+scripts/measure_ceilings.py (the same four lines alone), into ceilings.csv, the file the
+roofline figure draws its lines from.
 
 Usage: python3 plots/ceilings_from_anchors.py ANCHORS_LOG OUT_CSV
        (e.g. plots/results/h200/anchors.log plots/results/h200/ceilings.csv)
