@@ -1,0 +1,365 @@
+/// @file backward.cu
+/// @brief Chapter 05's implementations: the materializing baseline (P stored between the
+/// passes), the flash backward (P recomputed) in two dQ strategies, their memory ledgers and
+/// their C API.
+#include "05_backward/backward.hpp"
+
+#include <algorithm>
+#include <climits>
+#include <cstdint>
+#include <string>
+
+#include "02_tiled/tiled_matmul.cuh"
+#include "03_online_softmax/online_softmax.hpp"
+#include "04_fused_forward/fused_forward.hpp"
+#include "05_backward/flash_backward.cuh"
+#include "capi.hpp"
+#include "check.cuh"
+#include "reduce.cuh"
+
+namespace ch05 {
+
+// ---- Two small kernels: D, and dS for the baseline ------------------------------------------
+
+constexpr int kSmallBlock = 256;  ///< threads of the two small kernels: 8 warps, a common size
+constexpr int kRowsPerBlock = kSmallBlock / ft::kWarpSize;  ///< dot_dO_O: one warp per row
+
+/// D_i = Σ_k dO_ik·O_ik, one warp per row: lanes stride over the row (coalesced), a warp
+/// shuffle sums. D_i equals Σ_j P_ij·dP_ij (README) but costs N·d instead of N².
+__global__ void dot_dO_O(const float* O, const float* dO, float* D, int64_t rows, int d) {
+  const int64_t row = int64_t(blockIdx.x) * kRowsPerBlock + threadIdx.x / ft::kWarpSize;
+  if (row >= rows) return;  // whole warps leave together, so the shuffle below stays full
+  const int lane = threadIdx.x % ft::kWarpSize;
+  float sum = 0.f;
+  for (int k = lane; k < d; k += ft::kWarpSize) sum += O[row * d + k] * dO[row * d + k];
+  sum = ft::warp_sum(sum);
+  if (lane == 0) D[row] = sum;
+}
+
+/// The softmax's backward for the baseline: dS = P∘(dP − D), in place over dP. One block per
+/// row (grid-stride over the B·H·N rows), threads stride over its N columns.
+__global__ void softmax_backward(float* dP, const float* P, const float* D, int64_t rows, int N) {
+  for (int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
+    const float D_row = D[row];
+    float* dP_row = dP + row * N;
+    const float* P_row = P + row * N;
+    for (int c = threadIdx.x; c < N; c += blockDim.x) dP_row[c] = P_row[c] * (dP_row[c] - D_row);
+  }
+}
+
+void compute_D(const float* O, const float* dO, float* D, int64_t rows, int d,
+               cudaStream_t stream) {
+  if (rows == 0) return;
+  const int64_t blocks = (rows + kRowsPerBlock - 1) / kRowsPerBlock;
+  if (blocks > INT_MAX) throw ft::Unsupported("compute_D: too many rows for one launch");
+  dot_dO_O<<<int(blocks), kSmallBlock, 0, stream>>>(O, dO, D, rows, d);
+  CUDA_CHECK_LAUNCH();
+}
+
+namespace {
+
+// ---- The materializing baseline -------------------------------------------------------------
+
+/// The workspace of materialize(): [P | dP | D].
+struct MaterializeWorkspace {
+  float *P, *dP, *D;
+  MaterializeWorkspace(const ft::Problem& p, void* ws) {
+    P = static_cast<float*>(ws);
+    dP = P + p.grid_elems();
+    D = dP + p.grid_elems();
+  }
+};
+
+void materialize_forward_run(const ft::Problem& p, const ft::ForwardArgs& a, cudaStream_t st) {
+  const int N = p.seq_len, d = p.head_dim;
+  const int64_t bh = p.heads_total(), nd = int64_t(N) * d, nn = int64_t(N) * N;
+  float* P = MaterializeWorkspace(p, a.workspace).P;
+  ch02::tiled_matmul(false, true, N, N, d, p.softmax_scale(), a.Q, nd, a.K, nd, P, nn, bh, st);
+  ch03::attention_softmax(p, P, a.lse, st);  // S → P in place (masked entries 0), and L
+  ch02::tiled_matmul(false, false, N, d, N, 1.f, P, nn, a.V, nd, a.O, nd, bh, st);  // O = P·V
+}
+
+void materialize_backward_run(const ft::Problem& p, const ft::BackwardArgs& a, cudaStream_t st) {
+  const int N = p.seq_len, d = p.head_dim;
+  const int64_t bh = p.heads_total(), nd = int64_t(N) * d, nn = int64_t(N) * N;
+  const float scale = p.softmax_scale();
+  const MaterializeWorkspace w(p, a.workspace);
+  ch02::tiled_matmul(true, false, N, d, N, 1.f, w.P, nn, a.dO, nd, a.dV, nd, bh, st);  // dV = Pᵀ·dO
+  ch02::tiled_matmul(false, true, N, N, d, 1.f, a.dO, nd, a.V, nd, w.dP, nn, bh, st);  // dP = dO·Vᵀ
+  compute_D(a.O, a.dO, w.D, p.rows(), d, st);
+  const int blocks = int(std::min<int64_t>(p.rows(), INT_MAX));
+  softmax_backward<<<blocks, kSmallBlock, 0, st>>>(w.dP, w.P, w.D, p.rows(), N);  // dS over dP
+  CUDA_CHECK_LAUNCH();
+  const float* dS = w.dP;
+  ch02::tiled_matmul(false, false, N, d, N, scale, dS, nn, a.K, nd, a.dQ, nd, bh, st);  // dQ
+  ch02::tiled_matmul(true, false, N, d, N, scale, dS, nn, a.Q, nd, a.dK, nd, bh, st);   // dK
+}
+
+// ---- The flash backward ---------------------------------------------------------------------
+
+// Tile shapes (flash_backward.cuh). Default: 64 queries × 64 keys for every d; at d = 128
+// that is all the shared memory allows (168.5 KB of the 227 KB a block may have).
+template <int d>
+using DefaultTiles = Tiles<d, 64, 64>;
+// Wide keys: 128 keys per block where registers allow it (d ≤ 64): dK, dV grow to 64
+// accumulators a thread and one block fits an SM, but each Q/dO tile loaded serves twice as
+// many keys, and dQ takes half as many atomic adds. (d = 128 falls back to the default.)
+template <int d>
+using WideKeyTiles = Tiles<d, 64, d <= 64 ? 128 : 64>;
+
+enum class DqStrategy { kAtomic, kSeparatePass };
+
+/// Sets the dynamic shared memory a kernel may use, after checking this GPU allows it.
+template <typename Kernel>
+void allow_smem(Kernel kernel, size_t bytes) {
+  int device = 0, optin = 0;
+  CUDA_CHECK(cudaGetDevice(&device));
+  CUDA_CHECK(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
+  if (bytes > size_t(optin))
+    throw ft::Unsupported("flash backward: needs " + std::to_string(bytes) +
+                          " bytes of shared memory per block; this GPU allows " +
+                          std::to_string(optin));
+  CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(bytes)));
+}
+
+/// Blocks = tiles × heads on grid.x (grid.y would stop at 65535 heads).
+int grid_size(const ft::Problem& p, int tile) {
+  const int64_t blocks = int64_t((p.seq_len + tile - 1) / tile) * p.heads_total();
+  if (blocks > INT_MAX) throw ft::Unsupported("flash backward: more than 2^31-1 blocks");
+  return int(blocks);
+}
+
+template <class T, DqStrategy kDq>
+void launch_flash(const ft::Problem& p, const BackwardParams& bp, cudaStream_t st) {
+  const size_t smem = T::smem_bytes(true);
+  if constexpr (kDq == DqStrategy::kAtomic) {
+    allow_smem(flash_backward_atomic_dq<T>, smem);
+    flash_backward_atomic_dq<T><<<grid_size(p, T::Bc), kThreads, smem, st>>>(bp);
+    CUDA_CHECK_LAUNCH();
+  } else {
+    allow_smem(flash_backward_dkdv<T>, smem);
+    flash_backward_dkdv<T><<<grid_size(p, T::Bc), kThreads, smem, st>>>(bp);
+    CUDA_CHECK_LAUNCH();
+    const size_t smem_dq = T::smem_bytes(false);  // the dQ kernel keeps no P tile
+    allow_smem(flash_backward_dq<T>, smem_dq);
+    flash_backward_dq<T><<<grid_size(p, T::Br), kThreads, smem_dq, st>>>(bp);
+    CUDA_CHECK_LAUNCH();
+  }
+}
+
+/// D = rowsum(dO∘O), dQ = 0 when it is summed by atomics, then the kernels for tile shape
+/// Shape<d>.
+template <template <int> class Shape, DqStrategy kDq>
+void flash_run(const ft::Problem& p, const ft::BackwardArgs& a, cudaStream_t st) {
+  if (p.head_dim != 32 && p.head_dim != 64 && p.head_dim != 128)
+    throw ft::Unsupported("flash backward: d must be 32, 64 or 128");  // before any launch
+  for (const void* ptr : {(const void*)a.Q, (const void*)a.K, (const void*)a.V, (const void*)a.dO,
+                          (const void*)a.dQ, (const void*)a.dK, (const void*)a.dV})
+    if (reinterpret_cast<uintptr_t>(ptr) % sizeof(float4) != 0)
+      throw ft::Unsupported("flash backward: tensors must be 16-byte aligned (float4 access)");
+  float* D = static_cast<float*>(a.workspace);
+  compute_D(a.O, a.dO, D, p.rows(), p.head_dim, st);
+  // The atomic kernel adds every key tile's share into dQ, so dQ starts at zero (the
+  // harness poisons it with NaN on purpose: an output nobody clears would fail).
+  if constexpr (kDq == DqStrategy::kAtomic)
+    CUDA_CHECK(cudaMemsetAsync(a.dQ, 0, p.tensor_bytes(), st));
+  const BackwardParams bp{a.Q, a.K, a.V, a.dO, a.lse, D, a.dQ, a.dK, a.dV,
+                          p.seq_len, p.causal, p.softmax_scale()};
+  switch (p.head_dim) {
+    case 32: launch_flash<Shape<32>, kDq>(p, bp, st); break;
+    case 64: launch_flash<Shape<64>, kDq>(p, bp, st); break;
+    case 128: launch_flash<Shape<128>, kDq>(p, bp, st); break;
+    default: break;  // checked above
+  }
+}
+
+// ---- Ledger pieces ---------------------------------------------------------------------------
+
+int n_tiles(int N, int tile) { return (N + tile - 1) / tile; }
+double tile_rows(int N, int tile, int t) { return std::min(tile, N - t * tile); }
+
+/// Key-tile blocks of a dK/dV kernel that load query tile i: all of them; causal, the
+/// blocks whose start tile floor(j·Bc/Br) is ≤ i, i.e. j < (i+1)·Br/Bc.
+double blocks_visiting_query_tile(const ft::Problem& p, int i, int Br, int Bc) {
+  const int n_kv = n_tiles(p.seq_len, Bc);
+  return p.causal ? std::min(n_kv, n_tiles((i + 1) * Br, Bc)) : n_kv;
+}
+/// Query-tile blocks of the dQ kernel that load key tile j: all; causal, those from tile
+/// floor(j·Bc/Br) on (the tile holding key j·Bc).
+double blocks_visiting_key_tile(const ft::Problem& p, int j, int Br, int Bc) {
+  const int n_q = n_tiles(p.seq_len, Br);
+  return p.causal ? n_q - (j * Bc) / Br : n_q;
+}
+
+ft::KernelTraffic dot_dO_O_traffic(const ft::Problem& p) {
+  const double bytes_in = 2 * double(p.tensor_bytes());        // O, dO
+  const double bytes_out = double(p.rows()) * ft::kFloatBytes;  // D
+  return {"dot_dO_O", bytes_in, bytes_out, bytes_in, bytes_out,
+          2.0 * double(p.elems()), "O and dO streamed once, D written once"};
+}
+
+/// flash_backward_atomic_dq (atomic_dq) or flash_backward_dkdv: per head, K and V read
+/// once; each query tile's Q, dO, L, D (and dQ atomics) once per key-tile block visiting it.
+ft::KernelTraffic dkdv_traffic(const ft::Problem& p, bool atomic_dq, int Br, int Bc) {
+  const int N = p.seq_len;
+  const double d = p.head_dim, bh = double(p.heads_total()), fb = ft::kFloatBytes;
+  double q_rows_loaded = 0;  // Σ over query tiles of (rows × blocks loading them), per head
+  for (int i = 0; i < n_tiles(N, Br); ++i)
+    q_rows_loaded += tile_rows(N, Br, i) * blocks_visiting_query_tile(p, i, Br, Bc);
+  const double kv = 2 * double(p.tensor_bytes());  // K, V in; dK, dV out: once each
+  ft::KernelTraffic t;
+  t.kernel = atomic_dq ? "flash_backward_atomic_dq" : "flash_backward_dkdv";
+  t.read_bytes = kv + bh * q_rows_loaded * (2 * d + 2) * fb;
+  t.write_bytes = kv + (atomic_dq ? bh * q_rows_loaded * d * fb : 0);
+  // Products as the papers count them (2·N²·d each, halved causal): 5 with dQ, 4 without.
+  t.flops = p.backward_flops() * (atomic_dq ? 5.0 : 4.0) / 5.0;
+  // One head's Q, dO, dQ, L, D are what its key-tile blocks (adjacent on the grid) re-read.
+  const double per_head_reread = double(N) * (3 * d + 2) * fb;
+  if (ft::fits_l2(per_head_reread)) {
+    const double compulsory = 4 * double(p.tensor_bytes()) + 2 * double(p.rows()) * fb;
+    t.dram_read_bytes = compulsory + (atomic_dq ? double(p.tensor_bytes()) : 0);
+    t.dram_write_bytes = kv + (atomic_dq ? double(p.tensor_bytes()) : 0);
+    t.note = atomic_dq ? "Q,K,V,dO,L,D,dQ(zeros) read once; dK,dV,dQ written once: re-reads "
+                         "and atomics stay in L2 (one head's Q,dO,dQ fit)"
+                       : "Q,K,V,dO,L,D read once, dK,dV written once: one head's Q,dO re-reads "
+                         "fit in L2";
+  } else {
+    t.dram_read_bytes = t.read_bytes;
+    t.dram_write_bytes = t.write_bytes;
+    t.note = "one head's Q,dO,dQ exceed the L2 share: every re-read counted (upper bound)";
+  }
+  return t;
+}
+
+/// flash_backward_dq: per head, Q, dO, L, D read once; each key tile's K, V once per
+/// query-tile block visiting it; dQ written once.
+ft::KernelTraffic dq_traffic(const ft::Problem& p, int Br, int Bc) {
+  const int N = p.seq_len;
+  const double d = p.head_dim, bh = double(p.heads_total()), fb = ft::kFloatBytes;
+  double kv_rows_loaded = 0;
+  for (int j = 0; j < n_tiles(N, Bc); ++j)
+    kv_rows_loaded += tile_rows(N, Bc, j) * blocks_visiting_key_tile(p, j, Br, Bc);
+  const double q_side = 2 * double(p.tensor_bytes()) + 2 * double(p.rows()) * fb;  // Q, dO, L, D
+  ft::KernelTraffic t;
+  t.kernel = "flash_backward_dq";
+  t.read_bytes = q_side + bh * kv_rows_loaded * 2 * d * fb;
+  t.write_bytes = double(p.tensor_bytes());
+  t.flops = p.backward_flops() * 3.0 / 5.0;  // S, dP and dS·K again: 3 products of 2·N²·d
+  if (ft::fits_l2(2 * ft::matrix_bytes(N, d))) {
+    t.dram_read_bytes = q_side + 2 * double(p.tensor_bytes());
+    t.note = "Q,dO,L,D,K,V read once, dQ written once: one head's K,V re-reads fit in L2";
+  } else {
+    t.dram_read_bytes = t.read_bytes;
+    t.note = "one head's K,V exceed the L2 share: every re-read counted (upper bound)";
+  }
+  t.dram_write_bytes = t.write_bytes;
+  return t;
+}
+
+/// The baseline's products: re-read operands are the N×d matrices (one head's pair fits in
+/// L2 up to N ≈ 30 000 at d = 128); the N×N operand streams through.
+ft::KernelTraffic matmul(const ft::Problem& p, const char* what, int M, int N, int K) {
+  const bool fit = ft::fits_l2(2 * ft::matrix_bytes(p.seq_len, p.head_dim));
+  return ch02::tiled_matmul_traffic(what, M, N, K, p.heads_total(), fit);
+}
+
+}  // namespace
+
+// ---- Ledgers ---------------------------------------------------------------------------------
+
+size_t materialize_workspace_bytes(const ft::Problem& p) {
+  return 2 * p.grid_bytes() + size_t(p.rows()) * sizeof(float);
+}
+size_t flash_workspace_bytes(const ft::Problem& p) { return size_t(p.rows()) * sizeof(float); }
+
+std::vector<ft::KernelTraffic> materialize_forward_traffic(const ft::Problem& p) {
+  const int N = p.seq_len, d = p.head_dim;
+  return {matmul(p, "S = scale*Q*K^T", N, N, d), ch03::attention_softmax_traffic(p),
+          matmul(p, "O = P*V", N, d, N)};
+}
+
+std::vector<ft::KernelTraffic> materialize_traffic(const ft::Problem& p) {
+  const int N = p.seq_len, d = p.head_dim;
+  const double grid = double(p.grid_bytes()), stats = double(p.rows()) * ft::kFloatBytes;
+  const ft::KernelTraffic ds{"softmax_backward", 2 * grid + stats, grid, 2 * grid + stats, grid,
+                             2.0 * double(p.grid_elems()),
+                             "P and dP read, dS written: three N^2 grids streamed once"};
+  return {matmul(p, "dV = P^T*dO", N, d, N), matmul(p, "dP = dO*V^T", N, N, d),
+          dot_dO_O_traffic(p), ds,
+          matmul(p, "dQ = scale*dS*K", N, d, N), matmul(p, "dK = scale*dS^T*Q", N, d, N)};
+}
+
+std::vector<ft::KernelTraffic> flash_traffic(const ft::Problem& p) {
+  constexpr int Br = DefaultTiles<64>::Br, Bc = DefaultTiles<64>::Bc;  // the same for every d
+  const double dq = double(p.tensor_bytes());
+  const ft::KernelTraffic zero{"memset(dQ)", 0, dq, 0, dq, 0,
+                               "cudaMemsetAsync, not a kernel: dQ zeroed for the atomics"};
+  return {dot_dO_O_traffic(p), zero, dkdv_traffic(p, true, Br, Bc)};
+}
+
+std::vector<ft::KernelTraffic> flash_wide_keys_traffic(const ft::Problem& p) {
+  const int Br = WideKeyTiles<64>::Br;
+  const int Bc = p.head_dim <= 64 ? WideKeyTiles<64>::Bc : WideKeyTiles<128>::Bc;
+  std::vector<ft::KernelTraffic> ledger = flash_traffic(p);
+  ledger.back() = dkdv_traffic(p, true, Br, Bc);
+  return ledger;
+}
+
+std::vector<ft::KernelTraffic> flash_dq_pass_traffic(const ft::Problem& p) {
+  constexpr int Br = DefaultTiles<64>::Br, Bc = DefaultTiles<64>::Bc;
+  return {dot_dO_O_traffic(p), dkdv_traffic(p, false, Br, Bc), dq_traffic(p, Br, Bc)};
+}
+
+// ---- The implementations ---------------------------------------------------------------------
+
+const ft::ForwardImpl& materialize_forward() {
+  static const ft::ForwardImpl impl{"05", "materialize_forward",
+                                    "S, softmax in place, O = P*V; P kept for the backward",
+                                    {}, materialize_workspace_bytes, materialize_forward_run,
+                                    materialize_forward_traffic};
+  return impl;
+}
+
+const ft::BackwardImpl& materialize() {
+  static const ft::BackwardImpl impl{"05", "materialize",
+                                     "P stored by the forward; 4 products + dS over N^2 grids",
+                                     {}, materialize_workspace_bytes, materialize_forward_run,
+                                     materialize_backward_run, materialize_traffic};
+  return impl;
+}
+
+const ft::BackwardImpl& flash() {
+  static const ft::BackwardImpl impl{
+      "05", "flash", "P recomputed from Q, K, L on chip; dQ by atomicAdd", {32, 64, 128},
+      flash_workspace_bytes, ch04::fast().run, flash_run<DefaultTiles, DqStrategy::kAtomic>,
+      flash_traffic};
+  return impl;
+}
+
+const ft::BackwardImpl& flash_dq_pass() {
+  static const ft::BackwardImpl impl{
+      "05", "flash_dq_pass", "P recomputed; dQ in a second kernel, no atomics", {32, 64, 128},
+      flash_workspace_bytes, ch04::fast().run,
+      flash_run<DefaultTiles, DqStrategy::kSeparatePass>, flash_dq_pass_traffic};
+  return impl;
+}
+
+const ft::BackwardImpl& flash_wide_keys() {
+  static const ft::BackwardImpl impl{
+      "05", "flash_bc128", "as flash, 128 keys a block: half the dQ atomics", {32, 64},
+      flash_workspace_bytes, ch04::fast().run, flash_run<WideKeyTiles, DqStrategy::kAtomic>,
+      flash_wide_keys_traffic};
+  return impl;
+}
+
+std::vector<ft::BackwardImpl> backward_impls() {
+  return {materialize(), flash(), flash_dq_pass(), flash_wide_keys()};
+}
+
+}  // namespace ch05
+
+FT_EXPORT_FORWARD(ft_ch05_forward_materialize, ch05::materialize_forward())
+FT_EXPORT_BACKWARD(ft_ch05_backward_materialize, ch05::materialize())
+FT_EXPORT_BACKWARD(ft_ch05_backward, ch05::flash())
+FT_EXPORT_BACKWARD(ft_ch05_backward_dq_pass, ch05::flash_dq_pass())
+FT_EXPORT_BACKWARD(ft_ch05_backward_bc128, ch05::flash_wide_keys())

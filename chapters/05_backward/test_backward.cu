@@ -1,0 +1,180 @@
+// GPU tests of chapter 05: every backward implementation against the float64 reference on the
+// standard shapes (ragged N, causal and not, B·H = 6), on overflow-bait inputs, against each
+// other, run twice (determinism), and the D kernel on its own. Every output is poisoned with
+// NaN before a run, so an element a kernel forgets to write fails.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <stdexcept>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "05_backward/backward.hpp"
+#include "buffer.cuh"
+#include "inputs.hpp"
+#include "testing.hpp"
+#include "verify.hpp"
+
+namespace {
+
+using ft::testing::Shape;
+
+const std::vector<ft::BackwardImpl>& impls() {
+  static const std::vector<ft::BackwardImpl> all = ch05::backward_impls();
+  return all;
+}
+
+const ft::BackwardImpl& impl_named(const std::string& variant) {
+  for (const auto& impl : impls())
+    if (impl.variant == variant) return impl;
+  throw std::invalid_argument("no chapter 05 variant " + variant);
+}
+
+using VariantShape = std::tuple<std::string, Shape>;
+
+/// Every variant × the shapes it supports (its head_dims; any d: the standard 32, 64, 128).
+std::vector<VariantShape> variants_by(const std::vector<Shape>& shapes) {
+  std::vector<VariantShape> params;
+  for (const auto& impl : impls())
+    for (const Shape& s : shapes)
+      if (impl.head_dims.empty() || std::find(impl.head_dims.begin(), impl.head_dims.end(),
+                                              s.head_dim) != impl.head_dims.end())
+        params.emplace_back(impl.variant, s);
+  return params;
+}
+
+std::string variant_shape_name(const ::testing::TestParamInfo<VariantShape>& info) {
+  return std::get<0>(info.param) + "_" + ft::testing::shape_name(std::get<1>(info.param));
+}
+
+/// Relative L2 distance of `got` from `want` (both float32), failing on NaN/Inf in `got`.
+void expect_close(const char* name, const std::vector<float>& got, const std::vector<float>& want,
+                  double tolerance) {
+  ASSERT_EQ(got.size(), want.size()) << name;
+  const std::vector<double> want64(want.begin(), want.end());
+  const ft::VerifyResult r = ft::verify(name, got.data(), want64.data(), got.size(), tolerance);
+  EXPECT_TRUE(r.ok) << r.message;
+}
+
+// ---- Every variant × the standard shapes, against the float64 reference ----------------------
+
+class Backward : public ::testing::TestWithParam<VariantShape> {};
+
+TEST_P(Backward, MatchesFloat64Reference) {
+  FT_REQUIRE_GPU();
+  const auto& [variant, shape] = GetParam();
+  ft::testing::expect_backward_correct(impl_named(variant), shape.problem());
+}
+
+INSTANTIATE_TEST_SUITE_P(Ch05, Backward,
+                         ::testing::ValuesIn(variants_by(ft::testing::standard_shapes())),
+                         variant_shape_name);
+
+// ---- Scores near ±1e4: exp overflows unless the saved log-sum-exp is subtracted first -------
+
+class BackwardLargeScores : public ::testing::TestWithParam<VariantShape> {};
+
+TEST_P(BackwardLargeScores, FiniteAndAccurate) {
+  FT_REQUIRE_GPU();
+  const auto& [variant, shape] = GetParam();
+  ft::testing::expect_backward_correct(impl_named(variant), shape.problem(),
+                                       ft::InputKind::LargeScores,
+                                       ft::testing::kLargeScoreTolerance);
+}
+
+const std::vector<Shape> kLargeScoreShapes = {
+    {17, 64, false}, {17, 64, true}, {1000, 64, false}, {1000, 64, true}};
+
+INSTANTIATE_TEST_SUITE_P(Ch05, BackwardLargeScores,
+                         ::testing::ValuesIn(variants_by(kLargeScoreShapes)), variant_shape_name);
+
+// ---- The three variants agree with each other ------------------------------------------------
+
+class VariantsAgree : public ::testing::TestWithParam<Shape> {};
+
+TEST_P(VariantsAgree, GradientsWithin1e4) {
+  FT_REQUIRE_GPU();
+  const ft::Problem p = GetParam().problem();
+  const ft::AttentionInputs in = ft::make_inputs(p, ft::InputKind::Uniform, 7);
+  const auto base = ft::testing::run_backward(ch05::materialize(), p, in);
+  for (const ft::BackwardImpl* impl :
+       {&ch05::flash(), &ch05::flash_dq_pass(), &ch05::flash_wide_keys()}) {
+    if (p.head_dim > 64 && impl == &ch05::flash_wide_keys()) continue;  // its head_dims
+    SCOPED_TRACE(impl->variant);
+    const auto out = ft::testing::run_backward(*impl, p, in);
+    expect_close("dQ", out.dQ, base.dQ, 1e-4);
+    expect_close("dK", out.dK, base.dK, 1e-4);
+    expect_close("dV", out.dV, base.dV, 1e-4);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Ch05, VariantsAgree,
+                         ::testing::Values(Shape{1000, 64, false}, Shape{1000, 64, true},
+                                           Shape{17, 128, true}, Shape{2048, 32, false}),
+                         [](const ::testing::TestParamInfo<Shape>& info) {
+                           return ft::testing::shape_name(info.param);
+                         });
+
+// ---- Determinism: no atomics → bit-identical reruns ------------------------------------------
+
+TEST(Determinism, DqPassIsBitIdenticalAndAtomicOnlyInDq) {
+  FT_REQUIRE_GPU();
+  const ft::Problem p = Shape{1000, 64, false}.problem();
+  const ft::AttentionInputs in = ft::make_inputs(p, ft::InputKind::Uniform, 11);
+  const auto a = ft::testing::run_backward(ch05::flash_dq_pass(), p, in);
+  const auto b = ft::testing::run_backward(ch05::flash_dq_pass(), p, in);
+  EXPECT_EQ(a.dQ, b.dQ) << "flash_dq_pass has no atomics: dQ must repeat bit for bit";
+  EXPECT_EQ(a.dK, b.dK);
+  EXPECT_EQ(a.dV, b.dV);
+  // The atomic variant: dK and dV are still summed in a fixed order in registers.
+  const auto c = ft::testing::run_backward(ch05::flash(), p, in);
+  const auto e = ft::testing::run_backward(ch05::flash(), p, in);
+  EXPECT_EQ(c.dK, e.dK);
+  EXPECT_EQ(c.dV, e.dV);
+  expect_close("dQ (atomic, rerun)", c.dQ, e.dQ, 1e-6);  // only the rounding order may differ
+}
+
+// ---- The D kernel alone ----------------------------------------------------------------------
+
+TEST(ComputeD, MatchesCpuRowDots) {
+  FT_REQUIRE_GPU();
+  const int64_t rows = 2 * 3 * 1000 + 5;  // not a multiple of the 8 rows a block handles
+  for (int d : {1, 5, 32, 64, 128}) {
+    SCOPED_TRACE("d=" + std::to_string(d));
+    const std::vector<float> O = ft::random_uniform(size_t(rows) * d, 1 + d);
+    const std::vector<float> dO = ft::random_uniform(size_t(rows) * d, 2 + d);
+    ft::DeviceBuffer<float> O_dev(O.size()), dO_dev(dO.size()), D_dev(static_cast<size_t>(rows));
+    O_dev.upload(O);
+    dO_dev.upload(dO);
+    D_dev.poison();
+    ch05::compute_D(O_dev.get(), dO_dev.get(), D_dev.get(), rows, d, 0);
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    const std::vector<float> D = D_dev.download();
+    for (int64_t r = 0; r < rows; ++r) {
+      double want = 0, magnitude = 0;
+      for (int k = 0; k < d; ++k) {
+        want += double(O[r * d + k]) * dO[r * d + k];
+        magnitude += std::fabs(double(O[r * d + k]) * dO[r * d + k]);
+      }
+      ASSERT_TRUE(std::isfinite(D[r])) << "row " << r;
+      ASSERT_NEAR(D[r], want, 1e-6 * magnitude + 1e-30) << "row " << r;
+    }
+  }
+}
+
+// ---- Shapes the flash kernels refuse --------------------------------------------------------
+
+TEST(Flash, RefusesOtherHeadDims) {
+  FT_REQUIRE_GPU();
+  ft::Problem p;
+  p.seq_len = 16;
+  p.head_dim = 48;
+  ft::BackwardArgs a{};
+  EXPECT_THROW(ch05::flash().run(p, a, 0), ft::Unsupported);
+  EXPECT_THROW(ch05::flash_dq_pass().run(p, a, 0), ft::Unsupported);
+  EXPECT_THROW(ch05::flash_wide_keys().run(p, a, 0), ft::Unsupported);
+}
+
+}  // namespace
