@@ -1,0 +1,68 @@
+// CPU tests of chapter 02's memory ledger, against numbers worked out by hand.
+#include <gtest/gtest.h>
+
+#include "02_tiled/tiled.hpp"
+#include "02_tiled/tiled_matmul.cuh"
+
+namespace {
+
+TEST(Ch02Ledger, TiledMatmulByHand) {
+  // 100×70 = 100×16 · 16×70 in 64×64 tiles, 2 matrices: 2 column tiles re-read A,
+  // 2 row tiles re-read B.
+  const ft::KernelTraffic t = ch02::tiled_matmul_traffic("test", 100, 70, 16, 2, true);
+  EXPECT_EQ(t.kernel, "tiled_matmul_kernel");
+  EXPECT_DOUBLE_EQ(t.read_bytes, 2 * (2 * 100 * 16 * 4.0 + 2 * 16 * 70 * 4.0));
+  EXPECT_DOUBLE_EQ(t.write_bytes, 2 * 100 * 70 * 4.0);
+  EXPECT_DOUBLE_EQ(t.dram_read_bytes, 2 * (100 * 16 * 4.0 + 16 * 70 * 4.0));  // each once
+  EXPECT_DOUBLE_EQ(t.dram_write_bytes, t.write_bytes);
+  EXPECT_DOUBLE_EQ(t.flops, 2.0 * 100 * 70 * 16 * 2);
+  const ft::KernelTraffic spill = ch02::tiled_matmul_traffic("test", 100, 70, 16, 2, false);
+  EXPECT_DOUBLE_EQ(spill.dram_read_bytes, spill.read_bytes);
+}
+
+ft::Problem problem(int B, int H, int N, int d, bool causal) {
+  ft::Problem p;
+  p.batch = B;
+  p.heads = H;
+  p.seq_len = N;
+  p.head_dim = d;
+  p.causal = causal;
+  return p;
+}
+
+TEST(Ch02Ledger, TinyProblemByHand) {
+  // 2 heads, N = 4, d = 2: grid 128 B, one tensor 64 B, lse 32 B; one tile covers all.
+  const auto k = ch02::traffic(problem(1, 2, 4, 2, true));
+  ASSERT_EQ(k.size(), 3u);
+  EXPECT_DOUBLE_EQ(k[0].read_bytes, 64 + 64);  // Q and K once each
+  EXPECT_DOUBLE_EQ(k[0].write_bytes, 128);
+  EXPECT_EQ(k[1].kernel, "softmax_rows_kernel");
+  EXPECT_DOUBLE_EQ(k[1].read_bytes, 3 * 80);  // causal: 10 visible entries per head
+  EXPECT_DOUBLE_EQ(k[1].dram_read_bytes, 80);
+  EXPECT_DOUBLE_EQ(k[1].write_bytes, 128 + 32);
+  EXPECT_DOUBLE_EQ(k[2].read_bytes, 128 + 64);  // P and V once each
+  EXPECT_DOUBLE_EQ(k[2].write_bytes, 64);
+  EXPECT_DOUBLE_EQ(ft::total(k).flops, problem(1, 2, 4, 2, true).forward_flops());
+}
+
+TEST(Ch02Ledger, SoftmaxRereadsHitL2OnlyWhileRowsInFlightFit) {
+  const double grid4k = 128.0 * 4096 * 4096 * 4;
+  // N = 4096: 1056 rows of 16 KB in flight (17 MB) fit in half the L2: one DRAM read.
+  EXPECT_DOUBLE_EQ(ch02::traffic(problem(4, 32, 4096, 64, false))[1].dram_read_bytes, grid4k);
+  // N = 16384: 1056 rows of 64 KB (69 MB) do not: three DRAM reads.
+  const double grid16k = 32.0 * 16384 * 16384 * 4;
+  EXPECT_DOUBLE_EQ(ch02::traffic(problem(1, 32, 16384, 64, false))[1].dram_read_bytes,
+                   3 * grid16k);
+}
+
+TEST(Ch02Ledger, ReadmeProblem) {
+  const auto k = ch02::traffic(problem(4, 32, 4096, 64, false));
+  const double tensor = 128.0 * 4096 * 64 * 4;
+  // S = Q·Kᵀ: Q re-read by 64 column tiles, K by 64 row tiles.
+  EXPECT_DOUBLE_EQ(k[0].read_bytes, 64 * tensor + 64 * tensor);
+  EXPECT_DOUBLE_EQ(k[0].dram_read_bytes, 2 * tensor);
+  // O = P·V: P read by 1 column tile (d = 64), V by 64 row tiles.
+  EXPECT_DOUBLE_EQ(k[2].read_bytes, 128.0 * 4096 * 4096 * 4 + 64 * tensor);
+}
+
+}  // namespace

@@ -1,0 +1,44 @@
+/// @file tiled.hpp
+/// @brief Chapter 02: the same three passes as chapter 01, with shared-memory tiled matrix
+/// products (tiled_matmul.cuh) and a softmax that gives each row a block of threads.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <vector>
+
+#include "harness.hpp"
+#include "problem.hpp"
+#include "traffic.hpp"
+
+namespace ch02 {
+
+/// S = scale·Q·Kᵀ (tiled), P = softmax(S) (a block per row), O = P·V (tiled).
+/// Workspace: the B·H·N·N float grid, S then P in place.
+const ft::ForwardImpl& tiled();
+
+/// Every forward implementation of this chapter (just tiled()).
+std::vector<ft::ForwardImpl> forward_impls();
+
+/// The chapter's memory ledger: one line per kernel.
+std::vector<ft::KernelTraffic> traffic(const ft::Problem& p);
+
+/// Threads that share one row in the block-per-row softmax (here and in chapter 03): 8
+/// warps, enough to cover a 4096-wide row in 16 coalesced sweeps, and 8 such blocks fill
+/// the 2048 thread slots of an SM.
+constexpr int kSoftmaxThreads = 256;
+
+/// Rows the H200 walks at once with one kSoftmaxThreads block per row: 132 SMs × 8
+/// blocks. The ledger asks whether these rows fit in L2, i.e. whether a second pass over
+/// a row finds it there.
+constexpr double kSoftmaxWaveRows = 132.0 * (2048 / kSoftmaxThreads);
+
+/// The safe softmax of `rows` rows of `cols` floats, three passes (max, sum, normalize),
+/// one block per row. `out` may equal `in` (in place). `lse` (may be null) gets
+/// log Σ_j exp(in[j]) per row. Causal: the rows form square cols×cols grids, and row r
+/// sees columns j ≤ r mod cols; the others get 0.
+void softmax_rows(const float* in, float* out, float* lse, int64_t rows, int cols, bool causal,
+                  cudaStream_t stream);
+
+}  // namespace ch02
