@@ -136,9 +136,10 @@ struct FastTiles {
   using Rows = Split<Br, TR>;   ///< a thread's rows, the same in S and O: m, l stay private
   using SCols = Split<Bc, TC>;  ///< its columns (keys) of the score tile S
   using OCols = Split<D, TC>;   ///< its columns of the output tile O
-  /// Pᵀ is written one column of S at a time; with a row stride of exactly Br the row
-  /// groups of a warp would land on the same banks. 4 more floats shift each row of Pᵀ
-  /// by 4 banks and keep it 16-byte aligned for the float4 stores.
+  /// Pᵀ is written one column of S at a time, so lanes holding different columns write
+  /// different rows of Pᵀ; with a row stride of exactly Br (a multiple of 32 floats) those
+  /// rows all start on bank 0 and the stores conflict. 4 more floats shift each row by 4
+  /// banks, and keep it 16-byte aligned for the float4 stores.
   static constexpr int kPadP = 4;
   static constexpr int kLdP = Br + kPadP;
   static constexpr size_t kSmemBytes = sizeof(float) * (D * Br + D * Bc + Bc * D + Bc * kLdP);
