@@ -246,12 +246,14 @@ def plot_roofline(traffic, ceilings, gpu, path):
     # Kernels that land on (nearly) the same spot share one label instead of overprinting.
     clusters = []
     for r, x, y, _ in sorted(points, key=lambda p: (p[1], p[2])):
+        name = f"{r['chapter']} {r['kernel']}" + (f" ({r['variant']})" if r.get("variant") else "")
         for cl in clusters:
             if abs(math.log10(x / cl["x"])) < 0.12 and abs(math.log10(y / cl["y"])) < 0.12:
-                cl["names"].append(f"{r['chapter']} {r['kernel']}")
+                if name not in cl["names"]:
+                    cl["names"].append(name)
                 break
         else:
-            clusters.append({"x": x, "y": y, "names": [f"{r['chapter']} {r['kernel']}"]})
+            clusters.append({"x": x, "y": y, "names": [name]})
     for cl in clusters:
         ax.annotate("\n".join(cl["names"]), (cl["x"], cl["y"]), xytext=(6, 0),
                     textcoords="offset points", fontsize=7, va="center", color="0.15")
