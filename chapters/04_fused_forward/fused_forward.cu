@@ -26,7 +26,7 @@ int ceil_div(int a, int b) { return (a + b - 1) / b; }
 // ---------------------------------------------------------------------------------------
 
 // Query rows per block = threads per block: 4 warps; at N = 4096, B·H = 128 that is 4096
-// blocks, 31 per SM, so every SM has work (chapter 01's lesson: parallelism over B·H·N/Br).
+// blocks, 31 per SM: every SM has work (see the README for a design that had too few).
 constexpr int kSimpleBr = 128;
 // Keys per K/V tile: a row's 32 scores of one tile live in registers (s[32]), next to its
 // output row (o[d]): 32 + 128 floats at d = 128 still fit in a thread's 255 registers.
@@ -144,6 +144,8 @@ struct FastTiles {
   static constexpr int kLdP = Br + kPadP;
   static constexpr size_t kSmemBytes = sizeof(float) * (D * Br + D * Bc + Bc * D + Bc * kLdP);
   static_assert(Br % kRowsPerThread == 0 && D % 4 == 0, "whole runs of 4");
+  static_assert(kThreads % 32 == 0, "whole warps: the row shuffles use every lane");
+  static_assert(kSmemBytes <= 227 * 1024, "at most 227 KB of shared memory per block");
 };
 
 template <class T>
