@@ -120,6 +120,10 @@ void allow_smem(Kernel kernel, size_t bytes) {
                           " bytes of shared memory per block; this GPU allows " +
                           std::to_string(optin));
   CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(bytes)));
+  // All of the SM's L1/shared storage as shared memory: the tiles live there (two blocks
+  // at d = 64 take 209 KB), and these kernels do not re-read global memory through L1.
+  CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout,
+                                  int(cudaSharedmemCarveoutMaxShared)));
 }
 
 /// Blocks = tiles × heads on grid.x (grid.y would stop at 65535 heads).
