@@ -16,11 +16,15 @@
 #      sectors) and the kernel's time;
 #   3. scripts/join_traffic.py pairs launches with ledger rows by kernel name and prints a
 #      summary that marks model/measurement gaps over 20%.
-# Raw files stay in OUT_DIR/ncu/ (not committed); rerunning replaces them.
+# Raw files stay in OUT_DIR/ncu/ (not committed). A run replaces the files of the runs it
+# repeats and keeps the others, and the join reads them all: so the work can be split into
+# several calls (FT_TRAFFIC_CHAPTERS) and traffic.csv still covers everything measured.
+# Delete OUT_DIR/ncu to start afresh.
 #
 # Environment:
-#   NCU            the ncu binary (default: ncu)
-#   FT_TRAFFIC_SKIP  "CH:N:d ..." combinations to leave out (default below)
+#   NCU                  the ncu binary (default: ncu)
+#   FT_TRAFFIC_CHAPTERS  only these chapters, e.g. "01 02 03" (default: every chapter built)
+#   FT_TRAFFIC_SKIP      "CH:N:d ..." combinations to leave out (default below)
 #   FT_TRAFFIC_N, FT_TRAFFIC_D  override the size lists, e.g. FT_TRAFFIC_N="1024" for a quick try
 set -euo pipefail
 
@@ -45,9 +49,9 @@ dims=${FT_TRAFFIC_D:-"64 128"}
 tokens=16384   # B·N: sequences × tokens per sequence
 hidden=2048    # H·d: heads × head dimension
 
+chapters=${FT_TRAFFIC_CHAPTERS:-}
 raw=$out/ncu
 mkdir -p "$raw"
-rm -f "$raw"/*.csv "$raw"/*.log
 
 shopt -s nullglob
 programs=("$build"/chapters/[0-9][0-9]_*/ch[0-9][0-9]_*)
@@ -67,6 +71,7 @@ for prog in "${programs[@]}"; do
   [[ -f $prog && -x $prog ]] || continue
   name=$(basename "$prog")
   chapter=${name:2:2}
+  [[ -z $chapters || " $chapters " == *" $chapter "* ]] || continue
   # 1. The chapter's variants, from its ledger at a shape every chapter supports.
   rm -f "$raw/$name.variants.csv"
   rc=0
@@ -86,7 +91,7 @@ for prog in "${programs[@]}"; do
       # 2. One profiled run per variant, so kernels that two variants share are not mixed up.
       for v in $variants; do
         base=$raw/${name}_N${n}_d${d}__$v
-        rm -f "$base.ledger.csv"
+        rm -f "$base.ledger.csv" "$base.ncu.csv"
         rc=0
         model_only "$prog" "$base.ledger.csv" "${shape[@]}" --variant "$v" || rc=$?
         if [[ $rc -ne 3 && $rc -ne 0 ]]; then
