@@ -26,12 +26,18 @@ constexpr int kRowsPerBlock = kSmallBlock / ft::kWarpSize;  ///< dot_dO_O: one w
 
 /// D_i = Σ_k dO_ik·O_ik, one warp per row: lanes stride over the row (coalesced), a warp
 /// shuffle sums. D_i equals Σ_j P_ij·dP_ij (README) but costs N·d instead of N².
-__global__ void dot_dO_O(const float* O, const float* dO, float* D, int64_t rows, int d) {
+/// When dQ is given it also clears that row of dQ for the atomic adds that follow: it
+/// visits every row anyway (FlashAttention-2's preprocessing kernel does the same).
+__global__ void dot_dO_O(const float* O, const float* dO, float* D, float* dQ, int64_t rows,
+                         int d) {
   const int64_t row = int64_t(blockIdx.x) * kRowsPerBlock + threadIdx.x / ft::kWarpSize;
   if (row >= rows) return;  // whole warps leave together, so the shuffle below stays full
   const int lane = threadIdx.x % ft::kWarpSize;
   float sum = 0.f;
-  for (int k = lane; k < d; k += ft::kWarpSize) sum += O[row * d + k] * dO[row * d + k];
+  for (int k = lane; k < d; k += ft::kWarpSize) {
+    sum += O[row * d + k] * dO[row * d + k];
+    if (dQ) dQ[row * d + k] = 0.f;
+  }
   sum = ft::warp_sum(sum);
   if (lane == 0) D[row] = sum;
 }
@@ -48,11 +54,11 @@ __global__ void softmax_backward(float* dP, const float* P, const float* D, int6
 }
 
 void compute_D(const float* O, const float* dO, float* D, int64_t rows, int d,
-               cudaStream_t stream) {
+               cudaStream_t stream, float* zero_dQ) {
   if (rows == 0) return;
   const int64_t blocks = (rows + kRowsPerBlock - 1) / kRowsPerBlock;
   if (blocks > INT_MAX) throw ft::Unsupported("compute_D: too many rows for one launch");
-  dot_dO_O<<<int(blocks), kSmallBlock, 0, stream>>>(O, dO, D, rows, d);
+  dot_dO_O<<<int(blocks), kSmallBlock, 0, stream>>>(O, dO, D, zero_dQ, rows, d);
   CUDA_CHECK_LAUNCH();
 }
 
@@ -161,12 +167,12 @@ void flash_run(const ft::Problem& p, const ft::BackwardArgs& a, cudaStream_t st)
                           (const void*)a.dQ, (const void*)a.dK, (const void*)a.dV})
     if (reinterpret_cast<uintptr_t>(ptr) % sizeof(float4) != 0)
       throw ft::Unsupported("flash backward: tensors must be 16-byte aligned (float4 access)");
+  // The atomic kernel adds every key tile's share into dQ, so dQ must start at zero (the
+  // harness fills it with NaN on purpose: an output nobody clears would fail). The D
+  // kernel clears it on its way through the rows.
   float* D = static_cast<float*>(a.workspace);
-  compute_D(a.O, a.dO, D, p.rows(), p.head_dim, st);
-  // The atomic kernel adds every key tile's share into dQ, so dQ starts at zero (the
-  // harness poisons it with NaN on purpose: an output nobody clears would fail).
-  if constexpr (kDq == DqStrategy::kAtomic)
-    CUDA_CHECK(cudaMemsetAsync(a.dQ, 0, p.tensor_bytes(), st));
+  float* zero_dQ = kDq == DqStrategy::kAtomic ? a.dQ : nullptr;
+  compute_D(a.O, a.dO, D, p.rows(), p.head_dim, st, zero_dQ);
   const BackwardParams bp{a.Q, a.K, a.V, a.dO, a.lse, D, a.dQ, a.dK, a.dV,
                           p.seq_len, p.causal, p.softmax_scale()};
   switch (p.head_dim) {
@@ -195,11 +201,13 @@ double blocks_visiting_key_tile(const ft::Problem& p, int j, int Br, int Bc) {
   return p.causal ? n_q - (j * Bc) / Br : n_q;
 }
 
-ft::KernelTraffic dot_dO_O_traffic(const ft::Problem& p) {
-  const double bytes_in = 2 * double(p.tensor_bytes());        // O, dO
-  const double bytes_out = double(p.rows()) * ft::kFloatBytes;  // D
-  return {"dot_dO_O", bytes_in, bytes_out, bytes_in, bytes_out,
-          2.0 * double(p.elems()), "O and dO streamed once, D written once"};
+ft::KernelTraffic dot_dO_O_traffic(const ft::Problem& p, bool zero_dQ) {
+  const double bytes_in = 2 * double(p.tensor_bytes());                  // O, dO
+  const double bytes_out = double(p.rows()) * ft::kFloatBytes +          // D
+                           (zero_dQ ? double(p.tensor_bytes()) : 0);     // dQ's zeros
+  return {"dot_dO_O", bytes_in, bytes_out, bytes_in, bytes_out, 2.0 * double(p.elems()),
+          zero_dQ ? "O and dO streamed once, D written once, dQ cleared once"
+                  : "O and dO streamed once, D written once"};
 }
 
 /// flash_backward_atomic_dq (atomic_dq) or flash_backward_dkdv: per head, K and V read
@@ -289,16 +297,13 @@ std::vector<ft::KernelTraffic> materialize_traffic(const ft::Problem& p) {
                              2.0 * double(p.grid_elems()),
                              "P and dP read, dS written: three N^2 grids streamed once"};
   return {matmul(p, "dV = P^T*dO", N, d, N), matmul(p, "dP = dO*V^T", N, N, d),
-          dot_dO_O_traffic(p), ds,
+          dot_dO_O_traffic(p, false), ds,
           matmul(p, "dQ = scale*dS*K", N, d, N), matmul(p, "dK = scale*dS^T*Q", N, d, N)};
 }
 
 std::vector<ft::KernelTraffic> flash_traffic(const ft::Problem& p) {
   constexpr int Br = DefaultTiles<64>::Br, Bc = DefaultTiles<64>::Bc;  // the same for every d
-  const double dq = double(p.tensor_bytes());
-  const ft::KernelTraffic zero{"memset(dQ)", 0, dq, 0, dq, 0,
-                               "cudaMemsetAsync, not a kernel: dQ zeroed for the atomics"};
-  return {dot_dO_O_traffic(p), zero, dkdv_traffic(p, true, Br, Bc)};
+  return {dot_dO_O_traffic(p, true), dkdv_traffic(p, true, Br, Bc)};
 }
 
 std::vector<ft::KernelTraffic> flash_wide_keys_traffic(const ft::Problem& p) {
@@ -311,7 +316,7 @@ std::vector<ft::KernelTraffic> flash_wide_keys_traffic(const ft::Problem& p) {
 
 std::vector<ft::KernelTraffic> flash_dq_pass_traffic(const ft::Problem& p) {
   constexpr int Br = DefaultTiles<64>::Br, Bc = DefaultTiles<64>::Bc;
-  return {dot_dO_O_traffic(p), dkdv_traffic(p, false, Br, Bc), dq_traffic(p, Br, Bc)};
+  return {dot_dO_O_traffic(p, false), dkdv_traffic(p, false, Br, Bc), dq_traffic(p, Br, Bc)};
 }
 
 // ---- The implementations ---------------------------------------------------------------------

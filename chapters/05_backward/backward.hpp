@@ -42,10 +42,11 @@ std::vector<ft::BackwardImpl> backward_impls();
 /// the `forward` of materialize(); its workspace is materialize()'s.
 const ft::ForwardImpl& materialize_forward();
 
-/// D = rowsum(dO∘O) over `rows` rows of d floats (rows = B·H·N), one warp per row.
-/// Launches on `stream` without synchronising.
+/// D = rowsum(dO∘O) over `rows` rows of d floats (rows = B·H·N), one warp per row; also
+/// sets `zero_dQ` (rows × d floats) to zero when it is given. Launches on `stream` without
+/// synchronising.
 void compute_D(const float* O, const float* dO, float* D, int64_t rows, int d,
-               cudaStream_t stream);
+               cudaStream_t stream, float* zero_dQ = nullptr);
 
 // ---- Memory ledgers (formulas in B, H, N, d and the tile sizes; README explains them) ----
 
@@ -58,7 +59,7 @@ size_t flash_workspace_bytes(const ft::Problem& p);
 std::vector<ft::KernelTraffic> materialize_forward_traffic(const ft::Problem& p);
 /// materialize()'s backward kernels: dV, dP, D, dS, dQ, dK.
 std::vector<ft::KernelTraffic> materialize_traffic(const ft::Problem& p);
-/// flash()'s backward: D, the dQ memset, flash_backward_atomic_dq.
+/// flash()'s backward: D (clearing dQ), flash_backward_atomic_dq.
 std::vector<ft::KernelTraffic> flash_traffic(const ft::Problem& p);
 /// flash_dq_pass()'s backward: D, flash_backward_dkdv, flash_backward_dq.
 std::vector<ft::KernelTraffic> flash_dq_pass_traffic(const ft::Problem& p);

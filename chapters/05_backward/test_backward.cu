@@ -138,20 +138,22 @@ TEST(Determinism, DqPassIsBitIdenticalAndAtomicOnlyInDq) {
 
 // ---- The D kernel alone ----------------------------------------------------------------------
 
-TEST(ComputeD, MatchesCpuRowDots) {
+TEST(ComputeD, MatchesCpuRowDotsAndClearsDq) {
   FT_REQUIRE_GPU();
   const int64_t rows = 2 * 3 * 1000 + 5;  // not a multiple of the 8 rows a block handles
   for (int d : {1, 5, 32, 64, 128}) {
     SCOPED_TRACE("d=" + std::to_string(d));
     const std::vector<float> O = ft::random_uniform(size_t(rows) * d, 1 + d);
     const std::vector<float> dO = ft::random_uniform(size_t(rows) * d, 2 + d);
-    ft::DeviceBuffer<float> O_dev(O.size()), dO_dev(dO.size()), D_dev(static_cast<size_t>(rows));
+    ft::DeviceBuffer<float> O_dev(O.size()), dO_dev(dO.size()), dQ_dev(O.size());
+    ft::DeviceBuffer<float> D_dev(static_cast<size_t>(rows));
     O_dev.upload(O);
     dO_dev.upload(dO);
     D_dev.poison();
-    ch05::compute_D(O_dev.get(), dO_dev.get(), D_dev.get(), rows, d, 0);
+    dQ_dev.poison();
+    ch05::compute_D(O_dev.get(), dO_dev.get(), D_dev.get(), rows, d, 0, dQ_dev.get());
     ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-    const std::vector<float> D = D_dev.download();
+    const std::vector<float> D = D_dev.download(), dQ = dQ_dev.download();
     for (int64_t r = 0; r < rows; ++r) {
       double want = 0, magnitude = 0;
       for (int k = 0; k < d; ++k) {
@@ -161,6 +163,7 @@ TEST(ComputeD, MatchesCpuRowDots) {
       ASSERT_TRUE(std::isfinite(D[r])) << "row " << r;
       ASSERT_NEAR(D[r], want, 1e-6 * magnitude + 1e-30) << "row " << r;
     }
+    for (size_t i = 0; i < dQ.size(); ++i) ASSERT_EQ(dQ[i], 0.f) << "dQ element " << i;
   }
 }
 
