@@ -109,7 +109,9 @@ template <int d>
 using DefaultTiles = Tiles<d, 64, 64>;
 // Wide keys: 128 keys per block where registers allow it (d ≤ 64): dK, dV grow to 64
 // accumulators a thread and one block fits an SM, but each Q/dO tile loaded serves twice as
-// many keys, and dQ takes half as many atomic adds. (d = 128 falls back to the default.)
+// many keys, and dQ takes half as many atomic adds. d = 128 keeps 64 keys (the registers
+// and shared memory are full), so there the variant is the default kernel again: it still
+// lists d = 128, because a chapter program only accepts a d that all its variants accept.
 template <int d>
 using WideKeyTiles = Tiles<d, 64, d <= 64 ? 128 : 64>;
 
@@ -355,7 +357,7 @@ const ft::BackwardImpl& flash_dq_pass() {
 
 const ft::BackwardImpl& flash_wide_keys() {
   static const ft::BackwardImpl impl{
-      "05", "flash_bc128", "as flash, 128 keys a block: half the dQ atomics", {32, 64},
+      "05", "flash_bc128", "as flash, 128 keys a block (d <= 64; d = 128: = flash)", {32, 64, 128},
       flash_workspace_bytes, ch04::fast().run, flash_run<WideKeyTiles, DqStrategy::kAtomic>,
       flash_wide_keys_traffic};
   return impl;

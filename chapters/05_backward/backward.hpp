@@ -29,9 +29,10 @@ const ft::BackwardImpl& flash();
 /// key tiles (no atomics, deterministic; S, P and dP are recomputed a second time).
 const ft::BackwardImpl& flash_dq_pass();
 
-/// flash() with 128 keys per block instead of 64 (d ≤ 64; variant "flash_bc128"): each
-/// Q/dO tile loaded serves twice the keys and dQ takes half the atomic adds, at one block
-/// per SM instead of two. A tuning point for the GPU run to settle.
+/// flash() with 128 keys per block instead of 64 (variant "flash_bc128"; at d = 128, where
+/// 128 keys do not fit, the same kernel as flash()): each Q/dO tile loaded serves twice the
+/// keys and dQ takes half the atomic adds, at one block per SM instead of two. A tuning
+/// point for the GPU run to settle.
 const ft::BackwardImpl& flash_wide_keys();
 
 /// materialize(), flash(), flash_dq_pass(), flash_wide_keys(): the order the program runs
