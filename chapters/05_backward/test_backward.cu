@@ -118,7 +118,7 @@ INSTANTIATE_TEST_SUITE_P(Ch05, VariantsAgree,
 
 // ---- Determinism: no atomics → bit-identical reruns ------------------------------------------
 
-TEST(Determinism, DqPassIsBitIdenticalAndAtomicOnlyInDq) {
+TEST(Ch05Determinism, RerunsRepeatBitForBitExceptAtomicDq) {
   FT_REQUIRE_GPU();
   const ft::Problem p = Shape{1000, 64, false}.problem();
   const ft::AttentionInputs in = ft::make_inputs(p, ft::InputKind::Uniform, 11);
@@ -137,7 +137,7 @@ TEST(Determinism, DqPassIsBitIdenticalAndAtomicOnlyInDq) {
 
 // ---- The D kernel alone ----------------------------------------------------------------------
 
-TEST(ComputeD, MatchesCpuRowDotsAndClearsDq) {
+TEST(Ch05ComputeD, MatchesCpuRowDotsAndClearsDq) {
   FT_REQUIRE_GPU();
   const int64_t rows = 2 * 3 * 1000 + 5;  // not a multiple of the 8 rows a block handles
   for (int d : {1, 5, 32, 64, 128}) {
@@ -168,7 +168,7 @@ TEST(ComputeD, MatchesCpuRowDotsAndClearsDq) {
 
 // ---- Shapes the flash kernels refuse --------------------------------------------------------
 
-TEST(Flash, RefusesOtherHeadDims) {
+TEST(Ch05Flash, RefusesOtherHeadDims) {
   FT_REQUIRE_GPU();
   ft::Problem p;
   p.seq_len = 16;
