@@ -142,7 +142,7 @@ class FixtureSite(unittest.TestCase):
         self.assertNotIn("<details>", self.ch01)
 
     def test_images(self):
-        self.assertIn("*Figure `nothing.png` is not generated yet.*", self.ch01)
+        self.assertIn("<em>Figure `nothing.png` is not generated yet.</em>", self.ch01)
         self.assertIn("\\image html figures_staircase.png", self.ch01)
         self.assertIn("\\image html 01_naive_tiles.png", self.ch01)
         self.assertTrue(os.path.isfile(os.path.join(self.gen, "images", "01_naive_tiles.png")))
