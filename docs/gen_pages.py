@@ -296,16 +296,12 @@ def tour_rows(tour, chapter):
            "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         prev = step_baseline(tour, r)
-        step = f"{r_div(prev[1], r['ms']):.2f}× (vs {prev[0]})" if prev and r["ms"] else MISSING
+        step = f"{prev[1] / r['ms']:.2f}× (vs {prev[0]})" if prev and r["ms"] else MISSING
         out.append(f"| {r['variant']} | {r['pass']} | {r['batch']} | {r['heads']} | {r['seq_len']} "
                    f"| {r['head_dim']} | {'yes' if r['causal'] else 'no'} | {num(r['ms'], '{:.4g}')} "
                    f"| {num(r['tflops'])} | {num(r['gbps'], '{:.0f}')} | {num(r['rel_err'], '{:.1e}')} "
                    f"| {num(r['speedup_vs_ch01'], '{:.2f}', '×')} | {step} |")
     return out
-
-
-def r_div(a, b):
-    return a / b
 
 
 def same_problem(a, b):
