@@ -1,1 +1,133 @@
-int main() { return 0; }
+// The tour: every chapter on one problem, one staircase table.
+//
+//   cmake --workflow --preset tour          (configure, build, run this; writes build/tour.csv)
+//   ./build/chapters/tour/tour --seq-len 16384 --batch 1 --csv tour.csv
+//
+// Each step is the same function-pointer interface the chapter programs measure (see
+// common/harness.hpp), timed by the same harness, verified against the same float64
+// reference. Without a GPU the tour says so, prints what the traffic model predicts each
+// step moves through device memory, and exits 0.
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "01_naive/naive.hpp"
+#include "02_tiled/tiled.hpp"
+#include "03_online_softmax/online_softmax.hpp"
+#include "04_fused_forward/fused_forward.hpp"
+#include "05_backward/backward.hpp"
+#include "check.cuh"
+#include "harness.hpp"
+#include "options.hpp"
+
+namespace {
+
+/// The staircase, in order. Forward steps first; then the two backward passes of chapter 05.
+struct Steps {
+  std::vector<ft::ForwardImpl> forwards{ch01::naive(), ch02::tiled(), ch03::online(),
+                                        ch04::simple(), ch04::fast()};
+  std::vector<ft::BackwardImpl> backwards{ch05::materialize(), ch05::flash()};
+};
+
+void print_predictions(const Steps& steps, const ft::Problem& p) {
+  std::printf("\nPredicted by the traffic model (no GPU needed): %s, float32\n",
+              p.describe().c_str());
+  std::printf("%-3s %-12s %-9s %-44s %12s %12s %10s %9s\n", "ch", "variant", "pass",
+              "what changed", "DRAM bytes", "requested", "FLOPs", "FLOP/B");
+  auto line = [](const std::string& ch, const std::string& variant, const char* pass,
+                 const std::string& what, const std::vector<ft::KernelTraffic>& kernels) {
+    const ft::KernelTraffic t = ft::total(kernels);
+    std::printf("%-3s %-12s %-9s %-44.44s %12s %12s %10.3g %9.2f\n", ch.c_str(),
+                variant.c_str(), pass, what.c_str(), ft::format_bytes(t.dram_bytes()).c_str(),
+                ft::format_bytes(t.requested_bytes()).c_str(), t.flops, t.intensity());
+  };
+  for (const auto& f : steps.forwards) {
+    try {
+      ft::check_head_dim(f.head_dims, p.head_dim, "chapter " + f.chapter);
+      line(f.chapter, f.variant, "forward", f.what, f.traffic(p));
+    } catch (const ft::Unsupported& e) {
+      std::printf("%-3s %-12s (%s)\n", f.chapter.c_str(), f.variant.c_str(), e.what());
+    }
+  }
+  for (const auto& b : steps.backwards) {
+    try {
+      ft::check_head_dim(b.head_dims, p.head_dim, "chapter " + b.chapter);
+      line(b.chapter, b.variant, "backward", b.what, b.traffic(p));
+    } catch (const ft::Unsupported& e) {
+      std::printf("%-3s %-12s (%s)\n", b.chapter.c_str(), b.variant.c_str(), e.what());
+    }
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  ft::OptionSpec spec{"tour", "Flash attention, step by step: every chapter on one problem", {}, {}};
+  ft::ParseResult parsed = ft::parse_options(argc, argv, spec);
+  if (!parsed.ok) {
+    std::fprintf(parsed.exit_code == 0 ? stdout : stderr, "%s\n", parsed.message.c_str());
+    return parsed.exit_code;
+  }
+  ft::Options o = parsed.options;
+  if (o.csv.empty()) o.csv = "tour.csv";
+  const ft::Problem p = o.problem();
+  const Steps steps;
+
+  std::printf("Flash attention, step by step — the tour\n");
+  print_predictions(steps, p);
+
+  std::string why;
+  if (!ft::gpu_available(&why)) {
+    std::printf(
+        "\nNo CUDA GPU here (%s).\nNothing was run or timed: the table above is the model's "
+        "prediction only. Run the tour on a machine with an NVIDIA GPU to measure it.\n",
+        why.c_str());
+    return 0;
+  }
+  try {
+    std::printf("\nGPU: %s — verifying against the float64 reference, then timing "
+                "(median of up to %d runs, L2 flushed before each)\n",
+                ft::gpu_name().c_str(), o.iters);
+    ft::MeasureConfig cfg;
+    cfg.iters = o.iters;
+    cfg.warmup = o.warmup;
+    cfg.verify = o.verify;
+    cfg.seed = o.seed;
+    std::vector<ft::Row> rows;
+    bool wrong = false;
+    auto attempt = [&](const std::string& label, auto measure) {
+      std::printf("  %-40s", label.c_str());
+      std::fflush(stdout);
+      try {
+        rows.push_back(measure());
+        std::printf(" %10.3f ms\n", rows.back().ms);
+      } catch (const ft::Unsupported& e) {
+        std::printf(" skipped: %s\n", e.what());
+      } catch (const ft::WrongResult& e) {
+        std::printf(" WRONG RESULT\n");
+        std::fprintf(stderr, "tour: %s\n", e.what());
+        wrong = true;
+      }
+      std::fflush(stdout);
+    };
+    for (const auto& f : steps.forwards)
+      attempt("chapter " + f.chapter + " " + f.variant, [&] { return ft::measure_forward(f, p, cfg); });
+    for (const auto& b : steps.backwards)
+      attempt("chapter " + b.chapter + " " + b.variant + " (backward)",
+              [&] { return ft::measure_backward(b, p, cfg); });
+    ft::fill_speedups(rows);
+    std::printf("\n");
+    ft::print_rows(rows);
+    std::remove(o.csv.c_str());
+    ft::append_csv(o.csv, rows);
+    std::printf("\nwrote %s\n", o.csv.c_str());
+    return wrong ? 1 : 0;
+  } catch (const ft::CudaError& e) {
+    std::fprintf(stderr, "tour: CUDA error: %s\n", e.what());
+    return 1;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "tour: error: %s\n", e.what());
+    return 1;
+  }
+}

@@ -1,0 +1,139 @@
+#!/usr/bin/env bash
+# Everything this project measures on a GPU, in one call: environment, every GPU test,
+# compute-sanitizer on every chapter, the tour at the FlashAttention papers' sizes, the
+# chapter programs' own benchmarks, PyTorch's attention backends for comparison, and
+# Nsight Compute's DRAM bytes per kernel.
+#
+#   scripts/gpu_run.sh OUT_DIR [BUILD_DIR] [STAGES]
+#
+# STAGES: comma-separated subset of env,tests,sanitizer,tour,chapters,anchors,traffic
+# (default: all). BUILD_DIR defaults to build/ and is configured and built with Ninja if it
+# holds no tour binary. The PyTorch anchors need pytorch_sdpa_anchors.py in .deps/anchors/
+# (copied from the design folder). FT_COMMIT names the commit in env.txt when the tree
+# carries no .git. Results land in OUT_DIR: env.txt, tour.csv, chapters.csv, anchors.csv,
+# traffic.csv, summary.txt, logs.tar.gz (at most 8 files, as the device tool returns).
+set -uo pipefail
+OUT=$(realpath -m "${1:?usage: gpu_run.sh OUT_DIR [BUILD_DIR] [STAGES]}")
+BUILD=$(realpath -m "${2:-build}")
+STAGES=${3:-all}
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+LOGS="$OUT/logs"
+mkdir -p "$OUT" "$LOGS"
+SUMMARY="$OUT/summary.txt"
+: >"$SUMMARY"
+want() { [[ "$STAGES" == all || ",$STAGES," == *",$1,"* ]]; }
+say() { echo "$*" | tee -a "$SUMMARY"; }
+prog() { echo "$BUILD/chapters/$1/$(ls "$BUILD/chapters/$1" | grep -E '^ch[0-9]{2}_[a-z_]+$' | head -1)"; }
+CHAPTERS=(01_naive 02_tiled 03_online_softmax 04_fused_forward 05_backward)
+
+if [ ! -x "$BUILD/chapters/tour/tour" ]; then
+  say "== build ($BUILD)"
+  cmake -S "$ROOT" -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release >"$LOGS/configure.log" 2>&1 &&
+    cmake --build "$BUILD" -j 16 >"$LOGS/build.log" 2>&1 || { say "BUILD FAILED"; tail -30 "$LOGS/build.log"; }
+fi
+
+if want env; then
+  {
+    echo "date: $(date -u +%Y-%m-%dT%H:%M:%SZ)"
+    echo "commit: ${FT_COMMIT:-$(git -C "$ROOT" rev-parse HEAD 2>/dev/null || echo unknown)}"
+    nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm,clocks.max.mem --format=csv
+    nvidia-smi | sed -n 3p
+    nvcc --version | tail -n 2
+    echo "ncu: $(ncu --version 2>/dev/null | tail -n 1)"
+    echo "compute-sanitizer: $(compute-sanitizer --version 2>/dev/null | tail -n 1)"
+    python3 -c 'import torch; print("torch", torch.__version__, "cudnn", torch.backends.cudnn.version())' 2>/dev/null
+    echo "command: scripts/gpu_run.sh OUT_DIR ${2:-build} $STAGES"
+  } >"$OUT/env.txt" 2>&1
+  cat "$OUT/env.txt"
+fi
+
+if want tests; then
+  say "== GPU tests"
+  for t in "$BUILD"/chapters/*/test_*_gpu "$BUILD"/common/test_common; do
+    [ -x "$t" ] || continue
+    name=$(basename "$t")
+    if "$t" --gtest_brief=1 >"$LOGS/$name.log" 2>&1; then r=ok; else r=FAILED; fi
+    say "$name: $r — $(grep -E '^\[  (PASSED|FAILED|SKIPPED) ' "$LOGS/$name.log" | tr '\n' ' ')"
+    [ $r = ok ] || grep -E "Failure|error|FAILED" "$LOGS/$name.log" | head -20 | tee -a "$SUMMARY"
+  done
+fi
+
+if want sanitizer; then
+  say "== compute-sanitizer (small problems: B=1 H=2 N=200 d=64, causal and not)"
+  for ch in "${CHAPTERS[@]}"; do
+    p=$(prog "$ch")
+    [ -x "$p" ] || continue
+    for tool in memcheck racecheck synccheck; do
+      for c in "" "--causal"; do
+        log="$LOGS/sanitizer_${ch}_${tool}${c:+_causal}.log"
+        compute-sanitizer --tool "$tool" --error-exitcode 9 "$p" --batch 1 --heads 2 \
+          --seq-len 200 --head-dim 64 $c --iters 1 --warmup 0 --no-baseline >"$log" 2>&1
+        rc=$?
+        say "$ch $tool ${c:-non-causal}: rc=$rc $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$log" | tail -n 1)"
+      done
+    done
+  done
+fi
+
+if want tour; then
+  say "== tour (16384 tokens: B = 16384/N, H = 2048/d)"
+  rm -f "$OUT/tour.csv"
+  for d in 64 128; do
+    for c in "" "--causal"; do
+      for n in 1024 4096 16384; do
+        part="$LOGS/tour_d${d}_n${n}${c:+_causal}.csv"
+        "$BUILD/chapters/tour/tour" --seq-len $n --batch $((16384 / n)) --heads $((2048 / d)) \
+          --head-dim $d $c --iters 10 --csv "$part" >"$LOGS/tour_d${d}_n${n}${c:+_causal}.log" 2>&1
+        say "tour d=$d N=$n ${c:-non-causal}: rc=$?"
+        if [ -f "$part" ]; then
+          if [ -f "$OUT/tour.csv" ]; then tail -n +2 "$part" >>"$OUT/tour.csv"; else cp "$part" "$OUT/tour.csv"; fi
+        fi
+      done
+    done
+  done
+  grep -h -A30 "^ch " "$LOGS"/tour_d64_n16384.log | tee -a "$SUMMARY"
+fi
+
+if want chapters; then
+  say "== chapter programs (their own variants and benchmarks)"
+  rm -f "$OUT/chapters.csv"
+  run_ch() {  # chapter, log name, flags...
+    local p; p=$(prog "$1"); local log="$LOGS/$2.log"; shift 2
+    "$p" "$@" --no-baseline --iters 10 --csv "$OUT/chapters.csv" >"$log" 2>&1
+    say "$(basename "$p") $*: rc=$?"
+    grep -E "^(03|04|05) " "$log" | tee -a "$SUMMARY"
+  }
+  run_ch 03_online_softmax ch03_n16384 --seq-len 16384 --batch 1 --heads 32
+  for d in 64 128; do
+    for c in "" "--causal"; do
+      run_ch 04_fused_forward "ch04_d${d}${c}" --seq-len 4096 --batch 4 --heads $((2048 / d)) --head-dim $d $c
+      run_ch 05_backward "ch05_d${d}${c}" --seq-len 4096 --batch 4 --heads $((2048 / d)) --head-dim $d $c
+    done
+  done
+fi
+
+if want anchors; then
+  say "== PyTorch anchors (same run)"
+  if [ -f "$ROOT/.deps/anchors/pytorch_sdpa_anchors.py" ]; then
+    (cd "$OUT" && PYTHONUNBUFFERED=1 python3 "$ROOT/.deps/anchors/pytorch_sdpa_anchors.py" "$OUT" \
+      >"$LOGS/anchors.log" 2>&1)
+    say "anchors: rc=$? $(grep -c . "$OUT/anchors.csv" 2>/dev/null) lines"
+    grep -E "ceiling|mem_efficient +torch.float32" "$LOGS/anchors.log" | tee -a "$SUMMARY"
+  else
+    say "anchors: .deps/anchors/pytorch_sdpa_anchors.py missing, skipped"
+  fi
+fi
+
+if want traffic; then
+  say "== Nsight Compute traffic"
+  if [ -x "$ROOT/scripts/measure_traffic.sh" ]; then
+    "$ROOT/scripts/measure_traffic.sh" "$OUT" "$BUILD" >"$LOGS/traffic.log" 2>&1
+    say "traffic: rc=$?"
+    tail -n 40 "$LOGS/traffic.log" | tee -a "$SUMMARY"
+  else
+    say "traffic: scripts/measure_traffic.sh missing, skipped"
+  fi
+fi
+
+tar -czf "$OUT/logs.tar.gz" -C "$OUT" logs && rm -rf "$LOGS"
+say "== done"
