@@ -1,0 +1,134 @@
+/// @file online_softmax.cu
+/// @brief Chapter 03: attention with the online softmax between chapter 02's products.
+///
+///   S = scale·Q·Kᵀ   ch02::tiled_matmul
+///   P = softmax(S)    online_softmax_kernel: ONE read for max and sum together, one
+///                     more to normalize (chapter 02 needed a separate read for the max)
+///   O = P·V           ch02::tiled_matmul
+#include <algorithm>
+#include <climits>
+#include <cmath>
+#include <functional>
+#include <string>
+
+#include "02_tiled/tiled.hpp"
+#include "02_tiled/tiled_matmul.cuh"
+#include "03_online_softmax/online_softmax.hpp"
+#include "capi.hpp"
+#include "check.cuh"
+#include "online_softmax.cuh"
+#include "reduce.cuh"
+#include "table.hpp"
+
+namespace ch03 {
+namespace {
+
+/// Softmax of one row per block with the online update: each thread folds its elements
+/// into a running (m, l) in ONE read, the block merges the 256 states, and a second read
+/// writes P. Scores are taken to base 2 (x = s·log2 e) so every exponential is one exp2.
+__global__ void __launch_bounds__(ch02::kSoftmaxThreads)
+    online_softmax_kernel(const float* in, float* out, float* lse, int cols, bool causal) {
+  constexpr int kThreads = ch02::kSoftmaxThreads;
+  __shared__ ft::OnlineSoftmax scratch[ft::kWarpSize];  // one state per warp
+  const int64_t row = blockIdx.x;
+  const float* x = in + row * cols;
+  float* y = out + row * cols;
+  const int visible = causal ? int(row % cols) + 1 : cols;  // key j visible to query i iff j <= i
+
+  // Read 1: max and sum together. A larger score rescales the sum collected so far.
+  ft::OnlineSoftmax s = ft::online_softmax_empty();
+  for (int j = threadIdx.x; j < visible; j += kThreads) ft::online_push(s, x[j] * ft::kLog2e);
+  s = ft::block_merge(s, scratch);  // the 256 partial states, merged in a tree
+
+  // Read 2: normalize. fmaf keeps x·log2 e unrounded before the subtraction. In place is
+  // safe: each element is read, then written, by the same thread, after the merge.
+  const float base = ft::online_exp_base(s.m);
+  const float inv_l = 1.f / s.l;
+  for (int j = threadIdx.x; j < cols; j += kThreads)
+    y[j] = j < visible ? exp2f(fmaf(x[j], ft::kLog2e, -base)) * inv_l : 0.f;
+  if (lse != nullptr && threadIdx.x == 0) lse[row] = ft::online_lse(s);
+}
+
+void forward(const ft::Problem& p, const ft::ForwardArgs& a, cudaStream_t stream) {
+  const int N = p.seq_len, d = p.head_dim;
+  const int64_t BH = p.heads_total();
+  const int64_t head = int64_t(N) * d;  // elements of one head's Q, K, V or O
+  const int64_t grid = int64_t(N) * N;  // elements of one head's S or P
+  float* S = static_cast<float*>(a.workspace);
+  ch02::tiled_matmul(false, true, N, N, d, p.softmax_scale(), a.Q, head, a.K, head, S, grid,
+                     BH, stream);
+  attention_softmax(p, S, a.lse, stream);
+  ch02::tiled_matmul(false, false, N, d, N, 1.f, S, grid, a.V, head, a.O, head, BH, stream);
+}
+
+size_t workspace_bytes(const ft::Problem& p) { return p.grid_bytes(); }
+
+}  // namespace
+
+void online_softmax_rows(const float* in, float* out, float* lse, int64_t rows, int cols,
+                         bool causal, cudaStream_t stream) {
+  if (rows < 0 || cols < 1)
+    throw ft::Unsupported("online_softmax_rows: need rows >= 0 and cols >= 1");
+  if (rows == 0) return;
+  if (rows > INT_MAX)
+    throw ft::Unsupported("online_softmax_rows: " + std::to_string(rows) + " rows exceed one grid");
+  online_softmax_kernel<<<unsigned(rows), ch02::kSoftmaxThreads, 0, stream>>>(in, out, lse, cols,
+                                                                              causal);
+  CUDA_CHECK_LAUNCH();
+}
+
+void attention_softmax(const ft::Problem& p, float* S, float* lse, cudaStream_t stream) {
+  online_softmax_rows(S, S, lse, p.rows(), p.seq_len, p.causal, stream);
+}
+
+ft::KernelTraffic attention_softmax_traffic(const ft::Problem& p) {
+  using ft::kFloatBytes;
+  const double BH = double(p.heads_total()), N = p.seq_len;
+  const double grid = ft::matrix_bytes(BH * N, N);
+  const double visible = BH * ft::visible_pairs(p) * kFloatBytes;
+  // Same residency as chapter 02's softmax (one 256-thread block per row): the rows in
+  // flight must stay in L2 for the normalize pass to find them there.
+  const double in_flight = std::min(BH * N, ch02::kSoftmaxWaveRows) * N * kFloatBytes;
+  const bool rows_fit = ft::fits_l2(in_flight);
+  ft::KernelTraffic t;
+  t.kernel = "online_softmax_kernel";
+  t.read_bytes = 2 * visible;  // one read for max and sum together, one to normalize
+  t.write_bytes = grid + ft::matrix_bytes(BH * N, 1);  // P in full, and lse
+  t.dram_read_bytes = rows_fit ? visible : 2 * visible;
+  t.dram_write_bytes = t.write_bytes;
+  t.flops = 0;  // the papers count only the matrix products
+  t.note = "rows in flight: " + ft::format_bytes(in_flight) +
+           (rows_fit ? ", they fit in L2: the normalize pass hits L2, one DRAM read"
+                     : ", more than L2 holds: both reads reach DRAM");
+  return t;
+}
+
+std::vector<ft::KernelTraffic> traffic(const ft::Problem& p) {
+  // The products are chapter 02's, unchanged; only the softmax line differs.
+  const bool head_fits = ft::fits_l2(ft::matrix_bytes(p.seq_len, p.head_dim));
+  const double matmul_flops = p.forward_flops() / 2;  // papers' count: halved when causal
+  ft::KernelTraffic qk = ch02::tiled_matmul_traffic("S = scale·Q·Kᵀ", p.seq_len, p.seq_len,
+                                                    p.head_dim, p.heads_total(), head_fits);
+  qk.flops = matmul_flops;
+  ft::KernelTraffic pv = ch02::tiled_matmul_traffic("O = P·V", p.seq_len, p.head_dim,
+                                                    p.seq_len, p.heads_total(), head_fits);
+  pv.flops = matmul_flops;
+  return {qk, attention_softmax_traffic(p), pv};
+}
+
+const ft::ForwardImpl& online() {
+  static const ft::ForwardImpl impl{"03",
+                                    "online",
+                                    "online softmax: max and sum in one read",
+                                    {},
+                                    workspace_bytes,
+                                    forward,
+                                    traffic};
+  return impl;
+}
+
+std::vector<ft::ForwardImpl> forward_impls() { return {online()}; }
+
+}  // namespace ch03
+
+FT_EXPORT_FORWARD(ft_ch03_forward, ch03::online())
