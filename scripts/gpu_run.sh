@@ -12,6 +12,8 @@
 # (copied from the design folder). FT_COMMIT names the commit in env.txt when the tree
 # carries no .git. Results land in OUT_DIR: env.txt, tour.csv, chapters.csv, anchors.csv,
 # traffic.csv, summary.txt, logs.tar.gz (at most 8 files, as the device tool returns).
+# FT_SIZES, FT_DIMS, FT_CAUSAL narrow the tour and chapter runs (defaults: "1024 4096 16384",
+# "64 128", "0 1"); FT_SANITIZE lists the chapters compute-sanitizer checks (default all).
 set -uo pipefail
 OUT=$(realpath -m "${1:?usage: gpu_run.sh OUT_DIR [BUILD_DIR] [STAGES]}")
 BUILD=$(realpath -m "${2:-build}")
@@ -25,6 +27,11 @@ want() { [[ "$STAGES" == all || ",$STAGES," == *",$1,"* ]]; }
 say() { echo "$*" | tee -a "$SUMMARY"; }
 prog() { echo "$BUILD/chapters/$1/$(ls "$BUILD/chapters/$1" | grep -E '^ch[0-9]{2}_[a-z_]+$' | head -1)"; }
 CHAPTERS=(01_naive 02_tiled 03_online_softmax 04_fused_forward 05_backward)
+SIZES=${FT_SIZES:-1024 4096 16384}
+DIMS=${FT_DIMS:-64 128}
+CAUSAL=${FT_CAUSAL:-0 1}
+SANITIZE=${FT_SANITIZE:-${CHAPTERS[*]}}
+flag() { [ "$1" = 1 ] && echo "--causal"; }
 
 if [ ! -x "$BUILD/chapters/tour/tour" ]; then
   say "== build ($BUILD)"
@@ -52,15 +59,15 @@ if want tests; then
   for t in "$BUILD"/chapters/*/test_*_gpu "$BUILD"/common/test_common; do
     [ -x "$t" ] || continue
     name=$(basename "$t")
-    if "$t" --gtest_brief=1 >"$LOGS/$name.log" 2>&1; then r=ok; else r=FAILED; fi
+    if timeout 240 "$t" --gtest_brief=1 >"$LOGS/$name.log" 2>&1; then r=ok; else r="FAILED(rc=$?)"; fi
     say "$name: $r — $(grep -E '^\[  (PASSED|FAILED|SKIPPED) ' "$LOGS/$name.log" | tr '\n' ' ')"
-    [ $r = ok ] || grep -E "Failure|error|FAILED" "$LOGS/$name.log" | head -20 | tee -a "$SUMMARY"
+    [ "$r" = ok ] || grep -E "Failure|error|FAILED" "$LOGS/$name.log" | head -20 | tee -a "$SUMMARY"
   done
 fi
 
 if want sanitizer; then
   say "== compute-sanitizer (small problems: B=1 H=2 N=200 d=64, causal and not)"
-  for ch in "${CHAPTERS[@]}"; do
+  for ch in $SANITIZE; do
     p=$(prog "$ch")
     [ -x "$p" ] || continue
     for tool in memcheck racecheck synccheck; do
@@ -78,11 +85,12 @@ fi
 if want tour; then
   say "== tour (16384 tokens: B = 16384/N, H = 2048/d)"
   rm -f "$OUT/tour.csv"
-  for d in 64 128; do
-    for c in "" "--causal"; do
-      for n in 1024 4096 16384; do
+  for d in $DIMS; do
+    for cz in $CAUSAL; do
+      c=$(flag $cz)
+      for n in $SIZES; do
         part="$LOGS/tour_d${d}_n${n}${c:+_causal}.csv"
-        "$BUILD/chapters/tour/tour" --seq-len $n --batch $((16384 / n)) --heads $((2048 / d)) \
+        timeout 300 "$BUILD/chapters/tour/tour" --seq-len $n --batch $((16384 / n)) --heads $((2048 / d)) \
           --head-dim $d $c --iters 10 --csv "$part" >"$LOGS/tour_d${d}_n${n}${c:+_causal}.log" 2>&1
         say "tour d=$d N=$n ${c:-non-causal}: rc=$?"
         if [ -f "$part" ]; then
@@ -91,7 +99,7 @@ if want tour; then
       done
     done
   done
-  grep -h -A30 "^ch " "$LOGS"/tour_d64_n16384.log | tee -a "$SUMMARY"
+  grep -h -A12 "^ch  variant" "$LOGS"/tour_d64_n*.log | tee -a "$SUMMARY"
 fi
 
 if want chapters; then
@@ -99,15 +107,18 @@ if want chapters; then
   rm -f "$OUT/chapters.csv"
   run_ch() {  # chapter, log name, flags...
     local p; p=$(prog "$1"); local log="$LOGS/$2.log"; shift 2
-    "$p" "$@" --no-baseline --iters 10 --csv "$OUT/chapters.csv" >"$log" 2>&1
+    timeout 300 "$p" "$@" --no-baseline --iters 10 --csv "$OUT/chapters.csv" >"$log" 2>&1
     say "$(basename "$p") $*: rc=$?"
     grep -E "^(03|04|05) " "$log" | tee -a "$SUMMARY"
   }
   run_ch 03_online_softmax ch03_n16384 --seq-len 16384 --batch 1 --heads 32
-  for d in 64 128; do
-    for c in "" "--causal"; do
-      run_ch 04_fused_forward "ch04_d${d}${c}" --seq-len 4096 --batch 4 --heads $((2048 / d)) --head-dim $d $c
-      run_ch 05_backward "ch05_d${d}${c}" --seq-len 4096 --batch 4 --heads $((2048 / d)) --head-dim $d $c
+  for d in $DIMS; do
+    for cz in $CAUSAL; do
+      c=$(flag $cz)
+      for n in ${FT_CHAPTER_SIZES:-4096}; do
+        run_ch 04_fused_forward "ch04_d${d}_n${n}${c}" --seq-len $n --batch $((16384 / n)) --heads $((2048 / d)) --head-dim $d $c
+        run_ch 05_backward "ch05_d${d}_n${n}${c}" --seq-len $n --batch $((16384 / n)) --heads $((2048 / d)) --head-dim $d $c
+      done
     done
   done
 fi
