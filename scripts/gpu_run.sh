@@ -73,7 +73,7 @@ if want sanitizer; then
     for tool in memcheck racecheck synccheck; do
       for c in "" "--causal"; do
         log="$LOGS/sanitizer_${ch}_${tool}${c:+_causal}.log"
-        compute-sanitizer --tool "$tool" --error-exitcode 9 "$p" --batch 1 --heads 2 \
+        timeout 120 compute-sanitizer --tool "$tool" --error-exitcode 9 "$p" --batch 1 --heads 2 \
           --seq-len 200 --head-dim 64 $c --iters 1 --warmup 0 --no-baseline >"$log" 2>&1
         rc=$?
         say "$ch $tool ${c:-non-causal}: rc=$rc $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$log" | tail -n 1)"
@@ -91,7 +91,7 @@ if want tour; then
       for n in $SIZES; do
         part="$LOGS/tour_d${d}_n${n}${c:+_causal}.csv"
         timeout 300 "$BUILD/chapters/tour/tour" --seq-len $n --batch $((16384 / n)) --heads $((2048 / d)) \
-          --head-dim $d $c --iters 10 --csv "$part" >"$LOGS/tour_d${d}_n${n}${c:+_causal}.log" 2>&1
+          --head-dim $d $c --iters 10 --warmup 1 --csv "$part" >"$LOGS/tour_d${d}_n${n}${c:+_causal}.log" 2>&1
         say "tour d=$d N=$n ${c:-non-causal}: rc=$?"
         if [ -f "$part" ]; then
           if [ -f "$OUT/tour.csv" ]; then tail -n +2 "$part" >>"$OUT/tour.csv"; else cp "$part" "$OUT/tour.csv"; fi
