@@ -23,6 +23,7 @@ N >= 4096, the issue's threshold) and exits 1 when no row could be joined.
 import csv
 import glob
 import os
+import re
 import sys
 from collections import defaultdict
 
@@ -51,8 +52,14 @@ COLUMNS = ["chapter", "kernel", "seq_len", "head_dim", "model_read_bytes", "mode
 
 
 def base_name(name):
-    """'void ns::kern<64, (int)2>(const float *, int)' -> 'kern'."""
+    """'void ns::kern<64, (int)2>(const float *, int)' -> 'kern';
+    'void <unnamed>::kern<<unnamed>::Tiles<64, 8>>(float *)' -> 'kern'."""
     s = name.strip()
+    # Anonymous namespaces: ncu writes '<unnamed>::' (seen on the H200 as 'unnamed>::' when
+    # a template argument names a type from one) or '(anonymous namespace)::'.
+    s = s.replace("(anonymous namespace)::", "")
+    s = re.sub(r"(?:(?<=[\s<,(:])|^)<unnamed>::", "", s)  # '<unnamed>::' as a whole
+    s = s.replace("unnamed>::", "")  # the form whose '<' is the template's own
     if s.endswith(")"):  # drop the parameter list (matching parenthesis from the end)
         depth = 0
         for i in range(len(s) - 1, -1, -1):

@@ -24,6 +24,14 @@ class BaseName(unittest.TestCase):
             "scores_kernel(const float *, float *)": "scores_kernel",
             "void kern<(int)2, ft::Tile<8, 4>>(float *)": "kern",
             "ch02::tiled_matmul_kernel<true>": "tiled_matmul_kernel",
+            # As ncu 2025.3 printed them on the H200 (anonymous namespaces as <unnamed>):
+            "void ch02::<unnamed>::tiled_matmul_kernel<0, 1>(int, int, const float *, long)":
+                "tiled_matmul_kernel",
+            "ch03::<unnamed>::online_softmax_kernel(const float *, float *, int, bool)":
+                "online_softmax_kernel",
+            "void unnamed>::fused_forward_kernel<unnamed>::FastTiles<64, 128, 32, 8>>(const float *)":
+                "fused_forward_kernel",
+            "void <unnamed>::kern<<unnamed>::Tiles<64, 8>>(float *)": "kern",
         }
         for demangled, base in cases.items():
             self.assertEqual(join_traffic.base_name(demangled), base, demangled)
