@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <ostream>
 #include <string>
 #include <vector>
 
@@ -82,6 +83,9 @@ void expect_matmul_correct(const MatmulCase& c, float alpha, int64_t gap = 0) {
     }
   EXPECT_EQ(touched, 0) << "elements between the matrices of C were written";
 }
+
+// Prints the case by name in test listings (instead of its bytes).
+void PrintTo(const MatmulCase& c, std::ostream* os) { *os << case_name(c); }
 
 class TiledMatmul : public ::testing::TestWithParam<MatmulCase> {};
 

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <ostream>
 #include <string>
 #include <vector>
 
@@ -130,6 +131,9 @@ std::string row_case_name(const RowCase& c) {
   return std::string(c.variant == ch03::RowSoftmax::Safe ? "safe" : "online") + "_C" +
          std::to_string(c.cols);
 }
+
+// Prints the case by name in test listings (instead of its bytes).
+void PrintTo(const RowCase& c, std::ostream* os) { *os << row_case_name(c); }
 
 class RowSoftmax : public ::testing::TestWithParam<RowCase> {};
 
