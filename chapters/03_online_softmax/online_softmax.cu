@@ -104,16 +104,10 @@ ft::KernelTraffic attention_softmax_traffic(const ft::Problem& p) {
 }
 
 std::vector<ft::KernelTraffic> traffic(const ft::Problem& p) {
-  // The products are chapter 02's, unchanged; only the softmax line differs.
-  const bool head_fits = ft::fits_l2(ft::matrix_bytes(p.seq_len, p.head_dim));
-  const double matmul_flops = p.forward_flops() / 2;  // papers' count: halved when causal
-  ft::KernelTraffic qk = ch02::tiled_matmul_traffic("S = scale·Q·Kᵀ", p.seq_len, p.seq_len,
-                                                    p.head_dim, p.heads_total(), head_fits);
-  qk.flops = matmul_flops;
-  ft::KernelTraffic pv = ch02::tiled_matmul_traffic("O = P·V", p.seq_len, p.head_dim,
-                                                    p.seq_len, p.heads_total(), head_fits);
-  pv.flops = matmul_flops;
-  return {qk, attention_softmax_traffic(p), pv};
+  // Chapter 02's ledger with its softmax line replaced: the products are unchanged.
+  std::vector<ft::KernelTraffic> kernels = ch02::traffic(p);
+  kernels[1] = attention_softmax_traffic(p);
+  return kernels;
 }
 
 const ft::ForwardImpl& online() {
