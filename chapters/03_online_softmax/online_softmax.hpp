@@ -66,7 +66,5 @@ void row_softmax_benchmark(const ft::Options& options, std::vector<ft::Row>& row
 
 }  // namespace ch03
 
-/// C API: row_softmax with variant 0 (safe) or 1 (online). Returns 0, a cudaError_t value,
-/// or -1 for invalid arguments (ft_last_error() says which).
-extern "C" int ft_ch03_row_softmax(int variant, const float* in, float* out, int64_t rows,
-                                   int cols, cudaStream_t stream);
+// C API: ft_ch03_row_softmax (declared in flashtut.h) runs row_softmax with variant 0
+// (safe) or 1 (online).
