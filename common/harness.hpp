@@ -116,7 +116,7 @@ Row measure_forward(const ForwardImpl& impl, const Problem& p, const MeasureConf
 
 /// Likewise for a backward implementation: times `run` only, after its paired forward;
 /// rel_err is the worst of dQ, dK and dV on the sampled heads; extra_mem_bytes is the
-/// workspace, measured as the drop in free device memory when it was allocated.
+/// workspace, as the high-water mark of a memory pool that holds it alone.
 Row measure_backward(const BackwardImpl& impl, const Problem& p, const MeasureConfig& cfg);
 
 /// The model-only row of an implementation (no GPU needed): bytes, FLOPs, no timing.
