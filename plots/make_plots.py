@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-"""Turns a results folder (tour.csv, traffic.csv, ceilings.csv) into the tutorial's four
-figures:
+"""Turns a results folder (tour.csv, traffic.csv, ceilings.csv, and anchors.csv if there is
+one) into the tutorial's four figures:
 
   staircase.png    forward time per chapter/variant (log) and speedup over chapter 01
   bytes_vs_n.png   DRAM bytes per pass vs N: the model as lines, Nsight Compute as points
@@ -12,11 +12,13 @@ Usage: python3 plots/make_plots.py RESULTS_DIR OUT_DIR      (e.g. plots/results/
 
 A missing or malformed CSV stops it with one line naming the file and line (exit 1). Data
 that is merely absent (no measured traffic yet) leaves a note inside the figure instead.
+anchors.csv (PyTorch on the same GPU) is optional: the staircase shows it for scale.
 """
 import argparse
 import math
 import os
 import sys
+import textwrap
 from collections import defaultdict
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -27,7 +29,7 @@ import matplotlib  # noqa: E402
 matplotlib.use("Agg")  # files only, no display
 import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.lines import Line2D  # noqa: E402
-from matplotlib.ticker import FuncFormatter  # noqa: E402
+from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter  # noqa: E402
 
 # 9 inches at 100 dots per inch: 900 pixels, the width a README shows, so text is drawn at
 # the size it is read at (10-11 pt ≈ 14 px).
@@ -39,9 +41,15 @@ HEAD_DIM = 64
 # The roofline places kernels at this N (B=4, H=32: the papers' benchmark shape), or at the
 # largest measured N below it when it is absent.
 ROOFLINE_N = 4096
+# Two points of the roofline closer than this (in decades, on both axes) share one label.
+SAME_SPOT_DECADES = 0.15
 PALETTE = plt.get_cmap("tab10").colors
 LINESTYLES = ["-", "--", ":", "-."]
+PASS_MARKER = {"forward": "o", "backward": "^"}
 PNG_META = {"Software": None}  # no matplotlib version in the file: re-runs give equal bytes
+# PyTorch's float32 paths in anchors.csv, drawn on the staircase for scale.
+ANCHORS = (("torch-naive(3 kernels)", "PyTorch float32, three kernels (cuBLAS, no TF32)", ":"),
+           ("mem_efficient", "PyTorch float32 SDPA, memory-efficient (tensor cores, 3×TF32)", "--"))
 
 
 def chapter_color(chapter):
@@ -49,11 +57,13 @@ def chapter_color(chapter):
     return PALETTE[int(chapter) % len(PALETTE)] if chapter.isdigit() else PALETTE[-1]
 
 
-def plain_log_labels(axis):
-    """Tick labels '200' instead of '2×10²' on a log axis (readers compare plain numbers)."""
-    fmt = FuncFormatter(lambda v, _: f"{v:g}")
-    axis.set_major_formatter(fmt)
-    axis.set_minor_formatter(fmt)
+def log_ticks_125(axis):
+    """Log axis ticks at 1, 2 and 5 of each decade, labelled as plain numbers ('200', not
+    '2×10²'), and no unlabelled clutter in between."""
+    axis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
+    axis.set_minor_locator(LogLocator(base=10, subs=(3.0, 4.0, 6.0, 7.0, 8.0, 9.0)))
+    axis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+    axis.set_minor_formatter(NullFormatter())
 
 
 def human_bytes(v, _=None):
@@ -101,10 +111,41 @@ def shape_text(rows):
     return ""
 
 
-def plot_staircase(tour, gpu, path):
-    fig, axes = plt.subplots(1, len(STAIR_N), figsize=(WIDTH_IN, 5.2), sharey=True)
+def merged_series(series):
+    """{(chapter, pass, values): [variants]}: variants of one chapter whose curves are equal
+    (e.g. every chapter 04 variant moves the same bytes) share one line and one label."""
+    out = {}
+    for (ch, var, pss), points in sorted(series.items(), key=lambda kv: kv[0][0]):  # stable
+        key = (ch, pss, tuple(sorted(points.items())))
+        out.setdefault(key, []).append(var)
+    return out
+
+
+def variants_label(ch, variants, all_variants):
+    if len(variants) > 3 and set(variants) == set(all_variants):
+        return f"{ch} (all {len(variants)} variants)"
+    return f"{ch} " + ", ".join(variants)
+
+
+# ---------------------------------------------------------------- 1. the staircase
+
+def anchor_ms(anchors, n, shape):
+    """{label: (ms, style)} of PyTorch's float32 forward at this problem (d=64, non-causal)."""
+    out = {}
+    for backend, label, style in ANCHORS:
+        for a in anchors:
+            if (a["backend"] == backend and a["dtype"] == "float32" and not a["causal"]
+                    and int(a["N"]) == n and int(a["d"]) == HEAD_DIM and shape
+                    and (int(a["B"]), int(a["H"])) == shape and a["fwd_ms"]):
+                out[label] = (a["fwd_ms"], style)
+    return out
+
+
+def plot_staircase(tour, anchors, gpu, path):
+    fig, axes = plt.subplots(1, len(STAIR_N), figsize=(WIDTH_IN, 5.6), sharey=True)
     fwd = [r for r in tour if r["pass"] == "forward" and r["head_dim"] == HEAD_DIM
            and not r["causal"] and r["ms"] is not None]
+    seen_anchor, bottoms = {}, []
     for ax, n in zip(axes, STAIR_N):
         at_n = [r for r in fwd if r["seq_len"] == n]
         # One problem per panel: the (B, H) most rows were timed at (the tour's shape).
@@ -112,10 +153,10 @@ def plot_staircase(tour, gpu, path):
         shape = max(set(shapes), key=shapes.count) if shapes else None
         rows = latest([r for r in at_n if (r["batch"], r["heads"]) == shape],
                       key=lambda r: (r["chapter"], r["variant"]))
-        rows.sort(key=lambda r: (r["chapter"], r["ms"] is None, -(r["ms"] or 0)))
-        ax.set_title(f"N = {n}" + (f" ({shape_text(rows)})" if rows else ""), fontsize=11)
+        rows.sort(key=lambda r: (r["chapter"], -r["ms"]))
+        ax.set_title(f"N = {n}" + (f", {shape_text(rows)}" if rows else ""), fontsize=11)
         ax.set_yscale("log")
-        ax.grid(axis="y", which="both", alpha=0.3)
+        ax.grid(axis="y", which="major", alpha=0.35)
         if not rows:
             ax.set_xticks([])
             note(ax, f"no measured forward rows\nat N={n}, d={HEAD_DIM}\nin tour.csv yet")
@@ -123,78 +164,229 @@ def plot_staircase(tour, gpu, path):
         base = [r["ms"] for r in rows if r["chapter"] == "01"]
         x = range(len(rows))
         ax.bar(x, [r["ms"] for r in rows], color=[chapter_color(r["chapter"]) for r in rows],
-               edgecolor="0.2", linewidth=0.5)
+               edgecolor="0.2", linewidth=0.5, width=0.7, zorder=2)
         for i, r in zip(x, rows):
             s = r["speedup_vs_ch01"] or (base[0] / r["ms"] if base else None)
-            label = f"{s:.1f}×" if s else "n/a"
-            ax.annotate(label, (i, r["ms"]), xytext=(0, 3), textcoords="offset points",
-                        ha="center", va="bottom", fontsize=9)
+            # Above the bar: the speedup (the headline); inside its top: the time itself.
+            ax.annotate(f"{s:.1f}×" if s else "n/a", (i, r["ms"]), xytext=(0, 3),
+                        textcoords="offset points", ha="center", va="bottom", fontsize=10,
+                        fontweight="bold", zorder=4,
+                        bbox=dict(boxstyle="square,pad=0.05", facecolor="white",
+                                  edgecolor="none", alpha=0.85))
+            ax.annotate(f"{r['ms']:.0f} ms" if r["ms"] >= 100 else f"{r['ms']:.3g} ms",
+                        (i, 0), xycoords=("data", "axes fraction"), xytext=(0, 4),
+                        textcoords="offset points", ha="center", va="bottom", fontsize=8,
+                        color="white", fontweight="bold", zorder=4)
+        for label, (ms, style) in anchor_ms(anchors, n, shape).items():
+            ax.axhline(ms, color="0.15", ls=style, lw=1.3, zorder=3)
+            seen_anchor.setdefault(label, (style, []))[1].append(f"{ms:.3g} ms at N={n}")
+        lowest = min(r["ms"] for r in rows)
+        bottoms.append(lowest / 3)  # the shortest bar still tall enough for its time
         tilt = 30 if len(rows) > 6 else 0  # two-line labels fit flat up to six bars per panel
-        ax.set_xticks(list(x), [f"{r['chapter']}\n{r['variant']}" for r in rows], fontsize=8,
+        ax.set_xticks(list(x), [f"{r['chapter']}\n{r['variant']}" for r in rows], fontsize=9,
                       rotation=tilt, ha="right" if tilt else "center", rotation_mode="anchor")
-        ax.margins(y=0.15)
-        plain_log_labels(ax.yaxis)
+        ax.set_xlabel("chapter and variant")
+        found = anchor_ms(anchors, n, shape)
+        missing = [short for backend, label, _ in ANCHORS
+                   for short in [label.split(" (")[0]] if anchors and label not in found]
+        if missing:  # e.g. PyTorch's three kernels ran out of memory at N=16384
+            ax.text(0.98, 0.98, "no PyTorch row at this N:\n" + "\n".join(missing),
+                    transform=ax.transAxes, ha="right", va="top", fontsize=8, color="0.3")
+    if bottoms:  # log bars start at the axis: its bottom sets how tall they look
+        tops = [r["ms"] for r in fwd if r["seq_len"] in STAIR_N]
+        axes[0].set_ylim(min(bottoms), max(tops) * 3)  # room above for the speedup labels
+    log_ticks_125(axes[0].yaxis)
     axes[0].set_ylabel("forward time per call (ms, log scale)")
-    fig.suptitle(f"The staircase on {gpu}: forward, d={HEAD_DIM}, non-causal, float32\n"
-                 "bars: median time; labels: speedup over chapter 01", fontsize=12)
-    fig.tight_layout()
+    title = (f"The staircase on the {gpu}: attention forward, float32, d={HEAD_DIM}, non-causal\n"
+             "bars: median time (ms, inside); above: speedup over chapter 01")
+    fig.suptitle(title, fontsize=12)
+    if seen_anchor:
+        handles = [Line2D([], [], color="0.15", ls=style, lw=1.3,
+                          label=f"{label}: " + ", ".join(values))
+                   for label, (style, values) in seen_anchor.items()]
+        fig.legend(handles=handles, loc="lower center", ncol=1, fontsize=9, frameon=False,
+                   title="for scale, measured on the same GPU:", title_fontsize=9)
+        fig.tight_layout(rect=(0, 0.11, 1, 1))
+    else:
+        fig.tight_layout()
     fig.savefig(path, dpi=DPI, metadata=PNG_META)
     plt.close(fig)
 
+
+# ---------------------------------------------------------------- 2. bytes vs N
 
 def plot_bytes_vs_n(traffic, gpu, path):
     rows = [r for r in traffic if r["head_dim"] == HEAD_DIM and not r["causal"]]
     passes = sorted({results_csv.traffic_key(r)[2] for r in rows}, reverse=True) or ["forward"]
-    fig, axes = plt.subplots(1, len(passes), figsize=(WIDTH_IN, 5.4), squeeze=False)
+    fig, axes = plt.subplots(1, len(passes), figsize=(WIDTH_IN, 6.4), squeeze=False, sharey=True)
+    legend = {}
     for ax, pss in zip(axes[0], passes):
         # Sum each (chapter, variant)'s kernels at each N.
-        model, measured, complete = defaultdict(float), defaultdict(float), defaultdict(lambda: True)
+        model, measured = defaultdict(dict), defaultdict(dict)
+        complete = defaultdict(lambda: True)
         for r in rows:
             ch, var, p = results_csv.traffic_key(r)
             if p != pss:
                 continue
-            k = (ch, var, r["seq_len"])
-            model[k] += results_csv.dram_bytes(r, "model") or 0
+            k, n = (ch, var, p), r["seq_len"]
+            model[k][n] = model[k].get(n, 0) + (results_csv.dram_bytes(r, "model") or 0)
             m = results_csv.dram_bytes(r, "measured")
-            measured[k] += m or 0
-            complete[k] &= m is not None
-        lines = sorted({(ch, var) for ch, var, _ in model})
+            measured[k][n] = measured[k].get(n, 0) + (m or 0)
+            complete[(k, n)] &= m is not None
         nth = defaultdict(int)
-        for ch, var in lines:
+        variants = defaultdict(list)
+        for ch, var, _ in model:
+            variants[ch].append(var)
+        for (ch, _, points), vars_ in merged_series(model).items():
             style = LINESTYLES[nth[ch] % len(LINESTYLES)]
             nth[ch] += 1
-            ns = sorted(n for c, v, n in model if (c, v) == (ch, var))
-            ax.plot(ns, [model[(ch, var, n)] for n in ns], style, color=chapter_color(ch),
-                    label=f"{ch} {var}")
-            mn = [n for n in ns if complete[(ch, var, n)]]
-            ax.plot(mn, [measured[(ch, var, n)] for n in mn], "o", color=chapter_color(ch),
-                    markersize=6, markeredgecolor="0.15")
-        n_axis(ax, {n for _, _, n in model})
+            ns = [n for n, _ in points]
+            label = variants_label(ch, vars_, variants[ch])
+            line, = ax.plot(ns, [v for _, v in points], style, color=chapter_color(ch), lw=1.8,
+                            label=label, zorder=2)
+            legend.setdefault(label, line)
+            for var in vars_:
+                k = (ch, var, pss)
+                mn = [n for n in ns if complete[(k, n)]]
+                ax.plot(mn, [measured[k][n] for n in mn], "o", color=chapter_color(ch),
+                        markersize=6, markeredgecolor="0.15", zorder=3)
+        all_n = {n for k in model for n in model[k]}
+        n_axis(ax, all_n)
         ax.set_yscale("log")
         ax.yaxis.set_major_formatter(FuncFormatter(human_bytes))
-        ax.grid(which="both", alpha=0.3)
+        ax.grid(which="major", alpha=0.35)
         ax.set_title(f"{pss} pass", fontsize=11)
-        if not lines:
+        if not model:
             note(ax, f"no {pss} rows at d={HEAD_DIM} in traffic.csv yet")
             continue
-        if not any(complete[k] for k in model):
+        if not any(complete.values()):
             note(ax, "no Nsight Compute measurements yet:\nlines are the model only", y=0.15)
-        handles, labels = ax.get_legend_handles_labels()
-        handles += [Line2D([], [], color="0.3", label="model (line)"),
-                    Line2D([], [], color="0.3", marker="o", linestyle="", label="measured (point)")]
-        ax.legend(handles=handles, fontsize=8, loc="upper left", ncol=1 if len(handles) < 8 else 2)
+        # The lesson in one arrow: most vs fewest bytes at the largest N.
+        n_max = max(all_n)
+        ends = [(v[n_max], k) for k, v in model.items() if n_max in v]
+        if len(ends) > 1:
+            (hi, _), (lo, _) = max(ends), min(ends)
+            if lo > 0 and hi / lo >= 10:
+                x = n_max * 1.25
+                ax.annotate("", (x, lo), xytext=(x, hi),
+                            arrowprops=dict(arrowstyle="<->", color="0.25", lw=1.2))
+                ax.text(x * 1.08, math.sqrt(hi * lo), f"{hi / lo:.0f}×\nfewer\nbytes",
+                        fontsize=9, va="center", ha="left", color="0.15")
+                ax.set_xlim(min(all_n) / 1.4, n_max * 2.6)
     axes[0][0].set_ylabel("DRAM bytes read + written per call (log scale)")
+    handles = list(legend.values()) + [
+        Line2D([], [], color="0.3", lw=1.8, label="model (line)"),
+        Line2D([], [], color="0.3", marker="o", markeredgecolor="0.15", linestyle="",
+               label="measured, Nsight Compute (point)")]
+    fig.legend(handles=handles, loc="lower center", ncol=3, fontsize=9, frameon=False)
     sub = shape_text(rows) if rows else ""
-    fig.suptitle(f"Bytes through device memory vs N on {gpu}\nd={HEAD_DIM}, non-causal"
-                 + (f", {sub}" if sub else "")
-                 + ": N² terms grow with N, N·d terms stay flat", fontsize=11)
-    fig.tight_layout()
+    fig.suptitle(f"Bytes through device memory vs N on the {gpu}: float32, d={HEAD_DIM}, "
+                 "non-causal" + (f",\n{sub}: " if sub else "\n")
+                 + "N² terms grow with N, N·d terms stay flat", fontsize=11)
+    rows_of_legend = math.ceil(len(handles) / 3)
+    fig.tight_layout(rect=(0, 0.035 + 0.035 * rows_of_legend, 1, 1))
     fig.savefig(path, dpi=DPI, metadata=PNG_META)
     plt.close(fig)
 
 
+# ---------------------------------------------------------------- 3. the roofline
+
+def avoid_boxes(ax, segments, texts):
+    """Screen boxes (x0, y0, x1, y1) that labels must not cover: small squares along each
+    line segment ((x0, y0), (x1, y1)) in data coordinates, and the extents of texts."""
+    renderer = ax.figure.canvas.get_renderer()
+    out, lines = [], [(ax.transData.transform(a), ax.transData.transform(b), 2) for a, b in segments]
+    for t in texts:
+        bb = t.get_window_extent(renderer)
+        if t.get_rotation() % 90:  # text along a slanted line: its box's diagonal, thickened
+            lines.append(((bb.x0, bb.y0), (bb.x1, bb.y1), 7))
+        else:
+            out.append(tuple(bb.extents))
+    for (ax0, ay0), (bx0, by0), half in lines:
+        steps = max(1, int(math.hypot(bx0 - ax0, by0 - ay0) / 4))
+        for i in range(steps + 1):
+            px, py = ax0 + (bx0 - ax0) * i / steps, ay0 + (by0 - ay0) * i / steps
+            out.append((px - half, py - half, px + half, py + half))
+    return out
+
+
+def place_labels(ax, items, avoid=()):
+    """Writes each (x, y, text) label near its point where it overlaps no other label, no
+    marker, nothing in `avoid` (screen boxes) and stays inside the axes; a thin leader line
+    joins a label moved off its point. Deterministic: the first free spot in a fixed order
+    of candidate offsets."""
+    fig = ax.figure
+    renderer = fig.canvas.get_renderer()
+    box = ax.get_window_extent(renderer)
+    pad = 3  # pixels kept free around every label
+    taken = list(avoid)
+    for x, y, _ in items:  # the markers
+        px, py = ax.transData.transform((x, y))
+        taken.append((px - 8, py - 8, px + 8, py + 8))
+    offsets = sorted(((dx, dy) for dx in (10, -10, 40, -40, 80, -80)
+                      for dy in range(-160, 161, 10)),
+                     key=lambda o: (abs(o[0]) + abs(o[1]) * 1.2, o[0] < 0, o[1] < 0))
+
+    def free(bb):
+        if bb.x0 < box.x0 + 2 or bb.x1 > box.x1 - 2 or bb.y0 < box.y0 + 2 or bb.y1 > box.y1 - 2:
+            return False
+        return not any(bb.x0 - pad < t[2] and bb.x1 + pad > t[0] and bb.y0 - pad < t[3]
+                       and bb.y1 + pad > t[1] for t in taken)
+
+    for x, y, text in items:
+        chosen = None
+        for dx, dy in offsets:
+            t = ax.annotate(text, (x, y), xytext=(dx, dy), textcoords="offset pixels",
+                            ha="left" if dx > 0 else "right", va="center", fontsize=7.5,
+                            linespacing=1.1)
+            bb = t.get_window_extent(renderer)
+            t.remove()
+            if free(bb):
+                chosen = (dx, dy, bb)
+                break
+        dx, dy, bb = chosen or (offsets[0] + (None,))
+        far = abs(dy) > 8 or abs(dx) > 12
+        ax.annotate(text, (x, y), xytext=(dx, dy), textcoords="offset pixels",
+                    ha="left" if dx > 0 else "right", va="center", fontsize=7.5,
+                    linespacing=1.1, color="0.1", zorder=5,
+                    bbox=dict(boxstyle="square,pad=0.1", facecolor="white", edgecolor="none",
+                              alpha=0.8),
+                    arrowprops=dict(arrowstyle="-", color="0.45", lw=0.6, shrinkA=1, shrinkB=4)
+                    if far else None)
+        if bb is not None:
+            taken.append((bb.x0, bb.y0, bb.x1, bb.y1))
+
+
+def roofline_labels(points):
+    """One label per kernel and spot: [(x, y, 'kernel\\n(NN variant, ...)')]. The same kernel
+    used by several chapters (tiled_matmul_kernel) or variants is named once."""
+    groups = []
+    for r, x, y, _ in sorted(points, key=lambda p: (p[0]["kernel"], p[1], p[2])):
+        for g in groups:
+            if (g["kernel"] == r["kernel"] and abs(math.log10(x / g["x"])) < SAME_SPOT_DECADES
+                    and abs(math.log10(y / g["y"])) < SAME_SPOT_DECADES):
+                g["members"].append(r)
+                g["pts"].append((x, y))
+                break
+        else:
+            groups.append({"kernel": r["kernel"], "x": x, "y": y, "members": [r], "pts": [(x, y)]})
+    out = []
+    for g in groups:
+        by_ch = defaultdict(list)
+        for r in sorted(g["members"], key=lambda r: r["_line"]):  # the CSV's (the program's) order
+            if r.get("variant") and r["variant"] not in by_ch[r["chapter"]]:
+                by_ch[r["chapter"]].append(r["variant"])
+        who = "; ".join(f"{ch} " + ", ".join(v) if v else ch for ch, v in sorted(by_ch.items()))
+        who = "\n".join(textwrap.wrap(f"({who})", 34))
+        # Anchor at the geometric middle of the group's points.
+        gx = math.exp(sum(math.log(p[0]) for p in g["pts"]) / len(g["pts"]))
+        gy = math.exp(sum(math.log(p[1]) for p in g["pts"]) / len(g["pts"]))
+        out.append((gx, gy, f"{g['kernel']}\n{who}"))
+    return sorted(out, key=lambda item: -item[1])
+
+
 def plot_roofline(traffic, ceilings, gpu, path):
-    fig, ax = plt.subplots(figsize=(WIDTH_IN, 6.0))
+    fig, ax = plt.subplots(figsize=(WIDTH_IN, 6.6))
     rows = [r for r in traffic if r["head_dim"] == HEAD_DIM and not r["causal"]]
     sizes = sorted({r["seq_len"] for r in rows})
     n = ROOFLINE_N if ROOFLINE_N in sizes else (max([s for s in sizes if s <= ROOFLINE_N] or sizes or [0]))
@@ -211,63 +403,67 @@ def plot_roofline(traffic, ceilings, gpu, path):
             continue
         points.append((r, r["flops"] / dram, r["flops"] / (r["measured_ms"] * 1e-3) / 1e12,
                        measured is not None))
-    # The ceilings: bandwidth × intensity for memory-bound kernels, flat lines for compute.
-    # (fp16's rate is within a few percent of bf16's, so only bf16 is drawn.)
     xs = [p[1] for p in points] or [1.0]
     ys = [p[2] for p in points]
-    lo, hi = min(min(xs) / 4, 0.05), max(max(xs) * 4, 2000)
+    lo, hi = min(min(xs) / 4, 0.05), max(max(xs) * 8, 2000)
     bw = ceilings.get("copy_bandwidth")
     flat = [(name, ceilings[name]) for name in ("fp32_matmul", "bf16_matmul") if name in ceilings]
-    top = max([v for _, (v, _) in flat] + ys + [1.0]) * 8  # room for the notes above
+    top = max([v for _, (v, _) in flat] + ys + [1.0]) * 4
     bottom = min(ys + [top / 1e4]) / 3
-    if bw:
-        ax.plot([lo, hi], [bw[0] * lo, bw[0] * hi], color="0.2", lw=1.5)
-        roof = min([v for _, (v, _) in flat] or [top])
-        x_label = max(lo * 8, math.sqrt(bottom * roof) / bw[0])  # half-way up to the roof
-        ax.annotate(f"copy bandwidth\n{bw[0]:.2f} {bw[1]}", (x_label, bw[0] * x_label),
-                    fontsize=9, xytext=(-6, 4), textcoords="offset points", ha="right")
-    for name, (v, unit) in flat:
-        ax.axhline(v, color="0.2", lw=1.2, ls="-" if name == "fp32_matmul" else "--")
-        label = "fp32 (no TF32)" if name == "fp32_matmul" else name.split("_")[0]
-        ax.annotate(f"{label} matrix product {v:.0f} {unit}", (hi, v), ha="right",
-                    va="bottom", fontsize=9, xytext=(-4, 2), textcoords="offset points")
-    if bw and "fp32_matmul" in ceilings:
-        ridge = ceilings["fp32_matmul"][0] / bw[0]
-        ax.axvline(ridge, color="0.6", lw=0.8, ls=":")
-        ax.annotate(f"fp32 ridge {ridge:.0f} FLOP/B", (ridge, bottom * 3), fontsize=8,
-                    color="0.4", rotation=90, ha="right", va="bottom")
-    seen = set()
-    for r, x, y, measured in points:
-        c = chapter_color(r["chapter"])
-        label = f"chapter {r['chapter']}" if r["chapter"] not in seen else None
-        seen.add(r["chapter"])
-        ax.plot(x, y, "o" if measured else "s", color=c if measured else "none",
-                markeredgecolor=c, markersize=7, label=label)
-    # Kernels that land on (nearly) the same spot share one label instead of overprinting.
-    clusters = []
-    for r, x, y, _ in sorted(points, key=lambda p: (p[1], p[2])):
-        name = f"{r['chapter']} {r['kernel']}" + (f" ({r['variant']})" if r.get("variant") else "")
-        for cl in clusters:
-            if abs(math.log10(x / cl["x"])) < 0.12 and abs(math.log10(y / cl["y"])) < 0.12:
-                if name not in cl["names"]:
-                    cl["names"].append(name)
-                break
-        else:
-            clusters.append({"x": x, "y": y, "names": [name]})
-    for cl in clusters:
-        ax.annotate("\n".join(cl["names"]), (cl["x"], cl["y"]), xytext=(6, 0),
-                    textcoords="offset points", fontsize=7, va="center", color="0.15")
-    ax.set_ylim(bottom, top)
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.set_xlim(lo, hi)
-    ax.grid(which="both", alpha=0.25)
+    ax.set_ylim(bottom, top)
+    # The roofs: min(bandwidth × intensity, rate) for each measured matrix-product rate, so
+    # the fp32 roof (the one these float32 kernels live under) bends at its own ridge point.
+    segments, texts = [], []  # what the kernels' labels must leave readable
+    for name, (v, unit) in flat:
+        fp32 = name == "fp32_matmul"
+        style = dict(color="0.1" if fp32 else "0.45", lw=2.0 if fp32 else 1.2,
+                     ls="-" if fp32 else "--", zorder=1)
+        ridge = v / bw[0] if bw else lo
+        ax.plot([max(ridge, lo), hi], [v, v], **style)
+        segments.append(((max(ridge, lo), v), (hi, v)))
+        label = ("fp32 matrix product, CUDA cores (cuBLAS, no TF32)" if fp32 else
+                 f"{name.split('_')[0]} matrix product, tensor cores")
+        texts.append(ax.annotate(f"{label}: {v:.0f} {unit}", (hi, v), ha="right", va="bottom",
+                                 fontsize=9, xytext=(-4, 2), textcoords="offset points",
+                                 color=style["color"]))
+        if bw:
+            ax.plot([lo, ridge], [bw[0] * lo, v], **style)
+            segments.append(((lo, bw[0] * lo), (ridge, v)))
+            if fp32:
+                ax.axvline(ridge, color="0.6", lw=0.8, ls=":", zorder=0)
+                texts.append(ax.annotate(f"ridge {ridge:.0f} FLOP/B", (ridge, bottom), xytext=(-3, 4),
+                            textcoords="offset points", fontsize=8, color="0.4",
+                            rotation=90, ha="right", va="bottom"))
+    if bw:
+        # Written along the bandwidth line: its angle on screen, from two points on it.
+        x0 = lo * 3
+        p0, p1 = ax.transData.transform([(x0, bw[0] * x0), (x0 * 10, bw[0] * x0 * 10)])
+        angle = math.degrees(math.atan2(p1[1] - p0[1], p1[0] - p0[0]))
+        texts.append(ax.annotate(f"DRAM copy bandwidth {bw[0]:.2f} {bw[1]}", (x0, bw[0] * x0), xytext=(0, 5),
+                    textcoords="offset points", rotation=angle, rotation_mode="anchor",
+                    fontsize=9, color="0.1", ha="left", va="bottom"))
+    chapters_seen = {}
+    for r, x, y, measured in points:
+        c = chapter_color(r["chapter"])
+        pss = r.get("pass") or "forward"
+        # Forward circles over backward triangles: chapters 02, 03 and 05 share a kernel.
+        ax.plot(x, y, PASS_MARKER.get(pss, "s"), color=c if measured else "none",
+                markeredgecolor="0.15" if measured else c, markersize=8 if pss == "forward" else 10,
+                zorder=4.5 if pss == "forward" else 4)
+        chapters_seen.setdefault(r["chapter"], c)
+    ax.grid(which="major", alpha=0.3)
     ax.set_xlabel("arithmetic intensity (FLOP per DRAM byte, log scale)")
     ax.set_ylabel("achieved TFLOP/s (log scale)")
     sub = shape_text(rows) if rows else ""
-    where = f"every kernel at N={n}, d={HEAD_DIM}" + (f" ({sub})" if sub else "") if rows else "no kernels yet"
-    ax.set_title(f"Roofline of the {gpu} with {where}\nceilings measured; points: Nsight Compute"
-                 " bytes and kernel time (squares: model bytes)", fontsize=11)
+    where = (f"every kernel at N={n}, d={HEAD_DIM}" + (f", {sub}" if sub else "")) if rows \
+        else "no kernels yet"
+    ax.set_title(f"Roofline of the {gpu} with {where}\nfloat32, non-causal; ceilings measured "
+                 "with PyTorch; points: Nsight Compute DRAM bytes and kernel time", fontsize=11)
+    fig.tight_layout()
+    place_labels(ax, roofline_labels(points), avoid_boxes(ax, segments, texts))
     msgs = []
     if not ceilings:
         msgs.append("ceilings.csv has no rows")
@@ -275,19 +471,28 @@ def plot_roofline(traffic, ceilings, gpu, path):
         msgs.append(f"no kernels at d={HEAD_DIM} in traffic.csv yet")
     elif untimed:
         msgs.append(f"{untimed} kernel(s) without a measured time are not placed")
+    if any(not p[3] for p in points):
+        msgs.append("hollow markers: no measured bytes, placed with the model's")
     if zero_flop:
-        msgs.append("no FLOPs counted (memory only): " + ", ".join(
-            f"{r['chapter']} {r['kernel']}" for r in zero_flop[:6]))
+        names = sorted({f"{r['chapter']} {r['kernel']}" for r in zero_flop})
+        msgs.append("not placed (memory only, no FLOPs counted):\n  " + "\n  ".join(names))
     if msgs:
         ax.text(0.01, 0.99, "\n".join(msgs), transform=ax.transAxes, ha="left", va="top",
-                fontsize=8, color="0.3",
+                fontsize=8, color="0.3", zorder=6,
                 bbox=dict(boxstyle="round", facecolor="0.97", edgecolor="0.8"))
     if points:
-        ax.legend(fontsize=8, loc="lower right")
-    fig.tight_layout()
+        handles = [Line2D([], [], color=c, marker="s", ls="", markersize=8, label=f"chapter {ch}")
+                   for ch, c in sorted(chapters_seen.items())]
+        handles += [Line2D([], [], color="0.5", marker=m, ls="", markersize=7,
+                           markeredgecolor="0.15", label=f"{p} kernel")
+                    for p, m in PASS_MARKER.items()
+                    if any((r.get("pass") or "forward") == p for r, *_ in points)]
+        ax.legend(handles=handles, fontsize=8, loc="lower right", ncol=2)
     fig.savefig(path, dpi=DPI, metadata=PNG_META)
     plt.close(fig)
 
+
+# ---------------------------------------------------------------- 4. extra memory vs N
 
 def plot_memory_vs_n(tour, gpu, path):
     fig, ax = plt.subplots(figsize=(WIDTH_IN, 5.2))
@@ -295,39 +500,46 @@ def plot_memory_vs_n(tour, gpu, path):
             and ((r["pass"] == "forward" and r["chapter"] in ("01", "04"))
                  or r["pass"] == "backward") and r.get("extra_mem_bytes") is not None]
     rows = latest(rows, key=lambda r: (r["chapter"], r["variant"], r["pass"], r["seq_len"]))
-    series = defaultdict(list)
+    series = defaultdict(dict)
     for r in rows:
-        series[(r["chapter"], r["variant"], r["pass"])].append(r)
+        series[(r["chapter"], r["variant"], r["pass"])][r["seq_len"]] = r["extra_mem_bytes"]
     # Log scale, so the N² workspaces (GB) and the N-sized ones (MB) both show their slope;
-    # a kernel that needs nothing extra (0 B) is drawn on a floor line a decade lower.
+    # a kernel that needs nothing extra (0 B) is drawn on a floor line labelled "0 B", a
+    # decade below the smallest non-zero amount.
     nonzero = [r["extra_mem_bytes"] for r in rows if r["extra_mem_bytes"] > 0]
-    floor = min(nonzero + [1e6]) / 10
+    floor = 10 ** math.floor(math.log10(min(nonzero + [1e6]))) / 10
     nth = defaultdict(int)
-    for (ch, var, pss), rs in sorted(series.items()):
-        rs.sort(key=lambda r: r["seq_len"])
+    variants = defaultdict(list)
+    for ch, var, pss in series:
+        variants[(ch, pss)].append(var)
+    for (ch, pss, points), vars_ in merged_series(series).items():
         style = LINESTYLES[nth[ch] % len(LINESTYLES)]
         nth[ch] += 1
-        ns = [r["seq_len"] for r in rs]
-        ys = [max(r["extra_mem_bytes"], floor) for r in rs]
-        ax.plot(ns, ys, style, marker="o", color=chapter_color(ch), label=f"{ch} {var} ({pss})")
-        last = rs[-1]["extra_mem_bytes"]  # the value at the largest N, written beside it
+        ns = [n for n, _ in points]
+        ys = [max(v, floor) for _, v in points]
+        label = variants_label(ch, vars_, variants[(ch, pss)]) + f" ({pss})"
+        ax.plot(ns, ys, style, marker="o", color=chapter_color(ch), label=label, lw=1.8)
+        last = points[-1][1]  # the value at the largest N, written beside it
         ax.annotate(human_bytes(last) if last > 0 else "0 B", (ns[-1], ys[-1]), xytext=(6, 0),
-                    textcoords="offset points", fontsize=8, va="center", color=chapter_color(ch))
+                    textcoords="offset points", fontsize=9, va="center", color=chapter_color(ch))
     n_axis(ax, {r["seq_len"] for r in rows})
     ax.set_yscale("log")
-    ax.yaxis.set_major_formatter(FuncFormatter(human_bytes))
     if rows:
+        top = max(nonzero + [floor * 10]) * 3
+        ax.set_ylim(floor / 2, top)
+        decades = [10 ** k for k in range(int(math.log10(floor)) + 1, int(math.log10(top)) + 1)]
+        ax.set_yticks([floor] + decades, ["0 B"] + [human_bytes(v) for v in decades])
+        ax.yaxis.set_minor_formatter(NullFormatter())
         ax.axhline(floor, color="0.7", lw=0.8, ls=":")
-        ax.annotate("0 B (nothing extra)", (0.01, floor), xycoords=("axes fraction", "data"),
-                    xytext=(0, 3), textcoords="offset points", fontsize=8, color="0.4")
         ax.set_xlim(min(r["seq_len"] for r in rows) / 1.4, max(r["seq_len"] for r in rows) * 2)
     ax.set_ylabel("extra device memory (bytes, log scale)")
-    ax.grid(which="both", alpha=0.3)
+    ax.grid(which="major", alpha=0.3)
     sub = shape_text(rows) if rows else ""
-    ax.set_title(f"Device memory beyond the inputs and outputs on {gpu}, d={HEAD_DIM}, "
-                 "non-causal" + (f"\n({sub})" if sub else ""), fontsize=11)
+    ax.set_title(f"Device memory beyond the inputs and outputs (Q, K, V, O, L; dO, dQ, dK, dV)"
+                 f" on the {gpu}\npeak workspace of one call, float32, d={HEAD_DIM}, non-causal"
+                 + (f", {sub}" if sub else ""), fontsize=11)
     if series:
-        ax.legend(fontsize=9, loc="best")
+        ax.legend(fontsize=9, loc="center right", bbox_to_anchor=(1.0, 0.45))
     else:
         note(ax, "no measured extra_mem_bytes for chapter 01, chapter 04\n"
                  "or a backward pass in tour.csv yet")
@@ -352,13 +564,15 @@ def main(argv=None):
     args = ap.parse_args(argv)
     try:
         tour, traffic, ceilings = results_csv.read_results(args.results_dir)
+        anchors_csv = os.path.join(args.results_dir, "anchors.csv")
+        anchors = results_csv.read(anchors_csv) if os.path.isfile(anchors_csv) else []
     except results_csv.CsvError as e:
         print(f"make_plots: error: {e}", file=sys.stderr)
         return 1
     gpu = gpu_name(tour, args.results_dir)
     os.makedirs(args.out_dir, exist_ok=True)
     out = [os.path.join(args.out_dir, f) for f in FIGURES]
-    plot_staircase(tour, gpu, out[0])
+    plot_staircase(tour, anchors, gpu, out[0])
     plot_bytes_vs_n(traffic, gpu, out[1])
     plot_roofline(traffic, results_csv.ceilings_dict(ceilings), gpu, out[2])
     plot_memory_vs_n(tour, gpu, out[3])

@@ -22,12 +22,16 @@ REQUIRED = {
                     "measured_requested_read_bytes", "measured_requested_write_bytes",
                     "flops", "measured_ms", "batch", "heads", "causal"],
     "ceilings.csv": ["name", "value", "unit"],
+    # PyTorch on the same GPU (the design folder's anchor script); optional.
+    "anchors.csv": ["backend", "dtype", "causal", "B", "H", "N", "d", "fwd_ms", "fwd_tflops",
+                    "bwd_ms", "bwd_tflops"],
 }
-TEXT = {"chapter", "variant", "pass", "dtype", "kernel", "name", "unit", "what", "gpu", "causal"}
+TEXT = {"chapter", "variant", "pass", "dtype", "kernel", "name", "unit", "what", "gpu", "causal",
+        "backend"}
 OPTIONAL_NUMERIC = {"model_requested_bytes", "ms_min", "ms_max", "iters", "extra_mem_bytes"}
 # Numbers that are measurements: a negative value means "not measured", like an empty field.
 MEASURED = {"ms", "tflops", "gbps", "rel_err", "speedup_vs_ch01", "ms_min", "ms_max",
-            "extra_mem_bytes", "measured_read_bytes", "measured_write_bytes",
+            "fwd_ms", "fwd_tflops", "bwd_ms", "bwd_tflops", "extra_mem_bytes", "measured_read_bytes", "measured_write_bytes",
             "measured_requested_read_bytes", "measured_requested_write_bytes", "measured_ms"}
 
 

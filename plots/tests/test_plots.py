@@ -1,7 +1,7 @@
 """CPU tests of the plot scripts (run by ctest; `python3 -m unittest test_plots` here works too).
 
 Fixtures (made-up numbers, not measurements) live in fixtures/:
-  results/    a complete results folder: tour.csv, traffic.csv, ceilings.csv
+  results/    a complete results folder: tour.csv, traffic.csv, ceilings.csv, anchors.csv
   malformed/  the same with a non-numeric time in tour.csv line 4
   anchors/    output of the PyTorch anchor script, for ceilings_from_anchors.py
 """
@@ -117,6 +117,15 @@ class MalformedCsv(unittest.TestCase):
         with tempfile.TemporaryDirectory() as tmp:
             res = self.broken_copy(tmp, "ceilings.csv", lambda lines: lines + ["bf16_matmul,790"])
             self.expect_failure(res, r".*ceilings\.csv:6: 2 fields, the header has 3$")
+
+    def test_malformed_optional_anchors(self):
+        # anchors.csv is optional, but when present it is checked like the others.
+        with tempfile.TemporaryDirectory() as tmp:
+            res = self.broken_copy(tmp, "tour.csv", lambda lines: lines)
+            with open(os.path.join(res, "anchors.csv"), "w") as fh:
+                fh.write("backend,dtype,causal,B,H,N,d,fwd_ms,fwd_tflops,bwd_ms,bwd_tflops\n"
+                         "mem_efficient,float32,False,4,32,4096,64,fast,35,39,35\n")
+            self.expect_failure(res, r".*anchors\.csv:2: column 'fwd_ms' is 'fast', not a number$")
 
     def test_empty_file(self):
         with tempfile.TemporaryDirectory() as tmp:
