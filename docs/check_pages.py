@@ -4,7 +4,9 @@
   - every chapter folder chapters/NN_*/ has a README and a generated page chNN.md (and, with
     --html, the rendered chNN.html);
   - every number in the page's generated tables equals the CSVs: the per-kernel ledger and
-    the per-size totals against traffic.csv, the timing table against tour.csv. The
+    the per-size totals against traffic.csv, the timing table against tour.csv, the table
+    of every variant against chapters.csv (when committed), and the main page's staircase
+    table against tour.csv and traffic.csv. The
     expected values are recomputed here from the CSVs, not taken from gen_pages.py, and
     compared with the page's rounded figures (three or four significant digits);
   - with --html, every cell of those tables appears in the rendered page.
@@ -41,7 +43,8 @@ def tables(markdown):
         for row in lines[i + 3:]:  # skip the header and the |---| line
             if not row.startswith("|"):
                 break
-            rows.append([c.strip() for c in row.strip().strip("|").split("|")])
+            cells = re.split(r"(?<!\\)\|", row.strip()[1:-1])  # '\|' is a '|' inside a cell
+            rows.append([c.strip() for c in cells])
         out[m.group(1)] = rows
     return out
 
@@ -148,6 +151,52 @@ class Checker:
         for key in groups.keys() - seen:
             self.errors.append(f"{page} sizes: traffic.csv's {key} is missing from the page")
 
+    def variants(self, page, rows, table):
+        """The chapter program's own rows (chapters.csv): every variant."""
+        if len(table) != len(rows):
+            self.errors.append(f"{page} variants: {len(table)} rows, chapters.csv has {len(rows)}")
+            return
+        keys = ("pass", "batch", "heads", "seq_len", "head_dim", "causal")
+        for cells, r in zip(table, rows):
+            where = f"{page} variants {r['variant']} {r['pass']} (chapters.csv:{r['_line']})"
+            shape = f"B={r['batch']} H={r['heads']} N={r['seq_len']}" + \
+                (f" d={r['head_dim']}" if r["head_dim"] else "")
+            ident = [r["variant"], r["pass"], shape, "yes" if r["causal"] else "no"]
+            if cells[:4] != ident:
+                self.errors.append(f"{where}: row is {cells[:4]}")
+                continue
+            same = [o["ms"] for o in rows if o["ms"] and all(o[k] == r[k] for k in keys)]
+            self.expect(where + " ms", cells[4], r["ms"])
+            self.expect(where + " TFLOP/s", cells[5], r["tflops"])
+            self.expect(where + " GB/s", cells[6], r["gbps"])
+            self.expect(where + " ÷ fastest", cells[8], div(r["ms"], min(same) if same else None))
+
+    def summary(self, page, tour, traffic, table):
+        """The main page's staircase: tour rows at N=4096, d=64, non-causal, with the DRAM
+        bytes of their kernels from traffic.csv."""
+        rows = [r for r in tour if (r["seq_len"], r["head_dim"]) == (4096, 64) and not r["causal"]]
+        if len(table) != len(rows):
+            self.errors.append(f"{page} summary: {len(table)} rows, tour.csv has {len(rows)} at N=4096, d=64")
+            return
+        for cells, r in zip(table, rows):
+            where = f"{page} summary {r['chapter']} {r['variant']} (tour.csv:{r['_line']})"
+            if not cells[0].endswith(f'"{r["chapter"]}"') or cells[1:3] != [r["variant"], r["pass"]]:
+                self.errors.append(f"{where}: row is {cells[:3]}")
+                continue
+            kernels = [t for t in traffic if t["chapter"] == r["chapter"]
+                       and t.get("variant", "") == r["variant"]
+                       and (t.get("pass") or "forward") == r["pass"]
+                       and all(t[k] == r[k] for k in ("seq_len", "head_dim", "causal", "batch", "heads"))]
+            self.expect(where + " ms", cells[3], r["ms"])
+            self.expect(where + " TFLOP/s", cells[4], r["tflops"])
+            self.expect(where + " speedup vs ch01", cells[5], r["speedup_vs_ch01"])
+            self.pair(where + " DRAM", cells[6],
+                      add(*[add(t["model_read_bytes"], t["model_write_bytes"]) for t in kernels])
+                      if kernels else None,
+                      add(*[add(t["measured_read_bytes"], t["measured_write_bytes"]) for t in kernels])
+                      if kernels else None)
+            self.expect(where + " extra memory", cells[7], r.get("extra_mem_bytes"))
+
     def tour(self, page, rows, table):
         if len(table) != len(rows):
             self.errors.append(f"{page} tour: {len(table)} rows, tour.csv has {len(rows)}")
@@ -162,6 +211,12 @@ class Checker:
             self.expect(where + " ms", cells[7], r["ms"])
             self.expect(where + " TFLOP/s", cells[8], r["tflops"])
             self.expect(where + " speedup vs ch01", cells[11], r["speedup_vs_ch01"])
+
+
+def markdown_cell_text(cell):
+    """What a generated table cell shows once rendered: no code ticks, no backslash
+    escapes, HTML entities decoded ('d &lt;= 64' -> 'd <= 64')."""
+    return html.unescape(re.sub(r"\\(.)", r"\1", cell.strip("`")))
 
 
 def rendered_text(path):
@@ -201,11 +256,11 @@ def main(argv=None):
             pages[ch] = fh.read()
 
     csvs = {}
-    for name in ("traffic.csv", "tour.csv"):
+    for name in ("traffic.csv", "tour.csv", "chapters.csv"):
         path = os.path.join(args.results, name)
         if os.path.isfile(path):
             try:
-                csvs[name] = results_csv.read(path)
+                csvs[name] = results_csv.read(path, "tour.csv" if name == "chapters.csv" else name)
             except results_csv.CsvError as e:
                 chk.errors.append(str(e))
     for ch, text in pages.items():
@@ -228,14 +283,31 @@ def main(argv=None):
                 chk.errors.append(f"{page}: the generated timing table is missing")
             else:
                 chk.tour(page, rows, found["tour"])
+        if "chapters.csv" in csvs:  # optional: the page shows it when there are rows
+            rows = [r for r in csvs["chapters.csv"] if r["chapter"] == ch]
+            if rows and "variants" not in found:
+                chk.errors.append(f"{page}: chapters.csv has rows for chapter {ch}, the page no table")
+            elif rows:
+                chk.variants(page, rows, found["variants"])
         if args.html and os.path.isfile(os.path.join(args.html, f"ch{ch}.html")):
             shown = rendered_text(os.path.join(args.html, f"ch{ch}.html"))
             for name, table in found.items():
                 for cells in table:
-                    for cell in cells:
-                        if cell.strip("`") not in shown:
-                            chk.errors.append(f"ch{ch}.html: cell '{cell}' of the {name} table is not on the page")
-                            break
+                    missing = [c for c in map(markdown_cell_text, cells) if c not in shown]
+                    if missing:  # one message per row is enough
+                        chk.errors.append(f"ch{ch}.html: cell '{missing[0]}' of the {name} "
+                                          "table is not on the page")
+
+    main_md = os.path.join(args.generated, "mainpage.md")
+    if not os.path.isfile(main_md):
+        chk.errors.append(f"{main_md}: missing (no main page was generated)")
+    elif "tour.csv" in csvs:
+        with open(main_md, encoding="utf-8") as fh:
+            found = tables(fh.read())
+        if "summary" not in found:
+            chk.errors.append("mainpage.md: the generated staircase table is missing")
+        else:
+            chk.summary("mainpage.md", csvs["tour.csv"], csvs.get("traffic.csv", []), found["summary"])
 
     for e in chk.errors:
         print(f"FAILED: {e}")
@@ -243,8 +315,8 @@ def main(argv=None):
         return 1
     checked = ", ".join(csvs) or "no CSV"
     print(f"OK: {len(pages)} chapter pages; numbers checked against {checked}")
-    if len(csvs) < 2:
-        missing = [n for n in ("traffic.csv", "tour.csv") if n not in csvs]
+    missing = [n for n in ("traffic.csv", "tour.csv") if n not in csvs]
+    if missing:
         print(f"SKIPPED: {args.results} has no {', '.join(missing)} yet: those numbers are unchecked")
         return SKIP
     return 0

@@ -1,10 +1,12 @@
 #!/usr/bin/env python3
 """Generates the Doxygen pages of the site (run by the `docs` target, into the build folder):
 
-  mainpage.md   docs/mainpage.md with the chapter list, chapter links and figures filled in
+  mainpage.md   docs/mainpage.md with the chapter list, chapter links, figures and the
+                measured staircase (a table from tour.csv and traffic.csv) filled in
   chNN.md       one page per chapters/NN_*/README.md (GitHub markdown made safe for
                 Doxygen), followed by the chapter's measured ledger, generated from the
-                committed CSVs (plots/results/<gpu>/traffic.csv and tour.csv)
+                committed CSVs (plots/results/<gpu>/traffic.csv, tour.csv, and
+                chapters.csv when there is one: the chapter programs' every variant)
   results.md    the four figures and the whole tour table
   images/       pictures the READMEs show, copied so that IMAGE_PATH finds them
 
@@ -50,6 +52,18 @@ def si(value, unit):
 
 def num(value, fmt="{:.3g}", suffix=""):
     return MISSING if value is None else fmt.format(value) + suffix
+
+
+def g3(value):
+    """Three significant digits without an exponent: 1034 -> '1034', 0.1672 -> '0.167'."""
+    if value is None:
+        return MISSING
+    return f"{value:.0f}" if abs(value) >= 1000 else f"{value:.3g}"
+
+
+def escape(text):
+    """Plain text from a CSV made safe in a Doxygen markdown table cell."""
+    return Page.text(text).replace("|", "\\|")
 
 
 def note(text):
@@ -140,7 +154,8 @@ class Page:
         name = self.ctx.copy_image(full)
         return f'\n\\image html {name} "{alt}"\n' if alt else f"\n\\image html {name}\n"
 
-    def text(self, s):
+    @staticmethod
+    def text(s):
         """Escapes one stretch of prose (no code spans in it)."""
         s = s.replace("\\", "\\\\")
         s = re.sub(r"([@#%$])(?=\w)", r"\\\1", s)  # @cmd, #member, %word, $keyword
@@ -235,7 +250,9 @@ def kernel_rows(rows):
            "the model's prediction and Nsight Compute's `dram__bytes_*`; requested: what the "
            "kernel's loads and stores ask of L2 (model / `lts__t_sectors_srcunit_tex_op_*`); "
            "FLOP per byte uses the measured DRAM bytes where there are some; time: "
-           "`gpu__time_duration` under Nsight Compute (caches flushed, clocks not locked).", "",
+           "`gpu__time_duration` under Nsight Compute (caches flushed, clocks not locked). "
+           "FLOPs are the ledger's: what each kernel computes (a recomputation counts), not "
+           "the papers' count the timing table below uses.", "",
            "<!-- ft-table: kernels -->",
            "| variant | pass | kernel | DRAM read (model / measured) | DRAM write (model / measured) "
            "| requested read+write (model / measured) | FLOPs | FLOP per DRAM byte | time (ms) | TFLOP/s |",
@@ -250,7 +267,7 @@ def kernel_rows(rows):
             f"| {si(r['model_read_bytes'], 'B')} / {si(r['measured_read_bytes'], 'B')} "
             f"| {si(r['model_write_bytes'], 'B')} / {si(r['measured_write_bytes'], 'B')} "
             f"| {si(model_req, 'B')} / {si(meas_req, 'B')} | {si(r['flops'], 'FLOP')} "
-            f"| {num(ratio(r['flops'], dram))} | {num(ms, '{:.4g}')} "
+            f"| {g3(ratio(r['flops'], dram))} | {num(ms, '{:.4g}')} "
             f"| {num(ratio(r['flops'], ms and ms * 1e9))} |")
     return out
 
@@ -263,7 +280,8 @@ def size_rows(rows):
     """Totals per variant and pass at every measured size (markdown lines)."""
     out = ["Totals over each variant's kernels at every size measured (16k tokens: "
            "B = 16384/N, H = 2048/d). '!' marks a measurement more than 20% away from the "
-           "model at N ≥ 4096: the chapter's text says why.", "",
+           "model at N ≥ 4096: the chapter's text says why. TFLOP/s: the ledger's FLOPs "
+           "over the summed Nsight Compute kernel times.", "",
            "<!-- ft-table: sizes -->",
            "| variant | pass | N | d | B·H | DRAM model | DRAM measured | measured / model | time (ms) | TFLOP/s |",
            "|---|---|---|---|---|---|---|---|---|---|"]
@@ -299,9 +317,78 @@ def tour_rows(tour, chapter):
         step = f"{prev[1] / r['ms']:.2f}× (vs {prev[0]})" if prev and r["ms"] else MISSING
         out.append(f"| {r['variant']} | {r['pass']} | {r['batch']} | {r['heads']} | {r['seq_len']} "
                    f"| {r['head_dim']} | {'yes' if r['causal'] else 'no'} | {num(r['ms'], '{:.4g}')} "
-                   f"| {num(r['tflops'])} | {num(r['gbps'], '{:.0f}')} | {num(r['rel_err'], '{:.1e}')} "
+                   f"| {num(r['tflops'])} | {g3(r['gbps'])} | {num(r['rel_err'], '{:.1e}')} "
                    f"| {num(r['speedup_vs_ch01'], '{:.2f}', '×')} | {step} |")
     return out
+
+
+def shape_cell(r):
+    """'B=4 H=32 N=4096 d=64', or 'B=16384 H=1 N=16384' where d does not apply (0)."""
+    return f"B={r['batch']} H={r['heads']} N={r['seq_len']}" + (f" d={r['head_dim']}" if r["head_dim"] else "")
+
+
+def fastest_same(rows, row):
+    """The shortest time among `rows` on the same problem as `row`."""
+    times = [r["ms"] for r in rows if r["ms"] and same_problem(r, row)]
+    return min(times) if times else None
+
+
+def variant_rows(chapter_rows):
+    """Every row of the chapter program's own run (chapters.csv; markdown lines)."""
+    out = ["Every variant, as the chapter's program printed it in its own run (`chapters.csv`: "
+           "the default variants and the others, e.g. tile shapes or a benchmark of one "
+           "kernel). GB/s as the program reports it: the model's DRAM bytes per second, or "
+           "for a benchmark what its `what` says. '÷ fastest': this time over the fastest "
+           "variant's on the same problem.", "",
+           "<!-- ft-table: variants -->",
+           "| variant | pass | shape | causal | time (ms) | TFLOP/s | GB/s | rel. error "
+           "| ÷ fastest | what |",
+           "|---|---|---|---|---|---|---|---|---|---|"]
+    for r in chapter_rows:
+        best = fastest_same(chapter_rows, r)
+        out.append(f"| {r['variant']} | {r['pass']} | {shape_cell(r)} | {'yes' if r['causal'] else 'no'} "
+                   f"| {num(r['ms'], '{:.4g}')} | {num(r['tflops'])} | {g3(r['gbps'])} "
+                   f"| {num(r['rel_err'], '{:.1e}')} | {num(ratio(r['ms'], best), '{:.2f}')} "
+                   f"| {escape(r.get('what', ''))} |")
+    return out
+
+
+def summary_rows(tour, traffic):
+    """The staircase in numbers for the main page: every tour row at the headline shape,
+    with the DRAM bytes of its kernels (traffic.csv) beside the time (markdown lines)."""
+    rows = [r for r in tour if (r["seq_len"], r["head_dim"]) == (HEADLINE_N, HEADLINE_D)
+            and not r["causal"]]
+    if not rows:
+        return [note(f"No rows at N={HEADLINE_N}, d={HEADLINE_D} in `tour.csv` yet.")]
+    b, h = rows[0]["batch"], rows[0]["heads"]
+    out = [f"Measured on the {gpu_of(tour)} at B={b}, H={h}, N={HEADLINE_N}, d={HEADLINE_D}, "
+           "float32, non-causal (generated from `tour.csv` and `traffic.csv`):", "",
+           "<!-- ft-table: summary -->",
+           "| chapter | variant | pass | time (ms) | TFLOP/s | speedup vs ch01 "
+           "| DRAM bytes (model / measured) | extra memory |",
+           "|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        kernels = [t for t in traffic or [] if t["chapter"] == r["chapter"]
+                   and t.get("variant", "") == r["variant"] and same_kernel_problem(t, r)]
+        model = sum_or_none(*[results_csv.dram_bytes(t, "model") for t in kernels]) if kernels else None
+        meas = sum_or_none(*[results_csv.dram_bytes(t, "measured") for t in kernels]) if kernels else None
+        link = f"\\ref ch{r['chapter']} \"{r['chapter']}\""
+        out.append(f"| {link} | {r['variant']} | {r['pass']} | {num(r['ms'], '{:.4g}')} "
+                   f"| {num(r['tflops'])} | {num(r['speedup_vs_ch01'], '{:.2f}', '×')} "
+                   f"| {si(model, 'B')} / {si(meas, 'B')} | {si(r.get('extra_mem_bytes'), 'B')} |")
+    return out
+
+
+def same_kernel_problem(t, r):
+    """A traffic.csv row of the problem a tour.csv row timed (and of its pass)."""
+    return ((t.get("pass") or "forward") == r["pass"] and t["seq_len"] == r["seq_len"]
+            and t["head_dim"] == r["head_dim"] and t["causal"] == r["causal"]
+            and t["batch"] == r["batch"] and t["heads"] == r["heads"])
+
+
+def gpu_of(rows):
+    names = [r.get("gpu") for r in rows if r.get("gpu")]
+    return names[-1] if names else "GPU"
 
 
 def same_problem(a, b):
@@ -343,6 +430,10 @@ def ledger_section(ctx, chapter, page_id):
             out += [f"## Time and speedup {{#{page_id}_tour}}", ""] + tour_rows(ctx.tour, chapter) + [""]
         else:
             out += [note(f"No rows for chapter {chapter} in `tour.csv` yet."), ""]
+    own = [r for r in ctx.chapters_csv or [] if r["chapter"] == chapter]
+    if own:
+        out += [f"## Every variant {{#{page_id}_variants}}", ""] + variant_rows(own) + [""]
+    out += ["The figures (staircase, bytes vs N, roofline, memory): \\ref results.", ""]
     return out
 
 
@@ -355,6 +446,8 @@ class Context:
         self.results_rel = rel if not rel.startswith("..") else os.path.abspath(args.results)
         self.tour = self.read(os.path.join(args.results, "tour.csv"))
         self.traffic = self.read(os.path.join(args.results, "traffic.csv"))
+        # The chapter programs' own rows (every variant); optional, tour.csv's columns.
+        self.chapters_csv = self.read(os.path.join(args.results, "chapters.csv"), "tour.csv")
         names = [r.get("gpu") for r in self.tour or [] if r.get("gpu")]
         self.gpu = names[-1] if names else os.path.basename(os.path.normpath(args.results)).upper()
         self.chapter_dirs = sorted(d for d in glob.glob(os.path.join(args.repo, "chapters", "[0-9][0-9]_*"))
@@ -370,12 +463,12 @@ class Context:
         self.images = os.path.join(self.out, "images")
 
     @staticmethod
-    def read(path):
+    def read(path, kind=None):
         """Rows of a results CSV, None when it is not committed; malformed: exit 1."""
         if not os.path.isfile(path):
             return None
         try:
-            return results_csv.read(path)
+            return results_csv.read(path, kind)
         except results_csv.CsvError as e:
             sys.exit(f"gen_pages: error: {e}")
 
@@ -434,6 +527,9 @@ def main_page(ctx, template):
     text = re.sub(r"\{\{ch:(\d\d)\}\}",
                   lambda m: f'\\ref ch{m.group(1)} "chapter {m.group(1)}"' if m.group(1) in ctx.chapters
                   else f"chapter {m.group(1)}", text)
+    summary = summary_rows(ctx.tour, ctx.traffic) if ctx.tour is not None else \
+        [note("No `tour.csv` committed yet: the measured staircase appears here after the GPU run.")]
+    text = text.replace("@@SUMMARY@@", "\n".join(summary))
     text = re.sub(r"@@FIGURE ([\w.]+)@@", lambda m: ctx.figure(m.group(1), dict(FIGURES)[m.group(1)]), text)
     write(os.path.join(ctx.out, "mainpage.md"), [text])
 

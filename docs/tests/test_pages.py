@@ -94,6 +94,44 @@ class FixtureSite(unittest.TestCase):
         self.assertEqual(code, 1, out)
         self.assertRegex(out, r"FAILED: ch04\.md kernels .* DRAM read \(model\): page shows")
 
+    def change_first_number(self, name, table, column, pattern):
+        """A copy of the pages with one number of `table` in page `name` changed by 10%;
+        returns the checker's (exit code, output)."""
+        gen = self.copy_of_pages()
+        path = os.path.join(gen, name)
+        with open(path) as fh:
+            text = fh.read()
+        cells = r"\| " + r"[^|]+\| " * column
+        m = re.search(rf"<!-- ft-table: {table} -->\n.*\n.*\n{cells}([0-9.]+)", text)
+        self.assertIsNotNone(m, f"no {table} table in {name}")
+        changed = text[:m.start(1)] + f"{float(m.group(1)) * 1.1:.4g}" + text[m.end(1):]
+        with open(path, "w") as fh:
+            fh.write(changed)
+        code, out = self.check(gen=gen)
+        self.assertEqual(code, 1, out)
+        self.assertRegex(out, pattern)
+
+    def test_a_changed_variant_time_fails(self):
+        # chapters.csv's table: the time column (the fifth) of the first chapter 04 row.
+        self.change_first_number("ch04.md", "variants", 4,
+                                 r"FAILED: ch04\.md variants simple forward .* ms: page shows")
+
+    def test_a_changed_summary_number_fails(self):
+        # The main page's staircase: chapter 01's time (the fourth column).
+        self.change_first_number("mainpage.md", "summary", 3,
+                                 r"FAILED: mainpage\.md summary 01 naive .* ms: page shows")
+
+    def test_variant_and_summary_tables(self):
+        with open(os.path.join(self.gen, "ch04.md")) as fh:
+            ch04 = fh.read()
+        self.assertIn("<!-- ft-table: variants -->", ch04)
+        # CSV text is escaped for a table cell: '<' and '|' would break it.
+        self.assertIn("(d &lt;= 128 \\| any N)", ch04)
+        with open(os.path.join(self.gen, "ch03.md")) as fh:
+            self.assertIn("| row_softmax_online | softmax | B=16384 H=1 N=16384 | no |", fh.read())
+        with open(os.path.join(self.gen, "mainpage.md")) as fh:
+            self.assertIn("<!-- ft-table: summary -->", fh.read())
+
     def test_a_missing_page_fails(self):
         gen = self.copy_of_pages()
         os.remove(os.path.join(gen, "ch03.md"))
@@ -152,6 +190,7 @@ class FixtureSite(unittest.TestCase):
                       self.ch01)
         for table in ("kernels", "sizes", "tour"):
             self.assertIn(f"<!-- ft-table: {table} -->", self.ch01)
+        self.assertNotIn("<!-- ft-table: variants -->", self.ch01)  # no chapters.csv rows
 
     # ---- Doxygen on the fixture site
 
