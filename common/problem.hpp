@@ -46,4 +46,15 @@ struct Problem {
   }
 };
 
+/// A problem from its shape, in the papers' order: make_problem(B, H, N, d, causal).
+inline Problem make_problem(int batch, int heads, int seq_len, int head_dim, bool causal = false) {
+  Problem p;
+  p.batch = batch;
+  p.heads = heads;
+  p.seq_len = seq_len;
+  p.head_dim = head_dim;
+  p.causal = causal;
+  return p;
+}
+
 }  // namespace ft

@@ -130,7 +130,14 @@ int run_program(int argc, char** argv, const ProgramSpec& spec) {
       if (selected(b.variant))
         attempt("chapter " + b.chapter + " " + b.variant + " backward",
                 [&] { return measure_backward(b, p, cfg); });
-    if (spec.extra) spec.extra(o, rows);
+    if (spec.extra) {  // chapter-specific rows; a wrong result there fails like any other
+      try {
+        spec.extra(o, rows);
+      } catch (const WrongResult& e) {
+        std::fprintf(stderr, "%s: WRONG RESULT: %s\n", spec.program.c_str(), e.what());
+        wrong = true;
+      }
+    }
 
     fill_speedups(rows);
     std::printf("\n");

@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <ostream>
 #include <string>
 #include <vector>
 
@@ -27,6 +28,11 @@ struct Shape {
   bool causal;
   Problem problem() const;
 };
+
+/// How GoogleTest prints a Shape in test listings and failures (instead of raw bytes).
+inline void PrintTo(const Shape& s, std::ostream* os) {
+  *os << "N=" << s.seq_len << " d=" << s.head_dim << (s.causal ? " causal" : " non-causal");
+}
 
 /// N ∈ {1, 17, 64, 1000, 2048} × the given d × {non-causal, causal}: ragged sizes that are
 /// not multiples of any tile, the single-token case, and sizes past one tile.

@@ -26,6 +26,14 @@ constexpr double kFloatBytes = 4.0;  ///< everything in chapters 01–05 is floa
 /// half of it (the other half holds the streams that pass through).
 constexpr double kL2Bytes = 60.0 * 1024 * 1024;
 
+/// Multiprocessors of the target GPU (H200: 132) and the threads each can hold at once
+/// (2048 on every GPU since Volta): the ledgers use them to ask how much data the blocks in
+/// flight touch together.
+constexpr double kTargetSMs = 132;
+constexpr double kThreadsPerSM = 2048;
+/// Threads the whole target GPU holds at once.
+constexpr double kResidentThreads = kTargetSMs * kThreadsPerSM;
+
 /// One kernel's line in a chapter's memory ledger.
 struct KernelTraffic {
   std::string kernel;             ///< the kernel's function name, as Nsight Compute shows it

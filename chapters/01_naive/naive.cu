@@ -105,10 +105,10 @@ void forward(const ft::Problem& p, const ft::ForwardArgs& a, cudaStream_t stream
 
 size_t workspace_bytes(const ft::Problem& p) { return p.grid_bytes(); }
 
-// The H200 the model describes (the GPU ft::kL2Bytes describes too): 132 SMs with 2048
-// thread slots each. The softmax gives every row its own thread, so this many rows are
-// walked at once, and their re-reads have to fit in L2 to be served from there.
-constexpr double kResidentThreads = 132.0 * 2048;
+// The softmax gives every row its own thread, so ft::kResidentThreads rows (132 SMs × 2048
+// thread slots on the H200 the model describes) are walked at once, and their re-reads
+// have to fit in L2 to be served from there.
+using ft::kResidentThreads;
 
 }  // namespace
 

@@ -20,19 +20,9 @@ TEST(Ch02Ledger, TiledMatmulByHand) {
   EXPECT_DOUBLE_EQ(spill.dram_read_bytes, spill.read_bytes);
 }
 
-ft::Problem problem(int B, int H, int N, int d, bool causal) {
-  ft::Problem p;
-  p.batch = B;
-  p.heads = H;
-  p.seq_len = N;
-  p.head_dim = d;
-  p.causal = causal;
-  return p;
-}
-
 TEST(Ch02Ledger, TinyProblemByHand) {
   // 2 heads, N = 4, d = 2: grid 128 B, one tensor 64 B, lse 32 B; one tile covers all.
-  const auto k = ch02::traffic(problem(1, 2, 4, 2, true));
+  const auto k = ch02::traffic(ft::make_problem(1, 2, 4, 2, true));
   ASSERT_EQ(k.size(), 3u);
   EXPECT_DOUBLE_EQ(k[0].read_bytes, 64 + 64);  // Q and K once each
   EXPECT_DOUBLE_EQ(k[0].write_bytes, 128);
@@ -42,21 +32,21 @@ TEST(Ch02Ledger, TinyProblemByHand) {
   EXPECT_DOUBLE_EQ(k[1].write_bytes, 128 + 32);
   EXPECT_DOUBLE_EQ(k[2].read_bytes, 128 + 64);  // P and V once each
   EXPECT_DOUBLE_EQ(k[2].write_bytes, 64);
-  EXPECT_DOUBLE_EQ(ft::total(k).flops, problem(1, 2, 4, 2, true).forward_flops());
+  EXPECT_DOUBLE_EQ(ft::total(k).flops, ft::make_problem(1, 2, 4, 2, true).forward_flops());
 }
 
 TEST(Ch02Ledger, SoftmaxRereadsHitL2OnlyWhileRowsInFlightFit) {
   const double grid4k = 128.0 * 4096 * 4096 * 4;
   // N = 4096: 1056 rows of 16 KB in flight (17 MB) fit in half the L2: one DRAM read.
-  EXPECT_DOUBLE_EQ(ch02::traffic(problem(4, 32, 4096, 64, false))[1].dram_read_bytes, grid4k);
+  EXPECT_DOUBLE_EQ(ch02::traffic(ft::make_problem(4, 32, 4096, 64, false))[1].dram_read_bytes, grid4k);
   // N = 16384: 1056 rows of 64 KB (69 MB) do not: three DRAM reads.
   const double grid16k = 32.0 * 16384 * 16384 * 4;
-  EXPECT_DOUBLE_EQ(ch02::traffic(problem(1, 32, 16384, 64, false))[1].dram_read_bytes,
+  EXPECT_DOUBLE_EQ(ch02::traffic(ft::make_problem(1, 32, 16384, 64, false))[1].dram_read_bytes,
                    3 * grid16k);
 }
 
 TEST(Ch02Ledger, ReadmeProblem) {
-  const auto k = ch02::traffic(problem(4, 32, 4096, 64, false));
+  const auto k = ch02::traffic(ft::make_problem(4, 32, 4096, 64, false));
   const double tensor = 128.0 * 4096 * 64 * 4;
   // S = Q·Kᵀ: Q re-read by 64 column tiles, K by 64 row tiles.
   EXPECT_DOUBLE_EQ(k[0].read_bytes, 64 * tensor + 64 * tensor);

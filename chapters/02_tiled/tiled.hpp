@@ -32,7 +32,7 @@ constexpr int kSoftmaxThreads = 256;
 /// Rows the H200 walks at once with one kSoftmaxThreads block per row: 132 SMs × 8
 /// blocks. The ledger asks whether these rows fit in L2, i.e. whether a second pass over
 /// a row finds it there.
-constexpr double kSoftmaxWaveRows = 132.0 * (2048 / kSoftmaxThreads);
+constexpr double kSoftmaxWaveRows = ft::kResidentThreads / kSoftmaxThreads;
 
 /// The safe softmax of `rows` rows of `cols` floats, three passes (max, sum, normalize),
 /// one block per row. `out` may equal `in` (in place). `lse` (may be null) gets

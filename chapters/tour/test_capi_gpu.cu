@@ -37,6 +37,10 @@ struct BackwardCase {
   WorkspaceC workspace;
 };
 
+// Test listings print the export's name, not the struct's bytes.
+void PrintTo(const ForwardCase& c, std::ostream* os) { *os << c.name; }
+void PrintTo(const BackwardCase& c, std::ostream* os) { *os << c.name; }
+
 ft::Problem to_problem(const ft_problem& c) {
   ft::Problem p;
   p.batch = c.batch;
