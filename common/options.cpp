@@ -8,15 +8,7 @@
 
 namespace ft {
 
-Problem Options::problem() const {
-  Problem p;
-  p.batch = batch;
-  p.heads = heads;
-  p.seq_len = seq_len;
-  p.head_dim = head_dim;
-  p.causal = causal;
-  return p;
-}
+Problem Options::problem() const { return make_problem(batch, heads, seq_len, head_dim, causal); }
 
 namespace {
 std::string join(const std::vector<int>& v) {

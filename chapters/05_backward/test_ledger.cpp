@@ -9,16 +9,6 @@
 
 namespace {
 
-ft::Problem make(int batch, int heads, int N, int d, bool causal) {
-  ft::Problem p;
-  p.batch = batch;
-  p.heads = heads;
-  p.seq_len = N;
-  p.head_dim = d;
-  p.causal = causal;
-  return p;
-}
-
 ft::KernelTraffic line(const std::vector<ft::KernelTraffic>& ledger, const std::string& k) {
   for (const auto& t : ledger)
     if (t.kernel == k) return t;
@@ -26,7 +16,7 @@ ft::KernelTraffic line(const std::vector<ft::KernelTraffic>& ledger, const std::
 }
 
 TEST(Ch05Workspace, MaterializeIsTwoGridsPlusD) {
-  const ft::Problem p = make(2, 3, 1000, 64, false);
+  const ft::Problem p = ft::make_problem(2, 3, 1000, 64, false);
   // P and dP: 2 · B·H·N² · 4 bytes = 2 · 6 · 10^6 · 4; D: B·H·N · 4 = 6000 · 4.
   EXPECT_EQ(ch05::materialize_workspace_bytes(p), 48000000u + 24000u);
   EXPECT_EQ(ch05::materialize().workspace_bytes(p), 48024000u);
@@ -34,17 +24,17 @@ TEST(Ch05Workspace, MaterializeIsTwoGridsPlusD) {
 }
 
 TEST(Ch05Workspace, FlashIsOnlyD) {
-  const ft::Problem p = make(2, 3, 1000, 64, true);
+  const ft::Problem p = ft::make_problem(2, 3, 1000, 64, true);
   EXPECT_EQ(ch05::flash().workspace_bytes(p), 24000u);
   EXPECT_EQ(ch05::flash_dq_pass().workspace_bytes(p), 24000u);
   // O(N): doubling N doubles it (materialize quadruples).
-  const ft::Problem p2 = make(2, 3, 2000, 64, true);
+  const ft::Problem p2 = ft::make_problem(2, 3, 2000, 64, true);
   EXPECT_EQ(ch05::flash().workspace_bytes(p2), 2 * ch05::flash().workspace_bytes(p));
 }
 
 TEST(Ch05Ledger, FlashAtomicSmallNonCausal) {
   // B = H = 1, N = 128, d = 64: two key tiles, two query tiles, each query tile loaded twice.
-  const auto ledger = ch05::flash_traffic(make(1, 1, 128, 64, false));
+  const auto ledger = ch05::flash_traffic(ft::make_problem(1, 1, 128, 64, false));
   ASSERT_EQ(ledger.size(), 2u);
   const ft::KernelTraffic D = line(ledger, "dot_dO_O");
   EXPECT_DOUBLE_EQ(D.read_bytes, 2.0 * 128 * 64 * 4);            // O and dO
@@ -63,7 +53,7 @@ TEST(Ch05Ledger, FlashAtomicSmallNonCausal) {
 TEST(Ch05Ledger, FlashCausalRaggedTiles) {
   // N = 130, d = 64: tiles of 64, 64, 2 rows. Causal: query tile i is loaded by blocks j ≤ i,
   // so 64·1 + 64·2 + 2·3 = 198 query rows are loaded in all.
-  const ft::Problem p = make(1, 1, 130, 64, true);
+  const ft::Problem p = ft::make_problem(1, 1, 130, 64, true);
   const ft::KernelTraffic k = line(ch05::flash_traffic(p), "flash_backward_atomic_dq");
   EXPECT_DOUBLE_EQ(k.read_bytes, 2.0 * 130 * 64 * 4 + 198.0 * 130 * 4);  // 169 520
   EXPECT_DOUBLE_EQ(k.write_bytes, 2.0 * 130 * 64 * 4 + 198.0 * 64 * 4);  // 117 248
@@ -85,12 +75,12 @@ TEST(Ch05Ledger, FlashCausalRaggedTiles) {
 TEST(Ch05Ledger, WideKeysCausal) {
   // N = 300, d = 64, Br = 64, Bc = 128: query tiles of 64,64,64,64,44 rows; key blocks start
   // at query tiles 0, 2, 4, so the tiles are loaded 1,1,2,2,3 times: 64+64+128+128+132 = 516.
-  const ft::Problem p = make(1, 1, 300, 64, true);
+  const ft::Problem p = ft::make_problem(1, 1, 300, 64, true);
   const ft::KernelTraffic k = line(ch05::flash_wide_keys_traffic(p), "flash_backward_atomic_dq");
   EXPECT_DOUBLE_EQ(k.read_bytes, 2.0 * 300 * 64 * 4 + 516.0 * 130 * 4);  // 421 920
   EXPECT_DOUBLE_EQ(k.write_bytes, 2.0 * 300 * 64 * 4 + 516.0 * 64 * 4);  // 285 696
   // Non-causal: three key blocks each load all 300 query rows; half the atomics of Bc = 64.
-  const ft::Problem q = make(1, 1, 300, 64, false);
+  const ft::Problem q = ft::make_problem(1, 1, 300, 64, false);
   const ft::KernelTraffic wide = line(ch05::flash_wide_keys_traffic(q), "flash_backward_atomic_dq");
   const ft::KernelTraffic narrow = line(ch05::flash_traffic(q), "flash_backward_atomic_dq");
   EXPECT_DOUBLE_EQ(wide.write_bytes, 2.0 * 300 * 64 * 4 + 3 * 300.0 * 64 * 4);
@@ -98,7 +88,7 @@ TEST(Ch05Ledger, WideKeysCausal) {
 }
 
 TEST(Ch05Ledger, MaterializeSoftmaxBackwardStreamsThreeGrids) {
-  const ft::Problem p = make(4, 32, 4096, 64, false);
+  const ft::Problem p = ft::make_problem(4, 32, 4096, 64, false);
   const ft::KernelTraffic ds = line(ch05::materialize_traffic(p), "softmax_backward");
   const double grid = 4.0 * 32 * 4096 * 4096 * 4;  // 8.6 GB
   EXPECT_DOUBLE_EQ(ds.read_bytes, 2 * grid + 4.0 * 32 * 4096 * 4);
@@ -108,7 +98,7 @@ TEST(Ch05Ledger, MaterializeSoftmaxBackwardStreamsThreeGrids) {
 
 TEST(Ch05Ledger, FlashMovesFarFewerDramBytesThanMaterialize) {
   // N² against N·d: at N = 4096, d = 64 the baseline's grids dwarf the flash backward.
-  const ft::Problem p = make(4, 32, 4096, 64, false);
+  const ft::Problem p = ft::make_problem(4, 32, 4096, 64, false);
   const double flash = ft::total(ch05::flash_traffic(p)).dram_bytes();
   const double materialize = ft::total(ch05::materialize_traffic(p)).dram_bytes();
   EXPECT_GT(materialize, 20 * flash);
