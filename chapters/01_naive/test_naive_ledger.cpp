@@ -7,15 +7,7 @@ namespace {
 
 // B·H = 2 heads of N = 4 queries, d = 2: grid 2·4·4 floats = 128 B, one tensor 64 B,
 // lse 32 B. Everything fits in L2, so each kernel reads its inputs from DRAM once.
-ft::Problem tiny(bool causal) {
-  ft::Problem p;
-  p.batch = 1;
-  p.heads = 2;
-  p.seq_len = 4;
-  p.head_dim = 2;
-  p.causal = causal;
-  return p;
-}
+ft::Problem tiny(bool causal) { return ft::make_problem(1, 2, 4, 2, causal); }
 
 TEST(Ch01Ledger, TinyProblemByHand) {
   const auto k = ch01::traffic(tiny(false));
@@ -49,11 +41,7 @@ TEST(Ch01Ledger, CausalSoftmaxReadsOnlyVisibleEntries) {
 
 // The README's problem: B = 4, H = 32, N = 4096, d = 64.
 TEST(Ch01Ledger, ReadmeProblem) {
-  ft::Problem p;
-  p.batch = 4;
-  p.heads = 32;
-  p.seq_len = 4096;
-  p.head_dim = 64;
+  const ft::Problem p = ft::make_problem(4, 32, 4096, 64);
   const auto k = ch01::traffic(p);
   const double grid = 128.0 * 4096 * 4096 * 4;  // 8.59 GB
   const double tensor = 128.0 * 4096 * 64 * 4;  // 134 MB

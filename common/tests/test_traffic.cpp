@@ -56,11 +56,7 @@ TEST(Traffic, L2Share) {
 }
 
 TEST(ProblemFlops, AsThePapersCount) {
-  ft::Problem p;
-  p.batch = 2;
-  p.heads = 3;
-  p.seq_len = 10;
-  p.head_dim = 4;
+  ft::Problem p = ft::make_problem(2, 3, 10, 4);
   EXPECT_DOUBLE_EQ(p.forward_flops(), 4.0 * 6 * 10 * 10 * 4);
   EXPECT_DOUBLE_EQ(p.backward_flops(), 2.5 * 4.0 * 6 * 10 * 10 * 4);
   p.causal = true;
