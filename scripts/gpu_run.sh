@@ -2,18 +2,20 @@
 # Everything this project measures on a GPU, in one call: environment, every GPU test,
 # compute-sanitizer on every chapter, the tour at the FlashAttention papers' sizes, the
 # chapter programs' own benchmarks, PyTorch's attention backends for comparison, and
-# Nsight Compute's DRAM bytes per kernel.
+# Nsight Compute's DRAM bytes per kernel and its profile sections of the main kernels.
 #
 #   scripts/gpu_run.sh OUT_DIR [BUILD_DIR] [STAGES]
 #
-# STAGES: comma-separated subset of env,tests,sanitizer,tour,chapters,anchors,traffic
-# (default: all). BUILD_DIR defaults to build/ and is configured and built with Ninja if it
+# STAGES: comma-separated subset of env,tests,sanitizer,tour,chapters,anchors,traffic,
+# profiles (default: all). BUILD_DIR defaults to build/ and is configured and built with Ninja if it
 # holds no tour binary. The PyTorch anchors need pytorch_sdpa_anchors.py in .deps/anchors/
 # (copied from the design folder). FT_COMMIT names the commit in env.txt when the tree
 # carries no .git. Results land in OUT_DIR: env.txt, tour.csv, chapters.csv, anchors.csv,
 # traffic.csv, summary.txt, logs.tar.gz (at most 8 files, as the device tool returns).
 # FT_SIZES, FT_DIMS, FT_CAUSAL narrow the tour and chapter runs (defaults: "1024 4096 16384",
-# "64 128", "0 1"); FT_SANITIZE lists the chapters compute-sanitizer checks (default all).
+# "64 128", "0 1"); FT_SANITIZE lists the chapters compute-sanitizer checks (default all),
+# FT_SANITIZE_DIMS the head dimensions it runs them at (default 64; "64 128" also covers the
+# kernels' d = 128 instantiations, chapter 05's one-block-per-SM shape among them).
 set -uo pipefail
 OUT=$(realpath -m "${1:?usage: gpu_run.sh OUT_DIR [BUILD_DIR] [STAGES]}")
 BUILD=$(realpath -m "${2:-build}")
@@ -31,6 +33,7 @@ SIZES=${FT_SIZES:-1024 4096 16384}
 DIMS=${FT_DIMS:-64 128}
 CAUSAL=${FT_CAUSAL:-0 1}
 SANITIZE=${FT_SANITIZE:-${CHAPTERS[*]}}
+SANITIZE_DIMS=${FT_SANITIZE_DIMS:-64}
 flag() { [ "$1" = 1 ] && echo "--causal"; }
 
 if [ ! -x "$BUILD/chapters/tour/tour" ]; then
@@ -66,17 +69,19 @@ if want tests; then
 fi
 
 if want sanitizer; then
-  say "== compute-sanitizer (small problems: B=1 H=2 N=200 d=64, causal and not)"
+  say "== compute-sanitizer (small problems: B=1 H=2 N=200, d in {$SANITIZE_DIMS}, causal and not)"
   for ch in $SANITIZE; do
     p=$(prog "$ch")
     [ -x "$p" ] || continue
-    for tool in memcheck racecheck synccheck; do
-      for c in "" "--causal"; do
-        log="$LOGS/sanitizer_${ch}_${tool}${c:+_causal}.log"
-        timeout 120 compute-sanitizer --tool "$tool" --error-exitcode 9 "$p" --batch 1 --heads 2 \
-          --seq-len 200 --head-dim 64 $c --iters 1 --warmup 0 --no-baseline >"$log" 2>&1
-        rc=$?
-        say "$ch $tool ${c:-non-causal}: rc=$rc $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$log" | tail -n 1)"
+    for d in $SANITIZE_DIMS; do
+      for tool in memcheck racecheck synccheck; do
+        for c in "" "--causal"; do
+          log="$LOGS/sanitizer_${ch}_d${d}_${tool}${c:+_causal}.log"
+          timeout 120 compute-sanitizer --tool "$tool" --error-exitcode 9 "$p" --batch 1 --heads 2 \
+            --seq-len 200 --head-dim "$d" $c --iters 1 --warmup 0 --no-baseline >"$log" 2>&1
+          rc=$?
+          say "$ch d=$d $tool ${c:-non-causal}: rc=$rc $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$log" | tail -n 1)"
+        done
       done
     done
   done
@@ -144,6 +149,27 @@ if want traffic; then
   else
     say "traffic: scripts/measure_traffic.sh missing, skipped"
   fi
+fi
+
+if want profiles; then
+  # Nsight Compute sections of the kernels the chapter READMEs discuss, at N = 4096 (B = 4,
+  # H = 2048/d): the second launch of the kernel (the first is the verifying call).
+  # FT_PROFILES: "chapter:variant:kernel:d ..." (default below). Written to logs/profiles/.
+  say "== Nsight Compute profiles"
+  mkdir -p "$LOGS/profiles"
+  for spec in ${FT_PROFILES:-04:simple:fused_forward_simple_kernel:64 04:fast:fused_forward_kernel:64
+      04:fast:fused_forward_kernel:128 05:flash:flash_backward_atomic_dq:64
+      05:flash:flash_backward_atomic_dq:128}; do
+    IFS=: read -r ch v k d <<<"$spec"
+    p=$(prog "$(basename "$ROOT"/chapters/"$ch"_*)")
+    timeout 300 ncu --clock-control none --section SpeedOfLight --section Occupancy \
+      --section WarpStateStats --section ComputeWorkloadAnalysis --section MemoryWorkloadAnalysis \
+      --section LaunchStats --section InstructionStats -k "regex:$k" --launch-skip 1 \
+      --launch-count 1 "$p" --seq-len 4096 --batch 4 --heads $((2048 / d)) --head-dim "$d" \
+      --variant "$v" --iters 1 --warmup 0 --no-verify --no-baseline \
+      >"$LOGS/profiles/profile_${v}_d${d}.txt" 2>&1
+    say "profile $ch $v d=$d: rc=$? $(grep -E ' Duration ' "$LOGS/profiles/profile_${v}_d${d}.txt" | head -1)"
+  done
 fi
 
 tar -czf "$OUT/logs.tar.gz" -C "$OUT" logs && rm -rf "$LOGS"

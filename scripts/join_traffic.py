@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Joins Nsight Compute's measurements with the traffic model into traffic.csv.
 
-Usage: python3 scripts/join_traffic.py OUT_CSV RUN_DIR
+Usage: python3 scripts/join_traffic.py OUT_CSV RUN_DIR [--keep OLD_CSV]
 
 RUN_DIR holds one pair of files per profiled run (scripts/measure_traffic.sh writes them):
   <tag>__<variant>.ncu.csv     ncu --csv output (details page: one row per kernel launch
@@ -19,6 +19,10 @@ k rows in order. The summary warns where fewer launches than rows were found.
 
 Prints a summary (model vs measured DRAM bytes; '!' where they differ by more than 20% at
 N >= 4096, the issue's threshold) and exits 1 when no row could be joined.
+
+--keep OLD_CSV: also keep the rows of an earlier traffic.csv for every run (chapter,
+variant, pass, N, d, causal) that RUN_DIR did not measure again, so that a few shapes can be
+re-measured without repeating the rest. Their columns are taken as they are.
 """
 import csv
 import glob
@@ -33,6 +37,10 @@ METRICS = {  # ncu metric -> (traffic.csv column, factor to bytes / ms from the 
     "dram__bytes_write.sum": ("measured_write_bytes", 1.0),
     "lts__t_sectors_srcunit_tex_op_read.sum": ("measured_requested_read_bytes", SECTOR_BYTES),
     "lts__t_sectors_srcunit_tex_op_write.sum": ("measured_requested_write_bytes", SECTOR_BYTES),
+    # Atomics and reductions reach L2 as their own operations, counted by neither of the
+    # two above (chapter 05's dQ += dS·K): one column for both kinds.
+    "lts__t_sectors_srcunit_tex_op_red.sum": ("measured_requested_atomic_bytes", SECTOR_BYTES),
+    "lts__t_sectors_srcunit_tex_op_atom.sum": ("measured_requested_atomic_bytes", SECTOR_BYTES),
     "gpu__time_duration.sum": ("measured_ms", 1.0),
 }
 # ncu scales units unless run with --print-units base; accept either (decimal prefixes, as
@@ -48,7 +56,8 @@ COLUMNS = ["chapter", "kernel", "seq_len", "head_dim", "model_read_bytes", "mode
            "measured_read_bytes", "measured_write_bytes", "model_requested_read_bytes",
            "model_requested_write_bytes", "measured_requested_read_bytes",
            "measured_requested_write_bytes", "flops", "measured_ms", "batch", "heads", "causal",
-           "variant", "pass"]
+           "variant", "pass", "measured_requested_atomic_bytes"]
+RUN_KEY = ("chapter", "variant", "pass", "seq_len", "head_dim", "causal")  # one profiled run
 
 
 def base_name(name):
@@ -100,8 +109,8 @@ def read_ncu(path):
             if unit not in UNITS:
                 raise ValueError(f"{path}:{line_no}: unknown unit '{unit}' for {metric}")
             text = row.get("Metric Value", "").replace(",", "").strip()  # 1,234,567
-            try:
-                launch[1][column] = float(text) * UNITS[unit] * factor
+            try:  # (summed: two metrics may feed one column)
+                launch[1][column] = launch[1].get(column, 0.0) + float(text) * UNITS[unit] * factor
             except ValueError:
                 raise ValueError(f"{path}:{line_no}: {metric} is '{text}', not a number") from None
     return [launches[i] for i in sorted(launches)]
@@ -142,6 +151,7 @@ def join(launches, ledger):
             "model_requested_write_bytes": r["model_write_bytes"],
             "flops": r["flops"],
             **{col: measured.get(col) for col, _ in METRICS.values()},
+            "kept": False,
         })
     return rows, warnings
 
@@ -159,18 +169,21 @@ def summary(rows, out=sys.stdout):
     groups = defaultdict(list)
     for r in rows:
         groups[(r["chapter"], r["variant"], r["pass"], int(r["head_dim"]), int(r["seq_len"]))].append(r)
+    print("requested bytes: loads + stores (+ atomics where measured), as L2 sees them", file=out)
     print(f"{'ch':3} {'variant':16} {'pass':9} {'d':>4} {'N':>6} {'DRAM model':>11} {'measured':>11}"
           f" {'ratio':>6} {'req. model':>11} {'measured':>11} {'ratio':>6} {'ms':>9}", file=out)
     flagged = 0
     for (ch, var, pss, d, n), rs in sorted(groups.items()):
         def total(prefix):
             vals = [(r[prefix + "read_bytes"], r[prefix + "write_bytes"]) for r in rs]
-            if any(a is None or b is None for a, b in vals):
+            if any(a in (None, "") or b in (None, "") for a, b in vals):
                 return None
-            return sum(float(a) + float(b) for a, b in vals)
+            atomics = sum(float(r.get(prefix + "atomic_bytes") or 0) for r in rs)
+            return sum(float(a) + float(b) for a, b in vals) + atomics
         dm, dd = total("model_"), total("measured_")
         rm, rd = total("model_requested_"), total("measured_requested_")
-        ms = None if any(r["measured_ms"] is None for r in rs) else sum(r["measured_ms"] for r in rs)
+        ms = (None if any(r["measured_ms"] in (None, "") for r in rs)
+              else sum(float(r["measured_ms"]) for r in rs))
         ratio = dd / dm if dd is not None and dm else None
         rratio = rd / rm if rd is not None and rm else None
         flag = "!" if ratio is not None and n >= 4096 and abs(ratio - 1) > 0.2 else " "
@@ -184,9 +197,29 @@ def summary(rows, out=sys.stdout):
               "than 20% at N >= 4096; explain or fix them (issue 4).", file=out)
 
 
+def read_kept(path, measured_runs):
+    """Rows of an earlier traffic.csv whose run was not measured again."""
+    try:
+        with open(path, newline="", encoding="utf-8") as fh:
+            rows = list(csv.DictReader(fh))
+    except OSError as e:
+        raise ValueError(f"--keep {path}: {e}") from None
+    missing = [c for c in COLUMNS[:-1] if rows and c not in rows[0]]
+    if missing:
+        raise ValueError(f"--keep {path}: not a traffic.csv (no column {missing[0]})")
+    kept = [r for r in rows if tuple(r[k] for k in RUN_KEY) not in measured_runs]
+    for r in kept:
+        r["kept"] = True
+        r.setdefault("measured_requested_atomic_bytes", "")
+    return kept
+
+
 def main(argv):
-    if len(argv) != 3:
-        print("usage: join_traffic.py OUT_CSV RUN_DIR", file=sys.stderr)
+    keep = None
+    if len(argv) == 5 and argv[3] == "--keep":
+        keep = argv[4]
+    elif len(argv) != 3:
+        print("usage: join_traffic.py OUT_CSV RUN_DIR [--keep OLD_CSV]", file=sys.stderr)
         return 2
     out_csv, run_dir = argv[1], argv[2]
     rows, warnings = [], []
@@ -204,20 +237,28 @@ def main(argv):
             return 1
         rows += r
         warnings += w
+    n_measured = len(rows)
+    if keep:
+        try:
+            rows += read_kept(keep, {tuple(str(r[k]) for k in RUN_KEY) for r in rows})
+        except ValueError as e:
+            print(f"join_traffic: error: {e}", file=sys.stderr)
+            return 1
     rows.sort(key=lambda r: (r["chapter"], r["variant"], r["pass"] != "forward",
                              int(r["head_dim"]), int(r["seq_len"])))  # stable: ledger order kept
     with open(out_csv, "w", newline="") as fh:
         w = csv.writer(fh, lineterminator="\n")
         w.writerow(COLUMNS)
         for r in rows:
-            w.writerow([fmt(r[c]) if c not in ("chapter", "kernel", "variant", "pass") else r[c]
-                        for c in COLUMNS])
+            w.writerow([r[c] if r["kept"] or c in ("chapter", "kernel", "variant", "pass")
+                        else fmt(r[c]) for c in COLUMNS])
     for w in warnings:
         print(f"warning: {w}", file=sys.stderr)
     summary(rows)
-    print(f"wrote {out_csv}: {len(rows)} kernel rows, "
-          f"{sum(r['measured_read_bytes'] is not None for r in rows)} measured")
-    return 0 if rows else 1
+    print(f"wrote {out_csv}: {len(rows)} kernel rows ({n_measured} from {run_dir}, "
+          f"{len(rows) - n_measured} kept), "
+          f"{sum(r['measured_read_bytes'] not in (None, '') for r in rows)} measured")
+    return 0 if n_measured else 1
 
 
 if __name__ == "__main__":

@@ -26,6 +26,8 @@
 #   FT_TRAFFIC_CHAPTERS  only these chapters, e.g. "01 02 03" (default: every chapter built)
 #   FT_TRAFFIC_SKIP      "CH:N:d ..." combinations to leave out (default below)
 #   FT_TRAFFIC_N, FT_TRAFFIC_D  override the size lists, e.g. FT_TRAFFIC_N="1024" for a quick try
+#   FT_TRAFFIC_KEEP      an earlier traffic.csv whose rows stay for every run not repeated
+#                        here (join_traffic.py --keep), e.g. plots/results/h200/traffic.csv
 set -euo pipefail
 
 if [[ $# -ne 2 ]]; then
@@ -41,6 +43,13 @@ command -v "$ncu" >/dev/null || { echo "$0: '$ncu' not found (Nsight Compute)" >
 metrics=dram__bytes_read.sum,dram__bytes_write.sum
 metrics+=,lts__t_sectors_srcunit_tex_op_read.sum,lts__t_sectors_srcunit_tex_op_write.sum
 metrics+=,gpu__time_duration.sum
+# Atomics and reductions (chapter 05's dQ) reach L2 as operations of their own, counted by
+# neither counter above; added where this ncu knows them.
+known=$("$ncu" --query-metrics 2>/dev/null || true)
+for m in lts__t_sectors_srcunit_tex_op_red lts__t_sectors_srcunit_tex_op_atom; do
+  grep -qw "$m" <<<"$known" && metrics+=,$m.sum
+done
+echo "metrics: $metrics"
 # The chapters that write the N×N grid (01-03) at N=16384, d=128 take minutes each under ncu
 # and say nothing that N=16384, d=64 does not: left out unless FT_TRAFFIC_SKIP says otherwise.
 skip=${FT_TRAFFIC_SKIP-"01:16384:128 02:16384:128 03:16384:128"}
@@ -117,4 +126,4 @@ for prog in "${programs[@]}"; do
 done
 
 # 3. Join and summarise.
-python3 "$here/join_traffic.py" "$out/traffic.csv" "$raw"
+python3 "$here/join_traffic.py" "$out/traffic.csv" "$raw" ${FT_TRAFFIC_KEEP:+--keep "$FT_TRAFFIC_KEEP"}

@@ -57,7 +57,7 @@ struct Tiles {
   /// a warp row read 8 neighbouring runs.
   __device__ static int col(int tx, int e) { return kW * tx + kGrid * kW * (e / kW) + e % kW; }
 
-  /// K, V (Bc rows), Q, dO (Br rows), dS, L·log2 e and D, and P unless `with_p` (the
+  /// K, V (Bc rows), Q, dO (Br rows), dS, L and D, and P unless `with_p` (the
   /// dQ-pass kernel has no use for it). d = 128, 64×64: 168.5 KB; d = 64: 104.5 KB.
   static constexpr size_t smem_bytes(bool with_p) {
     return sizeof(float) * (size_t(2 * Bc + 2 * Br) * kLd + size_t(with_p ? 2 : 1) * Br * kLdP +
@@ -84,15 +84,15 @@ __device__ __forceinline__ ThreadPos thread_pos() {
 /// Pointers into one block's shared memory (layout: Tiles::smem_bytes).
 template <class T>
 struct Smem {
-  float *K, *V, *Q, *dO, *dS, *lse2, *D, *P;
+  float *K, *V, *Q, *dO, *dS, *lse, *D, *P;
   __device__ explicit Smem(float* base) {
     K = base;
     V = K + T::Bc * T::kLd;
     Q = V + T::Bc * T::kLd;
     dO = Q + T::Br * T::kLd;
     dS = dO + T::Br * T::kLd;
-    lse2 = dS + T::Br * T::kLdP;
-    D = lse2 + T::Br;
+    lse = dS + T::Br * T::kLdP;
+    D = lse + T::Br;
     P = D + T::Br;  // only when the kernel allocated it
   }
 };
@@ -162,30 +162,76 @@ __device__ __forceinline__ void store_cols(float* row, const float (&v)[T::kPer]
   }
 }
 
-/// Copies rows [row0, row0 + kRows) of a [N][d] head into shared memory (stride d + 4)
-/// with coalesced float4 loads; rows past N become zeros (a partial last tile).
+// ---- Asynchronous copies into shared memory ------------------------------------------------
+// cp.async (sm_80+) copies global memory straight into shared memory without passing through
+// registers, and the thread goes on while the copy is in flight: the way to load the next
+// tile while computing on this one when there are no registers to spare (d = 128 uses 216
+// of 255). A copy is complete for its thread after copy_wait_all(), for the block after the
+// __syncthreads() that follows.
+
+/// Copies 16 bytes (or, if !in_range, writes 16 zero bytes) to shared memory, asynchronously.
+/// .cg: cached in L2 only, as these tiles are never re-read through L1.
+__device__ __forceinline__ void copy_async_16(float* dst, const float* src, bool in_range) {
+  const unsigned to = static_cast<unsigned>(__cvta_generic_to_shared(dst));
+  const int src_bytes = in_range ? 16 : 0;  // bytes read; the rest of the 16 are zero-filled
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(to), "l"(src),
+               "r"(src_bytes));
+}
+/// The same for 4 bytes (.ca: the only cache mode 4-byte copies allow).
+__device__ __forceinline__ void copy_async_4(float* dst, const float* src, bool in_range) {
+  const unsigned to = static_cast<unsigned>(__cvta_generic_to_shared(dst));
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(to), "l"(src),
+               "r"(in_range ? 4 : 0));
+}
+/// Waits until this thread's copies have landed.
+__device__ __forceinline__ void copy_wait_all() { asm volatile("cp.async.wait_all;\n" ::: "memory"); }
+
+/// Starts copying rows [row0, row0 + kRows) of a [N][d] head into shared memory (stride
+/// d + 4), 16 bytes a thread at a time, neighbouring threads on neighbouring addresses; rows
+/// past N become zeros (a partial last tile), read from nowhere.
 template <class T, int kRows>
-__device__ void load_tile(float* dst, const float* head, int row0, int N) {
-  constexpr int kVecs = T::d / 4;  // float4 per row
-  for (int v = threadIdx.x; v < kRows * kVecs; v += kThreads) {
-    const int r = v / kVecs, c = 4 * (v % kVecs);
-    float4 x = make_float4(0.f, 0.f, 0.f, 0.f);
-    if (row0 + r < N) x = *reinterpret_cast<const float4*>(head + int64_t(row0 + r) * T::d + c);
-    *reinterpret_cast<float4*>(dst + r * T::kLd + c) = x;
+__device__ __forceinline__ void load_tile(float* dst, const float* head, int row0, int N) {
+  constexpr int kVecs = T::d / 4;                 // 16-byte pieces per row
+  constexpr int kRowsPerPass = kThreads / kVecs;  // rows the block copies per pass: 8 to 32
+  static_assert(kThreads % kVecs == 0 && kRows % kRowsPerPass == 0, "whole rows per pass");
+  const int c = 4 * (threadIdx.x % kVecs);
+#pragma unroll
+  for (int r = threadIdx.x / kVecs; r < kRows; r += kRowsPerPass) {
+    const bool in = row0 + r < N;
+    copy_async_16(dst + r * T::kLd + c, in ? head + int64_t(row0 + r) * T::d + c : head, in);
   }
 }
 
-/// The query tile's per-row statistics: lse2 = L·log2 e (so that P = exp2(S·scale·log2 e −
-/// lse2), the papers' exp with the scale folded in) and D.
+/// Starts copying the query tile's per-row statistics: the log-sum-exp L and D (zeros past N).
 template <class T>
 __device__ __forceinline__ void load_row_stats(const Smem<T>& s, const float* lse_head,
                                                const float* D_head, int row0, int N) {
   const int r = threadIdx.x;
   if (r < T::Br) {
     const bool in = row0 + r < N;
-    s.lse2[r] = in ? lse_head[row0 + r] * ft::kLog2e : 0.f;
-    s.D[r] = in ? D_head[row0 + r] : 0.f;
+    copy_async_4(s.lse + r, lse_head + (in ? row0 + r : 0), in);
+    copy_async_4(s.D + r, D_head + (in ? row0 + r : 0), in);
   }
+}
+
+/// Pointers of one backward launch (device memory, [B,H,N,d] / [B,H,N] layouts).
+struct BackwardParams {
+  const float *Q, *K, *V, *dO, *lse, *D;  ///< inputs; D = rowsum(dO∘O)
+  float *dQ, *dK, *dV;                    ///< outputs (dQ zeroed first for the atomic kernel)
+  int N;
+  bool causal;
+  float scale;
+};
+
+/// Starts copying what a block needs of query tile q0 of head `head` (its first row):
+/// Q, dO, L, D. (The pointers come from the kernel parameters each time: holding them in
+/// registers across the loop would cost registers that d = 64 does not have.)
+template <class T>
+__device__ __forceinline__ void load_query_tile(const Smem<T>& s, const BackwardParams& p,
+                                                int64_t head, int q0) {
+  load_tile<T, T::Br>(s.Q, p.Q + head * T::d, q0, p.N);
+  load_tile<T, T::Br>(s.dO, p.dO + head * T::d, q0, p.N);
+  load_row_stats<T>(s, p.lse + head, p.D + head, q0, p.N);
 }
 
 // ---- The three register-tiled products ---------------------------------------------------
@@ -276,11 +322,12 @@ __device__ __forceinline__ void recompute_p_ds(const Smem<T>& s, ThreadPos t, in
 #pragma unroll
   for (int i = 0; i < T::kTM; ++i) {
     const int r = t.ty + kGrid * i, query = q0 + r;
+    const float lse2 = s.lse[r] * ft::kLog2e;  // L in base 2, like S·scale·log2 e
 #pragma unroll
     for (int j = 0; j < T::kTN; ++j) {
       const int key = k0 + t.tx + kGrid * j;
       const bool visible = query < N && key < N && (!causal || key <= query);
-      P[i][j] = visible ? exp2f(fmaf(P[i][j], scale_log2, -s.lse2[r])) : 0.f;
+      P[i][j] = visible ? exp2f(fmaf(P[i][j], scale_log2, -lse2)) : 0.f;
       dS[i][j] = scale * P[i][j] * (dP[i][j] - s.D[r]);
     }
   }
@@ -298,19 +345,16 @@ __device__ __forceinline__ void store_tile(float* dst, const float (&v)[T::kTM][
 
 // ---- The kernels ----------------------------------------------------------------------------
 
-/// Pointers of one backward launch (device memory, [B,H,N,d] / [B,H,N] layouts).
-struct BackwardParams {
-  const float *Q, *K, *V, *dO, *lse, *D;  ///< inputs; D = rowsum(dO∘O)
-  float *dQ, *dK, *dV;                    ///< outputs (dQ zeroed first for the atomic kernel)
-  int N;
-  bool causal;
-  float scale;
-};
-
 /// The body of both dK/dV kernels. Block = (key tile, head): K_j, V_j stay in shared
 /// memory, dK_j and dV_j in registers; for each query tile i (causal: from the tile holding
-/// key k0, the first that can see it) load Q_i, dO_i, L_i, D_i, recompute P and dS, and
+/// key k0, the first that can see it) recompute P and dS from Q_i, dO_i, L_i, D_i and
 /// accumulate. kAtomicDq: also add dS·K_j into dQ_i in device memory with atomics.
+///
+/// Q_i and dO_i are last read by the dV and dK products, so the copy of tile i+1 starts
+/// right after them and lands while dQ is being formed: at d = 128 one block fills an SM,
+/// and a load nothing overlaps would idle the whole SM (and, with every block of a head in
+/// step, ask L2 for the same 64 KB from all 132 SMs at once). The dK/dV-only kernel has no
+/// dQ product to hide the copy behind; for it the copy is simply a load.
 template <class T, bool kAtomicDq>
 __device__ __forceinline__ void dkdv_block(const BackwardParams& p, float* smem) {
   const Smem<T> s(smem);
@@ -318,17 +362,16 @@ __device__ __forceinline__ void dkdv_block(const BackwardParams& p, float* smem)
   const int n_kv = (p.N + T::Bc - 1) / T::Bc, n_q = (p.N + T::Br - 1) / T::Br;
   const int k0 = (int(blockIdx.x) % n_kv) * T::Bc;  // a head's key tiles run side by side,
   const int64_t head = int64_t(blockIdx.x / n_kv) * p.N;  // the longest (causal: k0 = 0) first
+  const int i_first = p.causal ? k0 / T::Br : 0;
   load_tile<T, T::Bc>(s.K, p.K + head * T::d, k0, p.N);
   load_tile<T, T::Bc>(s.V, p.V + head * T::d, k0, p.N);
+  load_query_tile<T>(s, p, head, i_first * T::Br);
 
   float dK[T::kTN][T::kPer] = {}, dV[T::kTN][T::kPer] = {};
-  for (int i = p.causal ? k0 / T::Br : 0; i < n_q; ++i) {
+  for (int i = i_first; i < n_q; ++i) {
     const int q0 = i * T::Br;
-    __syncthreads();  // everyone is done reading the previous Q, dO, P, dS
-    load_tile<T, T::Br>(s.Q, p.Q + head * T::d, q0, p.N);
-    load_tile<T, T::Br>(s.dO, p.dO + head * T::d, q0, p.N);
-    load_row_stats<T>(s, p.lse + head, p.D + head, q0, p.N);
-    __syncthreads();
+    copy_wait_all();
+    __syncthreads();  // tile i is in for everyone; nobody reads the previous dS any more
 
     float P[T::kTM][T::kTN], dS[T::kTM][T::kTN];
     recompute_p_ds<T>(s, t, q0, k0, p.N, p.causal, p.scale, P, dS);
@@ -338,6 +381,8 @@ __device__ __forceinline__ void dkdv_block(const BackwardParams& p, float* smem)
 
     mma_atb<T>(dV, s.P, s.dO, t);  // dV_j += P_ijᵀ·dO_i
     mma_atb<T>(dK, s.dS, s.Q, t);  // dK_j += dS_ijᵀ·Q_i   (scale is inside dS)
+    __syncthreads();               // Q_i, dO_i, L_i, D_i are free: start copying tile i+1
+    if (i + 1 < n_q) load_query_tile<T>(s, p, head, q0 + T::Br);
     if constexpr (kAtomicDq) {     // dQ_i += dS_ij·K_j, summed over key tiles in device memory
       float dQ[T::kTM][T::kPer] = {};
       mma_ab<T>(dQ, s.dS, s.K, t);
@@ -387,9 +432,7 @@ __global__ void __launch_bounds__(kThreads, T::min_blocks(false))
   const int n_kv = (p.N + T::Bc - 1) / T::Bc, n_q = (p.N + T::Br - 1) / T::Br;
   const int q0 = (n_q - 1 - int(blockIdx.x) % n_q) * T::Br;
   const int64_t head = int64_t(blockIdx.x / n_q) * p.N;
-  load_tile<T, T::Br>(s.Q, p.Q + head * T::d, q0, p.N);
-  load_tile<T, T::Br>(s.dO, p.dO + head * T::d, q0, p.N);
-  load_row_stats<T>(s, p.lse + head, p.D + head, q0, p.N);
+  load_query_tile<T>(s, p, head, q0);
 
   float dQ[T::kTM][T::kPer] = {};
   const int last_query = min(q0 + T::Br, p.N) - 1;
@@ -399,6 +442,7 @@ __global__ void __launch_bounds__(kThreads, T::min_blocks(false))
     __syncthreads();  // everyone is done reading the previous K, V, dS
     load_tile<T, T::Bc>(s.K, p.K + head * T::d, k0, p.N);
     load_tile<T, T::Bc>(s.V, p.V + head * T::d, k0, p.N);
+    copy_wait_all();  // (the first time also Q_i, dO_i, L_i, D_i)
     __syncthreads();
 
     float P[T::kTM][T::kTN], dS[T::kTM][T::kTN];

@@ -73,6 +73,10 @@ class Join(unittest.TestCase):
         self.assertAlmostEqual(float(bwd["measured_ms"]), 15.1)
         # L2 sectors are 32 bytes.
         self.assertEqual(bwd["measured_requested_read_bytes"], str(60_000_000 * 32))
+        # Atomics and reductions (0 + 4.5 Msector) sum into one column; a kernel profiled
+        # without those counters leaves it empty.
+        self.assertEqual(bwd["measured_requested_atomic_bytes"], str(4_500_000 * 32))
+        self.assertEqual(dot["measured_requested_atomic_bytes"], "")
 
     def test_model_columns_map_dram_and_requested(self):
         bwd = self.rows[1]
@@ -87,6 +91,55 @@ class Join(unittest.TestCase):
     def test_summary_printed(self):
         self.assertIn("05  flash", self.stdout)
         self.assertIn("wrote", self.stdout)
+
+
+class Keep(unittest.TestCase):
+    """--keep OLD_CSV: rows of runs not measured again survive, measured runs are replaced."""
+
+    def run_join(self, *extra):
+        return subprocess.run([sys.executable, os.path.join(SCRIPTS, "join_traffic.py"), self.out,
+                               os.path.join(HERE, "fixtures", "ncu"), *extra],
+                              capture_output=True, text=True, timeout=60)
+
+    def setUp(self):
+        self.tmp = tempfile.TemporaryDirectory()
+        self.out = os.path.join(self.tmp.name, "traffic.csv")
+        self.old = os.path.join(self.tmp.name, "old.csv")
+        header = join_traffic.COLUMNS[:-1]  # an older file, without the atomic column
+        def row(kernel, n, read):
+            r = dict.fromkeys(header, "1")
+            r.update(chapter="05", kernel=kernel, seq_len=str(n), head_dim="64", causal="0",
+                     variant="flash", measured_read_bytes=read)
+            r["pass"] = "backward"
+            return r
+        with open(self.old, "w", newline="") as fh:
+            w = csv.DictWriter(fh, header, lineterminator="\n")
+            w.writeheader()
+            w.writerow(row("flash_backward_kernel", 4096, "111"))   # measured again: replaced
+            w.writerow(row("flash_backward_kernel", 16384, "222"))  # not: kept as it was
+
+    def tearDown(self):
+        self.tmp.cleanup()
+
+    def test_keeps_only_runs_not_measured_again(self):
+        p = self.run_join("--keep", self.old)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        with open(self.out) as fh:
+            rows = list(csv.DictReader(fh))
+        got = [(r["kernel"], r["seq_len"], r["measured_read_bytes"]) for r in rows]
+        self.assertEqual(got, [("dot_do_o_kernel", "4096", "134217728"),
+                               ("flash_backward_kernel", "4096", "402500000"),
+                               ("flash_backward_kernel", "16384", "222")])
+        self.assertEqual(rows[2]["measured_requested_atomic_bytes"], "")
+        self.assertIn("(2 from", p.stdout)
+        self.assertIn("1 kept", p.stdout)
+
+    def test_rejects_a_file_that_is_not_traffic_csv(self):
+        with open(self.old, "w") as fh:
+            fh.write("a,b\n1,2\n")
+        p = self.run_join("--keep", self.old)
+        self.assertEqual(p.returncode, 1)
+        self.assertIn("not a traffic.csv", p.stderr)
 
 
 class MissingLaunch(unittest.TestCase):
