@@ -2,7 +2,8 @@
 /// @brief Chapter 05's flash backward kernels (float32, CUDA cores): P is recomputed from
 /// Q, K and the saved log-sum-exp tile by tile, never stored.
 ///
-/// Three kernels share the pieces in this file:
+/// Tiles reach shared memory by cp.async, and a dK/dV block copies its next query tile
+/// while it computes dQ on the current one. Three kernels share the pieces in this file:
 /// - flash_backward_atomic_dq: a block owns Bc keys, keeps dK and dV in registers, loops
 ///   over the query tiles and adds each tile's share of dQ into device memory with atomics;
 /// - flash_backward_dkdv + flash_backward_dq: the same dK/dV kernel without dQ, and a second
@@ -30,7 +31,10 @@ constexpr int kGrid = 16;                ///< threads per side of the thread gri
 constexpr int kThreads = kGrid * kGrid;  ///< 256 threads per block
 // Shared-memory row strides, padded against bank conflicts (32 banks of 4 bytes).
 // d-wide tiles (Q, dO, K, V): stride d + 4. Eight consecutive rows then start 4 banks
-// apart, so the 8 different rows a warp reads as float4 cover all 32 banks once.
+// apart, so the 8 different rows a warp reads as float4 cover all 32 banks once. (Every
+// other row then starts 16 bytes off a 32-byte boundary, and cp.async fetches such a row's
+// sectors from L2 twice: 1.49x the sectors in all. A pad of 8 avoids that and costs 14-16%
+// in bank conflicts; the L2 has the bandwidth to spare. Chapter README, "Bank conflicts".)
 constexpr int kPadD = 4;
 // Bc-wide tiles (P, dS): stride Bc + 8. A warp is a 4×8 patch of the thread grid; its
 // scalar stores to rows r..r+3, columns c..c+7 land in banks 8·r + c: all 32 distinct.
@@ -165,9 +169,9 @@ __device__ __forceinline__ void store_cols(float* row, const float (&v)[T::kPer]
 // ---- Asynchronous copies into shared memory ------------------------------------------------
 // cp.async (sm_80+) copies global memory straight into shared memory without passing through
 // registers, and the thread goes on while the copy is in flight: the way to load the next
-// tile while computing on this one when there are no registers to spare (d = 128 uses 216
-// of 255). A copy is complete for its thread after copy_wait_all(), for the block after the
-// __syncthreads() that follows.
+// tile while computing on this one without the registers a prefetch would need (a 64 KB
+// Q/dO tile is 64 floats for each of 256 threads). A copy is complete for its thread after
+// copy_wait_all(), for the block after the __syncthreads() that follows.
 
 /// Copies 16 bytes (or, if !in_range, writes 16 zero bytes) to shared memory, asynchronously.
 /// .cg: cached in L2 only, as these tiles are never re-read through L1.
@@ -352,9 +356,10 @@ __device__ __forceinline__ void store_tile(float* dst, const float (&v)[T::kTM][
 ///
 /// Q_i and dO_i are last read by the dV and dK products, so the copy of tile i+1 starts
 /// right after them and lands while dQ is being formed: at d = 128 one block fills an SM,
-/// and a load nothing overlaps would idle the whole SM (and, with every block of a head in
-/// step, ask L2 for the same 64 KB from all 132 SMs at once). The dK/dV-only kernel has no
-/// dQ product to hide the copy behind; for it the copy is simply a load.
+/// and a load nothing overlaps would idle the whole SM (and when one head's key tiles fill
+/// the GPU, N = 16384, all 132 blocks walk its query tiles in step and load together). The
+/// dK/dV-only kernel has no dQ product to hide the copy behind; for it the copy is simply
+/// a load.
 template <class T, bool kAtomicDq>
 __device__ __forceinline__ void dkdv_block(const BackwardParams& p, float* smem) {
   const Smem<T> s(smem);
