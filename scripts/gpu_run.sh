@@ -7,8 +7,8 @@
 #   scripts/gpu_run.sh OUT_DIR [BUILD_DIR] [STAGES]
 #
 # STAGES: comma-separated subset of env,tests,sanitizer,tour,chapters,anchors,traffic,
-# profiles (default: all). BUILD_DIR defaults to build/ and is configured and built with Ninja if it
-# holds no tour binary. The PyTorch anchors need pytorch_sdpa_anchors.py in .deps/anchors/
+# profiles (default: all). BUILD_DIR defaults to build/ and is configured and built with
+# Ninja if it holds no tour binary. The PyTorch anchors need pytorch_sdpa_anchors.py in .deps/anchors/
 # (copied from the design folder). FT_COMMIT names the commit in env.txt when the tree
 # carries no .git. Results land in OUT_DIR: env.txt, tour.csv, chapters.csv, anchors.csv,
 # traffic.csv, summary.txt, logs.tar.gz (at most 8 files, as the device tool returns).

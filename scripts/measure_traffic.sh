@@ -24,7 +24,7 @@
 # Environment:
 #   NCU                  the ncu binary (default: ncu)
 #   FT_TRAFFIC_CHAPTERS  only these chapters, e.g. "01 02 03" (default: every chapter built)
-#   FT_TRAFFIC_SKIP      "CH:N:d ..." combinations to leave out (default below)
+#   FT_TRAFFIC_SKIP      "CH:N:d ..." combinations to leave out, e.g. "01:16384:128"
 #   FT_TRAFFIC_N, FT_TRAFFIC_D  override the size lists, e.g. FT_TRAFFIC_N="1024" for a quick try
 #   FT_TRAFFIC_KEEP      an earlier traffic.csv whose rows stay for every run not repeated
 #                        here (join_traffic.py --keep), e.g. plots/results/h200/traffic.csv
@@ -50,9 +50,9 @@ for m in lts__t_sectors_srcunit_tex_op_red lts__t_sectors_srcunit_tex_op_atom; d
   grep -qw "$m" <<<"$known" && metrics+=,$m.sum
 done
 echo "metrics: $metrics"
-# The chapters that write the N×N grid (01-03) at N=16384, d=128 take minutes each under ncu
-# and say nothing that N=16384, d=64 does not: left out unless FT_TRAFFIC_SKIP says otherwise.
-skip=${FT_TRAFFIC_SKIP-"01:16384:128 02:16384:128 03:16384:128"}
+# Nothing is skipped unless FT_TRAFFIC_SKIP says so. (On the H200, chapters 01-03 at
+# N=16384, d=128 took 16 s under ncu, chapter 05 at all six shapes under 80 s.)
+skip=${FT_TRAFFIC_SKIP-}
 sizes=${FT_TRAFFIC_N:-"1024 4096 16384"}
 dims=${FT_TRAFFIC_D:-"64 128"}
 tokens=16384   # B·N: sequences × tokens per sequence
