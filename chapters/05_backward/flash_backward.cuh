@@ -32,9 +32,9 @@ constexpr int kThreads = kGrid * kGrid;  ///< 256 threads per block
 // Shared-memory row strides, padded against bank conflicts (32 banks of 4 bytes).
 // d-wide tiles (Q, dO, K, V): stride d + 4. Eight consecutive rows then start 4 banks
 // apart, so the 8 different rows a warp reads as float4 cover all 32 banks once. (Every
-// other row then starts 16 bytes off a 32-byte boundary, and cp.async fetches such a row's
-// sectors from L2 twice: 1.49x the sectors in all. A pad of 8 avoids that and costs 14-16%
-// in bank conflicts; the L2 has the bandwidth to spare. Chapter README, "Bank conflicts".)
+// other row then starts 16 bytes off a 32-byte boundary, and cp.async brings 1.49x the
+// sectors from L2, as if those rows came twice. A pad of 8 aligns every row and costs
+// 14-16% in bank conflicts; the L2 has the bandwidth to spare. README, "Bank conflicts".)
 constexpr int kPadD = 4;
 // Bc-wide tiles (P, dS): stride Bc + 8. A warp is a 4×8 patch of the thread grid; its
 // scalar stores to rows r..r+3, columns c..c+7 land in banks 8·r + c: all 32 distinct.
