@@ -58,6 +58,7 @@ COLUMNS = ["chapter", "kernel", "seq_len", "head_dim", "model_read_bytes", "mode
            "measured_requested_write_bytes", "flops", "measured_ms", "batch", "heads", "causal",
            "variant", "pass", "measured_requested_atomic_bytes"]
 RUN_KEY = ("chapter", "variant", "pass", "seq_len", "head_dim", "causal")  # one profiled run
+NEWER = ("measured_requested_atomic_bytes",)  # columns a traffic.csv from before may lack
 
 
 def base_name(name):
@@ -204,13 +205,14 @@ def read_kept(path, measured_runs):
             rows = list(csv.DictReader(fh))
     except OSError as e:
         raise ValueError(f"--keep {path}: {e}") from None
-    missing = [c for c in COLUMNS[:-1] if rows and c not in rows[0]]
+    missing = [c for c in COLUMNS if c not in NEWER and rows and c not in rows[0]]
     if missing:
         raise ValueError(f"--keep {path}: not a traffic.csv (no column {missing[0]})")
     kept = [r for r in rows if tuple(r[k] for k in RUN_KEY) not in measured_runs]
     for r in kept:
         r["kept"] = True
-        r.setdefault("measured_requested_atomic_bytes", "")
+        for c in NEWER:
+            r.setdefault(c, "")
     return kept
 
 
