@@ -2,15 +2,20 @@
 /// @brief The C API's shared plumbing: exceptions become return codes and a message.
 #include "capi.hpp"
 
+#include <cstdint>
+#include <cstdio>
 #include <string>
 
 #include "check.cuh"
+#include "launch.cuh"
 
 namespace {
 thread_local std::string g_last_error;
 }
 
 extern "C" const char* ft_last_error(void) { return g_last_error.c_str(); }
+extern "C" int ft_api_version(void) { return FT_API_VERSION; }
+extern "C" size_t ft_problem_size(void) { return sizeof(ft_problem); }
 
 namespace ft::capi {
 
@@ -22,9 +27,24 @@ Problem to_problem(const ft_problem& p) {
   q.head_dim = p.head_dim;
   q.causal = p.causal != 0;
   q.scale = p.scale;
-  if (q.batch < 1 || q.heads < 1 || q.seq_len < 1 || q.head_dim < 1)
-    throw Unsupported("batch, heads, seq_len and head_dim must all be >= 1, got " + q.describe());
+  q.dtype = static_cast<DType>(p.dtype);  // validate() refuses values outside the enum
+  q.validate();
   return q;
+}
+
+void check_aligned(std::initializer_list<std::pair<const char*, const void*>> pointers,
+                   size_t alignment) {
+  for (const auto& [name, ptr] : pointers) {
+    const uintptr_t at = reinterpret_cast<uintptr_t>(ptr);
+    if (at % alignment != 0)
+      throw Unsupported(std::string(name) + " = 0x" + [&] {
+        char hex[32];
+        std::snprintf(hex, sizeof hex, "%llx", static_cast<unsigned long long>(at));
+        return std::string(hex);
+      }() + " is not a multiple of " + std::to_string(alignment) +
+                        " bytes (the kernels move 16 bytes at a time): pass memory from "
+                        "cudaMalloc or a tensor's start, not a view into one");
+  }
 }
 
 int guarded(const std::function<void()>& fn) {
@@ -38,13 +58,19 @@ int guarded(const std::function<void()>& fn) {
   } catch (const std::exception& e) {
     g_last_error = e.what();
     return -1;
+  } catch (...) {
+    g_last_error = "unknown C++ exception inside libflashtut";
+    return -1;
   }
 }
 
 int forward(const ForwardImpl& impl, const ft_problem& p, const ForwardArgs& a, cudaStream_t s) {
   return guarded([&] {
     const Problem q = to_problem(p);
-    check_head_dim(impl.head_dims, q.head_dim, "chapter " + impl.chapter + " " + impl.variant);
+    check_supported(impl, q);
+    check_aligned({{"Q", a.Q.get()}, {"K", a.K.get()}, {"V", a.V.get()}, {"O", a.O.get()},
+                   {"lse", a.lse}, {"workspace", a.workspace}});
+    require_sm(impl.min_sm, "chapter " + impl.chapter + " (" + impl.variant + ")");
     impl.run(q, a, s);
   });
 }
@@ -53,15 +79,29 @@ int backward(const BackwardImpl& impl, const ft_problem& p, const BackwardArgs& 
              cudaStream_t s) {
   return guarded([&] {
     const Problem q = to_problem(p);
-    check_head_dim(impl.head_dims, q.head_dim, "chapter " + impl.chapter + " " + impl.variant);
+    check_supported(impl, q);
+    check_aligned({{"Q", a.Q.get()}, {"K", a.K.get()}, {"V", a.V.get()}, {"O", a.O.get()},
+                   {"lse", a.lse}, {"dO", a.dO.get()}, {"dQ", a.dQ.get()}, {"dK", a.dK.get()},
+                   {"dV", a.dV.get()}, {"workspace", a.workspace}});
+    require_sm(impl.min_sm, "chapter " + impl.chapter + " (" + impl.variant + ")");
     impl.run(q, a, s);
   });
 }
 
-size_t workspace(WorkspaceFn fn, const ft_problem& p) {
-  size_t bytes = 0;
-  guarded([&] { bytes = fn(to_problem(p)); });
+namespace {
+template <class Impl>
+size_t workspace_of(const Impl& impl, const ft_problem& p) {
+  size_t bytes = FT_WORKSPACE_ERROR;
+  guarded([&] {
+    const Problem q = to_problem(p);
+    check_supported(impl, q);
+    bytes = impl.workspace_bytes(q);
+  });
   return bytes;
 }
+}  // namespace
+
+size_t workspace(const ForwardImpl& impl, const ft_problem& p) { return workspace_of(impl, p); }
+size_t workspace(const BackwardImpl& impl, const ft_problem& p) { return workspace_of(impl, p); }
 
 }  // namespace ft::capi

@@ -5,18 +5,29 @@
 #pragma once
 
 #include <functional>
+#include <initializer_list>
+#include <utility>
 
 #include "flashtut.h"
 #include "harness.hpp"
 
 namespace ft::capi {
 
+/// The C struct as a validated Problem (Problem::validate); throws ft::Unsupported.
 Problem to_problem(const ft_problem& p);
-/// Runs fn, turning any exception into a return code and a message for ft_last_error().
+/// Throws ft::Unsupported naming the first pointer that is not a multiple of `alignment`
+/// bytes. Null pointers pass here (a function that needs one fails on it by name).
+void check_aligned(std::initializer_list<std::pair<const char*, const void*>> pointers,
+                   size_t alignment = FT_ALIGNMENT);
+/// Runs fn, turning any exception (of any type) into a return code and a message for
+/// ft_last_error(): no exception crosses the extern "C" boundary.
 int guarded(const std::function<void()>& fn);
 int forward(const ForwardImpl& impl, const ft_problem& p, const ForwardArgs& a, cudaStream_t s);
 int backward(const BackwardImpl& impl, const ft_problem& p, const BackwardArgs& a, cudaStream_t s);
-size_t workspace(WorkspaceFn fn, const ft_problem& p);
+/// The workspace of `impl` for `p`, or FT_WORKSPACE_ERROR (ft_last_error() set) when the
+/// problem is invalid or unsupported.
+size_t workspace(const ForwardImpl& impl, const ft_problem& p);
+size_t workspace(const BackwardImpl& impl, const ft_problem& p);
 
 }  // namespace ft::capi
 
@@ -24,10 +35,10 @@ size_t workspace(WorkspaceFn fn, const ft_problem& p);
 /// `NAME_workspace_bytes(problem)` for the ForwardImpl that `IMPL` evaluates to.
 #define FT_EXPORT_FORWARD(NAME, IMPL)                                                      \
   extern "C" size_t NAME##_workspace_bytes(ft_problem p) {                                 \
-    return ::ft::capi::workspace((IMPL).workspace_bytes, p);                               \
+    return ::ft::capi::workspace((IMPL), p);                               \
   }                                                                                        \
-  extern "C" int NAME(ft_problem p, const float* Q, const float* K, const float* V,       \
-                      float* O, float* lse, void* workspace, cudaStream_t stream) {        \
+  extern "C" int NAME(ft_problem p, const void* Q, const void* K, const void* V, void* O, \
+                      float* lse, void* workspace, cudaStream_t stream) {                 \
     return ::ft::capi::forward((IMPL), p, {Q, K, V, O, lse, workspace}, stream);           \
   }
 
@@ -35,11 +46,11 @@ size_t workspace(WorkspaceFn fn, const ft_problem& p);
 /// `NAME_workspace_bytes(problem)` for the BackwardImpl that `IMPL` evaluates to.
 #define FT_EXPORT_BACKWARD(NAME, IMPL)                                                     \
   extern "C" size_t NAME##_workspace_bytes(ft_problem p) {                                 \
-    return ::ft::capi::workspace((IMPL).workspace_bytes, p);                               \
+    return ::ft::capi::workspace((IMPL), p);                               \
   }                                                                                        \
-  extern "C" int NAME(ft_problem p, const float* Q, const float* K, const float* V,       \
-                      const float* O, const float* lse, const float* dO, float* dQ,        \
-                      float* dK, float* dV, void* workspace, cudaStream_t stream) {        \
+  extern "C" int NAME(ft_problem p, const void* Q, const void* K, const void* V,         \
+                      const void* O, const float* lse, const void* dO, void* dQ, void* dK, \
+                      void* dV, void* workspace, cudaStream_t stream) {                   \
     return ::ft::capi::backward((IMPL), p, {Q, K, V, O, lse, dO, dQ, dK, dV, workspace},   \
                                 stream);                                                   \
   }

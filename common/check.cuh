@@ -30,6 +30,13 @@ class Unsupported : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+/// The GPU lacks what a kernel needs (shared memory per block, an architecture). Programs
+/// exit with code 2, the C API returns -1, and the GPU tests skip with the message.
+class DeviceTooSmall : public Unsupported {
+ public:
+  using Unsupported::Unsupported;
+};
+
 inline void check_cuda(cudaError_t code, const char* expr, const char* file, int line) {
   if (code == cudaSuccess) return;
   throw CudaError(code, std::string(file) + ":" + std::to_string(line) + ": " + expr + ": " +

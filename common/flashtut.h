@@ -4,15 +4,29 @@
  * device pointers and a CUDA stream, for PyTorch (through ctypes), other languages and the
  * comparison scripts.
  *
- * Conventions (the design guide's contracts):
- * - Q, K, V, O, dO, dQ, dK, dV: float32 device pointers, `[batch, heads, seq_len, head_dim]`,
- *   contiguous row-major. lse: float32 `[batch, heads, seq_len]`, natural-log log-sum-exp.
+ * Conventions (docs/contracts.md has the whole contract):
+ * - Q, K, V, O, dO, dQ, dK, dV: device pointers to `[batch, heads, seq_len, head_dim]`
+ *   tensors, contiguous row-major, of the element type `problem.dtype` names (FT_DTYPE_*).
+ *   lse: float32 `[batch, heads, seq_len]`, natural-log log-sum-exp, whatever the dtype.
  * - `scale` 0 means 1/sqrt(head_dim). `causal` nonzero: key j visible to query i iff j <= i.
+ * - Alignment: every pointer (tensors, lse, workspace) must be a multiple of
+ *   FT_ALIGNMENT = 16 bytes, because the kernels move 16 bytes per load and store. Memory
+ *   from cudaMalloc (256-byte aligned) and PyTorch's allocator qualifies; a view that starts
+ *   inside a tensor may not. An unaligned pointer is refused with -1 before any launch,
+ *   never a CUDA error (a misaligned access would poison the caller's whole CUDA context).
  * - `workspace`: device memory of at least `<function>_workspace_bytes(problem)` bytes
  *   (may be NULL when that is 0). The functions allocate nothing themselves.
- * - Every function launches asynchronously on `stream` and returns 0 on success, or a
- *   nonzero code: a cudaError_t value for a CUDA failure, -1 for an unsupported problem
- *   (ft_last_error() then says why, in one line).
+ *   `*_workspace_bytes` returns FT_WORKSPACE_ERROR (SIZE_MAX) for a problem the function
+ *   cannot run, with ft_last_error() set; 0 is a true answer (chapter 04 needs nothing).
+ * - Every function validates the problem first (sizes >= 1, seq_len <= 2^24,
+ *   head_dim <= 1024, batch·heads·seq_len < 2^31, so no byte count can overflow), then
+ *   the head dim and dtype the implementation supports, then the pointers; then it
+ *   launches asynchronously on `stream` and returns 0 on success. Errors: -1 for a problem,
+ *   pointer or GPU the function cannot serve (ft_last_error() says why, in one line), or a
+ *   cudaError_t value (> 0) for a CUDA failure. No C++ exception ever crosses this API.
+ * - Chapters 01–05 compute in float32 only: any other dtype gets -1.
+ * - The struct may grow: a caller checks ft_api_version() == FT_API_VERSION (or
+ *   ft_problem_size() == sizeof(ft_problem)) before relying on its layout.
  */
 #ifndef FLASHTUT_H
 #define FLASHTUT_H
@@ -25,6 +39,20 @@
 extern "C" {
 #endif
 
+/** Version of this header's structs and functions: 2 added ft_problem.dtype. */
+#define FT_API_VERSION 2
+/** Every pointer passed to the library must be a multiple of this many bytes. */
+#define FT_ALIGNMENT 16
+/** What `*_workspace_bytes` returns for a problem the function cannot run. */
+#define FT_WORKSPACE_ERROR SIZE_MAX
+
+/** Element types of Q, K, V, O and the gradients (lse is always float32). */
+enum ft_dtype {
+  FT_DTYPE_FLOAT32 = 0, /**< IEEE single */
+  FT_DTYPE_BF16 = 1,    /**< bfloat16 (8 exponent bits, 8 significant bits) */
+  FT_DTYPE_FP16 = 2     /**< IEEE half (5 exponent bits, 11 significant bits) */
+};
+
 /** The shape of one attention problem. */
 typedef struct ft_problem {
   int batch;     /**< B */
@@ -33,15 +61,31 @@ typedef struct ft_problem {
   int head_dim;  /**< d */
   int causal;    /**< nonzero: causal mask */
   float scale;   /**< softmax scale; 0 = 1/sqrt(d) */
+  int dtype;     /**< an ft_dtype: the element type of the tensors (API version 2) */
 } ft_problem;
+
+/** FT_API_VERSION of the library that was loaded (compare with the header's). */
+int ft_api_version(void);
+/** sizeof(ft_problem) in the library that was loaded. */
+size_t ft_problem_size(void);
 
 /** The message of the last failure in this thread ("" if none). */
 const char* ft_last_error(void);
 
-/* Forward passes: (problem, Q, K, V, O, lse, workspace, stream). */
+/** The signature every forward pass has. */
+typedef int (*ft_forward_fn)(ft_problem problem, const void* Q, const void* K, const void* V,
+                             void* O, float* lse, void* workspace, cudaStream_t stream);
+/** The signature every backward pass has. */
+typedef int (*ft_backward_fn)(ft_problem problem, const void* Q, const void* K, const void* V,
+                              const void* O, const float* lse, const void* dO, void* dQ,
+                              void* dK, void* dV, void* workspace, cudaStream_t stream);
+/** The signature of every `*_workspace_bytes`. */
+typedef size_t (*ft_workspace_fn)(ft_problem problem);
+
+/* Forward passes: (problem, Q, K, V, O, lse, workspace, stream). Float32 only. */
 #define FT_DECLARE_FORWARD(name)                                                          \
   size_t name##_workspace_bytes(ft_problem problem);                                     \
-  int name(ft_problem problem, const float* Q, const float* K, const float* V, float* O, \
+  int name(ft_problem problem, const void* Q, const void* K, const void* V, void* O,    \
            float* lse, void* workspace, cudaStream_t stream);
 
 FT_DECLARE_FORWARD(ft_ch01_forward)             /**< 01: three kernels, S and P in the workspace */
@@ -57,9 +101,9 @@ FT_DECLARE_FORWARD(ft_ch05_forward_materialize) /**< 05: forward that keeps P fo
  * ft_ch04_forward) for the flash backwards, whose workspace is their own. */
 #define FT_DECLARE_BACKWARD(name)                                                        \
   size_t name##_workspace_bytes(ft_problem problem);                                    \
-  int name(ft_problem problem, const float* Q, const float* K, const float* V,         \
-           const float* O, const float* lse, const float* dO, float* dQ, float* dK,     \
-           float* dV, void* workspace, cudaStream_t stream);
+  int name(ft_problem problem, const void* Q, const void* K, const void* V,            \
+           const void* O, const float* lse, const void* dO, void* dQ, void* dK, void* dV, \
+           void* workspace, cudaStream_t stream);
 
 FT_DECLARE_BACKWARD(ft_ch05_backward_materialize) /**< 05: reads the stored P, N×N dP/dS */
 FT_DECLARE_BACKWARD(ft_ch05_backward)             /**< 05: flash, recomputes P; dQ by atomics */
@@ -67,7 +111,8 @@ FT_DECLARE_BACKWARD(ft_ch05_backward_dq_pass)     /**< 05: flash, dQ in a second
 FT_DECLARE_BACKWARD(ft_ch05_backward_bc128)       /**< 05: flash, 128 keys per block (d <= 64) */
 
 /** Chapter 03's row softmax over `rows` rows of `cols` floats: variant 0 the safe three-pass
- * kernel, 1 the online one-read kernel. */
+ * kernel, 1 the online one-read kernel. `in` and `out` need only float alignment (4 bytes):
+ * the kernel falls back to scalar loads when they are not 16-byte aligned. */
 int ft_ch03_row_softmax(int variant, const float* in, float* out, int64_t rows, int cols,
                         cudaStream_t stream);
 

@@ -9,6 +9,7 @@
 
 #include "buffer.cuh"
 #include "check.cuh"
+#include "launch.cuh"
 #include "reference.hpp"
 #include "timer.cuh"
 #include "verify.hpp"
@@ -25,6 +26,25 @@ void check_head_dim(const std::vector<int>& head_dims, int d, const std::string&
   throw Unsupported(who + " does not support head_dim " + std::to_string(d) +
                     " (supported: " + (list.empty() ? "1 to 1024" : list) + ")");
 }
+
+void check_dtype(const std::vector<DType>& dtypes, DType t, const std::string& who) {
+  if (std::find(dtypes.begin(), dtypes.end(), t) != dtypes.end()) return;
+  throw Unsupported(who + " does not support dtype " + dtype_name(t) + " (supported: " +
+                    dtype_list(dtypes) + ")");
+}
+
+namespace {
+template <class Impl>
+void check_supported_impl(const Impl& impl, const Problem& p) {
+  p.validate();
+  const std::string who = "chapter " + impl.chapter + " (" + impl.variant + ")";
+  check_head_dim(impl.head_dims, p.head_dim, who);
+  check_dtype(impl.dtypes, p.dtype, who);
+}
+}  // namespace
+
+void check_supported(const ForwardImpl& impl, const Problem& p) { check_supported_impl(impl, p); }
+void check_supported(const BackwardImpl& impl, const Problem& p) { check_supported_impl(impl, p); }
 
 bool gpu_available(std::string* why) {
   int count = 0;
@@ -143,6 +163,9 @@ void print_ledger(const std::string& title, const Problem& p,
   if (kernels.size() > 1) line(total(kernels));
   for (const auto& k : kernels)
     if (!k.note.empty()) std::fprintf(out, "    %s: %s\n", k.kernel.c_str(), k.note.c_str());
+  const GpuFacts& g = gpu_facts();
+  std::fprintf(out, "    (GPU facts of the model: %s: %.0f SMs, %s L2, %.0f threads per SM)\n",
+               g.source.c_str(), g.sms, format_bytes(g.l2_bytes).c_str(), g.threads_per_sm);
 }
 
 namespace {
@@ -283,7 +306,8 @@ std::string who(const std::string& chapter, const std::string& variant) {
 
 Row measure_forward(const ForwardImpl& impl, const Problem& p, const MeasureConfig& cfg) {
   const std::string name = who(impl.chapter, impl.variant);
-  check_head_dim(impl.head_dims, p.head_dim, name);
+  check_supported(impl, p);
+  require_sm(impl.min_sm, name);
   check_fits(forward_device_bytes(impl, p), name + " on " + p.describe());
 
   const AttentionInputs in = make_inputs(p, cfg.inputs, cfg.seed);
@@ -322,7 +346,8 @@ Row measure_forward(const ForwardImpl& impl, const Problem& p, const MeasureConf
 
 Row measure_backward(const BackwardImpl& impl, const Problem& p, const MeasureConfig& cfg) {
   const std::string name = who(impl.chapter, impl.variant);
-  check_head_dim(impl.head_dims, p.head_dim, name);
+  check_supported(impl, p);
+  require_sm(impl.min_sm, name);
   check_fits(backward_device_bytes(impl, p), name + " on " + p.describe());
 
   const AttentionInputs in = make_inputs(p, cfg.inputs, cfg.seed);

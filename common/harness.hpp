@@ -10,6 +10,7 @@
 
 #include <stdexcept>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "inputs.hpp"
@@ -19,13 +20,36 @@
 
 namespace ft {
 
-/// Device pointers of a forward pass. O is B·H·N·d, lse is B·H·N; workspace is
-/// `workspace_bytes(p)` bytes (nullptr when that is 0).
+/// A device pointer to a tensor of the problem's dtype. The float32 chapters (01–05) use it
+/// as the `float*` it converts to; the half-precision chapters name their element type with
+/// `as<T>()`. The harness refuses a problem whose dtype an implementation does not list, so
+/// a float32 kernel never sees bf16 data through the conversion.
+template <class Void>  // `const void` for inputs, `void` for outputs
+class TensorPtr {
+ public:
+  using Float = std::conditional_t<std::is_const_v<Void>, const float, float>;
+  TensorPtr() = default;
+  TensorPtr(Void* p) : p_(p) {}  // NOLINT: implicit, so {Q, K, V, ...} lists stay plain
+  template <class T>
+  auto* as() const {
+    return static_cast<std::conditional_t<std::is_const_v<Void>, const T, T>*>(p_);
+  }
+  operator Float*() const { return static_cast<Float*>(p_); }  // NOLINT: float32 chapters
+  Void* get() const { return p_; }
+
+ private:
+  Void* p_ = nullptr;
+};
+using InTensor = TensorPtr<const void>;
+using OutTensor = TensorPtr<void>;
+
+/// Device pointers of a forward pass. O is B·H·N·d of the problem's dtype, lse is B·H·N
+/// float32; workspace is `workspace_bytes(p)` bytes (nullptr when that is 0).
 struct ForwardArgs {
-  const float* Q;
-  const float* K;
-  const float* V;
-  float* O;
+  InTensor Q;
+  InTensor K;
+  InTensor V;
+  OutTensor O;
   float* lse;
   void* workspace;
 };
@@ -34,15 +58,15 @@ struct ForwardArgs {
 /// gradient dO; outputs dQ, dK, dV (every element written). The workspace is the same one
 /// the paired forward saw (the materializing baseline keeps P there between the passes).
 struct BackwardArgs {
-  const float* Q;
-  const float* K;
-  const float* V;
-  const float* O;
+  InTensor Q;
+  InTensor K;
+  InTensor V;
+  InTensor O;
   const float* lse;
-  const float* dO;
-  float* dQ;
-  float* dK;
-  float* dV;
+  InTensor dO;
+  OutTensor dQ;
+  OutTensor dK;
+  OutTensor dV;
   void* workspace;
 };
 
@@ -61,6 +85,8 @@ struct ForwardImpl {
   WorkspaceFn workspace_bytes;
   ForwardFn run;
   TrafficFn traffic;
+  std::vector<DType> dtypes = {DType::Float32};  ///< element types it computes in
+  int min_sm = 0;  ///< the compute capability it needs, ×10 (80: sm_80, Ampere); 0: any
 };
 
 /// One backward implementation. `forward` is the forward pass it pairs with: it writes O,
@@ -74,6 +100,8 @@ struct BackwardImpl {
   ForwardFn forward;
   BackwardFn run;
   TrafficFn traffic;  ///< the backward's kernels only
+  std::vector<DType> dtypes = {DType::Float32};
+  int min_sm = 0;
 };
 
 /// A kernel's output failed verification (NaN/Inf, unwritten, or error over tolerance).
@@ -84,6 +112,14 @@ class WrongResult : public std::runtime_error {
 
 /// Throws ft::Unsupported unless d is in the list (empty list: 1 ≤ d ≤ 1024).
 void check_head_dim(const std::vector<int>& head_dims, int d, const std::string& who);
+
+/// Throws ft::Unsupported unless the problem's dtype is in the list.
+void check_dtype(const std::vector<DType>& dtypes, DType t, const std::string& who);
+
+/// Everything an implementation checks before it touches the GPU: the problem is valid
+/// (Problem::validate), its head dim and dtype are supported. Throws ft::Unsupported.
+void check_supported(const ForwardImpl& impl, const Problem& p);
+void check_supported(const BackwardImpl& impl, const Problem& p);
 
 /// Throws ft::Unsupported, before anything is allocated, when `bytes` will not fit in the
 /// GPU's free memory; the message says how much is needed and how much is free.

@@ -6,9 +6,13 @@
 #include <algorithm>
 #include <sstream>
 
+#include "check.cuh"
+
 namespace ft {
 
-Problem Options::problem() const { return make_problem(batch, heads, seq_len, head_dim, causal); }
+Problem Options::problem() const {
+  return make_problem(batch, heads, seq_len, head_dim, causal, dtype);
+}
 
 namespace {
 std::string join(const std::vector<int>& v) {
@@ -28,6 +32,10 @@ ParseResult parse_options(int argc, const char* const* argv, const OptionSpec& s
   app.add_option("--seq-len,-n", o.seq_len, "N, tokens per sequence")->capture_default_str();
   std::string dims = spec.head_dims.empty() ? "1 to 1024" : join(spec.head_dims);
   app.add_option("--head-dim,-d", o.head_dim, "d, the head dimension (supported: " + dims + ")")
+      ->capture_default_str();
+  std::string dtype_arg = dtype_name(spec.dtypes.empty() ? DType::Float32 : spec.dtypes.front());
+  app.add_option("--dtype", dtype_arg,
+                 "element type of Q, K, V, O (supported: " + dtype_list(spec.dtypes) + ")")
       ->capture_default_str();
   app.add_flag("--causal", o.causal, "causal mask: query i sees keys j <= i");
   app.add_option("--iters", o.iters, "timed repetitions (median reported)")->capture_default_str();
@@ -61,14 +69,18 @@ ParseResult parse_options(int argc, const char* const* argv, const OptionSpec& s
   o.verify = !no_verify;
   o.baseline = !no_baseline;
 
-  // N up to 2^24: tile counts and row indices stay far inside 32-bit ints, while
-  // everything indexed by N·N or by a whole tensor uses 64-bit offsets.
-  constexpr int kMaxSeqLen = 1 << 24;
-  if (o.batch < 1) return fail("--batch must be >= 1, got " + std::to_string(o.batch));
-  if (o.heads < 1) return fail("--heads must be >= 1, got " + std::to_string(o.heads));
-  if (o.seq_len < 1 || o.seq_len > kMaxSeqLen)
-    return fail("--seq-len must be in [1, " + std::to_string(kMaxSeqLen) + "], got " +
-                std::to_string(o.seq_len));
+  if (!parse_dtype(dtype_arg, &o.dtype))
+    return fail("--dtype '" + dtype_arg + "' is not a dtype (float32, bf16, fp16)");
+  if (std::find(spec.dtypes.begin(), spec.dtypes.end(), o.dtype) == spec.dtypes.end())
+    return fail("--dtype " + dtype_arg + " is not supported here (supported: " +
+                dtype_list(spec.dtypes) + ")");
+  // The sizes: the one validation the C API uses too (Problem::validate), so that both
+  // refuse the same problems with the same words.
+  try {
+    o.problem().validate();
+  } catch (const std::exception& e) {
+    return fail(e.what());
+  }
   const bool dim_ok = spec.head_dims.empty()
                           ? (o.head_dim >= 1 && o.head_dim <= 1024)
                           : std::count(spec.head_dims.begin(), spec.head_dims.end(), o.head_dim) > 0;

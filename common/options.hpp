@@ -1,6 +1,6 @@
 /// @file options.hpp
 /// @brief The command line every chapter's program shares (parsed with CLI11):
-/// `--batch --heads --seq-len --head-dim --causal --iters --warmup --csv --variant --seed
+/// `--batch --heads --seq-len --head-dim --dtype --causal --iters --warmup --csv --variant --seed
 /// --no-verify --no-baseline --ledger-csv --help`.
 #pragma once
 
@@ -20,6 +20,7 @@ struct Options {
   int seq_len = 4096;
   int head_dim = 64;
   bool causal = false;
+  DType dtype = DType::Float32;  ///< --dtype float32|bf16|fp16
   int iters = 20;    ///< timed repetitions; the median is reported
   int warmup = 3;    ///< untimed runs first (module load, caches, clocks)
   std::string csv;   ///< append result rows to this CSV file
@@ -38,6 +39,7 @@ struct OptionSpec {
   std::string description;          ///< one line for --help
   std::vector<std::string> variants;  ///< names accepted by --variant (plus "all")
   std::vector<int> head_dims;       ///< supported d; empty: any d from 1 to 1024
+  std::vector<DType> dtypes = {DType::Float32};  ///< supported --dtype values
 };
 
 /// Outcome of parsing: either options, or help text (exit 0), or a one-line error (exit 2).

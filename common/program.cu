@@ -33,6 +33,18 @@ OptionSpec option_spec(const ProgramSpec& spec) {
   };
   for (const auto& f : spec.forwards) intersect(f.head_dims);
   for (const auto& b : spec.backwards) intersect(b.head_dims);
+  // The dtypes every implementation supports, in the first one's order (its first is the
+  // default of --dtype).
+  auto keep_dtypes = [&](const std::vector<DType>& types) {
+    std::vector<DType> keep;
+    for (DType t : o.dtypes)
+      if (std::find(types.begin(), types.end(), t) != types.end()) keep.push_back(t);
+    o.dtypes = keep;
+  };
+  if (!spec.forwards.empty()) o.dtypes = spec.forwards.front().dtypes;
+  else if (!spec.backwards.empty()) o.dtypes = spec.backwards.front().dtypes;
+  for (const auto& f : spec.forwards) keep_dtypes(f.dtypes);
+  for (const auto& b : spec.backwards) keep_dtypes(b.dtypes);
   return o;
 }
 
@@ -67,12 +79,13 @@ int run_program(int argc, char** argv, const ProgramSpec& spec) {
     return o.variant == "all" || o.variant == variant;
   };
 
-  std::printf("%s\n%s, float32, scale 1/sqrt(d)\n", spec.title.c_str(), p.describe().c_str());
+  std::printf("%s\n%s, %s, scale %s\n", spec.title.c_str(), p.describe().c_str(),
+              dtype_name(p.dtype), p.scale != 0.f ? std::to_string(p.scale).c_str() : "1/sqrt(d)");
   try {
     std::vector<Row> rows;
     for (const auto& f : spec.forwards)
       if (selected(f.variant)) {
-        check_head_dim(f.head_dims, p.head_dim, "chapter " + f.chapter + " (" + f.variant + ")");
+        check_supported(f, p);
         const auto kernels = f.traffic(p);
         print_ledger("chapter " + f.chapter + " " + f.variant, p, kernels);
         if (!o.ledger_csv.empty())
@@ -80,7 +93,7 @@ int run_program(int argc, char** argv, const ProgramSpec& spec) {
       }
     for (const auto& b : spec.backwards)
       if (selected(b.variant)) {
-        check_head_dim(b.head_dims, p.head_dim, "chapter " + b.chapter + " (" + b.variant + ")");
+        check_supported(b, p);
         const auto kernels = b.traffic(p);
         print_ledger("chapter " + b.chapter + " " + b.variant + " (backward)", p, kernels);
         if (!o.ledger_csv.empty())

@@ -1,10 +1,34 @@
 /// @file traffic.cpp
 #include "traffic.hpp"
 
+#include <cuda_runtime.h>
+
 #include <algorithm>
 #include <cmath>
 
 namespace ft {
+
+GpuFacts h200_facts() { return GpuFacts{}; }
+
+const GpuFacts& gpu_facts() {
+  static const GpuFacts facts = [] {
+    GpuFacts f = h200_facts();
+    int count = 0;
+    cudaDeviceProp prop{};
+    if (cudaGetDeviceCount(&count) != cudaSuccess || count == 0 ||
+        cudaGetDeviceProperties(&prop, 0) != cudaSuccess) {
+      cudaGetLastError();  // no GPU: clear the error, keep the defaults
+      return f;
+    }
+    f.sms = prop.multiProcessorCount;
+    f.l2_bytes = prop.l2CacheSize;
+    f.threads_per_sm = prop.maxThreadsPerMultiProcessor;
+    f.smem_per_sm = double(prop.sharedMemPerMultiprocessor);
+    f.source = std::string(prop.name) + " (device 0)";
+    return f;
+  }();
+  return facts;
+}
 
 KernelTraffic total(const std::vector<KernelTraffic>& kernels, const std::string& name) {
   KernelTraffic t;

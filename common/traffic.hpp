@@ -21,18 +21,32 @@ namespace ft {
 
 constexpr double kFloatBytes = 4.0;  ///< everything in chapters 01–05 is float32
 
-/// L2 capacity of the target GPU (H200: 60 MiB, from cudaGetDeviceProperties there).
-/// The DRAM model counts a re-read as an L2 hit when the data re-read concurrently fits in
-/// half of it (the other half holds the streams that pass through).
-constexpr double kL2Bytes = 60.0 * 1024 * 1024;
+/// What the model needs to know of the GPU: how much the L2 holds, and how many threads the
+/// whole chip runs at once (how much data the blocks in flight touch together).
+struct GpuFacts {
+  double sms = 132;                          ///< multiprocessors
+  double l2_bytes = 60.0 * 1024 * 1024;      ///< L2 capacity
+  double threads_per_sm = 2048;              ///< resident threads per SM (sm_75: 1024, sm_86/89: 1536)
+  double smem_per_sm = 228.0 * 1024;         ///< shared memory per SM
+  std::string source = "NVIDIA H200 (built-in default: no GPU here)";  ///< where they came from
 
-/// Multiprocessors of the target GPU (H200: 132) and the threads each can hold at once
-/// (2048 on every GPU since Volta): the ledgers use them to ask how much data the blocks in
-/// flight touch together.
-constexpr double kTargetSMs = 132;
-constexpr double kThreadsPerSM = 2048;
-/// Threads the whole target GPU holds at once.
-constexpr double kResidentThreads = kTargetSMs * kThreadsPerSM;
+  double resident_threads() const { return sms * threads_per_sm; }
+};
+
+/// The H200's figures (from cudaGetDeviceProperties on one): the model's default when there
+/// is no GPU, so that the predictions printed on a laptop are the ones the H200 results use.
+GpuFacts h200_facts();
+
+/// The facts of device 0 when there is one, else h200_facts(); read once per process.
+/// Every ledger uses these, and print_ledger says which were used.
+const GpuFacts& gpu_facts();
+
+/// L2 capacity the model assumes. The DRAM model counts a re-read as an L2 hit when the data
+/// re-read concurrently fits in half of it (the other half holds the streams that pass through).
+inline double l2_bytes() { return gpu_facts().l2_bytes; }
+
+/// Threads the whole GPU holds at once: SMs × resident threads per SM.
+inline double resident_threads() { return gpu_facts().resident_threads(); }
 
 /// One kernel's line in a chapter's memory ledger.
 struct KernelTraffic {
@@ -62,7 +76,7 @@ inline double matrix_bytes(double rows, double cols) { return rows * cols * kFlo
 double tiled_matmul_read_bytes(double M, double N, double K, int tile_m, int tile_n);
 
 /// True when `bytes` of data that one wave of blocks re-reads fits the model's L2 share.
-inline bool fits_l2(double bytes) { return bytes <= kL2Bytes / 2; }
+inline bool fits_l2(double bytes) { return bytes <= l2_bytes() / 2; }
 
 /// Visible (query, key) pairs of one head: N² or, causal, N(N+1)/2.
 double visible_pairs(const Problem& p);

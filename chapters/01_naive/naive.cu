@@ -105,10 +105,9 @@ void forward(const ft::Problem& p, const ft::ForwardArgs& a, cudaStream_t stream
 
 size_t workspace_bytes(const ft::Problem& p) { return p.grid_bytes(); }
 
-// The softmax gives every row its own thread, so ft::kResidentThreads rows (132 SMs × 2048
-// thread slots on the H200 the model describes) are walked at once, and their re-reads
-// have to fit in L2 to be served from there.
-using ft::kResidentThreads;
+// The softmax gives every row its own thread, so ft::resident_threads() rows (132 SMs × 2048
+// thread slots on an H200) are walked at once, and their re-reads have to fit in L2 to be
+// served from there.
 
 }  // namespace
 
@@ -138,7 +137,7 @@ std::vector<ft::KernelTraffic> traffic(const ft::Problem& p) {
 
   // Rows walked at once (one per resident thread) times the bytes of a row: the data the
   // second and third passes re-read. It fits in L2 only for small problems.
-  const bool rows_fit = ft::fits_l2(std::min(BH * N, kResidentThreads) * N * kFloatBytes);
+  const bool rows_fit = ft::fits_l2(std::min(BH * N, ft::resident_threads()) * N * kFloatBytes);
   ft::KernelTraffic sm;
   sm.kernel = "softmax_naive_kernel";
   sm.read_bytes = 3 * visible;  // max, sum, normalize: each pass reads the visible entries

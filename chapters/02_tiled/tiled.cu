@@ -95,7 +95,7 @@ std::vector<ft::KernelTraffic> traffic(const ft::Problem& p) {
   // The rows in flight (one per block) must stay in L2 between the passes for the second
   // and third pass to be L2 hits.
   const double row_bytes = N * kFloatBytes;
-  const double in_flight = std::min(BH * N, kSoftmaxWaveRows) * row_bytes;
+  const double in_flight = std::min(BH * N, softmax_wave_rows()) * row_bytes;
   const bool rows_fit = ft::fits_l2(in_flight);
   ft::KernelTraffic sm;
   sm.kernel = "softmax_rows_kernel";

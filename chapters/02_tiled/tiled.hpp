@@ -29,10 +29,10 @@ std::vector<ft::KernelTraffic> traffic(const ft::Problem& p);
 /// the 2048 thread slots of an SM.
 constexpr int kSoftmaxThreads = 256;
 
-/// Rows the H200 walks at once with one kSoftmaxThreads block per row: 132 SMs × 8
-/// blocks. The ledger asks whether these rows fit in L2, i.e. whether a second pass over
+/// Rows the GPU walks at once with one kSoftmaxThreads block per row (H200: 132 SMs × 8
+/// blocks). The ledger asks whether these rows fit in L2, i.e. whether a second pass over
 /// a row finds it there.
-constexpr double kSoftmaxWaveRows = ft::kResidentThreads / kSoftmaxThreads;
+inline double softmax_wave_rows() { return ft::resident_threads() / kSoftmaxThreads; }
 
 /// The safe softmax of `rows` rows of `cols` floats, three passes (max, sum, normalize),
 /// one block per row. `out` may equal `in` (in place). `lse` (may be null) gets

@@ -88,7 +88,7 @@ ft::KernelTraffic attention_softmax_traffic(const ft::Problem& p) {
   const double visible = BH * ft::visible_pairs(p) * kFloatBytes;
   // Same residency as chapter 02's softmax (one 256-thread block per row): the rows in
   // flight must stay in L2 for the normalize pass to find them there.
-  const double in_flight = std::min(BH * N, ch02::kSoftmaxWaveRows) * N * kFloatBytes;
+  const double in_flight = std::min(BH * N, ch02::softmax_wave_rows()) * N * kFloatBytes;
   const bool rows_fit = ft::fits_l2(in_flight);
   ft::KernelTraffic t;
   t.kernel = "online_softmax_kernel";

@@ -129,7 +129,7 @@ ft::KernelTraffic row_softmax_traffic(RowSoftmax variant, int64_t rows, int cols
   const double row_bytes = double(cols) * ft::kFloatBytes;
   const double bytes = double(rows) * row_bytes;
   // Both multi-pass kernels run one 256-thread block per row: 1056 rows in flight.
-  const bool rows_fit = ft::fits_l2(std::min(double(rows), ch02::kSoftmaxWaveRows) * row_bytes);
+  const bool rows_fit = ft::fits_l2(std::min(double(rows), ch02::softmax_wave_rows()) * row_bytes);
   // The register kernel needs aligned data too; the model assumes cudaMalloc'd rows.
   const bool in_registers = cols % 4 == 0 && cols <= kRegisterRowMax;
   ft::KernelTraffic t;
@@ -269,6 +269,7 @@ extern "C" int ft_ch03_row_softmax(int variant, const float* in, float* out, int
     if (variant != 0 && variant != 1)
       throw ft::Unsupported("ft_ch03_row_softmax: variant must be 0 (safe) or 1 (online), got " +
                             std::to_string(variant));
+    ft::capi::check_aligned({{"in", in}, {"out", out}}, sizeof(float));
     ch03::row_softmax(variant == 0 ? ch03::RowSoftmax::Safe : ch03::RowSoftmax::Online, in, out,
                       rows, cols, stream);
   });

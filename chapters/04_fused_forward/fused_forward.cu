@@ -14,6 +14,7 @@
 #include "04_fused_forward/tile_ops.cuh"
 #include "capi.hpp"
 #include "check.cuh"
+#include "launch.cuh"
 #include "online_softmax.cuh"
 
 namespace ch04 {
@@ -256,18 +257,11 @@ int grid_blocks(const ft::Problem& p, int Br) {
   return int(blocks);
 }
 
-/// Dynamic shared memory above 48 KB must be asked for, per kernel; and a carveout that
-/// prefers shared memory to L1, since this kernel's reuse lives in shared memory.
-template <class Kernel>
-void allow_smem(Kernel kernel, size_t bytes) {
-  CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(bytes)));
-  CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout,
-                                  int(cudaSharedmemCarveoutMaxShared)));
-}
 
 template <int D>
 void launch_simple(const ft::Problem& p, const ft::ForwardArgs& a, cudaStream_t stream) {
-  allow_smem(fused_forward_simple_kernel<D>, simple_smem_bytes<D>());
+  // Dynamic shared memory above 48 KB must be asked for, once per kernel (launch.cuh).
+  ft::allow_dynamic_smem(fused_forward_simple_kernel<D>, simple_smem_bytes<D>(), "ch04 simple");
   fused_forward_simple_kernel<D><<<grid_blocks(p, kSimpleBr), kSimpleBr, simple_smem_bytes<D>(),
                                    stream>>>(a.Q, a.K, a.V, a.O, a.lse, p.seq_len,
                                              ceil_div(p.seq_len, kSimpleBr), p.causal,
@@ -286,7 +280,7 @@ void run_simple(const ft::Problem& p, const ft::ForwardArgs& a, cudaStream_t str
 
 template <class T>
 void launch_fast(const ft::Problem& p, const ft::ForwardArgs& a, cudaStream_t stream) {
-  allow_smem(fused_forward_kernel<T>, T::kSmemBytes);
+  ft::allow_dynamic_smem(fused_forward_kernel<T>, T::kSmemBytes, "ch04 fast");
   fused_forward_kernel<T><<<grid_blocks(p, T::Br), T::kThreads, T::kSmemBytes, stream>>>(
       a.Q, a.K, a.V, a.O, a.lse, p.seq_len, ceil_div(p.seq_len, T::Br), p.causal,
       p.softmax_scale() * ft::kLog2e);

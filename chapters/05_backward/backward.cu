@@ -15,6 +15,7 @@
 #include "05_backward/flash_backward.cuh"
 #include "capi.hpp"
 #include "check.cuh"
+#include "launch.cuh"
 #include "reduce.cuh"
 
 namespace ch05 {
@@ -117,23 +118,6 @@ using WideKeyTiles = Tiles<d, 64, d <= 64 ? 128 : 64>;
 
 enum class DqStrategy { kAtomic, kSeparatePass };
 
-/// Sets the dynamic shared memory a kernel may use, after checking this GPU allows it.
-template <typename Kernel>
-void allow_smem(Kernel kernel, size_t bytes) {
-  int device = 0, optin = 0;
-  CUDA_CHECK(cudaGetDevice(&device));
-  CUDA_CHECK(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
-  if (bytes > size_t(optin))
-    throw ft::Unsupported("flash backward: needs " + std::to_string(bytes) +
-                          " bytes of shared memory per block; this GPU allows " +
-                          std::to_string(optin));
-  CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(bytes)));
-  // All of the SM's L1/shared storage as shared memory: the tiles live there (two blocks
-  // at d = 64 take 209 KB), and these kernels do not re-read global memory through L1.
-  CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout,
-                                  int(cudaSharedmemCarveoutMaxShared)));
-}
-
 /// Blocks = tiles × heads on grid.x (grid.y would stop at 65535 heads).
 int grid_size(const ft::Problem& p, int tile) {
   const int64_t blocks = int64_t((p.seq_len + tile - 1) / tile) * p.heads_total();
@@ -145,15 +129,15 @@ template <class T, DqStrategy kDq>
 void launch_flash(const ft::Problem& p, const BackwardParams& bp, cudaStream_t st) {
   const size_t smem = T::smem_bytes(true);
   if constexpr (kDq == DqStrategy::kAtomic) {
-    allow_smem(flash_backward_atomic_dq<T>, smem);
+    ft::allow_dynamic_smem(flash_backward_atomic_dq<T>, smem, "ch05 flash backward");
     flash_backward_atomic_dq<T><<<grid_size(p, T::Bc), kThreads, smem, st>>>(bp);
     CUDA_CHECK_LAUNCH();
   } else {
-    allow_smem(flash_backward_dkdv<T>, smem);
+    ft::allow_dynamic_smem(flash_backward_dkdv<T>, smem, "ch05 flash backward (dK, dV)");
     flash_backward_dkdv<T><<<grid_size(p, T::Bc), kThreads, smem, st>>>(bp);
     CUDA_CHECK_LAUNCH();
     const size_t smem_dq = T::smem_bytes(false);  // the dQ kernel keeps no P tile
-    allow_smem(flash_backward_dq<T>, smem_dq);
+    ft::allow_dynamic_smem(flash_backward_dq<T>, smem_dq, "ch05 flash backward (dQ)");
     flash_backward_dq<T><<<grid_size(p, T::Br), kThreads, smem_dq, st>>>(bp);
     CUDA_CHECK_LAUNCH();
   }

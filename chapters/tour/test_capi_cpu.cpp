@@ -1,35 +1,87 @@
-// Tests of the C API (common/flashtut.h) that need no GPU: argument errors come back as
-// codes with a one-line message (nothing is launched), and the workspace sizes are what the
-// chapters document.
+// Tests of the C API (common/flashtut.h) that need no GPU: every check runs before any CUDA
+// call, so a bad problem, an unsupported dtype or an unaligned pointer comes back as -1 with
+// a one-line message (nothing is launched), and the workspace sizes are what the chapters
+// document, with FT_WORKSPACE_ERROR telling an error from a true 0.
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <cstdint>
 #include <string>
 
 #include "flashtut.h"
 
 namespace {
 
-ft_problem problem(int N, int d, bool causal) { return ft_problem{2, 3, N, d, causal ? 1 : 0, 0.f}; }
+ft_problem problem(int N, int d, bool causal) {
+  return ft_problem{2, 3, N, d, causal ? 1 : 0, 0.f, FT_DTYPE_FLOAT32};
+}
+
+bool says(const char* what) { return std::string(ft_last_error()).find(what) != std::string::npos; }
+
+int call_ch04(const ft_problem& p, const void* Q = nullptr) {
+  return ft_ch04_forward(p, Q, nullptr, nullptr, nullptr, nullptr, nullptr, 0);
+}
+
+TEST(CApiVersion, HeaderAndLibraryAgree) {
+  EXPECT_EQ(ft_api_version(), FT_API_VERSION);
+  EXPECT_EQ(ft_problem_size(), sizeof(ft_problem));
+}
 
 TEST(CApiErrors, UnsupportedHeadDimIsReportedNotLaunched) {
   const ft_problem p = problem(64, 48, false);  // chapter 04 compiles d = 32, 64, 128 only
-  const int rc = ft_ch04_forward(p, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, 0);
-  EXPECT_EQ(rc, -1);
-  EXPECT_NE(std::string(ft_last_error()).find("head_dim 48"), std::string::npos) << ft_last_error();
+  EXPECT_EQ(call_ch04(p), -1);
+  EXPECT_TRUE(says("head_dim 48")) << ft_last_error();
 }
 
 TEST(CApiErrors, NonPositiveShapeIsReported) {
   ft_problem p = problem(64, 64, false);
   p.seq_len = 0;
   EXPECT_EQ(ft_ch01_forward(p, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, 0), -1);
-  EXPECT_NE(std::string(ft_last_error()).find("seq_len"), std::string::npos) << ft_last_error();
+  EXPECT_TRUE(says("seq_len")) << ft_last_error();
   p.seq_len = 64;
   p.batch = -1;
   EXPECT_EQ(ft_ch05_backward(p, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr,
                              nullptr, nullptr, nullptr, 0),
             -1);
+  EXPECT_TRUE(says("batch")) << ft_last_error();
   EXPECT_EQ(ft_ch03_row_softmax(7, nullptr, nullptr, 1, 1, 0), -1);
-  EXPECT_NE(std::string(ft_last_error()).find("variant"), std::string::npos);
+  EXPECT_TRUE(says("variant"));
+}
+
+// The problem the command line would refuse, the C API refuses too: one validation.
+TEST(CApiErrors, LimitsOfTheCommandLineHoldHere) {
+  ft_problem p = problem((1 << 24) + 1, 64, false);  // N past 2^24
+  EXPECT_EQ(call_ch04(p), -1);
+  EXPECT_TRUE(says("seq_len must be in [1, 16777216]")) << ft_last_error();
+  p = problem(64, 2048, false);  // d past 1024
+  EXPECT_EQ(ft_ch01_forward(p, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, 0), -1);
+  EXPECT_TRUE(says("head_dim must be in [1, 1024]")) << ft_last_error();
+  p = problem(64, 64, false);
+  p.scale = INFINITY;
+  EXPECT_EQ(call_ch04(p), -1);
+  EXPECT_TRUE(says("scale must be finite")) << ft_last_error();
+}
+
+// B·H·N·N·4 at B = 4, N = 2^30 wraps past 2^64 to exactly 0: the workspace query must not
+// answer 0 ("no workspace needed") but the sentinel, with the reason.
+TEST(CApiWorkspace, OverflowingProblemGetsTheSentinelNotAWrappedSize) {
+  const ft_problem huge{4, 1, 1 << 30, 1, 0, 0.f, FT_DTYPE_FLOAT32};
+  EXPECT_EQ(ft_ch01_forward_workspace_bytes(huge), FT_WORKSPACE_ERROR);
+  EXPECT_TRUE(says("seq_len")) << ft_last_error();
+  // Within N's limit but too many rows in all: B·H·N = 2^31.
+  const ft_problem rows{128, 1, 1 << 24, 64, 0, 0.f, FT_DTYPE_FLOAT32};
+  EXPECT_EQ(ft_ch02_forward_workspace_bytes(rows), FT_WORKSPACE_ERROR);
+  EXPECT_TRUE(says("2^31 - 1 query rows")) << ft_last_error();
+  EXPECT_EQ(call_ch04(rows), -1);
+}
+
+TEST(CApiWorkspace, ZeroIsATrueAnswerAndClearsTheError) {
+  EXPECT_EQ(ft_ch01_forward_workspace_bytes(problem(0, 64, false)), FT_WORKSPACE_ERROR);
+  EXPECT_STRNE(ft_last_error(), "");
+  EXPECT_EQ(ft_ch04_forward_workspace_bytes(problem(100, 64, false)), 0u);
+  EXPECT_STREQ(ft_last_error(), "");
+  // An unsupported head dim is an error for the workspace query too, not a size.
+  EXPECT_EQ(ft_ch04_forward_workspace_bytes(problem(100, 48, false)), FT_WORKSPACE_ERROR);
 }
 
 TEST(CApiWorkspace, GridForTheMaterializingChaptersNoneForTheFusedOne) {
@@ -44,6 +96,43 @@ TEST(CApiWorkspace, GridForTheMaterializingChaptersNoneForTheFusedOne) {
   // The flash backward keeps O(N) beside its inputs: D, one float per query row.
   EXPECT_LT(ft_ch05_backward_workspace_bytes(p), grid / 10);
   EXPECT_LT(ft_ch05_backward_dq_pass_workspace_bytes(p), grid / 10);
+}
+
+// Chapters 01–05 compute in float32; bf16 and fp16 get -1 and a line that says so.
+TEST(CApiDtype, FloatChaptersRefuseHalfPrecision) {
+  for (int dtype : {FT_DTYPE_BF16, FT_DTYPE_FP16}) {
+    ft_problem p = problem(64, 64, false);
+    p.dtype = dtype;
+    EXPECT_EQ(call_ch04(p), -1);
+    EXPECT_TRUE(says("does not support dtype")) << ft_last_error();
+    EXPECT_EQ(ft_ch01_forward(p, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, 0), -1);
+    EXPECT_EQ(ft_ch05_backward(p, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr,
+                               nullptr, nullptr, nullptr, 0),
+              -1);
+    EXPECT_EQ(ft_ch05_backward_workspace_bytes(p), FT_WORKSPACE_ERROR);
+  }
+  ft_problem p = problem(64, 64, false);
+  p.dtype = 7;  // not an ft_dtype at all
+  EXPECT_EQ(call_ch04(p), -1);
+  EXPECT_TRUE(says("dtype must be 0 (float32), 1 (bf16) or 2 (fp16)")) << ft_last_error();
+}
+
+// A fake device address 4 bytes past a 16-byte boundary: refused by the alignment check,
+// which runs before any CUDA call (so this needs no GPU).
+TEST(CApiAlignment, UnalignedPointerIsRefusedBeforeAnyLaunch) {
+  const ft_problem p = problem(64, 64, false);
+  const void* unaligned = reinterpret_cast<const void*>(uintptr_t(0x1004));
+  EXPECT_EQ(call_ch04(p, unaligned), -1);
+  EXPECT_TRUE(says("Q = 0x1004 is not a multiple of 16 bytes")) << ft_last_error();
+  float* lse = reinterpret_cast<float*>(uintptr_t(0x2008));
+  EXPECT_EQ(ft_ch05_backward(p, nullptr, nullptr, nullptr, nullptr, lse, nullptr, nullptr,
+                             nullptr, nullptr, nullptr, 0),
+            -1);
+  EXPECT_TRUE(says("lse = 0x2008")) << ft_last_error();
+  EXPECT_EQ(ft_ch03_row_softmax(1, reinterpret_cast<const float*>(uintptr_t(0x1002)), nullptr, 1,
+                                4, 0),
+            -1);
+  EXPECT_TRUE(says("in = 0x1002 is not a multiple of 4 bytes")) << ft_last_error();
 }
 
 }  // namespace

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "buffer.cuh"
+#include "capi.hpp"
 #include "flashtut.h"
 #include "inputs.hpp"
 #include "reference.hpp"
@@ -15,13 +16,13 @@
 
 namespace {
 
-ft_problem problem(int N, int d, bool causal) { return ft_problem{2, 3, N, d, causal ? 1 : 0, 0.f}; }
+ft_problem problem(int N, int d, bool causal) {
+  return ft_problem{2, 3, N, d, causal ? 1 : 0, 0.f, FT_DTYPE_FLOAT32};
+}
 
-using ForwardC = int (*)(ft_problem, const float*, const float*, const float*, float*, float*,
-                         void*, cudaStream_t);
-using WorkspaceC = size_t (*)(ft_problem);
-using BackwardC = int (*)(ft_problem, const float*, const float*, const float*, const float*,
-                          const float*, const float*, float*, float*, float*, void*, cudaStream_t);
+using ForwardC = ft_forward_fn;
+using WorkspaceC = ft_workspace_fn;
+using BackwardC = ft_backward_fn;
 
 struct ForwardCase {
   const char* name;
@@ -41,15 +42,7 @@ struct BackwardCase {
 void PrintTo(const ForwardCase& c, std::ostream* os) { *os << c.name; }
 void PrintTo(const BackwardCase& c, std::ostream* os) { *os << c.name; }
 
-ft::Problem to_problem(const ft_problem& c) {
-  ft::Problem p;
-  p.batch = c.batch;
-  p.heads = c.heads;
-  p.seq_len = c.seq_len;
-  p.head_dim = c.head_dim;
-  p.causal = c.causal != 0;
-  return p;
-}
+ft::Problem to_problem(const ft_problem& c) { return ft::capi::to_problem(c); }
 
 void expect_close(const char* what, const std::vector<float>& got, const std::vector<double>& ref) {
   const ft::VerifyResult v = ft::verify(what, got.data(), ref.data(), got.size(), ft::kFloat32Tolerance);
@@ -141,5 +134,30 @@ INSTANTIATE_TEST_SUITE_P(
         BackwardCase{"flash_bc128", ft_ch04_forward, ft_ch04_forward_workspace_bytes,
                      ft_ch05_backward_bc128, ft_ch05_backward_bc128_workspace_bytes}),
     [](const ::testing::TestParamInfo<BackwardCase>& param_info) { return std::string(param_info.param.name); });
+
+// A pointer 4 bytes into a real allocation (a view into a larger tensor) is refused before
+// any launch, and the CUDA context stays usable: the next, aligned call succeeds.
+TEST(CApiAlignment, UnalignedDevicePointerIsRefusedAndTheContextSurvives) {
+  FT_REQUIRE_GPU();
+  const ft_problem c = problem(64, 64, false);
+  const ft::Problem p = to_problem(c);
+  const auto in = ft::make_inputs(p, ft::InputKind::Uniform, 97);
+  const size_t n = size_t(p.elems());
+  ft::DeviceBuffer<float> Q(n + 4), K(n), V(n), O(n), lse(size_t(p.rows()));
+  K.upload(in.K);
+  V.upload(in.V);
+  CUDA_CHECK(cudaMemcpy(Q.get() + 1, in.Q.data(), n * sizeof(float), cudaMemcpyHostToDevice));
+  EXPECT_EQ(ft_ch04_forward(c, Q.get() + 1, K.get(), V.get(), O.get(), lse.get(), nullptr, 0), -1);
+  EXPECT_NE(std::string(ft_last_error()).find("Q = 0x"), std::string::npos) << ft_last_error();
+  EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  CUDA_CHECK(cudaMemcpy(Q.get(), in.Q.data(), n * sizeof(float), cudaMemcpyHostToDevice));
+  O.poison();
+  ASSERT_EQ(ft_ch04_forward(c, Q.get(), K.get(), V.get(), O.get(), lse.get(), nullptr, 0), 0)
+      << ft_last_error();
+  CUDA_CHECK(cudaDeviceSynchronize());
+  std::vector<double> rO(n), rlse(size_t(p.rows()));
+  ft::reference_forward(p, in.Q.data(), in.K.data(), in.V.data(), rO.data(), rlse.data());
+  expect_close("O", O.download(), rO);
+}
 
 }  // namespace

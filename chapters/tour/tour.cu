@@ -44,7 +44,7 @@ void print_predictions(const Steps& steps, const ft::Problem& p) {
   };
   for (const auto& f : steps.forwards) {
     try {
-      ft::check_head_dim(f.head_dims, p.head_dim, "chapter " + f.chapter);
+      ft::check_supported(f, p);
       line(f.chapter, f.variant, "forward", f.what, f.traffic(p));
     } catch (const ft::Unsupported& e) {
       std::printf("%-3s %-12s (%s)\n", f.chapter.c_str(), f.variant.c_str(), e.what());
@@ -52,7 +52,7 @@ void print_predictions(const Steps& steps, const ft::Problem& p) {
   }
   for (const auto& b : steps.backwards) {
     try {
-      ft::check_head_dim(b.head_dims, p.head_dim, "chapter " + b.chapter);
+      ft::check_supported(b, p);
       line(b.chapter, b.variant, "backward", b.what, b.traffic(p));
     } catch (const ft::Unsupported& e) {
       std::printf("%-3s %-12s (%s)\n", b.chapter.c_str(), b.variant.c_str(), e.what());

@@ -67,6 +67,10 @@ struct BadCase {
   std::string expect_in_message;
 };
 
+void PrintTo(const BadCase& c, std::ostream* os) {
+  for (const auto& a : c.args) *os << a << ' ';
+}
+
 class BadOptions : public ::testing::TestWithParam<BadCase> {};
 
 TEST_P(BadOptions, OneLineErrorExitTwo) {
@@ -82,16 +86,37 @@ INSTANTIATE_TEST_SUITE_P(
     Cases, BadOptions,
     ::testing::Values(BadCase{{"--bogus"}, "--bogus"},
                       BadCase{{"--batch", "x"}, "batch"},
-                      BadCase{{"--batch", "0"}, "--batch must be >= 1"},
-                      BadCase{{"--heads", "-3"}, "--heads"},
-                      BadCase{{"--seq-len", "0"}, "--seq-len must be in"},
-                      BadCase{{"--seq-len", "99999999"}, "--seq-len must be in"},
+                      BadCase{{"--batch", "0"}, "batch must be >= 1"},
+                      BadCase{{"--heads", "-3"}, "heads must be >= 1"},
+                      BadCase{{"--seq-len", "0"}, "seq_len must be in"},
+                      BadCase{{"--seq-len", "99999999"}, "seq_len must be in"},
+                      // 2^31 query rows: the limit the C API enforces too (Problem::validate)
+                      BadCase{{"--batch", "128", "--heads", "1", "--seq-len", "16777216"},
+                              "2^31 - 1 query rows"},
+                      BadCase{{"--dtype", "float64"}, "--dtype 'float64' is not a dtype"},
+                      BadCase{{"--dtype", "bf16"}, "--dtype bf16 is not supported here"},
                       BadCase{{"--head-dim", "48"}, "supported: 32, 64, 128"},
                       BadCase{{"--iters", "0"}, "--iters must be >= 1"},
                       BadCase{{"--warmup", "-1"}, "--warmup"},
                       BadCase{{"--variant", "turbo"}, "unknown --variant 'turbo'"},
                       BadCase{{"--seq-len"}, "seq-len"},
                       BadCase{{"extra"}, "extra"}));
+
+TEST(Options, DtypeDefaultsToTheFirstSupportedAndParses) {
+  EXPECT_EQ(parse({}).options.dtype, ft::DType::Float32);
+  ft::OptionSpec half{"p", "d", {}, {64}, {ft::DType::BFloat16, ft::DType::Float16}};
+  std::vector<const char*> none{"p"};
+  const auto r = ft::parse_options(1, none.data(), half);
+  ASSERT_TRUE(r.ok) << r.message;
+  EXPECT_EQ(r.options.dtype, ft::DType::BFloat16);
+  std::vector<const char*> fp16{"p", "--dtype", "fp16"};
+  const auto h = ft::parse_options(3, fp16.data(), half);
+  ASSERT_TRUE(h.ok) << h.message;
+  EXPECT_EQ(h.options.problem().dtype, ft::DType::Float16);
+  EXPECT_EQ(h.options.problem().tensor_bytes(), size_t(4) * 32 * 4096 * 64 * 2);  // 2 B each
+  std::vector<const char*> f32{"p", "--dtype", "float32"};
+  EXPECT_EQ(ft::parse_options(3, f32.data(), half).exit_code, 2);
+}
 
 TEST(Options, AnyHeadDimWhenUnrestricted) {
   std::vector<const char*> argv{"p", "--head-dim", "48"};

@@ -1,0 +1,64 @@
+/// @file launch.cu
+#include "launch.cuh"
+
+#include <map>
+#include <mutex>
+#include <utility>
+
+#include "check.cuh"
+
+namespace ft {
+
+namespace {
+int current_device() {
+  int device = 0;
+  CUDA_CHECK(cudaGetDevice(&device));
+  return device;
+}
+
+std::string kb(size_t bytes) {
+  char s[32];
+  std::snprintf(s, sizeof s, "%.1f KB", double(bytes) / 1024);
+  return s;
+}
+}  // namespace
+
+void require_sm(int min_sm, const std::string& who) {
+  if (min_sm <= 0) return;
+  const int device = current_device();
+  cudaDeviceProp prop{};
+  CUDA_CHECK(cudaGetDeviceProperties(&prop, device));
+  const int sm = prop.major * 10 + prop.minor;
+  if (sm < min_sm)
+    throw DeviceTooSmall(who + " needs a GPU of compute capability " + std::to_string(min_sm / 10) +
+                         "." + std::to_string(min_sm % 10) + " (sm_" + std::to_string(min_sm) +
+                         ") or newer; " + prop.name + " is sm_" + std::to_string(sm));
+}
+
+void allow_dynamic_smem(const void* kernel, size_t bytes, const std::string& who) {
+  // Which (kernel, device) pairs have their attribute set, to how many bytes.
+  static std::mutex mutex;
+  static std::map<std::pair<const void*, int>, size_t> granted;
+  const int device = current_device();
+  const std::lock_guard<std::mutex> lock(mutex);
+  auto it = granted.find({kernel, device});
+  if (it != granted.end() && it->second >= bytes) return;
+
+  int optin = 0;
+  CUDA_CHECK(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
+  if (bytes > size_t(optin)) {
+    cudaDeviceProp prop{};
+    CUDA_CHECK(cudaGetDeviceProperties(&prop, device));
+    throw DeviceTooSmall(who + " needs " + kb(bytes) + " of shared memory per block; " +
+                         prop.name + " grants " + kb(size_t(optin)) +
+                         " (choose a smaller head_dim or tile, see the chapter README)");
+  }
+  CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(bytes)));
+  // All of the SM's L1/shared storage as shared memory: these kernels keep their reuse in
+  // shared memory and do not re-read global memory through L1.
+  CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout,
+                                  int(cudaSharedmemCarveoutMaxShared)));
+  granted[{kernel, device}] = bytes;
+}
+
+}  // namespace ft
