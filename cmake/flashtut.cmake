@@ -25,9 +25,18 @@ endfunction()
 
 # Registers a GoogleTest executable with ctest under a label ("cpu" or "gpu"). A test that
 # calls GTEST_SKIP() is reported by ctest as skipped, not as passed (gtest_discover_tests
-# sets that up itself).
+# sets that up itself). Every test name starts with a prefix named after the executable,
+# so that one chapter's tests are one filter (`ctest --test-dir build -R '^ch02\.'`):
+#   test_ch02_tiled_gpu, test_ch02_tiled_cpu -> ch02.   test_common -> common.
+#   test_capi_cpu, test_capi_gpu -> capi.
+# (e.g. "ch02.TiledMatmulStrides.NonSquare"; scripts/check_readme_commands.py checks that
+# every filter the Markdown files show selects tests).
 function(ft_discover test_exe label)
+  string(REGEX REPLACE "^test_" "" prefix ${test_exe})
+  string(REGEX REPLACE "_(cpu|gpu)$" "" prefix ${prefix})
+  string(REGEX REPLACE "^(ch[0-9][0-9])_.*$" "\\1" prefix ${prefix})
   gtest_discover_tests(${test_exe}
+    TEST_PREFIX "${prefix}."
     DISCOVERY_MODE PRE_TEST
     DISCOVERY_TIMEOUT 60
     PROPERTIES LABELS ${label})

@@ -1,6 +1,6 @@
 /// @file table.hpp
 /// @brief One measured row of the staircase, printed as a table and written as CSV
-/// (`tour.csv`, columns fixed by the design guide's results contract).
+/// (`tour.csv`, columns fixed by the results contract, contract 4 in docs/contracts.md).
 #pragma once
 
 #include <cstdio>

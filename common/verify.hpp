@@ -1,5 +1,5 @@
 /// @file verify.hpp
-/// @brief Verification (contract 2 of the design guide): fails, never only prints, on any
+/// @brief Verification (contract 2 in docs/contracts.md): fails, never only prints, on any
 /// NaN or Inf, on any element never written (outputs are poisoned with NaN first), and on
 /// relative L2 error above the tolerance.
 #pragma once

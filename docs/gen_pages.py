@@ -3,6 +3,8 @@
 
   mainpage.md   docs/mainpage.md with the chapter list, chapter links, figures and the
                 measured staircase (a table from tour.csv and traffic.csv) filled in
+  contracts.md  docs/contracts.md (what the code relies on: layouts, verification,
+                timing, results files, the C API) as the page `contracts`
   chNN.md       one page per chapters/NN_*/README.md (GitHub markdown made safe for
                 Doxygen), followed by the chapter's measured ledger, generated from the
                 committed CSVs (plots/results/<gpu>/traffic.csv, tour.csv, and
@@ -550,6 +552,14 @@ def results_page(ctx):
     write(os.path.join(ctx.out, "results.md"), out)
 
 
+def contracts_page(ctx, source):
+    """docs/contracts.md as the page `contracts` (GitHub markdown made safe, like a README)."""
+    with open(source, encoding="utf-8") as fh:
+        title, body = Page("contracts", source, ctx).convert(fh.read())
+    write(os.path.join(ctx.out, "contracts.md"),
+          [f"# {title or 'Contracts'} {{#contracts}}", "", "[TOC]", "", body])
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description="Generates the Doxygen pages.")
     ap.add_argument("--repo", required=True)
@@ -564,6 +574,7 @@ def main(argv=None):
     for chapter in sorted(ctx.chapters):
         chapter_page(ctx, chapter)
     main_page(ctx, os.path.join(HERE, "mainpage.md"))
+    contracts_page(ctx, os.path.join(HERE, "contracts.md"))
     results_page(ctx)
     print(f"gen_pages: {len(ctx.chapters)} chapter pages, results from {ctx.results_rel} "
           f"(tour.csv {'present' if ctx.tour is not None else 'absent'}, "

@@ -1,8 +1,7 @@
 #!/usr/bin/env python3
 """Extracts the GPU's measured ceilings from the output of the PyTorch anchor script
-(/work/shared/anchors/pytorch_sdpa_anchors.py, run on the GPU), or of
-scripts/measure_ceilings.py (the same four lines alone), into ceilings.csv, the file the
-roofline figure draws its lines from.
+(scripts/pytorch_anchors.py, run on the GPU), or of scripts/measure_ceilings.py (the same
+four lines alone), into ceilings.csv, the file the roofline figure draws its lines from.
 
 Usage: python3 plots/ceilings_from_anchors.py ANCHORS_LOG OUT_CSV
        (e.g. plots/results/h200/anchors.log plots/results/h200/ceilings.csv)
@@ -41,7 +40,7 @@ def parse(text, source="log"):
     missing = [n for n, _, _, req in PATTERNS if req and n not in found]
     if missing:
         raise ValueError(f"{source}: no '{' / '.join(missing)}' ceiling line found "
-                         "(is this the output of pytorch_sdpa_anchors.py?)")
+                         "(is this the output of scripts/pytorch_anchors.py?)")
     return [(n, *found[n]) for n, _, _, _ in PATTERNS if n in found]
 
 

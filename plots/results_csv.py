@@ -1,4 +1,4 @@
-"""Reads the results CSVs of plots/results/<gpu>/ (contract 4 of the design guide) and
+"""Reads the results CSVs of plots/results/<gpu>/ (docs/contracts.md, the results files) and
 checks them, so that every script that turns them into figures or pages fails the same way:
 one line, naming the file and the line, e.g.
 
@@ -22,7 +22,7 @@ REQUIRED = {
                     "measured_requested_read_bytes", "measured_requested_write_bytes",
                     "flops", "measured_ms", "batch", "heads", "causal"],
     "ceilings.csv": ["name", "value", "unit"],
-    # PyTorch on the same GPU (the design folder's anchor script); optional.
+    # PyTorch on the same GPU (scripts/pytorch_anchors.py); optional.
     "anchors.csv": ["backend", "dtype", "causal", "B", "H", "N", "d", "fwd_ms", "fwd_tflops",
                     "bwd_ms", "bwd_tflops"],
 }

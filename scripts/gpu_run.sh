@@ -8,10 +8,11 @@
 #
 # STAGES: comma-separated subset of env,tests,sanitizer,tour,chapters,anchors,traffic,
 # profiles (default: all). BUILD_DIR defaults to build/ and is configured and built with
-# Ninja if it holds no tour binary. The PyTorch anchors need pytorch_sdpa_anchors.py in .deps/anchors/
-# (copied from the design folder). FT_COMMIT names the commit in env.txt when the tree
-# carries no .git. Results land in OUT_DIR: env.txt, tour.csv, chapters.csv, anchors.csv,
-# traffic.csv, summary.txt, logs.tar.gz (at most 8 files, as the device tool returns).
+# Ninja if it holds no tour binary. The PyTorch anchors (scripts/pytorch_anchors.py) need
+# PyTorch with CUDA; without it that stage says so and is skipped. FT_COMMIT names the
+# commit in env.txt when the tree carries no .git. Results land in OUT_DIR: env.txt,
+# tour.csv, chapters.csv, anchors.csv, ceilings.csv, traffic.csv, summary.txt, logs.tar.gz
+# (at most 8 files, as the device tool returns).
 # FT_SIZES, FT_DIMS, FT_CAUSAL narrow the tour and chapter runs (defaults: "1024 4096 16384",
 # "64 128", "0 1"); FT_SANITIZE lists the chapters compute-sanitizer checks (default all),
 # FT_SANITIZE_DIMS the head dimensions it runs them at (default 64; "64 128" also covers the
@@ -129,14 +130,18 @@ if want chapters; then
 fi
 
 if want anchors; then
+  # PyTorch's attention backends and a three-kernel version on the tour's shapes (same
+  # FT_SIZES, FT_DIMS, FT_CAUSAL), after the GPU's ceilings: anchors.csv, and ceilings.csv
+  # from the ceiling lines of the log.
   say "== PyTorch anchors (same run)"
-  if [ -f "$ROOT/.deps/anchors/pytorch_sdpa_anchors.py" ]; then
-    (cd "$OUT" && PYTHONUNBUFFERED=1 python3 "$ROOT/.deps/anchors/pytorch_sdpa_anchors.py" "$OUT" \
-      >"$LOGS/anchors.log" 2>&1)
-    say "anchors: rc=$? $(grep -c . "$OUT/anchors.csv" 2>/dev/null) lines"
+  if python3 -c 'import torch' >/dev/null 2>&1; then
+    PYTHONUNBUFFERED=1 python3 "$ROOT/scripts/pytorch_anchors.py" "$OUT" --sizes $SIZES \
+      --dims $DIMS --causal $CAUSAL >"$LOGS/anchors.log" 2>&1
+    say "anchors: rc=$? $(grep -c . "$OUT/anchors.csv" 2>/dev/null) lines, $(grep -c ' skipped: ' "$LOGS/anchors.log") cases skipped"
+    python3 "$ROOT/plots/ceilings_from_anchors.py" "$LOGS/anchors.log" "$OUT/ceilings.csv" 2>&1 | tee -a "$SUMMARY"
     grep -E "ceiling|mem_efficient +torch.float32" "$LOGS/anchors.log" | tee -a "$SUMMARY"
   else
-    say "anchors: .deps/anchors/pytorch_sdpa_anchors.py missing, skipped"
+    say "anchors: python3 cannot import torch, skipped"
   fi
 fi
 

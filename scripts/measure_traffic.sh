@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Measures the bytes every chapter's kernels move, with Nsight Compute, next to the traffic
-# model's prediction, and writes OUT_DIR/traffic.csv (columns: design guide, contract 4).
+# model's prediction, and writes OUT_DIR/traffic.csv (columns: docs/contracts.md, contract 4).
 #
 # Usage: scripts/measure_traffic.sh OUT_DIR BUILD_DIR     (on a machine with a GPU and ncu)
 #   e.g. scripts/measure_traffic.sh plots/results/h200 build
