@@ -1,0 +1,61 @@
+/// @file cp_async.cuh
+/// @brief `cp.async.cg.shared.global` (sm_80+): copies 16 bytes from device memory into shared
+/// memory without passing through registers, while the thread goes on; and the group
+/// bookkeeping that says when the copies have landed.
+///
+/// A thread's copies form groups: every cp.async issued since the last commit belongs to the
+/// group that cp_async_commit() closes. cp_async_wait<N>() returns when at most the N most
+/// recent groups are still in flight, so with two tiles in flight (double buffering)
+/// wait<1> means "the older tile is here". That is per thread: a __syncthreads() after the
+/// wait makes every thread's copies visible to the whole block.
+#pragma once
+
+#include <cstdint>
+
+#include "tc/ldmatrix.cuh"  // shared_address
+#include "tc/swizzle.hpp"
+
+namespace ft::tc {
+
+/// Starts copying 16 bytes from `src` to `dst`, or, when !in_range, writes 16 zero bytes
+/// there: the src-size operand says how many bytes to read (16 or 0) and cp.async fills the
+/// rest of the 16 with zeros. .cg caches in L2 only: a tile is read from device memory once.
+/// Both addresses 16-byte aligned. Pass a valid `src` even when !in_range: the PTX ISA does
+/// not promise that an address it reads nothing from is never checked.
+__device__ __forceinline__ void cp_async_16(void* dst, const void* src, bool in_range) {
+  const int src_bytes = in_range ? kChunkBytes : 0;
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n"
+               ::"r"(shared_address(dst)), "l"(src), "r"(src_bytes));
+}
+
+/// Closes the current group of this thread's copies.
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+
+/// Waits until at most N of this thread's most recent groups are still in flight.
+/// "memory": the compiler must not move shared-memory reads above the wait.
+template <int N>
+__device__ __forceinline__ void cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
+}
+
+/// Starts copying rows [row0, row0 + ROWS) of a row-major [N][Tile::kCols] matrix into a
+/// shared tile of layout Tile; rows at or past N become zeros (a partial last tile). THREADS
+/// threads share the chunks: consecutive threads take consecutive chunks of a row, so a
+/// warp reads whole rows of device memory (coalesced) and, the swizzle permuting chunks only
+/// within a row, writes 8 different bank groups per 8 lanes. Call cp_async_commit() after.
+template <class Tile, int ROWS, int THREADS, class T>
+__device__ __forceinline__ void copy_tile_async(T* tile, const T* src, int row0, int N) {
+  constexpr int kChunksPerRow = Tile::kCols / kChunkElems;
+  static_assert(ROWS * kChunksPerRow % THREADS == 0, "every thread copies the same count");
+#pragma unroll
+  for (int it = 0; it < ROWS * kChunksPerRow / THREADS; ++it) {
+    const int i = it * THREADS + threadIdx.x;
+    const int r = i / kChunksPerRow, col = i % kChunksPerRow * kChunkElems;
+    const bool inside = row0 + r < N;
+    // A row past N reads nothing; its source address is row 0's, which exists (N ≥ 1).
+    const T* from = src + int64_t(inside ? row0 + r : 0) * Tile::kCols + col;
+    cp_async_16(tile + Tile::offset(r, col), from, inside);
+  }
+}
+
+}  // namespace ft::tc
