@@ -1,0 +1,544 @@
+"""The tutorial's kernels, called from PyTorch: a thin ctypes layer over libflashtut.so.
+
+Every chapter's kernels are compiled into one shared library, ``build/common/libflashtut.so``,
+with a plain C API (``common/flashtut.h``; its conventions are contract 5 of
+``docs/contracts.md``). This module loads that library with :mod:`ctypes`, declares every
+function of the header, and wraps the attention passes for torch tensors::
+
+    import torch, flashtut
+    q, k, v = (torch.randn(4, 16, 4096, 128, device="cuda", dtype=torch.bfloat16)
+               for _ in range(3))
+    o, lse = flashtut.forward(q, k, v, causal=True)            # chapter 07, tensor cores
+    q32, k32, v32 = q.float(), k.float(), v.float()
+    o32, lse32 = flashtut.forward(q32, k32, v32, causal=True, impl="ch04")
+    dq, dk, dv = flashtut.backward(q32, k32, v32, o32, lse32, torch.randn_like(o32),
+                                   causal=True)                 # chapter 05, flash backward
+
+What happens in one call, in order (each step is a function below, so you can read it alone):
+
+1. :func:`check_tensors` looks at the tensors' dtype, shape, device, layout and address,
+   using only ``.dtype``, ``.shape``, ``.device``, ``.is_contiguous()`` and ``.data_ptr()``,
+   and raises a :class:`TypeError` or :class:`ValueError` that says what to change. The
+   library would refuse most of these too, but later and with less to go on; a misaligned
+   pointer in particular is the mistake a view into a larger tensor makes silently.
+2. :func:`problem` fills the C struct ``ft_problem`` (a :class:`Problem`).
+3. :func:`workspace_bytes` asks the library how much scratch memory the implementation needs
+   (``FT_WORKSPACE_ERROR`` becomes a :class:`FlashtutError` carrying ``ft_last_error()``:
+   an unsupported head dimension is found here, before anything is allocated).
+4. The outputs and the workspace are allocated with ``torch.empty`` on the inputs' device.
+   The library allocates nothing itself.
+5. The C function is called with the tensors' device addresses and PyTorch's current
+   stream, so the kernels queue behind whatever PyTorch queued before; a nonzero return
+   becomes a :class:`FlashtutError` (a :class:`RuntimeError`) with ``ft_last_error()``.
+
+Nothing here imports torch at module level: the ctypes declarations and the checks work
+(and are tested, ``python/tests/test_flashtut.py``) on a machine with neither PyTorch nor a
+GPU. torch is imported in step 4.
+
+Which library: :func:`load` (called for you by the first pass) takes an explicit path, else
+the environment variable ``FLASHTUT_LIB``, else ``build/common/libflashtut.so`` of the
+checkout this file lives in. It refuses a library whose ``ft_api_version()`` or
+``ft_problem_size()`` differs from what this module was written for.
+
+These are plain functions, not autograd: ``o`` does not remember how it was computed. A
+``torch.autograd.Function`` built from :func:`forward` and :func:`backward` belongs in a
+module of its own next to this one (see the end of this file).
+"""
+import ctypes
+import os
+from collections import namedtuple
+
+__all__ = [
+    "API_VERSION", "ALIGNMENT", "WORKSPACE_ERROR", "DTYPE_FLOAT32", "DTYPE_BF16", "DTYPE_FP16",
+    "Problem", "FlashtutError", "LibraryError", "FORWARDS", "BACKWARDS", "SIGNATURES",
+    "library_path", "load", "available", "last_error", "problem", "workspace_bytes",
+    "check_tensors", "forward", "backward", "row_softmax",
+]
+
+# ---- What flashtut.h says ------------------------------------------------------------------
+
+API_VERSION = 2               #: FT_API_VERSION: the header this module was written against
+ALIGNMENT = 16                #: FT_ALIGNMENT: every pointer must be a multiple of this
+WORKSPACE_ERROR = (1 << (8 * ctypes.sizeof(ctypes.c_size_t))) - 1  #: FT_WORKSPACE_ERROR, SIZE_MAX
+DTYPE_FLOAT32, DTYPE_BF16, DTYPE_FP16 = 0, 1, 2  #: enum ft_dtype
+
+# torch's names of the three element types (str(torch.bfloat16) == "torch.bfloat16"), the
+# enum value each maps to, and the repository's name for it (docs/contracts.md, contract 1).
+# Comparing names instead of torch objects keeps torch out of the checks.
+_DTYPES = {"torch.float32": (DTYPE_FLOAT32, "float32"),
+           "torch.bfloat16": (DTYPE_BF16, "bf16"),
+           "torch.float16": (DTYPE_FP16, "fp16")}
+_TORCH_NAME = {ft: name for name, (ft, _) in _DTYPES.items()}
+_CONVERT = {DTYPE_FLOAT32: ".float()", DTYPE_BF16: ".bfloat16()", DTYPE_FP16: ".half()"}
+
+
+class Problem(ctypes.Structure):
+    """``ft_problem``, field for field: the shape of one attention problem, passed by value.
+
+    ``scale`` 0 means 1/sqrt(head_dim); ``causal`` nonzero applies the causal mask;
+    ``dtype`` is one of ``DTYPE_FLOAT32``, ``DTYPE_BF16``, ``DTYPE_FP16``. The order and the
+    C types must be the header's exactly: ctypes lays the fields out as a C compiler would,
+    and :func:`load` compares ``ctypes.sizeof(Problem)`` with the library's
+    ``ft_problem_size()``.
+    """
+    _fields_ = [("batch", ctypes.c_int), ("heads", ctypes.c_int), ("seq_len", ctypes.c_int),
+                ("head_dim", ctypes.c_int), ("causal", ctypes.c_int), ("scale", ctypes.c_float),
+                ("dtype", ctypes.c_int)]
+
+    def __repr__(self):
+        return ("Problem(" + ", ".join(f"{n}={getattr(self, n)!r}" for n, _ in self._fields_) + ")")
+
+
+# Every device pointer (const void*, void*, float*) and the cudaStream_t travel as
+# c_void_p: ctypes never looks inside them, it passes the addresses PyTorch hands out.
+_P = ctypes.c_void_p
+_FORWARD_ARGTYPES = [Problem, _P, _P, _P, _P, _P, _P, _P]  # Q K V O lse workspace stream
+_BACKWARD_ARGTYPES = [Problem, _P, _P, _P, _P, _P, _P, _P, _P, _P, _P, _P]  # Q K V O lse dO dQ dK dV ws stream
+
+Impl = namedtuple("Impl", "function chapter variant dtypes forward")
+Impl.__doc__ = """One implementation the library exports.
+
+function: the C symbol (its workspace query is ``function + "_workspace_bytes"``);
+chapter, variant: as the chapter programs name it (``chNN_<variant>`` in the results files);
+dtypes: the element types it computes in (the library checks this too);
+forward: for a backward, the forward it pairs with (the one whose O and lse, and for the
+materializing baseline whose workspace, it reads); None for a forward."""
+
+_F32, _HALF = (DTYPE_FLOAT32,), (DTYPE_BF16, DTYPE_FP16)
+
+#: The forward passes: ``forward(..., impl=KEY)``. Keys name the chapter; a chapter with
+#: several exported variants adds the variant (``ch04`` is the fast one, the one the later
+#: chapters build on).
+FORWARDS = {
+    "ch01": Impl("ft_ch01_forward", "01", "naive", _F32, None),
+    "ch02": Impl("ft_ch02_forward", "02", "tiled", _F32, None),
+    "ch03": Impl("ft_ch03_forward", "03", "online", _F32, None),
+    "ch04_simple": Impl("ft_ch04_forward_simple", "04", "simple", _F32, None),
+    "ch04": Impl("ft_ch04_forward", "04", "fast", _F32, None),
+    "ch05_materialize": Impl("ft_ch05_forward_materialize", "05", "materialize_forward", _F32, None),
+    # Chapter 06: the three-pass version on the tensor cores, S and P in a grid of the dtype.
+    # Newer than the rest: a library built before it lacks it (see available()).
+    "ch06": Impl("ft_ch06_forward", "06", "grid_half", _HALF, None),
+    "ch07": Impl("ft_ch07_forward", "07", "tuned", _HALF, None),
+}
+
+#: The backward passes: ``backward(..., impl=KEY)``. The flash backwards read O and lse
+#: from any forward; the materializing baseline needs the P its own forward stored in the
+#: workspace, so :func:`backward` runs that forward first (into scratch O and lse).
+BACKWARDS = {
+    "ch05": Impl("ft_ch05_backward", "05", "flash", _F32, "ch04"),
+    "ch05_dq_pass": Impl("ft_ch05_backward_dq_pass", "05", "flash_dq_pass", _F32, "ch04"),
+    "ch05_bc128": Impl("ft_ch05_backward_bc128", "05", "flash_bc128", _F32, "ch04"),
+    "ch05_materialize": Impl("ft_ch05_backward_materialize", "05", "materialize", _F32,
+                             "ch05_materialize"),
+}
+
+
+def _signatures():
+    """name -> (restype, argtypes) for every function flashtut.h declares."""
+    sig = {
+        "ft_api_version": (ctypes.c_int, []),
+        "ft_problem_size": (ctypes.c_size_t, []),
+        "ft_last_error": (ctypes.c_char_p, []),
+        # (variant, in, out, rows, cols, stream)
+        "ft_ch03_row_softmax": (ctypes.c_int, [ctypes.c_int, _P, _P, ctypes.c_int64,
+                                               ctypes.c_int, _P]),
+    }
+    for table, argtypes in ((FORWARDS, _FORWARD_ARGTYPES), (BACKWARDS, _BACKWARD_ARGTYPES)):
+        for impl in table.values():
+            sig[impl.function] = (ctypes.c_int, argtypes)
+            sig[impl.function + "_workspace_bytes"] = (ctypes.c_size_t, [Problem])
+    return sig
+
+
+#: Every C function this module knows: name -> (restype, argtypes).
+SIGNATURES = _signatures()
+# The ones a library must export for this module to use it at all.
+_REQUIRED = ("ft_api_version", "ft_problem_size", "ft_last_error")
+
+# ---- Loading the library ----------------------------------------------------------------------
+
+
+class LibraryError(RuntimeError):
+    """The library cannot be found or loaded, is from another version of the API, or lacks
+    the function an implementation needs."""
+
+
+class FlashtutError(RuntimeError):
+    """The library refused a problem or failed: ``function`` is the C function, ``code`` its
+    return value (-1: refused, with the reason in the message; > 0: a cudaError_t; None: a
+    workspace query that answered FT_WORKSPACE_ERROR)."""
+
+    def __init__(self, function, code, message):
+        self.function, self.code = function, code
+        super().__init__(f"{function}: {message}" if message else
+                         f"{function} returned {code} without a message")
+
+
+_HERE = os.path.dirname(os.path.abspath(__file__))
+_ROOT = os.path.dirname(os.path.dirname(_HERE))  # python/flashtut/ -> the repository
+_BUILD_HINT = ("build it with `cmake --workflow --preset test` (or `cmake --build build`) "
+               "from the repository, or set FLASHTUT_LIB to the library's path")
+_lib = None       # the loaded ctypes.CDLL
+_lib_path = None  # where it came from
+
+
+def library_path(path=None):
+    """Where :func:`load` looks: ``path`` if given, else ``$FLASHTUT_LIB``, else
+    ``build/common/libflashtut.so`` of this checkout. Raises :class:`LibraryError` (saying
+    how to build it) when that file does not exist."""
+    if path:
+        where, how = path, "the path given"
+    elif os.environ.get("FLASHTUT_LIB"):
+        where, how = os.environ["FLASHTUT_LIB"], "FLASHTUT_LIB"
+    else:
+        where, how = os.path.join(_ROOT, "build", "common", "libflashtut.so"), "the default"
+    where = os.path.abspath(where)
+    if not os.path.isfile(where):
+        raise LibraryError(f"libflashtut not found at {where} ({how}): {_BUILD_HINT}")
+    return where
+
+
+def _declare(lib):
+    """Sets argtypes and restype of every function of SIGNATURES the library exports.
+    hasattr() on a CDLL looks the symbol up (dlsym), so a missing one is simply skipped
+    here and reported by name when an implementation needs it."""
+    for name, (restype, argtypes) in SIGNATURES.items():
+        if hasattr(lib, name):
+            fn = getattr(lib, name)
+            fn.restype, fn.argtypes = restype, argtypes
+
+
+def load(path=None):
+    """Loads libflashtut (see :func:`library_path`), checks that its API is the one this
+    module speaks, declares its functions, and makes it the library every call here uses.
+    Returns the ``ctypes.CDLL``. Without ``path`` a library already loaded is kept."""
+    global _lib, _lib_path
+    if _lib is not None and path is None:
+        return _lib
+    where = library_path(path)
+    if _lib is not None and where == _lib_path:
+        return _lib
+    try:
+        lib = ctypes.CDLL(where)
+    except OSError as e:
+        raise LibraryError(f"cannot load {where}: {e}") from None
+    missing = [name for name in _REQUIRED if not hasattr(lib, name)]
+    if missing:
+        raise LibraryError(f"{where} is not libflashtut (it lacks {', '.join(missing)})")
+    _declare(lib)
+    version = lib.ft_api_version()
+    if version != API_VERSION:
+        raise LibraryError(
+            f"{where} speaks C API version {version}, this module version {API_VERSION}: "
+            f"rebuild the library from this checkout, or use the python/ folder of the "
+            f"checkout that built it")
+    size = lib.ft_problem_size()
+    if size != ctypes.sizeof(Problem):
+        raise LibraryError(
+            f"{where}: sizeof(ft_problem) is {size} bytes in the library but "
+            f"{ctypes.sizeof(Problem)} in flashtut.Problem: the struct changed without a new "
+            f"API version; make Problem._fields_ match common/flashtut.h")
+    _lib, _lib_path = lib, where
+    return lib
+
+
+def _function(name, key=None, kind="forward"):
+    """The declared C function `name` of the loaded library, or a LibraryError naming it
+    (and, for an implementation's function, the `kind` impls this build does have)."""
+    lib = load()
+    if not hasattr(lib, name):
+        if key is None:
+            raise LibraryError(f"{_lib_path} does not export {name}: rebuild the library "
+                               f"from this checkout")
+        raise LibraryError(
+            f"{_lib_path} does not export {name} ({kind} impl {key!r}): that chapter is not "
+            f"in this build; rebuild the library, or pick one of: "
+            f"{', '.join(available(kind))}")
+    return getattr(lib, name)
+
+
+def _functions(spec, key, kind):
+    """The pass and its workspace query of one implementation."""
+    return (_function(spec.function, key, kind),
+            _function(spec.function + "_workspace_bytes", key, kind))
+
+
+def available(kind="forward"):
+    """The keys of FORWARDS (kind="forward") or BACKWARDS ("backward") whose functions the
+    loaded library exports, in the table's order."""
+    table = {"forward": FORWARDS, "backward": BACKWARDS}[kind]
+    lib = load()
+    return [key for key, impl in table.items()
+            if hasattr(lib, impl.function) and hasattr(lib, impl.function + "_workspace_bytes")]
+
+
+def last_error():
+    """``ft_last_error()``: the message of this thread's last failure in the library."""
+    raw = load().ft_last_error()
+    return raw.decode("utf-8", "replace") if raw else ""
+
+
+def _who(key, spec):
+    """How messages name an implementation: "chapter 07", or "chapter 04 (simple)"."""
+    return f"chapter {spec.chapter}" + ("" if key == "ch" + spec.chapter else f" ({spec.variant})")
+
+
+def _impl(table, key, kind):
+    if key not in table:
+        raise ValueError(f"unknown {kind} impl {key!r}: choose one of {', '.join(table)}")
+    return table[key]
+
+
+# ---- The C struct and the workspace -------------------------------------------------------
+
+
+def problem(batch, heads, seq_len, head_dim, *, causal=False, scale=None, dtype=DTYPE_FLOAT32):
+    """A :class:`Problem`; ``scale=None`` becomes 0, the library's 1/sqrt(head_dim)."""
+    return Problem(int(batch), int(heads), int(seq_len), int(head_dim), 1 if causal else 0,
+                   0.0 if scale is None else float(scale), int(dtype))
+
+
+def workspace_bytes(function, prob):
+    """``<function>_workspace_bytes(prob)``: the scratch bytes the C function ``function``
+    needs for ``prob`` (0 is a true answer). FT_WORKSPACE_ERROR, the library's way of saying
+    it cannot run this problem, raises :class:`FlashtutError` with ``ft_last_error()``."""
+    name = function + "_workspace_bytes"
+    n = _function(name)(prob)
+    if n == WORKSPACE_ERROR:
+        raise FlashtutError(name, None, last_error())
+    return n
+
+
+def _check_status(function, rc):
+    if rc != 0:
+        raise FlashtutError(function, rc, last_error())
+
+
+# ---- Checking tensors (no torch needed) ---------------------------------------------------
+
+
+def _shape(t):
+    return tuple(int(x) for x in t.shape)
+
+
+def check_tensors(tensors, *, dtypes=None, who=None):
+    """Checks attention tensors before any of their addresses reach the library.
+
+    ``tensors`` is a list of ``(name, tensor)``; the first one sets the dtype, device and
+    shape the others must share. Each must be on a CUDA device, have 4 dimensions
+    ``[batch, heads, seq_len, head_dim]``, be float32, bfloat16 or float16 (and one of
+    ``dtypes``, the implementation's, when given; ``who`` names it in the message), be
+    contiguous, and start at a multiple of 16 bytes. Returns the FT_DTYPE_* of the first.
+
+    Only ``.dtype``, ``.shape``, ``.device``, ``.is_contiguous()`` and ``.data_ptr()`` are
+    used, so a small stand-in object works as well as a torch tensor (the CPU tests use one).
+    Raises TypeError (not a tensor; a dtype the library does not compute in) or ValueError
+    (device, shape, layout, alignment), each saying what to change.
+    """
+    first_name, first = tensors[0]
+    ft_dtype = None
+    for name, t in tensors:
+        if not all(hasattr(t, a) for a in ("dtype", "shape", "device", "is_contiguous", "data_ptr")):
+            raise TypeError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
+        device = getattr(t.device, "type", str(t.device))
+        if device != "cuda":
+            raise ValueError(f"{name} is on {t.device}, the kernels run on a CUDA device: "
+                             f"pass {name}.cuda()")
+        shape = _shape(t)
+        if len(shape) != 4:
+            raise ValueError(f"{name} has shape {shape}: expected 4 dimensions, "
+                             f"[batch, heads, seq_len, head_dim]")
+        dt = str(t.dtype)
+        if dt not in _DTYPES:
+            raise TypeError(f"{name} is {dt}: the library computes in torch.float32, "
+                            f"torch.bfloat16 or torch.float16: pass {name}.float() "
+                            f"(or .bfloat16(), .half())")
+        this = _DTYPES[dt][0]
+        if t is first:
+            ft_dtype = this
+            if dtypes is not None and this not in dtypes:
+                allowed = " or ".join(_DTYPE_WORDS[x] for x in dtypes)
+                fix = " or ".join(f"{name}{_CONVERT[x]}" for x in dtypes)
+                raise TypeError(f"{who or 'this implementation'} computes {allowed}: got {dt}: "
+                                f"pass {fix}")
+        else:
+            if this != ft_dtype:
+                raise TypeError(f"{name} is {dt} but {first_name} is {first.dtype}: "
+                                f"give {first_name} and {name} the same dtype")
+            if str(t.device) != str(first.device):
+                raise ValueError(f"{name} is on {t.device} but {first_name} on {first.device}: "
+                                 f"put them on the same device")
+            if shape != _shape(first):
+                raise ValueError(f"{name} has shape {shape} but {first_name} {_shape(first)}: "
+                                 f"they must have the same [batch, heads, seq_len, head_dim]")
+        _check_layout(name, t)
+    return ft_dtype
+
+
+_DTYPE_WORDS = {DTYPE_FLOAT32: "float32", DTYPE_BF16: "bf16", DTYPE_FP16: "fp16"}
+
+
+def _check_layout(name, t):
+    """Contiguous and 16-byte aligned: the two things a view into another tensor breaks."""
+    if not t.is_contiguous():
+        raise ValueError(f"{name} is not contiguous: call {name}.contiguous()")
+    if t.data_ptr() % ALIGNMENT != 0:
+        raise ValueError(f"{name}.data_ptr() is not {ALIGNMENT}-byte aligned "
+                         f"(a view into a larger tensor?): pass {name}.clone()")
+
+
+def _check_lse(lse, like):
+    """lse: float32 [batch, heads, seq_len] on q's device, contiguous, aligned."""
+    if not all(hasattr(lse, a) for a in ("dtype", "shape", "device", "is_contiguous", "data_ptr")):
+        raise TypeError(f"lse must be a torch.Tensor, got {type(lse).__name__}")
+    if str(lse.dtype) != "torch.float32":
+        raise TypeError(f"lse is {lse.dtype}: the log-sum-exp is float32 whatever the dtype of "
+                        f"q (pass the lse forward() returned, or lse.float())")
+    if str(lse.device) != str(like.device):
+        raise ValueError(f"lse is on {lse.device} but q on {like.device}: put them on the same device")
+    want = _shape(like)[:3]
+    if _shape(lse) != want:
+        raise ValueError(f"lse has shape {_shape(lse)}: expected {want}, [batch, heads, seq_len]")
+    _check_layout("lse", lse)
+
+
+def _problem_of(q, ft_dtype, causal, scale):
+    b, h, n, d = _shape(q)
+    return problem(b, h, n, d, causal=causal, scale=scale, dtype=ft_dtype)
+
+
+# ---- The passes (torch from here on) -------------------------------------------------------
+
+
+def _torch():
+    try:
+        import torch
+    except ImportError as e:
+        raise ImportError(f"flashtut's passes allocate their outputs with PyTorch: "
+                          f"install it (pip install torch) ({e})") from None
+    return torch
+
+
+def _workspace(torch, nbytes, device):
+    """A workspace of `nbytes` (None for 0). PyTorch's caching allocator frees it for reuse
+    on this same stream only, in order, so dropping it once the call is queued is safe."""
+    return torch.empty(nbytes, dtype=torch.uint8, device=device) if nbytes else None
+
+
+def _ptr(t):
+    return None if t is None else t.data_ptr()
+
+
+def forward(q, k, v, *, causal=False, scale=None, impl="ch07"):
+    """Attention forward: ``o = softmax(scale·q·kᵀ)·v`` and its log-sum-exp.
+
+    q, k, v: CUDA tensors ``[batch, heads, seq_len, head_dim]``, contiguous, one dtype
+    (float32 for chapters 01-05, bf16 or fp16 for chapter 07). ``causal``: key j visible to
+    query i iff j <= i. ``scale``: None for 1/sqrt(head_dim). ``impl``: a key of
+    :data:`FORWARDS` (default ``"ch07"``, FlashAttention-2 on the tensor cores).
+
+    Returns ``(o, lse)``: o like q; lse float32 ``[batch, heads, seq_len]``, natural log,
+    ``lse_i = m_i + ln l_i``. Queued on PyTorch's current stream (asynchronous, like any
+    torch operation).
+    """
+    spec = _impl(FORWARDS, impl, "forward")
+    who = _who(impl, spec)
+    ft_dtype = check_tensors([("q", q), ("k", k), ("v", v)], dtypes=spec.dtypes, who=who)
+    prob = _problem_of(q, ft_dtype, causal, scale)
+    fn, _ = _functions(spec, impl, "forward")
+    nbytes = workspace_bytes(spec.function, prob)  # refuses an unsupported problem here
+    torch = _torch()
+    with torch.cuda.device(q.device):
+        o = torch.empty(q.shape, dtype=q.dtype, device=q.device)
+        lse = torch.empty(q.shape[:3], dtype=torch.float32, device=q.device)
+        ws = _workspace(torch, nbytes, q.device)
+        stream = torch.cuda.current_stream(q.device).cuda_stream
+        _check_status(spec.function, fn(prob, q.data_ptr(), k.data_ptr(), v.data_ptr(),
+                                        o.data_ptr(), lse.data_ptr(), _ptr(ws), stream))
+    return o, lse
+
+
+def backward(q, k, v, o, lse, do, *, causal=False, scale=None, impl="ch05"):
+    """Attention backward: the gradients of q, k and v for the output gradient ``do``.
+
+    q, k, v, o, do: CUDA tensors ``[batch, heads, seq_len, head_dim]`` of one dtype (float32:
+    chapter 05 computes in float32), contiguous; o and lse the outputs of :func:`forward`
+    on the same q, k, v, causal and scale (any forward's: the flash backwards recompute P
+    from q, k and lse). ``impl``: a key of :data:`BACKWARDS` (default ``"ch05"``, the flash
+    backward with dQ by atomics).
+
+    ``"ch05_materialize"``, the baseline, reads the P its own forward kept in the workspace,
+    so for it this function first runs ``ft_ch05_forward_materialize`` (into scratch outputs)
+    and needs that workspace's B·H·N² floats.
+
+    Returns ``(dq, dk, dv)``, each like q.
+    """
+    spec = _impl(BACKWARDS, impl, "backward")
+    who = _who(impl, spec)
+    ft_dtype = check_tensors([("q", q), ("k", k), ("v", v), ("o", o), ("do", do)],
+                             dtypes=spec.dtypes, who=who)
+    _check_lse(lse, q)
+    prob = _problem_of(q, ft_dtype, causal, scale)
+    fn, _ = _functions(spec, impl, "backward")
+    nbytes = workspace_bytes(spec.function, prob)
+    paired = FORWARDS[spec.forward]
+    keeps_p = spec.forward == "ch05_materialize"  # the workspace must come from that forward
+    if keeps_p:
+        fwd, _ = _functions(paired, spec.forward, "forward")
+        nbytes = max(nbytes, workspace_bytes(paired.function, prob))
+    torch = _torch()
+    with torch.cuda.device(q.device):
+        dq, dk, dv = (torch.empty(q.shape, dtype=q.dtype, device=q.device) for _ in range(3))
+        ws = _workspace(torch, nbytes, q.device)
+        stream = torch.cuda.current_stream(q.device).cuda_stream
+        if keeps_p:
+            o_p, lse_p = torch.empty_like(o), torch.empty_like(lse)
+            _check_status(paired.function, fwd(prob, q.data_ptr(), k.data_ptr(), v.data_ptr(),
+                                               o_p.data_ptr(), lse_p.data_ptr(), _ptr(ws), stream))
+        _check_status(spec.function, fn(prob, q.data_ptr(), k.data_ptr(), v.data_ptr(),
+                                        o.data_ptr(), lse.data_ptr(), do.data_ptr(),
+                                        dq.data_ptr(), dk.data_ptr(), dv.data_ptr(), _ptr(ws),
+                                        stream))
+    return dq, dk, dv
+
+
+_SOFTMAX_VARIANTS = {"safe": 0, "online": 1}
+
+
+def row_softmax(x, *, variant="online"):
+    """Chapter 03's softmax over the last dimension of a float32 CUDA tensor (contiguous;
+    only float alignment needed): ``variant`` "safe" (three passes: max, sum, normalize) or
+    "online" (the running max and sum, one read). Returns a new tensor like x."""
+    if variant not in _SOFTMAX_VARIANTS:
+        raise ValueError(f"unknown variant {variant!r}: choose safe or online")
+    if not all(hasattr(x, a) for a in ("dtype", "shape", "device", "is_contiguous", "data_ptr")):
+        raise TypeError(f"x must be a torch.Tensor, got {type(x).__name__}")
+    if str(x.dtype) != "torch.float32":
+        raise TypeError(f"chapter 03's row softmax computes float32: got {x.dtype}: pass x.float()")
+    if getattr(x.device, "type", str(x.device)) != "cuda":
+        raise ValueError(f"x is on {x.device}, the kernels run on a CUDA device: pass x.cuda()")
+    if not x.is_contiguous():
+        raise ValueError("x is not contiguous: call x.contiguous()")
+    shape = _shape(x)
+    if not shape:
+        raise ValueError("x is a scalar: give it at least one dimension")
+    cols = shape[-1]
+    rows = 1
+    for s in shape[:-1]:
+        rows *= s
+    fn = _function("ft_ch03_row_softmax")
+    torch = _torch()
+    with torch.cuda.device(x.device):
+        out = torch.empty(x.shape, dtype=x.dtype, device=x.device)
+        stream = torch.cuda.current_stream(x.device).cuda_stream
+        _check_status("ft_ch03_row_softmax",
+                      fn(_SOFTMAX_VARIANTS[variant], x.data_ptr(), out.data_ptr(), rows, cols, stream))
+    return out
+
+
+# ---- Autograd ------------------------------------------------------------------------------
+# forward() and backward() are the two halves a torch.autograd.Function needs: its forward
+# calls forward() and saves q, k, v, o and lse; its backward calls backward() with them and
+# the incoming gradient. That Function is a later addition, in a module of its own
+# (python/flashtut/autograd.py), so that this file stays the plain C API.

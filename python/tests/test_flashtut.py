@@ -1,0 +1,474 @@
+#!/usr/bin/env python3
+"""CPU tests of python/flashtut (ctest python_flashtut): everything that runs without
+PyTorch or a GPU.
+
+  python3 python/tests/test_flashtut.py --lib build/common/libflashtut.so [-v] [unittest args]
+
+- the module imports, and does not import torch;
+- its constants, its ctypes Structure (names, C types, offsets) and its function table
+  match common/flashtut.h, parsed here: every FT_DECLARE_FORWARD/_BACKWARD has an entry,
+  every plain prototype a declaration with as many arguments;
+- against the real library (--lib; CMake passes $<TARGET_FILE:flashtut>): the struct's size
+  is ft_problem_size(), each field lands where the C code reads it (the library echoes a
+  problem back in its error message), workspace queries that answer FT_WORKSPACE_ERROR
+  become exceptions with ft_last_error(), and a wrong or foreign library is refused with a
+  message that says what to do;
+- the tensor checks, on stand-in objects with .dtype, .shape, .device, .is_contiguous()
+  and .data_ptr(): each mistake gets the message that says how to fix it.
+"""
+import argparse
+import ctypes
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import unittest
+from unittest import mock
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+sys.path.insert(0, os.path.join(ROOT, "python"))
+import flashtut as ft  # noqa: E402
+
+HEADER = os.path.join(ROOT, "common", "flashtut.h")
+LIB = os.environ.get("FLASHTUT_LIB") or os.path.join(ROOT, "build", "common", "libflashtut.so")
+try:
+    import torch  # noqa: F401
+    HAVE_TORCH = True
+except ImportError:
+    HAVE_TORCH = False
+
+
+# ---- flashtut.h, parsed --------------------------------------------------------------------
+
+def header():
+    """flashtut.h without its comments."""
+    with open(HEADER, encoding="utf-8") as fh:
+        text = fh.read()
+    text = re.sub(r"/\*.*?\*/", " ", text, flags=re.S)
+    return re.sub(r"//[^\n]*", "", text)
+
+
+def macro(text, name):
+    """The body of `#define name(...)`, its continuation lines joined."""
+    m = re.search(r"#define\s+" + name + r"\(\w+\)((?:[^\n]*\\\n)*[^\n]*)", text)
+    assert m, f"no #define {name} in flashtut.h"
+    return m.group(1).replace("\\\n", " ")
+
+
+def without_macros(text):
+    return re.sub(r"#define[^\n]*(?:\\\n[^\n]*)*", "", text)
+
+
+def params(arglist):
+    arglist = " ".join(arglist.split())
+    return [] if arglist in ("", "void") else [p.strip() for p in arglist.split(",")]
+
+
+def declared(text, kind):
+    """The names FT_DECLARE_<kind>(name) declares, in the header's order."""
+    return re.findall(r"^\s*FT_DECLARE_" + kind + r"\((\w+)\)", without_macros(text), flags=re.M)
+
+
+def prototypes(text):
+    """name -> (return type, [parameters]) of the plain function declarations."""
+    out = {}
+    text = re.sub(r"^\s*(#|FT_DECLARE_)[^\n]*", "", without_macros(text), flags=re.M)
+    text = re.sub(r'extern\s+"C"', "", text).replace("{", ";").replace("}", ";")
+    for statement in text.split(";"):
+        m = re.fullmatch(r"\s*((?:const\s+)?\w+\s*\**)\s*(ft_\w+)\s*\(([^)]*)\)\s*", statement)
+        if m:
+            out[m.group(2)] = (" ".join(m.group(1).split()).replace(" *", "*"), params(m.group(3)))
+    return out
+
+
+CTYPE = {"int": ctypes.c_int, "float": ctypes.c_float, "size_t": ctypes.c_size_t,
+         "const char*": ctypes.c_char_p}
+
+
+# ---- Stand-in tensors ----------------------------------------------------------------------
+
+class FakeDevice:
+    def __init__(self, text="cuda:0"):
+        self.type, _, index = text.partition(":")
+        self.index = int(index) if index else None
+        self._text = text
+
+    def __str__(self):
+        return self._text
+
+
+class FakeDtype:
+    def __init__(self, name):
+        self.name = name
+
+    def __str__(self):
+        return "torch." + self.name
+
+
+class FakeTensor:
+    """What flashtut's checks look at, and nothing else."""
+
+    def __init__(self, shape=(2, 3, 64, 64), dtype="float32", device="cuda:0", contiguous=True,
+                 ptr=0x7F0000000000):
+        self.shape, self.dtype, self.device = tuple(shape), FakeDtype(dtype), FakeDevice(device)
+        self._contiguous, self._ptr = contiguous, ptr
+
+    def is_contiguous(self):
+        return self._contiguous
+
+    def data_ptr(self):
+        return self._ptr
+
+
+def qkv(**kw):
+    return FakeTensor(**kw), FakeTensor(**kw), FakeTensor(**kw)
+
+
+def need_lib(test):
+    return unittest.skipUnless(os.path.isfile(LIB), f"no library at {LIB} (build it first)")(test)
+
+
+def setUpModule():
+    if os.path.isfile(LIB):
+        ft.load(LIB)
+
+
+# ---- The tests -------------------------------------------------------------------------------
+
+class Imports(unittest.TestCase):
+    def test_the_module_imports_without_torch(self):
+        code = ("import sys; sys.path.insert(0, %r); import flashtut; "
+                "print('torch' in sys.modules, flashtut.API_VERSION)" % os.path.join(ROOT, "python"))
+        r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                           env={**os.environ, "FLASHTUT_LIB": "/nonexistent/libflashtut.so"})
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(r.stdout.split(), ["False", "2"])  # and loads no library either
+
+    def test_constants_are_the_headers(self):
+        text = header()
+        self.assertEqual(ft.API_VERSION, int(re.search(r"#define FT_API_VERSION (\d+)", text).group(1)))
+        self.assertEqual(ft.ALIGNMENT, int(re.search(r"#define FT_ALIGNMENT (\d+)", text).group(1)))
+        self.assertIn("#define FT_WORKSPACE_ERROR SIZE_MAX", " ".join(text.split()))
+        self.assertEqual(ft.WORKSPACE_ERROR, 2**64 - 1 if ctypes.sizeof(ctypes.c_size_t) == 8 else 2**32 - 1)
+        enum = dict(re.findall(r"FT_DTYPE_(\w+)\s*=\s*(\d+)", text))
+        self.assertEqual({k: int(v) for k, v in enum.items()},
+                         {"FLOAT32": ft.DTYPE_FLOAT32, "BF16": ft.DTYPE_BF16, "FP16": ft.DTYPE_FP16})
+
+
+class StructLayout(unittest.TestCase):
+    def header_fields(self):
+        body = re.search(r"typedef\s+struct\s+ft_problem\s*\{(.*?)\}\s*ft_problem\s*;", header(), re.S)
+        self.assertIsNotNone(body, "no typedef struct ft_problem in flashtut.h")
+        return re.findall(r"(\w+)\s+(\w+)\s*;", body.group(1))
+
+    def test_fields_names_types_and_order_are_the_headers(self):
+        fields = self.header_fields()
+        self.assertEqual([n for n, _ in ft.Problem._fields_], [n for _, n in fields])
+        for (name, ctype), (ctype_name, hname) in zip(ft.Problem._fields_, fields):
+            self.assertIs(ctype, CTYPE[ctype_name], f"{name}: {ctype_name} in the header")
+
+    def test_offsets_are_what_a_c_compiler_lays_out(self):
+        offset = 0
+        for ctype_name, name in self.header_fields():
+            size = ctypes.sizeof(CTYPE[ctype_name])
+            offset = (offset + size - 1) // size * size  # natural alignment
+            self.assertEqual(getattr(ft.Problem, name).offset, offset, name)
+            offset += size
+        self.assertEqual(ctypes.sizeof(ft.Problem), offset)
+
+    @need_lib
+    def test_size_is_the_librarys(self):
+        self.assertEqual(ctypes.sizeof(ft.Problem), ft.load().ft_problem_size())
+        self.assertEqual(ft.load().ft_api_version(), ft.API_VERSION)
+
+    @need_lib
+    def test_every_field_reaches_the_library_where_it_reads_it(self):
+        # The library's validation names the problem as it read it: B, H, N, d, the causal
+        # flag and the dtype; the scale (infinite) is the reason it refuses.
+        p = ft.problem(2, 3, 5, 7, causal=True, scale=float("inf"), dtype=ft.DTYPE_BF16)
+        n = ft.load().ft_ch04_forward_workspace_bytes(p)
+        self.assertEqual(n, ft.WORKSPACE_ERROR)
+        self.assertEqual(ft.last_error(), "scale must be finite (0 means 1/sqrt(head_dim)) "
+                                          "(B=2 H=3 N=5 d=7 causal bf16)")
+        ft.load().ft_ch04_forward_workspace_bytes(ft.problem(2, 3, 5, 64, dtype=7))
+        self.assertIn("dtype must be 0 (float32), 1 (bf16) or 2 (fp16), got 7", ft.last_error())
+
+
+class FunctionTable(unittest.TestCase):
+    def test_every_declared_pass_has_an_entry_and_no_other(self):
+        text = header()
+        for kind, table in (("FORWARD", ft.FORWARDS), ("BACKWARD", ft.BACKWARDS)):
+            names = declared(text, kind)
+            self.assertTrue(names, f"no FT_DECLARE_{kind} found: the parser is out of date")
+            functions = [impl.function for impl in table.values()]
+            for name in names:
+                self.assertIn(name, functions, f"FT_DECLARE_{kind}({name}) in flashtut.h has no "
+                                               f"entry in flashtut.{kind}S")
+            for name in functions:
+                self.assertIn(name, names, f"flashtut.{kind}S names {name}, flashtut.h does not")
+
+    def test_every_declared_function_is_declared_for_ctypes_with_its_arity(self):
+        text = header()
+        protos = prototypes(text)
+        self.assertIn("ft_ch03_row_softmax", protos)
+        for name, (ret, args) in protos.items():
+            self.assertIn(name, ft.SIGNATURES, f"{name} is in flashtut.h, not in flashtut.SIGNATURES")
+            restype, argtypes = ft.SIGNATURES[name]
+            self.assertEqual(len(argtypes), len(args), name)
+            if ret in CTYPE:
+                self.assertIs(restype, CTYPE[ret], name)
+        for kind, table in (("FORWARD", ft.FORWARDS), ("BACKWARD", ft.BACKWARDS)):
+            body = macro(text, "FT_DECLARE_" + kind)
+            fn = re.search(r"int\s+name\s*\(([^)]*)\)", body)
+            ws = re.search(r"size_t\s+name##_workspace_bytes\s*\(([^)]*)\)", body)
+            for impl in table.values():
+                restype, argtypes = ft.SIGNATURES[impl.function]
+                self.assertIs(restype, ctypes.c_int)
+                self.assertEqual(len(argtypes), len(params(fn.group(1))), impl.function)
+                self.assertIs(argtypes[0], ft.Problem)
+                restype, argtypes = ft.SIGNATURES[impl.function + "_workspace_bytes"]
+                self.assertIs(restype, ctypes.c_size_t)
+                self.assertEqual(argtypes, [ft.Problem])
+                self.assertEqual(len(params(ws.group(1))), 1)
+
+    def test_the_parser_sees_the_declarations_it_should(self):
+        protos = prototypes(header())
+        self.assertEqual(protos["ft_last_error"], ("const char*", []))
+        self.assertEqual(protos["ft_problem_size"], ("size_t", []))
+        self.assertEqual(len(protos["ft_ch03_row_softmax"][1]), 6)
+        self.assertNotIn("ft_forward_fn", protos)  # a typedef, not a function
+
+    def test_backwards_pair_with_forwards_that_exist(self):
+        for key, impl in ft.BACKWARDS.items():
+            self.assertIn(impl.forward, ft.FORWARDS, key)
+        for impl in ft.FORWARDS.values():
+            self.assertIsNone(impl.forward)
+
+    @need_lib
+    def test_the_built_library_exports_what_its_header_declares(self):
+        lib = ft.load()
+        for name in prototypes(header()):
+            self.assertTrue(hasattr(lib, name), name)
+        for kind in ("FORWARD", "BACKWARD"):
+            for name in declared(header(), kind):
+                self.assertTrue(hasattr(lib, name), name)
+                fn = getattr(lib, name)
+                self.assertEqual(fn.argtypes, ft.SIGNATURES[name][1])
+        self.assertIn("ch07", ft.available())
+        self.assertIn("ch05", ft.available("backward"))
+        self.assertEqual("ch06" in ft.available(), "ft_ch06_forward" in declared(header(), "FORWARD"))
+
+
+class Loading(unittest.TestCase):
+    def test_a_missing_library_says_how_to_build_it(self):
+        with mock.patch.dict(os.environ, {"FLASHTUT_LIB": ""}):
+            with mock.patch.object(ft, "_ROOT", "/nonexistent"):
+                with self.assertRaises(ft.LibraryError) as c:
+                    ft.library_path()
+        self.assertIn("/nonexistent/build/common/libflashtut.so", str(c.exception))
+        self.assertIn("cmake --workflow --preset test", str(c.exception))
+        self.assertIn("FLASHTUT_LIB", str(c.exception))
+
+    def test_the_environment_variable_is_named_when_it_points_nowhere(self):
+        with mock.patch.dict(os.environ, {"FLASHTUT_LIB": "/nonexistent/lib.so"}):
+            with self.assertRaises(ft.LibraryError) as c:
+                ft.library_path()
+            self.assertIn("FLASHTUT_LIB", str(c.exception))
+            self.assertIn("/nonexistent/lib.so", str(c.exception))
+            self.assertEqual(ft.library_path(LIB), os.path.abspath(LIB))  # a path wins
+
+    def build(self, source):
+        cc = shutil.which("cc") or shutil.which("gcc")
+        if not cc:
+            self.skipTest("no C compiler to build a stand-in library")
+        tmp = tempfile.mkdtemp()
+        self.addCleanup(shutil.rmtree, tmp)
+        src, lib = os.path.join(tmp, "fake.c"), os.path.join(tmp, "libfake.so")
+        with open(src, "w") as fh:
+            fh.write("#include <stddef.h>\n" + source)
+        subprocess.run([cc, "-shared", "-fPIC", "-o", lib, src], check=True)
+        return lib
+
+    def test_another_api_version_is_refused(self):
+        lib = self.build("int ft_api_version(void) { return 1; }\n"
+                         "size_t ft_problem_size(void) { return 28; }\n"
+                         "const char* ft_last_error(void) { return \"\"; }\n")
+        with self.assertRaises(ft.LibraryError) as c:
+            ft.load(lib)
+        self.assertIn("C API version 1, this module version 2", str(c.exception))
+        self.assertIn("rebuild the library", str(c.exception))
+
+    def test_another_struct_size_is_refused(self):
+        lib = self.build("int ft_api_version(void) { return 2; }\n"
+                         "size_t ft_problem_size(void) { return 32; }\n"
+                         "const char* ft_last_error(void) { return \"\"; }\n")
+        with self.assertRaises(ft.LibraryError) as c:
+            ft.load(lib)
+        self.assertIn("sizeof(ft_problem) is 32 bytes in the library but 28", str(c.exception))
+
+    def test_a_foreign_library_is_refused(self):
+        lib = self.build("int something_else(void) { return 0; }\n")
+        with self.assertRaises(ft.LibraryError) as c:
+            ft.load(lib)
+        self.assertIn("is not libflashtut", str(c.exception))
+
+    @need_lib
+    def test_a_missing_export_is_a_clear_error(self):
+        spec = ft.Impl("ft_ch99_forward", "99", "future", (ft.DTYPE_BF16,), None)
+        with mock.patch.dict(ft.FORWARDS, {"ch99": spec}):
+            with self.assertRaises(ft.LibraryError) as c:
+                ft.forward(*qkv(dtype="bfloat16"), impl="ch99")
+            self.assertNotIn("ch99", ft.available())
+        self.assertIn("does not export ft_ch99_forward (forward impl 'ch99')", str(c.exception))
+        self.assertIn("ch07", str(c.exception))  # and lists what the build has
+
+
+@need_lib
+class Workspace(unittest.TestCase):
+    def test_the_error_sentinel_becomes_an_exception_with_the_librarys_reason(self):
+        bad = ft.problem(2, 3, 0, 64)  # seq_len 0
+        self.assertEqual(ft.load().ft_ch04_forward_workspace_bytes(bad), ft.WORKSPACE_ERROR)
+        with self.assertRaises(ft.FlashtutError) as c:
+            ft.workspace_bytes("ft_ch04_forward", bad)
+        self.assertIsNone(c.exception.code)
+        self.assertEqual(c.exception.function, "ft_ch04_forward_workspace_bytes")
+        self.assertIn("seq_len must be in [1, 16777216], got 0", str(c.exception))
+        self.assertIsInstance(c.exception, RuntimeError)
+
+    def test_unsupported_head_dim_and_dtype(self):
+        with self.assertRaisesRegex(ft.FlashtutError, r"chapter 04 \(fast\) does not support head_dim 48"):
+            ft.workspace_bytes("ft_ch04_forward", ft.problem(1, 1, 64, 48))
+        with self.assertRaisesRegex(ft.FlashtutError, "does not support dtype float32"):
+            ft.workspace_bytes("ft_ch07_forward", ft.problem(1, 1, 64, 64))
+
+    def test_zero_is_a_true_answer(self):
+        self.assertEqual(ft.workspace_bytes("ft_ch04_forward", ft.problem(2, 3, 64, 64)), 0)
+        self.assertGreater(ft.workspace_bytes("ft_ch01_forward", ft.problem(2, 3, 64, 64)), 0)
+
+    def test_a_pass_refuses_an_unsupported_problem_before_needing_torch(self):
+        with self.assertRaisesRegex(ft.FlashtutError, "head_dim 48"):
+            ft.forward(*qkv(shape=(1, 2, 64, 48)), impl="ch04")
+        with self.assertRaisesRegex(ft.FlashtutError, "head_dim 32"):
+            ft.forward(*qkv(shape=(1, 2, 64, 32), dtype="bfloat16"), impl="ch07")
+
+    @unittest.skipIf(HAVE_TORCH, "PyTorch is installed here")
+    def test_without_torch_a_valid_call_says_what_is_missing(self):
+        with self.assertRaisesRegex(ImportError, r"pip install torch"):
+            ft.forward(*qkv(dtype="bfloat16"))
+
+
+class Checks(unittest.TestCase):
+    """The messages: each says what is wrong and what to call instead."""
+
+    def raises(self, exc, text, fn, *args, **kw):
+        with self.assertRaises(exc) as c:
+            fn(*args, **kw)
+        self.assertIn(text, str(c.exception))
+
+    def test_a_good_set_passes(self):
+        self.assertEqual(ft.check_tensors([("q", FakeTensor(dtype="bfloat16"))]), ft.DTYPE_BF16)
+        q, k, v = qkv(dtype="float16")
+        self.assertEqual(ft.check_tensors([("q", q), ("k", k), ("v", v)],
+                                          dtypes=ft.FORWARDS["ch07"].dtypes), ft.DTYPE_FP16)
+
+    def test_not_a_tensor(self):
+        self.raises(TypeError, "q must be a torch.Tensor, got list", ft.forward, [1], [2], [3])
+
+    def test_wrong_device(self):
+        self.raises(ValueError, "q is on cpu, the kernels run on a CUDA device: pass q.cuda()",
+                    ft.forward, *qkv(device="cpu"))
+        q, k, v = qkv(dtype="bfloat16")
+        k.device = FakeDevice("cuda:1")
+        self.raises(ValueError, "k is on cuda:1 but q on cuda:0", ft.forward, q, k, v)
+
+    def test_wrong_rank(self):
+        self.raises(ValueError, "q has shape (3, 64, 64): expected 4 dimensions, "
+                                "[batch, heads, seq_len, head_dim]",
+                    ft.forward, *qkv(shape=(3, 64, 64), dtype="bfloat16"))
+
+    def test_wrong_dtype(self):
+        self.raises(TypeError, "chapter 07 computes bf16 or fp16: got torch.float32: "
+                               "pass q.bfloat16() or q.half()", ft.forward, *qkv(dtype="float32"))
+        self.raises(TypeError, "chapter 04 computes float32: got torch.bfloat16: pass q.float()",
+                    ft.forward, *qkv(dtype="bfloat16"), impl="ch04")
+        self.raises(TypeError, "chapter 04 (simple) computes float32",
+                    ft.forward, *qkv(dtype="bfloat16"), impl="ch04_simple")
+        self.raises(TypeError, "q is torch.float64: the library computes in torch.float32, "
+                               "torch.bfloat16 or torch.float16", ft.forward, *qkv(dtype="float64"))
+        self.raises(TypeError, "chapter 05 computes float32: got torch.float16",
+                    ft.backward, *qkv(dtype="float16"), FakeTensor(dtype="float16"),
+                    FakeTensor(shape=(2, 3, 64)), FakeTensor(dtype="float16"))
+
+    def test_mixed_dtypes_and_shapes(self):
+        q, k, v = qkv(dtype="bfloat16")
+        k.dtype = FakeDtype("float16")
+        self.raises(TypeError, "k is torch.float16 but q is torch.bfloat16: give q and k the "
+                               "same dtype", ft.forward, q, k, v)
+        q, k, v = qkv(dtype="bfloat16")
+        v.shape = (2, 3, 65, 64)
+        self.raises(ValueError, "v has shape (2, 3, 65, 64) but q (2, 3, 64, 64)", ft.forward, q, k, v)
+
+    def test_not_contiguous(self):
+        self.raises(ValueError, "q is not contiguous: call q.contiguous()",
+                    ft.forward, *qkv(dtype="bfloat16", contiguous=False))
+        q, k, v = qkv(dtype="bfloat16")
+        v._contiguous = False
+        self.raises(ValueError, "v is not contiguous: call v.contiguous()", ft.forward, q, k, v)
+
+    def test_misaligned(self):
+        self.raises(ValueError, "q.data_ptr() is not 16-byte aligned (a view into a larger "
+                                "tensor?): pass q.clone()",
+                    ft.forward, *qkv(dtype="bfloat16", ptr=0x7F0000000008))
+        q, k, v = qkv(dtype="bfloat16")
+        k._ptr += 2  # a bf16 view one element in
+        self.raises(ValueError, "k.data_ptr() is not 16-byte aligned", ft.forward, q, k, v)
+
+    def test_unknown_impl(self):
+        self.raises(ValueError, "unknown forward impl 'ch9': choose one of ch01, ch02",
+                    ft.forward, *qkv(dtype="bfloat16"), impl="ch9")
+        self.raises(ValueError, "unknown backward impl 'ch07'", ft.backward, *qkv(), None, None, None,
+                    impl="ch07")
+
+    def test_backward_checks_every_tensor_and_lse(self):
+        q, k, v = qkv()
+        o, do = FakeTensor(), FakeTensor()
+        lse = FakeTensor(shape=(2, 3, 64))
+        do._contiguous = False
+        self.raises(ValueError, "do is not contiguous: call do.contiguous()",
+                    ft.backward, q, k, v, o, lse, do)
+        do = FakeTensor()
+        self.raises(TypeError, "lse is torch.bfloat16: the log-sum-exp is float32",
+                    ft.backward, q, k, v, o, FakeTensor(shape=(2, 3, 64), dtype="bfloat16"), do)
+        self.raises(ValueError, "lse has shape (2, 3, 64, 64): expected (2, 3, 64), "
+                                "[batch, heads, seq_len]", ft.backward, q, k, v, o, FakeTensor(), do)
+        self.raises(ValueError, "lse.data_ptr() is not 16-byte aligned",
+                    ft.backward, q, k, v, o, FakeTensor(shape=(2, 3, 64), ptr=0x7F0000000004), do)
+        self.raises(TypeError, "o is torch.float16 but q is torch.float32",
+                    ft.backward, q, k, v, FakeTensor(dtype="float16"), lse, do)
+
+    def test_row_softmax_checks(self):
+        self.raises(TypeError, "chapter 03's row softmax computes float32: got torch.bfloat16",
+                    ft.row_softmax, FakeTensor(shape=(4, 8), dtype="bfloat16"))
+        self.raises(ValueError, "x is not contiguous", ft.row_softmax,
+                    FakeTensor(shape=(4, 8), contiguous=False))
+        self.raises(ValueError, "unknown variant 'fast'", ft.row_softmax, FakeTensor(), variant="fast")
+
+    def test_problem_of_the_struct(self):
+        p = ft.problem(4, 16, 4096, 128, causal=True)
+        self.assertEqual((p.batch, p.heads, p.seq_len, p.head_dim, p.causal, p.scale, p.dtype),
+                         (4, 16, 4096, 128, 1, 0.0, ft.DTYPE_FLOAT32))
+        self.assertAlmostEqual(ft.problem(1, 1, 1, 64, scale=0.125).scale, 0.125)
+        self.assertIn("seq_len=4096", repr(p))
+
+
+if __name__ == "__main__":
+    ap = argparse.ArgumentParser(add_help=False)
+    ap.add_argument("--lib", help="libflashtut.so to test against (default: $FLASHTUT_LIB, "
+                                  "else build/common/libflashtut.so)")
+    args, rest = ap.parse_known_args()
+    if args.lib:
+        LIB = args.lib
+    unittest.main(argv=[sys.argv[0]] + rest)
