@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "check.cuh"
+#include "dtype.hpp"
 
 namespace ft {
 
@@ -60,6 +61,50 @@ class DeviceBuffer {
  private:
   T* ptr_ = nullptr;
   size_t count_ = 0;
+};
+
+/// A tensor of a problem's dtype in device memory, seen from the host as floats: upload()
+/// rounds each float to the dtype (ties to even) and download() widens back, exactly. For
+/// float32 it is a plain copy. poison() fills it with NaN in any dtype (0xFFFF is a NaN in
+/// bf16 and fp16 too).
+class DeviceTensor {
+ public:
+  DeviceTensor(DType dtype, size_t count) : dtype_(dtype), count_(count), bytes_(count * dtype_bytes(dtype)) {}
+
+  void* get() const { return bytes_.get(); }
+  size_t size() const { return count_; }
+  DType dtype() const { return dtype_; }
+
+  void upload(const std::vector<float>& host) {
+    if (host.size() != count_) throw std::invalid_argument("DeviceTensor::upload: size mismatch");
+    if (dtype_ == DType::Float32) return copy_in(host.data());
+    std::vector<uint16_t> bits(count_);
+    for (size_t i = 0; i < count_; ++i) bits[i] = to_bits(dtype_, host[i]);
+    copy_in(bits.data());
+  }
+  std::vector<float> download() const {
+    std::vector<float> host(count_);
+    if (dtype_ == DType::Float32) {
+      copy_out(host.data());
+      return host;
+    }
+    std::vector<uint16_t> bits(count_);
+    copy_out(bits.data());
+    for (size_t i = 0; i < count_; ++i) host[i] = from_bits(dtype_, bits[i]);
+    return host;
+  }
+  void poison(cudaStream_t stream = 0) { bytes_.poison(stream); }
+
+ private:
+  void copy_in(const void* src) {
+    if (count_) CUDA_CHECK(cudaMemcpy(get(), src, bytes_.bytes(), cudaMemcpyHostToDevice));
+  }
+  void copy_out(void* dst) const {
+    if (count_) CUDA_CHECK(cudaMemcpy(dst, get(), bytes_.bytes(), cudaMemcpyDeviceToHost));
+  }
+  DType dtype_;
+  size_t count_;
+  DeviceBuffer<unsigned char> bytes_;
 };
 
 }  // namespace ft

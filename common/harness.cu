@@ -142,6 +142,7 @@ Row predicted_row(const std::string& chapter, const std::string& variant, const 
   r.seq_len = p.seq_len;
   r.head_dim = p.head_dim;
   r.causal = p.causal;
+  r.dtype = dtype_name(p.dtype);
   const KernelTraffic t = total(kernels);
   r.model_bytes = t.dram_bytes();
   r.model_requested_bytes = t.requested_bytes();
@@ -261,8 +262,9 @@ VerifyResult verify_forward(const Problem& p, const AttentionInputs& in, const M
       got_O.insert(got_O.end(), O.begin() + (h * N + b) * d, O.begin() + (h * N + e) * d);
       got_lse.insert(got_lse.end(), lse.begin() + h * N + b, lse.begin() + h * N + e);
     }
-  return worst(verify("O", got_O.data(), ref.O.data(), got_O.size(), kFloat32Tolerance),
-               verify("lse", got_lse.data(), ref.lse.data(), got_lse.size(), kFloat32Tolerance));
+  const double tol = fixed_tolerance(p.dtype);
+  return worst(verify("O", got_O.data(), ref.O.data(), got_O.size(), tol),
+               verify("lse", got_lse.data(), ref.lse.data(), got_lse.size(), tol));
 }
 
 /// Verifies dQ, dK, dV on whole heads: all heads when small, else the last head only
@@ -293,9 +295,10 @@ VerifyResult verify_backward(const Problem& p, const AttentionInputs& in, const 
   }
   const size_t n = size_t((bh - first) * head);
   const int64_t at = first * head;
-  VerifyResult r = verify("dQ", dQ.data() + at, rq.data(), n, kFloat32Tolerance);
-  r = worst(r, verify("dK", dK.data() + at, rk.data(), n, kFloat32Tolerance));
-  return worst(r, verify("dV", dV.data() + at, rv.data(), n, kFloat32Tolerance));
+  const double tol = fixed_tolerance(p.dtype);
+  VerifyResult r = verify("dQ", dQ.data() + at, rq.data(), n, tol);
+  r = worst(r, verify("dK", dK.data() + at, rk.data(), n, tol));
+  return worst(r, verify("dV", dV.data() + at, rv.data(), n, tol));
 }
 
 std::string who(const std::string& chapter, const std::string& variant) {
@@ -312,7 +315,8 @@ Row measure_forward(const ForwardImpl& impl, const Problem& p, const MeasureConf
 
   const AttentionInputs in = make_inputs(p, cfg.inputs, cfg.seed);
   const size_t n = size_t(p.elems());
-  DeviceBuffer<float> Q(n), K(n), V(n), O(n), lse(size_t(p.rows()));
+  DeviceTensor Q(p.dtype, n), K(p.dtype, n), V(p.dtype, n), O(p.dtype, n);
+  DeviceBuffer<float> lse(size_t(p.rows()));
   Q.upload(in.Q);
   K.upload(in.K);
   V.upload(in.V);
@@ -352,7 +356,9 @@ Row measure_backward(const BackwardImpl& impl, const Problem& p, const MeasureCo
 
   const AttentionInputs in = make_inputs(p, cfg.inputs, cfg.seed);
   const size_t n = size_t(p.elems());
-  DeviceBuffer<float> Q(n), K(n), V(n), O(n), lse(size_t(p.rows())), dO(n), dQ(n), dK(n), dV(n);
+  DeviceTensor Q(p.dtype, n), K(p.dtype, n), V(p.dtype, n), O(p.dtype, n), dO(p.dtype, n),
+      dQ(p.dtype, n), dK(p.dtype, n), dV(p.dtype, n);
+  DeviceBuffer<float> lse(size_t(p.rows()));
   Q.upload(in.Q);
   K.upload(in.K);
   V.upload(in.V);

@@ -24,7 +24,8 @@ struct AttentionInputs {
   std::vector<float> Q, K, V, dO;
 };
 
-/// Q, K, V and dO for `p`. LargeScores multiplies Q and K by a factor chosen so that the
+/// Q, K, V and dO for `p`, rounded to p.dtype when that is bf16 or fp16 (so the float64
+/// reference and the kernels compute on the same numbers). LargeScores multiplies Q and K by a factor chosen so that the
 /// largest |q·k| is about 1e4 before the softmax scale: exp of such scores overflows float32
 /// unless the maximum is subtracted first, which is what this input checks.
 AttentionInputs make_inputs(const Problem& p, InputKind kind, uint64_t seed);

@@ -81,8 +81,8 @@ std::string format_bytes(double b) {
 }
 
 void print_rows(const std::vector<Row>& rows, FILE* out) {
-  std::fprintf(out, "%-3s %-22s %-9s %-30s %10s %8s %11s %9s %8s %9s %11s\n", "ch", "variant",
-               "pass", "what changed", "ms", "TFLOP/s", "model bytes", "GB/s", "speedup",
+  std::fprintf(out, "%-3s %-22s %-7s %-9s %-30s %10s %8s %11s %9s %8s %9s %11s\n", "ch",
+               "variant", "dtype", "pass", "what changed", "ms", "TFLOP/s", "model bytes", "GB/s", "speedup",
                "rel_err", "extra mem");
   for (const auto& r : rows) {
     auto f = [](double v, const char* fmt) {
@@ -91,8 +91,9 @@ void print_rows(const std::vector<Row>& rows, FILE* out) {
       std::snprintf(b, sizeof b, fmt, v);
       return std::string(b);
     };
-    std::fprintf(out, "%-3s %-22s %-9s %-30.30s %10s %8s %11s %9s %8s %9s %11s\n",
-                 r.chapter.c_str(), r.variant.c_str(), r.pass.c_str(), r.what.c_str(),
+    std::fprintf(out, "%-3s %-22s %-7s %-9s %-30.30s %10s %8s %11s %9s %8s %9s %11s\n",
+                 r.chapter.c_str(), r.variant.c_str(), r.dtype.c_str(), r.pass.c_str(),
+                 r.what.c_str(),
                  f(r.ms, "%.3f").c_str(), f(r.tflops, "%.2f").c_str(),
                  format_bytes(r.model_bytes).c_str(), f(r.gbps, "%.0f").c_str(),
                  f(r.speedup_vs_ch01, "%.1fx").c_str(), f(r.rel_err, "%.1e").c_str(),

@@ -69,6 +69,10 @@ KernelTraffic total(const std::vector<KernelTraffic>& kernels, const std::string
 
 /// Bytes of a matrix of rows×cols floats.
 inline double matrix_bytes(double rows, double cols) { return rows * cols * kFloatBytes; }
+/// Bytes of a matrix of rows×cols elements of the problem's dtype (2 for bf16 and fp16).
+inline double matrix_bytes(const Problem& p, double rows, double cols) {
+  return rows * cols * double(dtype_bytes(p.dtype));
+}
 
 /// Requested reads of a tiled product C[M×N] = A[M×K]·B[K×N] (per head) whose blocks
 /// compute tile_m×tile_n outputs: every block reads its tile_m rows of A and tile_n columns

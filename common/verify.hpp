@@ -8,10 +8,21 @@
 #include <cstdint>
 #include <string>
 
+#include "dtype.hpp"
+
 namespace ft {
 
 /// Tolerance of relative L2 error for float32 kernels (contract 2).
 constexpr double kFloat32Tolerance = 1e-4;
+/// ... for bf16 and fp16 kernels: their inputs and outputs carry 8 and 11 significant bits
+/// (relative rounding 2^-9 ≈ 2e-3 and 2^-12 ≈ 2.4e-4 per element), so 1e-2 leaves room for
+/// the rounding of P before P·V while still failing on any real error.
+constexpr double kHalfTolerance = 1e-2;
+
+/// The fixed tolerance of a dtype: kFloat32Tolerance or kHalfTolerance.
+constexpr double fixed_tolerance(DType t) {
+  return t == DType::Float32 ? kFloat32Tolerance : kHalfTolerance;
+}
 
 struct VerifyResult {
   bool ok = false;

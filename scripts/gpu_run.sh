@@ -6,13 +6,19 @@
 #
 #   scripts/gpu_run.sh OUT_DIR [BUILD_DIR] [STAGES]
 #
-# STAGES: comma-separated subset of env,tests,sanitizer,tour,chapters,anchors,traffic,
-# profiles (default: all). BUILD_DIR defaults to build/ and is configured and built with
+# STAGES: comma-separated subset of env,tests,readme,sanitizer,tour,chapters,tc,anchors,
+# vs_pytorch,traffic,profiles (default: all). `readme` runs the README's two commands (the workflow
+# presets) in a fresh copy of the tree and records their wall time in readme_commands.txt;
+# `tc` runs the tensor-core chapters' programs on every variant (the staircase and the
+# tile-shape sweep: tc.csv). BUILD_DIR defaults to build/ and is configured and built with
 # Ninja if it holds no tour binary. The PyTorch anchors (scripts/pytorch_anchors.py) need
 # PyTorch with CUDA; without it that stage says so and is skipped. FT_COMMIT names the
 # commit in env.txt when the tree carries no .git. Results land in OUT_DIR: env.txt,
 # tour.csv, chapters.csv, anchors.csv, ceilings.csv, traffic.csv, summary.txt, logs.tar.gz
 # (at most 8 files, as the device tool returns).
+# `vs_pytorch` times our kernels through python/flashtut beside PyTorch's backends on the same
+# shapes, checked against a float64 reference (scripts/compare_pytorch.py; FT_VS_DTYPES,
+# default "bf16,fp16,float32"): vs_pytorch.csv. It needs PyTorch with CUDA, like the anchors.
 # FT_SIZES, FT_DIMS, FT_CAUSAL narrow the tour and chapter runs (defaults: "1024 4096 16384",
 # "64 128", "0 1"); FT_SANITIZE lists the chapters compute-sanitizer checks (default all),
 # FT_SANITIZE_DIMS the head dimensions it runs them at (default 64; "64 128" also covers the
@@ -30,6 +36,9 @@ want() { [[ "$STAGES" == all || ",$STAGES," == *",$1,"* ]]; }
 say() { echo "$*" | tee -a "$SUMMARY"; }
 prog() { echo "$BUILD/chapters/$1/$(ls "$BUILD/chapters/$1" | grep -E '^ch[0-9]{2}_[a-z_]+$' | head -1)"; }
 CHAPTERS=(01_naive 02_tiled 03_online_softmax 04_fused_forward 05_backward)
+TC_CHAPTERS=()  # the tensor-core chapters present in this tree (06, 07, ...)
+for d in "$ROOT"/chapters/0[6-9]_*; do [ -f "$d/CMakeLists.txt" ] && TC_CHAPTERS+=("$(basename "$d")"); done
+CHAPTERS+=("${TC_CHAPTERS[@]}")
 SIZES=${FT_SIZES:-1024 4096 16384}
 DIMS=${FT_DIMS:-64 128}
 CAUSAL=${FT_CAUSAL:-0 1}
@@ -56,17 +65,41 @@ if want env; then
     echo "command: scripts/gpu_run.sh OUT_DIR ${2:-build} $STAGES"
   } >"$OUT/env.txt" 2>&1
   cat "$OUT/env.txt"
+  # The ceilings of the tensor-core chapters, from register-only probes (tools/probes.cu).
+  if [ -x "$BUILD/tools/ft_probes" ]; then
+    "$BUILD/tools/ft_probes" --csv "$LOGS/probes.csv" 2>&1 | tee -a "$OUT/env.txt" | tee -a "$SUMMARY"
+  fi
 fi
 
 if want tests; then
   say "== GPU tests"
-  for t in "$BUILD"/chapters/*/test_*_gpu "$BUILD"/common/test_common; do
+  for t in "$BUILD"/chapters/*/test_*_gpu "$BUILD"/common/test_*_gpu "$BUILD"/common/test_common; do
     [ -x "$t" ] || continue
     name=$(basename "$t")
     if timeout 240 "$t" --gtest_brief=1 >"$LOGS/$name.log" 2>&1; then r=ok; else r="FAILED(rc=$?)"; fi
     say "$name: $r — $(grep -E '^\[  (PASSED|FAILED|SKIPPED) ' "$LOGS/$name.log" | tr '\n' ' ')"
     [ "$r" = ok ] || grep -E "Failure|error|FAILED" "$LOGS/$name.log" | head -20 | tee -a "$SUMMARY"
   done
+fi
+
+if want readme; then
+  # The README's two commands, as written, in a fresh copy of the tree (no build folder):
+  # what a reader gets. The wall time of each is the acceptance figure for the test command.
+  say "== README commands in a fresh copy"
+  FRESH=/tmp/ft_fresh
+  rm -rf "$FRESH" && mkdir -p "$FRESH"
+  (cd "$ROOT" && tar --exclude=./build --exclude='./build-*' --exclude=./.git -cf - .) | (cd "$FRESH" && tar -xf -)
+  {
+    echo "commit: ${FT_COMMIT:-$(git -C "$ROOT" rev-parse HEAD 2>/dev/null || echo unknown)}"
+    echo "date: $(date -u +%Y-%m-%dT%H:%M:%SZ), $(nproc) cores, $(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)"
+    for preset in tour test; do
+      start=$(date +%s)
+      (cd "$FRESH" && cmake --workflow --preset "$preset") >"$LOGS/readme_$preset.log" 2>&1
+      rc=$?
+      echo "cmake --workflow --preset $preset: rc=$rc, wall $(( $(date +%s) - start )) s"
+      grep -E "tests passed|tests failed|Total Test time" "$LOGS/readme_$preset.log" | tail -3
+    done
+  } | tee "$OUT/readme_commands.txt" | tee -a "$SUMMARY"
 fi
 
 if want sanitizer; then
@@ -129,6 +162,29 @@ if want chapters; then
   done
 fi
 
+if want tc; then
+  say "== tensor-core chapters: every variant (bf16; FT_TC_DTYPES to change), 16384 tokens"
+  rm -f "$OUT/tc.csv"
+  for ch in "${TC_CHAPTERS[@]}"; do
+    p=$(prog "$ch")
+    [ -x "$p" ] || continue
+    for dt in ${FT_TC_DTYPES:-bf16}; do
+      for d in $DIMS; do
+        for cz in $CAUSAL; do
+          c=$(flag $cz)
+          for n in ${FT_TC_SIZES:-4096 16384}; do
+            log="$LOGS/tc_${ch}_${dt}_d${d}_n${n}${c:+_causal}.log"
+            timeout 300 "$p" --dtype "$dt" --seq-len $n --batch $((16384 / n)) --heads $((2048 / d)) \
+              --head-dim $d $c --no-baseline --iters 10 --warmup 2 --csv "$OUT/tc.csv" >"$log" 2>&1
+            say "$(basename "$p") $dt d=$d N=$n ${c:-non-causal}: rc=$?"
+            grep -E "^0[6-9] " "$log" | tee -a "$SUMMARY"
+          done
+        done
+      done
+    done
+  done
+fi
+
 if want anchors; then
   # PyTorch's attention backends and a three-kernel version on the tour's shapes (same
   # FT_SIZES, FT_DIMS, FT_CAUSAL), after the GPU's ceilings: anchors.csv, and ceilings.csv
@@ -142,6 +198,22 @@ if want anchors; then
     grep -E "ceiling|mem_efficient +torch.float32" "$LOGS/anchors.log" | tee -a "$SUMMARY"
   else
     say "anchors: python3 cannot import torch, skipped"
+  fi
+fi
+
+if want vs_pytorch; then
+  # Ours through the Python module (ch07 in bf16/fp16, ch04 and ch05 in float32) beside
+  # PyTorch's five on the tour's shapes (same FT_SIZES, FT_DIMS, FT_CAUSAL), forward and
+  # backward: vs_pytorch.csv; rc=1 when one of ours fails its float64 check.
+  say "== ours vs PyTorch (same run)"
+  if python3 -c 'import torch' >/dev/null 2>&1; then
+    PYTHONUNBUFFERED=1 python3 "$ROOT/scripts/compare_pytorch.py" --out "$OUT" \
+      --lib "$BUILD/common/libflashtut.so" --sizes $SIZES --dims $DIMS --causal $CAUSAL \
+      --dtypes ${FT_VS_DTYPES:-bf16,fp16,float32} --backward >"$LOGS/vs_pytorch.log" 2>&1
+    say "vs_pytorch: rc=$? $(grep -c . "$OUT/vs_pytorch.csv" 2>/dev/null) lines, $(grep -c ' skipped: ' "$LOGS/vs_pytorch.log") cases skipped"
+    sed -n '/^impl  /,$p' "$LOGS/vs_pytorch.log" | tee -a "$SUMMARY"
+  else
+    say "vs_pytorch: python3 cannot import torch, skipped"
   fi
 fi
 
@@ -169,7 +241,8 @@ if want profiles; then
     p=$(prog "$(basename "$ROOT"/chapters/"$ch"_*)")
     timeout 300 ncu --clock-control none --section SpeedOfLight --section Occupancy \
       --section WarpStateStats --section ComputeWorkloadAnalysis --section MemoryWorkloadAnalysis \
-      --section LaunchStats --section InstructionStats -k "regex:$k" --launch-skip 1 \
+      --section LaunchStats --section InstructionStats --section MemoryWorkloadAnalysis_Tables \
+      --section SourceCounters -k "regex:$k" --launch-skip 1 \
       --launch-count 1 "$p" --seq-len 4096 --batch 4 --heads $((2048 / d)) --head-dim "$d" \
       --variant "$v" --iters 1 --warmup 0 --no-verify --no-baseline \
       >"$LOGS/profiles/profile_${v}_d${d}.txt" 2>&1

@@ -346,11 +346,11 @@ double kv_rows_loaded(const ft::Problem& p, int Br, int Bc) {
 
 ft::KernelTraffic fused_forward_traffic(const ft::Problem& p, const char* kernel, int Br, int Bc) {
   const double heads = double(p.heads_total()), N = p.seq_len, d = p.head_dim;
-  const double head_bytes = ft::matrix_bytes(N, d);  // one head's Q (or K, V, O)
+  const double head_bytes = ft::matrix_bytes(p, N, d);  // one head's Q (or K, V, O)
   ft::KernelTraffic t;
   t.kernel = kernel;
-  t.read_bytes = heads * (head_bytes + 2 * ft::matrix_bytes(kv_rows_loaded(p, Br, Bc), d));
-  t.write_bytes = heads * (head_bytes + ft::matrix_bytes(N, 1));  // O and lse
+  t.read_bytes = heads * (head_bytes + 2 * ft::matrix_bytes(p, kv_rows_loaded(p, Br, Bc), d));
+  t.write_bytes = heads * (head_bytes + ft::matrix_bytes(N, 1));  // O, and lse in float32
   const bool kv_in_l2 = ft::fits_l2(2 * head_bytes);
   t.dram_read_bytes = kv_in_l2 ? heads * 3 * head_bytes : t.read_bytes;
   t.dram_write_bytes = t.write_bytes;

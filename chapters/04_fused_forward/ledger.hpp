@@ -15,8 +15,10 @@ double kv_rows_loaded(const ft::Problem& p, int Br, int Bc);
 
 /// The ledger line of a fused forward kernel with query tiles of Br rows and K/V tiles of
 /// Bc rows. Requested: Q once, K and V once per query tile (kv_rows_loaded), O and lse
-/// once. DRAM: K/V re-reads hit L2 while one head's K+V (2·N·d·4 bytes) fits, so Q, K,
+/// once. DRAM: K/V re-reads hit L2 while one head's K+V (2·N·d elements) fits, so Q, K,
 /// V, O and lse cross DRAM once. FLOPs: the papers' 4·N²·d per head, halved causal.
+/// Elements are of the problem's dtype (4 bytes in chapter 04, 2 in chapter 07's bf16/fp16);
+/// the lse is float32 always. Chapter 07 reuses this ledger for its tensor-core kernels.
 ft::KernelTraffic fused_forward_traffic(const ft::Problem& p, const char* kernel, int Br, int Bc);
 
 }  // namespace ch04

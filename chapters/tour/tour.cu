@@ -7,6 +7,7 @@
 // common/harness.hpp), timed by the same harness, verified against the same float64
 // reference. Without a GPU the tour says so, prints what the traffic model predicts each
 // step moves through device memory, and exits 0.
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
@@ -17,43 +18,56 @@
 #include "03_online_softmax/online_softmax.hpp"
 #include "04_fused_forward/fused_forward.hpp"
 #include "05_backward/backward.hpp"
+#include "07_tensor_core_forward/flash_forward.hpp"
 #include "check.cuh"
 #include "harness.hpp"
 #include "options.hpp"
 
 namespace {
 
-/// The staircase, in order. Forward steps first; then the two backward passes of chapter 05.
+/// The staircase, in order. Forward steps first (chapters 01–04 in float32 on the CUDA
+/// cores, then the tensor-core chapters in bf16); then the two backward passes of chapter 05.
 struct Steps {
-  std::vector<ft::ForwardImpl> forwards{ch01::naive(), ch02::tiled(), ch03::online(),
-                                        ch04::simple(), ch04::fast()};
+  std::vector<ft::ForwardImpl> forwards{ch01::naive(), ch02::tiled(),  ch03::online(),
+                                        ch04::simple(), ch04::fast(),  ch07::fastest()};
   std::vector<ft::BackwardImpl> backwards{ch05::materialize(), ch05::flash()};
 };
 
+/// The tour's problem as a step runs it: in the step's own first dtype when it does not
+/// compute in the requested one (the tensor-core chapters run bf16 when the tour is float32).
+template <class Impl>
+ft::Problem problem_for(const Impl& impl, ft::Problem p) {
+  if (std::find(impl.dtypes.begin(), impl.dtypes.end(), p.dtype) == impl.dtypes.end())
+    p.dtype = impl.dtypes.front();
+  return p;
+}
+
 void print_predictions(const Steps& steps, const ft::Problem& p) {
-  std::printf("\nPredicted by the traffic model (no GPU needed): %s, float32\n",
-              p.describe().c_str());
-  std::printf("%-3s %-12s %-9s %-44s %12s %12s %10s %9s\n", "ch", "variant", "pass",
-              "what changed", "DRAM bytes", "requested", "FLOPs", "FLOP/B");
-  auto line = [](const std::string& ch, const std::string& variant, const char* pass,
-                 const std::string& what, const std::vector<ft::KernelTraffic>& kernels) {
+  std::printf("\nPredicted by the traffic model (no GPU needed): %s\n", p.describe().c_str());
+  std::printf("%-3s %-12s %-8s %-9s %-44s %12s %12s %10s %9s\n", "ch", "variant", "dtype",
+              "pass", "what changed", "DRAM bytes", "requested", "FLOPs", "FLOP/B");
+  auto line = [](const std::string& ch, const std::string& variant, ft::DType dtype,
+                 const char* pass, const std::string& what,
+                 const std::vector<ft::KernelTraffic>& kernels) {
     const ft::KernelTraffic t = ft::total(kernels);
-    std::printf("%-3s %-12s %-9s %-44.44s %12s %12s %10.3g %9.2f\n", ch.c_str(),
-                variant.c_str(), pass, what.c_str(), ft::format_bytes(t.dram_bytes()).c_str(),
+    std::printf("%-3s %-12s %-8s %-9s %-44.44s %12s %12s %10.3g %9.2f\n", ch.c_str(),
+                variant.c_str(), ft::dtype_name(dtype), pass, what.c_str(), ft::format_bytes(t.dram_bytes()).c_str(),
                 ft::format_bytes(t.requested_bytes()).c_str(), t.flops, t.intensity());
   };
   for (const auto& f : steps.forwards) {
     try {
-      ft::check_supported(f, p);
-      line(f.chapter, f.variant, "forward", f.what, f.traffic(p));
+      const ft::Problem q = problem_for(f, p);
+      ft::check_supported(f, q);
+      line(f.chapter, f.variant, q.dtype, "forward", f.what, f.traffic(q));
     } catch (const ft::Unsupported& e) {
       std::printf("%-3s %-12s (%s)\n", f.chapter.c_str(), f.variant.c_str(), e.what());
     }
   }
   for (const auto& b : steps.backwards) {
     try {
-      ft::check_supported(b, p);
-      line(b.chapter, b.variant, "backward", b.what, b.traffic(p));
+      const ft::Problem q = problem_for(b, p);
+      ft::check_supported(b, q);
+      line(b.chapter, b.variant, q.dtype, "backward", b.what, b.traffic(q));
     } catch (const ft::Unsupported& e) {
       std::printf("%-3s %-12s (%s)\n", b.chapter.c_str(), b.variant.c_str(), e.what());
     }
@@ -112,10 +126,11 @@ int main(int argc, char** argv) {
       std::fflush(stdout);
     };
     for (const auto& f : steps.forwards)
-      attempt("chapter " + f.chapter + " " + f.variant, [&] { return ft::measure_forward(f, p, cfg); });
+      attempt("chapter " + f.chapter + " " + f.variant,
+              [&] { return ft::measure_forward(f, problem_for(f, p), cfg); });
     for (const auto& b : steps.backwards)
       attempt("chapter " + b.chapter + " " + b.variant + " (backward)",
-              [&] { return ft::measure_backward(b, p, cfg); });
+              [&] { return ft::measure_backward(b, problem_for(b, p), cfg); });
     ft::fill_speedups(rows);
     std::printf("\n");
     ft::print_rows(rows);

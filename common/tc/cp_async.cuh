@@ -43,18 +43,27 @@ __device__ __forceinline__ void cp_async_wait() {
 /// threads share the chunks: consecutive threads take consecutive chunks of a row, so a
 /// warp reads whole rows of device memory (coalesced) and, the swizzle permuting chunks only
 /// within a row, writes 8 different bank groups per 8 lanes. Call cp_async_commit() after.
+///
+/// Each thread copies the same column of rows r0, r0 + kRowsPerPass, ...: one source pointer,
+/// stepped by compile-time strides (immediate offsets in the instructions), rather than an
+/// address per chunk, which costs the kernels that call this two registers per chunk (16
+/// chunks a tile: 32 registers) held across the whole K/V loop.
 template <class Tile, int ROWS, int THREADS, class T>
 __device__ __forceinline__ void copy_tile_async(T* tile, const T* src, int row0, int N) {
   constexpr int kChunksPerRow = Tile::kCols / kChunkElems;
-  static_assert(ROWS * kChunksPerRow % THREADS == 0, "every thread copies the same count");
+  static_assert(THREADS % kChunksPerRow == 0, "every thread keeps one column of chunks");
+  constexpr int kRowsPerPass = THREADS / kChunksPerRow;
+  static_assert(ROWS % kRowsPerPass == 0, "every thread copies the same count");
+  const int r0 = threadIdx.x / kChunksPerRow, col = threadIdx.x % kChunksPerRow * kChunkElems;
+  const T* from = src + int64_t(row0 + r0) * Tile::kCols + col;
+  const bool whole_tile = row0 + ROWS <= N;  // no row past N: no test per chunk
 #pragma unroll
-  for (int it = 0; it < ROWS * kChunksPerRow / THREADS; ++it) {
-    const int i = it * THREADS + threadIdx.x;
-    const int r = i / kChunksPerRow, col = i % kChunksPerRow * kChunkElems;
-    const bool inside = row0 + r < N;
-    // A row past N reads nothing; its source address is row 0's, which exists (N ≥ 1).
-    const T* from = src + int64_t(inside ? row0 + r : 0) * Tile::kCols + col;
-    cp_async_16(tile + Tile::offset(r, col), from, inside);
+  for (int it = 0; it < ROWS / kRowsPerPass; ++it) {
+    const int r = r0 + it * kRowsPerPass;
+    // A row past N reads nothing (0 source bytes); its source address is row 0's, which exists.
+    const bool inside = whole_tile || row0 + r < N;
+    cp_async_16(tile + Tile::offset(r, col), inside ? from + it * kRowsPerPass * Tile::kCols : src,
+                inside);
   }
 }
 

@@ -1,0 +1,287 @@
+/// @file flash_forward.cuh
+/// @brief Chapter 07's kernel: FlashAttention-2's fused forward on the tensor cores.
+///
+/// One block per query tile of Br rows of one head; warp w owns Br/W of those rows. Per K/V
+/// tile of Bc keys, each warp computes its S = Q·Kᵀ with mma.sync (accumulators in float32),
+/// folds it into its rows' running max m and sum l (chapter 03's online softmax, on the
+/// accumulator fragments), turns P = 2^(S − m) into bf16/fp16 in the registers where the
+/// accumulators already are, and uses them as the A operand of O += P·V: P never touches
+/// shared memory. After the last tile, O is divided by l and written once, with the lse.
+/// The traits (forward_traits.cuh) choose the layout of shared memory and how tiles arrive.
+#pragma once
+
+#include <cstdint>
+#include <type_traits>
+
+#include "07_tensor_core_forward/forward_traits.cuh"
+#include "online_softmax.cuh"
+#include "tc/cp_async.cuh"
+#include "tc/ldmatrix.cuh"
+#include "tc/mma.cuh"
+#include "tc/pack.cuh"
+#include "tc/tile_copy.cuh"
+
+namespace ch07 {
+
+using ft::tc::FragA;
+using ft::tc::FragB;
+using ft::tc::FragC;
+
+/// The kernel's arguments: one head is N·d elements of each tensor, heads back to back.
+template <class T>
+struct Params {
+  const T* Q;
+  const T* K;
+  const T* V;
+  T* O;
+  float* lse;       ///< natural-log log-sum-exp per query row
+  int N;            ///< sequence length
+  int num_q_tiles;  ///< ceil(N / Br)
+  bool causal;
+  float scale_log2;  ///< softmax scale · log2(e): scores in base-2 units, every exp an exp2
+};
+
+/// 2^x on the exponential unit (MUFU.EX2), flushing subnormal results to zero. exp2f
+/// without fast-math wraps the same instruction in a range fix-up for subnormals that the
+/// softmax does not need: its largest weight is 2^0 = 1 and tiny weights are noise anyway.
+__device__ __forceinline__ float exp2_approx(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
+  return y;
+}
+
+/// The max (or sum) of a row across the 4 lanes that hold it (tc/fragment.hpp: lanes
+/// 4g..4g+3 share row g of every accumulator block).
+__device__ __forceinline__ float quad_max(float x) {
+  x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 1));
+  return fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 2));
+}
+__device__ __forceinline__ float quad_sum(float x) {
+  x += __shfl_xor_sync(0xffffffffu, x, 1);
+  return x + __shfl_xor_sync(0xffffffffu, x, 2);
+}
+
+/// K and V tile number `j` into buffer `buf`, by the traits' copy method.
+template <class Tr, class T>
+__device__ __forceinline__ void load_kv(T* Ks, T* Vs, const T* K, const T* V, int j, int N) {
+  if constexpr (Tr::kCopy == Copy::kAsync) {
+    ft::tc::copy_tile_async<typename Tr::Tile, Tr::Bc, Tr::kThreads>(Ks, K, j * Tr::Bc, N);
+    ft::tc::copy_tile_async<typename Tr::Tile, Tr::Bc, Tr::kThreads>(Vs, V, j * Tr::Bc, N);
+    ft::tc::cp_async_commit();
+  } else {
+    ft::tc::copy_tile_sync<typename Tr::Tile, Tr::Bc, Tr::kThreads>(Ks, K, j * Tr::Bc, N);
+    ft::tc::copy_tile_sync<typename Tr::Tile, Tr::Bc, Tr::kThreads>(Vs, V, j * Tr::Bc, N);
+  }
+}
+
+template <class Tr>
+__global__ void __launch_bounds__(Tr::kThreads) flash_forward_tc(const Params<typename Tr::T> p) {
+  using T = typename Tr::T;
+  using Tile = typename Tr::Tile;
+  constexpr int D = Tr::D, Br = Tr::Br, Bc = Tr::Bc, MT = Tr::kMTiles;
+
+  extern __shared__ uint4 smem_raw[];  // uint4: 16-byte aligned for ldmatrix and cp.async
+  T* Qs = reinterpret_cast<T*>(smem_raw);                  // [Br][D]
+  T* Ks = Qs + Br * Tile::kRowStride;                       // [kStages][Bc][D]
+  T* Vs = Ks + Tr::kStages * Bc * Tile::kRowStride;        // [kStages][Bc][D]
+  constexpr int kKvStride = Bc * Tile::kRowStride;          // elements from one buffer to the next
+
+  const int lane = ft::tc::lane_id(), warp = threadIdx.x / ft::tc::kLanes;
+  // Last query tile first: under the causal mask it has the most key tiles, and starting the
+  // longest blocks first keeps the last wave short (chapter 04).
+  const int q0 = (p.num_q_tiles - 1 - int(blockIdx.x % p.num_q_tiles)) * Br;
+  const int64_t head = blockIdx.x / p.num_q_tiles;  // b·H + h
+  const int N = p.N;
+  const T* Q = p.Q + head * N * D;
+  const T* K = p.K + head * N * D;
+  const T* V = p.V + head * N * D;
+  const int warp_row0 = warp * Tr::kRowsPerWarp;  // this warp's first row in the tile
+
+  // Causal: no key tile past the one that holds the tile's last query (tiles above the
+  // diagonal are skipped, not masked).
+  const int kv_end = p.causal ? min(N, q0 + Br) : N;
+  const int num_kv_tiles = (kv_end + Bc - 1) / Bc;
+
+  // The Q tile (and, with cp.async, K/V tile 0 in the same group) start on their way.
+  if constexpr (Tr::kCopy == Copy::kAsync) {
+    ft::tc::copy_tile_async<Tile, Br, Tr::kThreads>(Qs, Q, q0, N);
+    load_kv<Tr>(Ks, Vs, K, V, 0, N);
+  } else {
+    ft::tc::copy_tile_sync<Tile, Br, Tr::kThreads>(Qs, Q, q0, N);
+  }
+
+  FragC o[MT][Tr::kOTiles] = {};        // O, unnormalized: 16×8 float tiles
+  ft::OnlineSoftmax row[MT][2];          // per 16-row tile, rows g and g+8 of this lane
+#pragma unroll
+  for (int mt = 0; mt < MT; ++mt) row[mt][0] = row[mt][1] = ft::online_softmax_empty();
+  FragA q_frag[Tr::kQInRegisters ? MT : 1][Tr::kQInRegisters ? Tr::kKSteps : 1];
+
+  // One K/V tile: wait for it, S = Q·Kᵀ, the online softmax, O += P·V. kMasked (a
+  // compile-time flag) adds the mask; only the tiles that cross the diagonal (causal) or
+  // run past N need it, so the loop over the others carries no mask code at all.
+  auto kv_step = [&](int j, auto masked_tag) {
+    constexpr bool kMasked = decltype(masked_tag)::value;
+    const int buf = Tr::kStages == 2 ? j % 2 : 0;
+    T* Kj = Ks + buf * kKvStride;
+    T* Vj = Vs + buf * kKvStride;
+    if constexpr (Tr::kCopy == Copy::kAsync) {
+      if (j + 1 < num_kv_tiles) {  // tile j+1 flies while tile j is computed
+        load_kv<Tr>(Ks + (1 - buf) * kKvStride, Vs + (1 - buf) * kKvStride, K, V, j + 1, N);
+        ft::tc::cp_async_wait<1>();  // everything but the newest group (tile j+1) has landed
+      } else {
+        ft::tc::cp_async_wait<0>();
+      }
+    } else {
+      load_kv<Tr>(Kj, Vj, K, V, j, N);
+    }
+    __syncthreads();  // tile j (and Q, the first time) is in shared memory for every warp
+
+    if constexpr (Tr::kQInRegisters) {
+      if (j == 0) {  // Q has arrived with tile 0: its fragments go to registers for good
+#pragma unroll
+        for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+          for (int ks = 0; ks < Tr::kKSteps; ++ks)
+            ft::tc::load_a<Tile>(q_frag[mt][ks], Qs, warp_row0 + mt * 16, ks * 16);
+      }
+    }
+
+    // S = Q·Kᵀ: for each k-step of 16 columns of d, two 8-key B fragments per ldmatrix.x4,
+    // each used by every 16-row tile of this warp.
+    FragC s[MT][Tr::kSTiles] = {};
+#pragma unroll
+    for (int ks = 0; ks < Tr::kKSteps; ++ks) {
+      FragA qa[MT];
+#pragma unroll
+      for (int mt = 0; mt < MT; ++mt) {
+        if constexpr (Tr::kQInRegisters) qa[mt] = q_frag[mt][ks];
+        else ft::tc::load_a<Tile>(qa[mt], Qs, warp_row0 + mt * 16, ks * 16);
+      }
+#pragma unroll
+      for (int nt = 0; nt < Tr::kSTiles; nt += 2) {
+        FragB kb[2];
+        ft::tc::load_b_x4<Tile>(kb, Kj, nt * 8, ks * 16);
+#pragma unroll
+        for (int mt = 0; mt < MT; ++mt) {
+          ft::tc::mma_m16n8k16<T>(s[mt][nt], qa[mt], kb[0]);
+          ft::tc::mma_m16n8k16<T>(s[mt][nt + 1], qa[mt], kb[1]);
+        }
+      }
+    }
+
+    // In a masked tile, a key past N or (causal) after the query gets score -inf: weight
+    // 2^-inf = 0.
+    if constexpr (kMasked) {
+      const int kv0 = j * Bc;
+#pragma unroll
+      for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+        for (int nt = 0; nt < Tr::kSTiles; ++nt)
+#pragma unroll
+          for (int i = 0; i < 4; ++i) {
+            const ft::tc::RowCol at = ft::tc::mma_c_coord(lane, i);
+            const int query = q0 + warp_row0 + mt * 16 + at.row, key = kv0 + nt * 8 + at.col;
+            if (key >= N || (p.causal && key > query)) s[mt][nt].c[i] = -INFINITY;
+          }
+    }
+
+    // The online softmax on the fragments: half h of each accumulator (c0,c1 or c2,c3) is
+    // one row; its max over the tile is a max over this lane's elements, then over the quad.
+    // The max is taken on the raw scores and scaled once (the scale is positive), and each
+    // weight is one FFMA and one exp2: 2^(s·scale·log2 e − m).
+    float alpha[MT][2];
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        float tile_max = -INFINITY;
+#pragma unroll
+        for (int nt = 0; nt < Tr::kSTiles; ++nt)
+          tile_max = fmaxf(tile_max, fmaxf(s[mt][nt].c[2 * h], s[mt][nt].c[2 * h + 1]));
+        alpha[mt][h] = ft::online_rescale(row[mt][h], quad_max(tile_max) * p.scale_log2);
+      }
+    // O *= alpha row by row. Once the running maxima settle, most tiles raise none of them
+    // (alpha = 1 everywhere); kWhenRaised asks the warp first and skips the multiplies then.
+    bool rescale = true;
+    if constexpr (Tr::kRescale == Rescale::kWhenRaised) {
+      bool raised = false;
+#pragma unroll
+      for (int mt = 0; mt < MT; ++mt) raised |= alpha[mt][0] != 1.f || alpha[mt][1] != 1.f;
+      rescale = __any_sync(0xffffffffu, raised);
+    }
+    if (rescale) {
+#pragma unroll
+      for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+        for (int ot = 0; ot < Tr::kOTiles; ++ot)
+#pragma unroll
+          for (int e = 0; e < 4; ++e) o[mt][ot].c[e] *= alpha[mt][e / 2];
+    }
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const float base = ft::online_exp_base(row[mt][h].m);
+        float sum = 0.f;  // this lane's share of the row's l; the quad adds them at the end
+#pragma unroll
+        for (int nt = 0; nt < Tr::kSTiles; ++nt)
+#pragma unroll
+          for (int e = 2 * h; e < 2 * h + 2; ++e) {
+            s[mt][nt].c[e] = exp2_approx(fmaf(s[mt][nt].c[e], p.scale_log2, -base));
+            sum += s[mt][nt].c[e];
+          }
+        row[mt][h].l += sum;
+      }
+
+    // O += P·V: P's A fragment for 16 keys is the two accumulator tiles of those keys,
+    // converted in place (tc/pack.cuh); V's B fragments come transposed from V's rows.
+#pragma unroll
+    for (int kk = 0; kk < Tr::kPvSteps; ++kk) {
+      FragA pa[MT];
+#pragma unroll
+      for (int mt = 0; mt < MT; ++mt)
+        pa[mt] = ft::tc::a_from_accumulators<T>(s[mt][2 * kk], s[mt][2 * kk + 1]);
+#pragma unroll
+      for (int ot = 0; ot < Tr::kOTiles; ot += 2) {
+        FragB vb[2];
+        ft::tc::load_b_trans_x4<Tile>(vb, Vj, kk * 16, ot * 8);
+#pragma unroll
+        for (int mt = 0; mt < MT; ++mt) {
+          ft::tc::mma_m16n8k16<T>(o[mt][ot], pa[mt], vb[0]);
+          ft::tc::mma_m16n8k16<T>(o[mt][ot + 1], pa[mt], vb[1]);
+        }
+      }
+    }
+    __syncthreads();  // every warp is done with buffer `buf` before it is refilled
+  };
+
+  // Tiles wholly below the diagonal and inside N first, unmasked; then the rest (the
+  // diagonal tiles under causal, the partial tile past N), masked. Ascending order matters:
+  // tile 0 holds key 0, visible to every query, so every row's max is finite from the start.
+  const int full_tiles = min(N / Bc, p.causal ? (q0 + 1) / Bc : num_kv_tiles);
+  int j = 0;
+  for (; j < min(full_tiles, num_kv_tiles); ++j) kv_step(j, std::false_type{});
+  for (; j < num_kv_tiles; ++j) kv_step(j, std::true_type{});
+
+  // The division by l, once per row, then O (two neighbouring columns per 32-bit store)
+  // and the natural-log lse. Rows past N were computed on zero queries and are dropped.
+  T* O = p.O + head * N * D;
+#pragma unroll
+  for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      row[mt][h].l = quad_sum(row[mt][h].l);
+      const float inv_l = 1.f / row[mt][h].l;
+      const int query = q0 + warp_row0 + mt * 16 + h * 8 + ft::tc::lane_group(lane);
+      if (query >= N) continue;
+#pragma unroll
+      for (int ot = 0; ot < Tr::kOTiles; ++ot) {
+        const int col = ot * 8 + 2 * ft::tc::lane_in_group(lane);
+        *reinterpret_cast<uint32_t*>(O + int64_t(query) * D + col) =
+            ft::tc::pack2<T>(o[mt][ot].c[2 * h] * inv_l, o[mt][ot].c[2 * h + 1] * inv_l);
+      }
+      if (ft::tc::lane_in_group(lane) == 0) p.lse[head * N + query] = ft::online_lse(row[mt][h]);
+    }
+}
+
+}  // namespace ch07

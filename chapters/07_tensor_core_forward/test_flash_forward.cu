@@ -1,0 +1,119 @@
+// GPU tests of chapter 07: every variant, in bf16 and fp16, on ragged sizes (N = 1, 17, 64,
+// 1000, 2048 and, for the staircase, 4096), d = 64 and 128, causal and not, B·H = 6,
+// against the float64 reference of the rounded inputs under the same-precision rule
+// (common/testing.hpp: relative L2 ≤ 1e-2 and ≤ 2× the unfused bf16/fp16 computation),
+// with every output poisoned first; plus large scores, many heads and a custom scale.
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "07_tensor_core_forward/flash_forward.hpp"
+#include "check.cuh"
+#include "testing.hpp"
+
+namespace {
+
+using ft::testing::Shape;
+
+struct Case {
+  ft::ForwardImpl impl;
+  Shape shape;
+  ft::DType dtype;
+};
+
+void PrintTo(const Case& c, std::ostream* os) {
+  *os << c.impl.variant << ' ' << ft::dtype_name(c.dtype) << ' ';
+  ft::testing::PrintTo(c.shape, os);
+}
+
+std::string case_name(const ::testing::TestParamInfo<Case>& info) {
+  return info.param.impl.variant + "_" + ft::dtype_name(info.param.dtype) + "_" +
+         ft::testing::shape_name(info.param.shape);
+}
+
+ft::Problem problem(const Case& c) {
+  ft::Problem p = c.shape.problem();
+  p.dtype = c.dtype;
+  return p;
+}
+
+bool in_staircase(const std::string& v) {
+  return v == "plain" || v == "padded" || v == "swizzled" || v == "async" || v == "tuned" ||
+         v == "lazy_rescale";
+}
+
+std::vector<Case> standard_cases() {
+  std::vector<Case> cases;
+  for (const auto& impl : ch07::forward_impls())
+    for (ft::DType t : impl.dtypes) {
+      for (const auto& shape : ft::testing::standard_shapes(impl.head_dims))
+        cases.push_back({impl, shape, t});
+      if (in_staircase(impl.variant))  // one size past two 2048-key halves of the L2 model
+        for (int d : impl.head_dims)
+          for (bool causal : {false, true}) cases.push_back({impl, Shape{4096, d, causal}, t});
+    }
+  return cases;
+}
+
+class Ch07Standard : public ::testing::TestWithParam<Case> {};
+
+TEST_P(Ch07Standard, MatchesReference) {
+  FT_REQUIRE_GPU();
+  ft::testing::expect_forward_correct(GetParam().impl, problem(GetParam()));
+}
+
+INSTANTIATE_TEST_SUITE_P(AllVariants, Ch07Standard, ::testing::ValuesIn(standard_cases()),
+                         case_name);
+
+// Raw scores near ±1e4: exp of them overflows unless the running max is subtracted; in
+// fp16 the inputs themselves are large (about 29), still far inside its range.
+std::vector<Case> large_score_cases() {
+  std::vector<Case> cases;
+  for (const auto& impl : ch07::forward_impls())
+    if (in_staircase(impl.variant))
+      for (ft::DType t : impl.dtypes)
+        for (int n : {17, 1000})
+          for (bool causal : {false, true}) cases.push_back({impl, Shape{n, 64, causal}, t});
+  return cases;
+}
+
+class Ch07LargeScores : public ::testing::TestWithParam<Case> {};
+
+TEST_P(Ch07LargeScores, NoOverflow) {
+  FT_REQUIRE_GPU();
+  ft::testing::expect_forward_correct(GetParam().impl, problem(GetParam()),
+                                      ft::InputKind::LargeScores);
+}
+
+INSTANTIATE_TEST_SUITE_P(Staircase, Ch07LargeScores, ::testing::ValuesIn(large_score_cases()),
+                         case_name);
+
+// B·H = 70 000 heads (past grid.y's 65 535), and a scale other than 1/sqrt(d).
+TEST(Ch07, ManyHeadsAndCustomScale) {
+  FT_REQUIRE_GPU();
+  ft::Problem p = ft::make_problem(700, 100, 5, 64, true, ft::DType::BFloat16);
+  ft::testing::expect_forward_correct(ch07::fastest(), p);
+  p = ft::make_problem(1, 2, 300, 128, false, ft::DType::Float16);
+  p.scale = 0.05f;
+  for (const auto& impl : ch07::forward_impls()) {
+    SCOPED_TRACE(impl.variant);
+    ft::testing::expect_forward_correct(impl, p);
+  }
+}
+
+// float32 and other head dims are refused before any launch (no GPU needed).
+TEST(Ch07, RefusesFloat32AndOtherHeadDims) {
+  for (const auto& impl : ch07::forward_impls()) {
+    EXPECT_EQ(impl.head_dims, (std::vector<int>{64, 128})) << impl.variant;
+    EXPECT_EQ(impl.min_sm, 80) << impl.variant;
+    ft::Problem p = ft::make_problem(1, 1, 16, 64, false, ft::DType::Float32);
+    EXPECT_THROW(ft::check_supported(impl, p), ft::Unsupported) << impl.variant;
+    EXPECT_THROW(impl.run(p, ft::ForwardArgs{}, nullptr), ft::Unsupported) << impl.variant;
+    p.dtype = ft::DType::BFloat16;
+    p.head_dim = 96;
+    EXPECT_THROW(ft::check_supported(impl, p), ft::Unsupported) << impl.variant;
+  }
+}
+
+}  // namespace

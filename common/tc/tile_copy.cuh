@@ -1,0 +1,33 @@
+/// @file tile_copy.cuh
+/// @brief A tile of rows from device memory into a shared tile of any layout (tc/swizzle.hpp)
+/// with plain 16-byte loads and stores: the synchronous twin of tc::copy_tile_async
+/// (tc/cp_async.cuh), for the kernels that copy first and compute after a barrier.
+#pragma once
+
+#include <cstdint>
+
+#include "tc/swizzle.hpp"
+
+namespace ft::tc {
+
+/// Rows [row0, row0 + ROWS) of a row-major [N][Tile::kCols] matrix into `tile`; rows at or
+/// past N become zeros (a partial last tile). THREADS threads share the 16-byte chunks,
+/// consecutive threads taking consecutive chunks of a row (coalesced reads); each thread
+/// keeps one column of chunks, as in tc::copy_tile_async.
+template <class Tile, int ROWS, int THREADS, class T>
+__device__ __forceinline__ void copy_tile_sync(T* tile, const T* src, int row0, int N) {
+  constexpr int kChunksPerRow = Tile::kCols / kChunkElems;
+  static_assert(THREADS % kChunksPerRow == 0, "every thread keeps one column of chunks");
+  constexpr int kRowsPerPass = THREADS / kChunksPerRow;
+  static_assert(ROWS % kRowsPerPass == 0, "every thread copies the same count");
+  const int r0 = threadIdx.x / kChunksPerRow, col = threadIdx.x % kChunksPerRow * kChunkElems;
+#pragma unroll
+  for (int it = 0; it < ROWS / kRowsPerPass; ++it) {
+    const int r = r0 + it * kRowsPerPass;
+    uint4 v = make_uint4(0, 0, 0, 0);
+    if (row0 + r < N) v = *reinterpret_cast<const uint4*>(src + int64_t(row0 + r) * Tile::kCols + col);
+    *reinterpret_cast<uint4*>(tile + Tile::offset(r, col)) = v;
+  }
+}
+
+}  // namespace ft::tc
