@@ -94,6 +94,7 @@ FT_DECLARE_FORWARD(ft_ch03_forward)             /**< 03: online softmax between 
 FT_DECLARE_FORWARD(ft_ch04_forward_simple)      /**< 04: fused, a thread per query row */
 FT_DECLARE_FORWARD(ft_ch04_forward)             /**< 04: fused, register-tiled (the fast one) */
 FT_DECLARE_FORWARD(ft_ch05_forward_materialize) /**< 05: forward that keeps P for the baseline */
+FT_DECLARE_FORWARD(ft_ch06_forward)             /**< 06: unfused on tensor cores; bf16/fp16, d 64/128 */
 
 /* Backward passes: (problem, Q, K, V, O, lse, dO, dQ, dK, dV, workspace, stream).
  * The workspace must be the one the paired forward used: ft_ch05_forward_materialize for

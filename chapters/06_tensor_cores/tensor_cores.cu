@@ -1,0 +1,134 @@
+// Chapter 06: chapter 02's three passes on the tensor cores, bf16 or fp16 in, float32
+// accumulation, the N×N grid still in device memory:
+//
+//   S = scale·Q·Kᵀ   qk_scores_tc     a 128×128 tile of S per block, ldmatrix + mma.sync
+//   P = softmax(S)    row_softmax_tc   a block per row, chapter 03's online softmax, the row
+//                                      in registers: one read of S, one write of P (over S)
+//   O = P·V           pv_output_tc     128 query rows per block, 64-key tiles of P and V
+//                                      double-buffered with cp.async
+//
+// Two variants, one question: what the grid costs when S is stored as float32 (grid_f32)
+// or rounded to the dtype (grid_half). The kernels are qk_scores.cuh, row_softmax.cuh and
+// pv_output.cuh; the ledger is ledger.cpp.
+#include <climits>
+#include <string>
+
+#include "06_tensor_cores/pv_output.cuh"
+#include "06_tensor_cores/qk_scores.cuh"
+#include "06_tensor_cores/row_softmax.cuh"
+#include "06_tensor_cores/tensor_cores.hpp"
+#include "capi.hpp"
+#include "check.cuh"
+#include "launch.cuh"
+
+namespace ch06 {
+namespace {
+
+/// mma.sync with bf16 operands and cp.async both need sm_80 (Ampere) or newer.
+constexpr int kMinSm = 80;
+
+int ceil_div(int a, int b) { return (a + b - 1) / b; }
+
+/// grid.x of one launch: every kernel here flattens heads and tiles into it (up to 2^31 − 1).
+unsigned blocks_or_throw(int64_t blocks, const char* kernel) {
+  if (blocks > INT_MAX)
+    throw ft::Unsupported(std::string("chapter 06: ") + kernel + " needs " +
+                          std::to_string(blocks) + " blocks, more than one grid holds");
+  return unsigned(blocks);
+}
+
+template <class Score, class T, int kRegs>
+void launch_softmax(const SoftmaxParams<Score, T>& sp, int64_t rows, cudaStream_t stream) {
+  row_softmax_tc<Score, T, kRegs><<<blocks_or_throw(rows, "row_softmax_tc"), kSoftmaxThreads, 0, stream>>>(sp);
+  CUDA_CHECK_LAUNCH();
+}
+
+template <class T, class Score, int D>
+void forward(const ft::Problem& p, const ft::ForwardArgs& a, cudaStream_t stream) {
+  ft::require_sm(kMinSm, "chapter 06");
+  const int N = p.seq_len, ld = grid_row_stride(N);
+  const int64_t BH = p.heads_total();
+  Score* S = static_cast<Score*>(a.workspace);
+
+  // 1. S = scale·Q·Kᵀ: tiles on or below the diagonal only, when causal.
+  const int tiles = ceil_div(N, kScoreTile);
+  const int64_t per_head = p.causal ? int64_t(tiles) * (tiles + 1) / 2 : int64_t(tiles) * tiles;
+  const unsigned score_blocks = blocks_or_throw(BH * per_head, "qk_scores_tc");
+  ft::allow_dynamic_smem(qk_scores_tc<T, Score, D>, scores_smem_bytes<D>(), "chapter 06 qk_scores_tc");
+  const ScoresParams<T, Score> qp{a.Q.as<T>(), a.K.as<T>(), S,        N,
+                                  ld,          tiles,       int(per_head), p.causal,
+                                  p.softmax_scale()};
+  qk_scores_tc<T, Score, D><<<score_blocks, kScoreThreads, scores_smem_bytes<D>(), stream>>>(qp);
+  CUDA_CHECK_LAUNCH();
+
+  // 2. P = softmax(S), written over S: P's rows keep S's row starts (p_ld counts in T).
+  T* P = reinterpret_cast<T*>(S);
+  const int p_ld = ld * int(sizeof(Score) / sizeof(T));
+  const SoftmaxParams<Score, T> sp{S, P, a.lse, N, ld, p_ld, p.causal};
+  switch (softmax_regs(ld)) {
+    case 16: launch_softmax<Score, T, 16>(sp, p.rows(), stream); break;
+    case 32: launch_softmax<Score, T, 32>(sp, p.rows(), stream); break;
+    default: launch_softmax<Score, T, kSoftmaxMaxRegs>(sp, p.rows(), stream); break;
+  }
+
+  // 3. O = P·V.
+  const int q_tiles = ceil_div(N, kPvRows);
+  ft::allow_dynamic_smem(pv_output_tc<T, D>, PvLayout<D>::kSmemBytes, "chapter 06 pv_output_tc");
+  const PvParams<T> pp{P, p_ld, a.V.as<T>(), a.O.as<T>(), N, q_tiles, p.causal};
+  pv_output_tc<T, D><<<blocks_or_throw(BH * q_tiles, "pv_output_tc"), kPvThreads,
+                       PvLayout<D>::kSmemBytes, stream>>>(pp);
+  CUDA_CHECK_LAUNCH();
+}
+
+/// One variant: the dtype and d pick the instance; kStorage says what S is stored as.
+template <ScoreStorage kStorage>
+void run(const ft::Problem& p, const ft::ForwardArgs& a, cudaStream_t stream) {
+  const bool bf16 = p.dtype == ft::DType::BFloat16;
+  if (!bf16 && p.dtype != ft::DType::Float16)
+    throw ft::Unsupported("chapter 06: dtype must be bf16 or fp16");
+  constexpr bool f32 = kStorage == ScoreStorage::Float32;
+  using Bf = __nv_bfloat16;
+  using Hf = __half;
+  using SBf = std::conditional_t<f32, float, Bf>;  // the score type for each element type
+  using SHf = std::conditional_t<f32, float, Hf>;
+  switch (p.head_dim) {
+    case 64: return bf16 ? forward<Bf, SBf, 64>(p, a, stream) : forward<Hf, SHf, 64>(p, a, stream);
+    case 128: return bf16 ? forward<Bf, SBf, 128>(p, a, stream) : forward<Hf, SHf, 128>(p, a, stream);
+  }
+  throw ft::Unsupported("chapter 06: head_dim must be 64 or 128");
+}
+
+template <ScoreStorage kStorage>
+size_t workspace(const ft::Problem& p) { return workspace_bytes(p, kStorage); }
+
+template <ScoreStorage kStorage>
+std::vector<ft::KernelTraffic> ledger(const ft::Problem& p) { return traffic(p, kStorage); }
+
+template <ScoreStorage kStorage>
+ft::ForwardImpl impl(const std::string& variant, const std::string& what) {
+  return {"06",       variant,           what,
+          {64, 128},  workspace<kStorage>, run<kStorage>,
+          ledger<kStorage>, {ft::DType::BFloat16, ft::DType::Float16}, kMinSm};
+}
+
+}  // namespace
+
+const ft::ForwardImpl& grid_f32() {
+  static const ft::ForwardImpl i =
+      impl<ScoreStorage::Float32>("grid_f32", "tensor-core products; S float32 in the grid, P in the dtype");
+  return i;
+}
+
+const ft::ForwardImpl& grid_half() {
+  static const ft::ForwardImpl i =
+      impl<ScoreStorage::Half>("grid_half", "tensor-core products; S and P in the dtype in the grid");
+  return i;
+}
+
+const ft::ForwardImpl& fastest() { return grid_half(); }
+
+std::vector<ft::ForwardImpl> forward_impls() { return {grid_f32(), grid_half()}; }
+
+}  // namespace ch06
+
+FT_EXPORT_FORWARD(ft_ch06_forward, ch06::fastest())

@@ -1,0 +1,99 @@
+/// @file tensor_cores.hpp
+/// @brief Chapter 06: chapter 02's three kernels on the tensor cores, in bf16 and fp16 with
+/// float32 accumulation. S = scale·Q·Kᵀ and O = P·V become mma.sync products; the N×N grid
+/// still goes through device memory, with chapter 03's online softmax between the products.
+///
+/// The constants here are the ones the kernels and the ledger (ledger.cpp) share, so that
+/// the bytes the ledger counts are the bytes the kernels move.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "harness.hpp"
+#include "problem.hpp"
+#include "traffic.hpp"
+
+// The helpers below are used by the kernels and by the host ledger alike.
+#if defined(__CUDACC__)
+#define CH06_HD __host__ __device__
+#else
+#define CH06_HD
+#endif
+
+namespace ch06 {
+
+/// How the scores S are stored in the grid between the first product and the softmax.
+/// P is always stored in the problem's dtype (it is the A operand of O = P·V).
+enum class ScoreStorage {
+  Float32,  ///< S as the float32 accumulators left it: 4 bytes an element, exact to 24 bits
+  Half,     ///< S rounded to the problem's dtype (bf16 or fp16): 2 bytes, 8 or 11 bits
+};
+
+/// S = scale·Q·Kᵀ: a block computes one kScoreTile × kScoreTile tile of S. 128 is the
+/// largest square tile whose Q and K tiles (2 · 128 · d bf16 = 64 KB at d = 128) still let
+/// two blocks share an SM's shared memory, and each K row fetched serves 128 queries.
+constexpr int kScoreTile = 128;
+
+/// O = P·V: a block owns kPvRows query rows (8 warps of 16 rows) and walks the keys in
+/// tiles of kPvKeys. 64 keys of bf16 are one 128-byte row of a P tile: one swizzle period.
+constexpr int kPvRows = 128;
+constexpr int kPvKeys = 64;
+
+/// The softmax: one block of 256 threads per row of the grid (chapter 02's choice: 8 warps).
+constexpr int kSoftmaxThreads = 256;
+/// Scores a softmax thread keeps in registers, at most: rows of up to 256 · 64 = 16384
+/// elements are read once and written from registers (chapter 03's register kernel);
+/// longer rows are read twice.
+constexpr int kSoftmaxMaxRegs = 64;
+/// Blocks per SM the largest softmax kernel is built for (__launch_bounds__): 2 × 256
+/// threads × at most 128 registers fill the 64 K-register file.
+constexpr int kSoftmaxMinBlocks = 2;
+
+/// Every row of the grid is padded to a multiple of 8 elements (16 bytes in bf16), so that
+/// every row starts 16-byte aligned: cp.async and ldmatrix move 16 bytes at a time.
+constexpr int kRowAlign = 8;
+
+/// Elements from one row of the grid to the next: N rounded up to kRowAlign. The padding
+/// columns hold zeros in P (the softmax writes them) and are never read as scores.
+CH06_HD constexpr int grid_row_stride(int N) { return (N + kRowAlign - 1) / kRowAlign * kRowAlign; }
+
+/// Scores a softmax thread holds for rows of `ld` elements: 16, 32 or 64 (one template
+/// instance each), the smallest that covers the row, or 64 when none does.
+CH06_HD constexpr int softmax_regs(int ld) {
+  return ld <= kSoftmaxThreads * 16 ? 16 : ld <= kSoftmaxThreads * 32 ? 32 : kSoftmaxMaxRegs;
+}
+/// True when a row of `ld` elements fits the softmax's registers (one read of S).
+CH06_HD constexpr bool softmax_row_in_registers(int ld) { return ld <= kSoftmaxThreads * kSoftmaxMaxRegs; }
+
+/// Columns of P row i (of a head) the softmax writes: all ld when not causal; causal, up to
+/// the end of the key tiles O = P·V reads for i's query tile (zeros past the diagonal),
+/// i.e. min(ld, ⌈(i+1)/kPvRows⌉·kPvRows). Tiles of P further right are never read.
+CH06_HD constexpr int p_columns_written(int N, bool causal, int i) {
+  const int ld = grid_row_stride(N);
+  if (!causal) return ld;
+  const int end = (i / kPvRows + 1) * kPvRows;
+  return end < ld ? end : ld;
+}
+
+/// The workspace: the B·H·N·ld grid of scores (4 or 2 bytes an element); P is written over
+/// S in place, row by row (in float32 storage, P row i fills the first half of S row i).
+size_t workspace_bytes(const ft::Problem& p, ScoreStorage storage);
+
+/// The memory ledger: three lines, qk_scores_tc, row_softmax_tc, pv_output_tc.
+std::vector<ft::KernelTraffic> traffic(const ft::Problem& p, ScoreStorage storage);
+
+/// S kept in float32: the softmax reads 4-byte scores and writes P in the dtype.
+const ft::ForwardImpl& grid_f32();
+/// S rounded to the dtype: 2-byte scores, half of grid_f32's S traffic, 8 (bf16) or 11
+/// (fp16) significant bits of each score going into the exponential.
+const ft::ForwardImpl& grid_half();
+/// The variant the ledger predicts fastest (grid_half: fewest bytes); the C API's
+/// ft_ch06_forward.
+const ft::ForwardImpl& fastest();
+
+/// grid_f32, grid_half.
+std::vector<ft::ForwardImpl> forward_impls();
+
+}  // namespace ch06

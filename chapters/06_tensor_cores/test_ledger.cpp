@@ -1,0 +1,142 @@
+// CPU tests of chapter 06's bookkeeping: the ledger's byte counts worked out by hand for
+// small bf16 problems (2-byte elements, float32 lse; S in 4 or 2 bytes), the grid's row
+// padding, the workspace, what the variants list, and the C API's refusals.
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "06_tensor_cores/tensor_cores.hpp"
+#include "flashtut.h"
+
+namespace {
+
+using ch06::ScoreStorage;
+
+TEST(Ch06Grid, RowsPaddedToSixteenBytes) {
+  EXPECT_EQ(ch06::grid_row_stride(1), 8);
+  EXPECT_EQ(ch06::grid_row_stride(17), 24);
+  EXPECT_EQ(ch06::grid_row_stride(64), 64);
+  EXPECT_EQ(ch06::grid_row_stride(1000), 1000);
+  // Causal rows of P are written to the end of their 128-row query tile's key tiles.
+  EXPECT_EQ(ch06::p_columns_written(300, true, 0), 128);
+  EXPECT_EQ(ch06::p_columns_written(300, true, 127), 128);
+  EXPECT_EQ(ch06::p_columns_written(300, true, 128), 256);
+  EXPECT_EQ(ch06::p_columns_written(300, true, 299), 304);  // capped at ld
+  EXPECT_EQ(ch06::p_columns_written(300, false, 0), 304);
+  // One sweep in registers up to 256 threads × 64 scores.
+  EXPECT_TRUE(ch06::softmax_row_in_registers(16384));
+  EXPECT_FALSE(ch06::softmax_row_in_registers(16392));
+  EXPECT_EQ(ch06::softmax_regs(4096), 16);
+  EXPECT_EQ(ch06::softmax_regs(4104), 32);
+  EXPECT_EQ(ch06::softmax_regs(16384), 64);
+}
+
+TEST(Ch06Ledger, TinyProblemByHand) {
+  // 2 heads, N = 20 (ld = 24), d = 64, bf16: a row of Q/K/V/O is 128 B; one tile covers all.
+  const auto p = ft::make_problem(1, 2, 20, 64, false, ft::DType::BFloat16);
+  for (ScoreStorage s : {ScoreStorage::Float32, ScoreStorage::Half}) {
+    SCOPED_TRACE(s == ScoreStorage::Float32 ? "grid_f32" : "grid_half");
+    const double es = s == ScoreStorage::Float32 ? 4 : 2;
+    const auto k = ch06::traffic(p, s);
+    ASSERT_EQ(k.size(), 3u);
+    EXPECT_EQ(k[0].kernel, "qk_scores_tc");
+    EXPECT_DOUBLE_EQ(k[0].read_bytes, 2 * (20 + 20) * 128.0);  // Q and K tile, 20 rows each
+    EXPECT_DOUBLE_EQ(k[0].dram_read_bytes, k[0].read_bytes);
+    EXPECT_DOUBLE_EQ(k[0].write_bytes, 2 * 20 * 24 * es);      // S, padded rows
+    EXPECT_DOUBLE_EQ(k[0].flops, 2 * 2.0 * 20 * 20 * 64);
+    EXPECT_EQ(k[1].kernel, "row_softmax_tc");
+    // S read in 16-byte pieces holding visible scores: 20 of 24 columns in float32 (5
+    // pieces of 4), all 24 in bf16 (3 pieces of 8).
+    EXPECT_DOUBLE_EQ(k[1].read_bytes, 2 * 20 * (es == 4 ? 20 : 24) * es);
+    EXPECT_DOUBLE_EQ(k[1].dram_read_bytes, k[1].read_bytes);
+    EXPECT_DOUBLE_EQ(k[1].write_bytes, 2 * (20 * 24 * 2.0 + 20 * 4));  // P (bf16), lse (float)
+    EXPECT_DOUBLE_EQ(k[1].flops, 0);
+    EXPECT_EQ(k[2].kernel, "pv_output_tc");
+    EXPECT_DOUBLE_EQ(k[2].read_bytes, 2 * (20 * 24 * 2.0 + 20 * 128));  // P chunks, V rows
+    EXPECT_DOUBLE_EQ(k[2].dram_read_bytes, k[2].read_bytes);
+    EXPECT_DOUBLE_EQ(k[2].write_bytes, 2 * 20 * 128.0);  // O
+    EXPECT_DOUBLE_EQ(ft::total(k).flops, p.forward_flops());
+    EXPECT_EQ(ch06::workspace_bytes(p, s), size_t(2 * 20 * 24 * es));
+  }
+}
+
+TEST(Ch06Ledger, CausalTilesByHand) {
+  // 1 head, N = 300 (ld = 304), d = 128, bf16, causal: 3 tiles of 128, 128, 44 rows; a row
+  // of Q/K/V/O is 256 B. Score tiles (0,0) (1,0) (1,1) (2,0) (2,1) (2,2).
+  const auto p = ft::make_problem(1, 1, 300, 128, true, ft::DType::BFloat16);
+  // The grid's tiles on or below the diagonal, rows < N, columns < ld:
+  // 128·128 + 128·256 + 44·304 = 62528 elements; the softmax writes exactly these columns of
+  // P (each query tile's rows up to its tile's end), and O = P·V reads exactly them.
+  const double visited = 128 * 128 + 128 * 256 + 44 * 304;
+  for (ScoreStorage s : {ScoreStorage::Float32, ScoreStorage::Half}) {
+    const double es = s == ScoreStorage::Float32 ? 4 : 2;
+    const auto k = ch06::traffic(p, s);
+    // Q tile rows: 128·1 + 128·2 + 44·3; K tile rows: 128·3 + 128·2 + 44·1.
+    EXPECT_DOUBLE_EQ(k[0].read_bytes, (516 + 684) * 256.0);
+    EXPECT_DOUBLE_EQ(k[0].dram_read_bytes, 2 * 300 * 256.0);
+    EXPECT_DOUBLE_EQ(k[0].write_bytes, visited * es);
+    // Softmax reads: Σ over rows of the visible scores rounded up to whole 16-byte pieces:
+    // Σ_{v=1..300} ⌈v/4⌉·4 = 45600 (float32), Σ ⌈v/8⌉·8 = 46208 (bf16).
+    EXPECT_DOUBLE_EQ(k[1].read_bytes, (es == 4 ? 45600 : 46208) * es);
+    EXPECT_DOUBLE_EQ(k[1].write_bytes, visited * 2 + 300 * 4);
+    // O = P·V: V rows 128 + 256 + 300 (the last tile's 5 key tiles stop at N).
+    EXPECT_DOUBLE_EQ(k[2].read_bytes, visited * 2 + (128 + 256 + 300) * 256.0);
+    EXPECT_DOUBLE_EQ(k[2].dram_read_bytes, visited * 2 + 300 * 256.0);  // V once
+    EXPECT_DOUBLE_EQ(k[2].write_bytes, 300 * 256.0);
+    EXPECT_DOUBLE_EQ(k[0].flops, 2.0 * 300 * 300 * 128 / 2);  // halved causal
+    EXPECT_DOUBLE_EQ(k[2].flops, k[0].flops);
+  }
+}
+
+TEST(Ch06Ledger, TheGridIsTheTraffic) {
+  // N = 16384, d = 128, B = 1, H = 16 in bf16: per score, grid_f32 moves 4 + 4 + 2 + 2 bytes
+  // (S written, S read, P written, P read), grid_half 2 + 2 + 2 + 2.
+  const auto p = ft::make_problem(1, 16, 16384, 128, false, ft::DType::BFloat16);
+  const double scores = 16.0 * 16384 * 16384, tensor = 16.0 * 16384 * 128 * 2, lse = 16.0 * 16384 * 4;
+  const auto f32 = ft::total(ch06::traffic(p, ScoreStorage::Float32));
+  const auto half = ft::total(ch06::traffic(p, ScoreStorage::Half));
+  EXPECT_DOUBLE_EQ(f32.dram_bytes(), 12 * scores + 4 * tensor + lse);  // Q, K, V read; O written
+  EXPECT_DOUBLE_EQ(half.dram_bytes(), 8 * scores + 4 * tensor + lse);
+  EXPECT_DOUBLE_EQ(f32.flops, 4.0 * 16 * 16384 * 16384 * 128);
+}
+
+TEST(Ch06Ledger, LongRowsAreReadTwice) {
+  // N = 32768 > 256 · 64: the softmax reads each row twice.
+  const auto p = ft::make_problem(1, 1, 32768, 64, false, ft::DType::BFloat16);
+  const auto k = ch06::traffic(p, ScoreStorage::Half)[1];
+  const double row_reads = 32768.0 * 32768 * 2;
+  EXPECT_DOUBLE_EQ(k.read_bytes, 2 * row_reads);
+  EXPECT_TRUE(k.dram_read_bytes == row_reads || k.dram_read_bytes == 2 * row_reads);
+}
+
+TEST(Ch06Impls, ListWhatTheyCompile) {
+  const auto impls = ch06::forward_impls();
+  ASSERT_EQ(impls.size(), 2u);
+  EXPECT_EQ(impls[0].variant, "grid_f32");
+  EXPECT_EQ(impls[1].variant, "grid_half");
+  EXPECT_EQ(ch06::fastest().variant, "grid_half");
+  const auto p = ft::make_problem(2, 3, 100, 64, false, ft::DType::BFloat16);  // ld = 104
+  for (const auto& impl : impls) {
+    EXPECT_EQ(impl.chapter, "06");
+    EXPECT_EQ(impl.dtypes, (std::vector<ft::DType>{ft::DType::BFloat16, ft::DType::Float16}))
+        << impl.variant;
+    EXPECT_EQ(impl.head_dims, (std::vector<int>{64, 128})) << impl.variant;
+    EXPECT_EQ(impl.min_sm, 80) << impl.variant;
+  }
+  EXPECT_EQ(impls[0].workspace_bytes(p), size_t(600 * 104 * 4));
+  EXPECT_EQ(impls[1].workspace_bytes(p), size_t(600 * 104 * 2));
+}
+
+TEST(Ch06CApi, RefusesFloat32AndOddHeadDims) {
+  ft_problem p{2, 3, 64, 64, 0, 0.f, FT_DTYPE_FLOAT32};
+  EXPECT_EQ(ft_ch06_forward(p, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, 0), -1);
+  EXPECT_NE(std::string(ft_last_error()).find("float32"), std::string::npos) << ft_last_error();
+  p.dtype = FT_DTYPE_BF16;
+  p.head_dim = 32;
+  EXPECT_EQ(ft_ch06_forward(p, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, 0), -1);
+  EXPECT_EQ(ft_ch06_forward_workspace_bytes(p), FT_WORKSPACE_ERROR);
+  p.head_dim = 128;
+  EXPECT_EQ(ft_ch06_forward_workspace_bytes(p), size_t(6 * 64 * 64 * 2));  // grid_half's grid
+}
+
+}  // namespace
