@@ -198,7 +198,9 @@ class StructLayout(unittest.TestCase):
 
 
 class FunctionTable(unittest.TestCase):
-    def test_every_declared_pass_has_an_entry_and_no_other(self):
+    def test_every_declared_pass_has_an_entry(self):
+        # The table may name a pass the header does not declare yet (a chapter being
+        # written): available() leaves it out until the library exports it.
         text = header()
         for kind, table in (("FORWARD", ft.FORWARDS), ("BACKWARD", ft.BACKWARDS)):
             names = declared(text, kind)
@@ -207,8 +209,6 @@ class FunctionTable(unittest.TestCase):
             for name in names:
                 self.assertIn(name, functions, f"FT_DECLARE_{kind}({name}) in flashtut.h has no "
                                                f"entry in flashtut.{kind}S")
-            for name in functions:
-                self.assertIn(name, names, f"flashtut.{kind}S names {name}, flashtut.h does not")
 
     def test_every_declared_function_is_declared_for_ctypes_with_its_arity(self):
         text = header()
@@ -257,9 +257,13 @@ class FunctionTable(unittest.TestCase):
                 self.assertTrue(hasattr(lib, name), name)
                 fn = getattr(lib, name)
                 self.assertEqual(fn.argtypes, ft.SIGNATURES[name][1])
-        self.assertIn("ch07", ft.available())
+        # What the module offers is exactly what the header declares and the library exports.
+        for kind, table in (("forward", ft.FORWARDS), ("backward", ft.BACKWARDS)):
+            names = declared(header(), kind.upper())
+            self.assertEqual(ft.available(kind),
+                             [key for key, impl in table.items() if impl.function in names])
+        self.assertIn("ch04", ft.available())
         self.assertIn("ch05", ft.available("backward"))
-        self.assertEqual("ch06" in ft.available(), "ft_ch06_forward" in declared(header(), "FORWARD"))
 
 
 class Loading(unittest.TestCase):
@@ -323,7 +327,7 @@ class Loading(unittest.TestCase):
                 ft.forward(*qkv(dtype="bfloat16"), impl="ch99")
             self.assertNotIn("ch99", ft.available())
         self.assertIn("does not export ft_ch99_forward (forward impl 'ch99')", str(c.exception))
-        self.assertIn("ch07", str(c.exception))  # and lists what the build has
+        self.assertIn("pick one of: ch01, ch02", str(c.exception))  # and lists what the build has
 
 
 @need_lib
@@ -341,8 +345,11 @@ class Workspace(unittest.TestCase):
     def test_unsupported_head_dim_and_dtype(self):
         with self.assertRaisesRegex(ft.FlashtutError, r"chapter 04 \(fast\) does not support head_dim 48"):
             ft.workspace_bytes("ft_ch04_forward", ft.problem(1, 1, 64, 48))
-        with self.assertRaisesRegex(ft.FlashtutError, "does not support dtype float32"):
-            ft.workspace_bytes("ft_ch07_forward", ft.problem(1, 1, 64, 64))
+        with self.assertRaisesRegex(ft.FlashtutError, r"chapter 05 \(flash\) does not support dtype bf16"):
+            ft.workspace_bytes("ft_ch05_backward", ft.problem(1, 1, 64, 64, dtype=ft.DTYPE_BF16))
+        if "ch07" in ft.available():
+            with self.assertRaisesRegex(ft.FlashtutError, "does not support dtype float32"):
+                ft.workspace_bytes("ft_ch07_forward", ft.problem(1, 1, 64, 64))
 
     def test_zero_is_a_true_answer(self):
         self.assertEqual(ft.workspace_bytes("ft_ch04_forward", ft.problem(2, 3, 64, 64)), 0)
@@ -351,13 +358,14 @@ class Workspace(unittest.TestCase):
     def test_a_pass_refuses_an_unsupported_problem_before_needing_torch(self):
         with self.assertRaisesRegex(ft.FlashtutError, "head_dim 48"):
             ft.forward(*qkv(shape=(1, 2, 64, 48)), impl="ch04")
-        with self.assertRaisesRegex(ft.FlashtutError, "head_dim 32"):
-            ft.forward(*qkv(shape=(1, 2, 64, 32), dtype="bfloat16"), impl="ch07")
+        if "ch07" in ft.available():
+            with self.assertRaisesRegex(ft.FlashtutError, "head_dim 32"):
+                ft.forward(*qkv(shape=(1, 2, 64, 32), dtype="bfloat16"), impl="ch07")
 
     @unittest.skipIf(HAVE_TORCH, "PyTorch is installed here")
     def test_without_torch_a_valid_call_says_what_is_missing(self):
         with self.assertRaisesRegex(ImportError, r"pip install torch"):
-            ft.forward(*qkv(dtype="bfloat16"))
+            ft.forward(*qkv(), impl="ch04")
 
 
 class Checks(unittest.TestCase):

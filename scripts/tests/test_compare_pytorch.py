@@ -58,7 +58,8 @@ class CommandLine(unittest.TestCase):
         for impl in cp.TORCH_IMPLS + ours:
             self.assertTrue(any(l.startswith(impl + " ") for l in lines), impl)
         self.assertFalse(any(l.startswith("ch04_fast ") for l in lines))  # float32 only
-        self.assertIn("ch07_tuned         forward  bf16    causal=1 B= 1 H=16 N= 16384 d=128", lines)
+        if "ch07_tuned" in ours:
+            self.assertIn("ch07_tuned         forward  bf16    causal=1 B= 1 H=16 N= 16384 d=128", lines)
 
     def exported(self):
         flashtut.load(LIB)
@@ -409,6 +410,11 @@ class WholeRun(unittest.TestCase):
             clock[0] += 1.6
             return tuple(T(x.a.copy(), x.dtype) for x in (q, k, v))
 
+        # Every implementation counts as exported, whatever chapters this build has: the
+        # passes are the numpy ones above; the workspace query is the library's where it can be.
+        def workspace_bytes(function, prob, real=flashtut.workspace_bytes):
+            return real(function, prob) if hasattr(flashtut.load(), function) else 0
+
         modules = {"torch": torch, "torch.nn": torch.nn, "torch.nn.functional": torch.nn.functional,
                    "torch.nn.attention": torch.nn.attention}
         out, err = io.StringIO(), io.StringIO()
@@ -417,6 +423,9 @@ class WholeRun(unittest.TestCase):
                 mock.patch.object(pa, "TOKENS", 128), mock.patch.object(pa, "HEAD_SPACE", 128), \
                 mock.patch.object(flashtut, "forward", forward), \
                 mock.patch.object(flashtut, "backward", backward), \
+                mock.patch.object(flashtut, "workspace_bytes", workspace_bytes), \
+                mock.patch.object(flashtut, "available", lambda kind="forward": list(
+                    (flashtut.FORWARDS if kind == "forward" else flashtut.BACKWARDS))), \
                 contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
             rc = cp.main(["--out", tmp, "--lib", LIB, "--reps", "3", "--warmup", "1"] + argv)
             path = os.path.join(tmp, "vs_pytorch.csv")
@@ -428,8 +437,7 @@ class WholeRun(unittest.TestCase):
             ["--sizes", "64", "--dims", "64", "--causal", "0,1", "--dtypes", "bf16,float32",
              "--backward", "--ref-heads", "2"])
         self.assertEqual(rc, 0, out + err)
-        exported = set(flashtut.available())
-        ours_half = [n for n in ("ch07_tuned", "ch06_grid_half") if cp.OURS[n][1] in exported]
+        ours_half = ["ch07_tuned", "ch06_grid_half"]
         # bf16: 5 of PyTorch's x (forward, backward) + ours; float32: flash and cudnn refuse.
         self.assertEqual(len(rows), 2 * (10 + len(ours_half)) + 2 * (6 + 2))
         self.assertEqual(out.count("skipped: RuntimeError: No available kernel"), 4)
