@@ -82,7 +82,7 @@ typedef int (*ft_backward_fn)(ft_problem problem, const void* Q, const void* K, 
 /** The signature of every `*_workspace_bytes`. */
 typedef size_t (*ft_workspace_fn)(ft_problem problem);
 
-/* Forward passes: (problem, Q, K, V, O, lse, workspace, stream). Float32 only. */
+/* Forward passes: (problem, Q, K, V, O, lse, workspace, stream). */
 #define FT_DECLARE_FORWARD(name)                                                          \
   size_t name##_workspace_bytes(ft_problem problem);                                     \
   int name(ft_problem problem, const void* Q, const void* K, const void* V, void* O,    \
@@ -95,6 +95,9 @@ FT_DECLARE_FORWARD(ft_ch04_forward_simple)      /**< 04: fused, a thread per que
 FT_DECLARE_FORWARD(ft_ch04_forward)             /**< 04: fused, register-tiled (the fast one) */
 FT_DECLARE_FORWARD(ft_ch05_forward_materialize) /**< 05: forward that keeps P for the baseline */
 FT_DECLARE_FORWARD(ft_ch06_forward)             /**< 06: unfused on tensor cores; bf16/fp16, d 64/128 */
+/** 07: FlashAttention-2's forward on the tensor cores; bf16 or fp16 only, head_dim 64 or
+ * 128, an sm_80 GPU or newer (-1 with a message otherwise). */
+FT_DECLARE_FORWARD(ft_ch07_forward)
 
 /* Backward passes: (problem, Q, K, V, O, lse, dO, dQ, dK, dV, workspace, stream).
  * The workspace must be the one the paired forward used: ft_ch05_forward_materialize for

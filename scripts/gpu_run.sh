@@ -46,6 +46,31 @@ SANITIZE=${FT_SANITIZE:-${CHAPTERS[*]}}
 SANITIZE_DIMS=${FT_SANITIZE_DIMS:-64}
 flag() { [ "$1" = 1 ] && echo "--causal"; }
 
+if want readme; then
+  # The README's two commands, as written, in a fresh copy of the tree (no build folder):
+  # what a reader gets. The wall time of each is the acceptance figure for the test command.
+  say "== README commands in a fresh copy"
+  FRESH=/tmp/ft_fresh
+  rm -rf "$FRESH" && mkdir -p "$FRESH"
+  (cd "$ROOT" && tar --exclude=./build --exclude='./build-*' --exclude=./.git -cf - .) | (cd "$FRESH" && tar -xf -)
+  {
+    echo "commit: ${FT_COMMIT:-$(git -C "$ROOT" rev-parse HEAD 2>/dev/null || echo unknown)}"
+    echo "date: $(date -u +%Y-%m-%dT%H:%M:%SZ), $(nproc) cores, $(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)"
+    for preset in tour test; do
+      start=$(date +%s)
+      (cd "$FRESH" && cmake --workflow --preset "$preset") >"$LOGS/readme_$preset.log" 2>&1
+      rc=$?
+      echo "cmake --workflow --preset $preset: rc=$rc, wall $(( $(date +%s) - start )) s"
+      grep -E "tests passed|tests failed|Total Test time" "$LOGS/readme_$preset.log" | tail -3
+    done
+  } | tee "$OUT/readme_commands.txt" | tee -a "$SUMMARY"
+  # The fresh build serves the later stages too, when no other build folder exists.
+  if [ ! -x "$BUILD/chapters/tour/tour" ] && [ -x "$FRESH/build/chapters/tour/tour" ]; then
+    BUILD="$FRESH/build"
+    say "(later stages use the README's build: $BUILD)"
+  fi
+fi
+
 if [ ! -x "$BUILD/chapters/tour/tour" ]; then
   say "== build ($BUILD)"
   cmake -S "$ROOT" -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release >"$LOGS/configure.log" 2>&1 &&
@@ -80,26 +105,6 @@ if want tests; then
     say "$name: $r — $(grep -E '^\[  (PASSED|FAILED|SKIPPED) ' "$LOGS/$name.log" | tr '\n' ' ')"
     [ "$r" = ok ] || grep -E "Failure|error|FAILED" "$LOGS/$name.log" | head -20 | tee -a "$SUMMARY"
   done
-fi
-
-if want readme; then
-  # The README's two commands, as written, in a fresh copy of the tree (no build folder):
-  # what a reader gets. The wall time of each is the acceptance figure for the test command.
-  say "== README commands in a fresh copy"
-  FRESH=/tmp/ft_fresh
-  rm -rf "$FRESH" && mkdir -p "$FRESH"
-  (cd "$ROOT" && tar --exclude=./build --exclude='./build-*' --exclude=./.git -cf - .) | (cd "$FRESH" && tar -xf -)
-  {
-    echo "commit: ${FT_COMMIT:-$(git -C "$ROOT" rev-parse HEAD 2>/dev/null || echo unknown)}"
-    echo "date: $(date -u +%Y-%m-%dT%H:%M:%SZ), $(nproc) cores, $(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)"
-    for preset in tour test; do
-      start=$(date +%s)
-      (cd "$FRESH" && cmake --workflow --preset "$preset") >"$LOGS/readme_$preset.log" 2>&1
-      rc=$?
-      echo "cmake --workflow --preset $preset: rc=$rc, wall $(( $(date +%s) - start )) s"
-      grep -E "tests passed|tests failed|Total Test time" "$LOGS/readme_$preset.log" | tail -3
-    done
-  } | tee "$OUT/readme_commands.txt" | tee -a "$SUMMARY"
 fi
 
 if want sanitizer; then

@@ -25,6 +25,8 @@
 #   NCU                  the ncu binary (default: ncu)
 #   FT_TRAFFIC_CHAPTERS  only these chapters, e.g. "01 02 03" (default: every chapter built)
 #   FT_TRAFFIC_SKIP      "CH:N:d ..." combinations to leave out, e.g. "01:16384:128"
+#   FT_TRAFFIC_VARIANTS  only these variants, as chapter:variant, e.g. "07:fastest 07:plain"
+#                        (a chapter not named keeps all its variants)
 #   FT_TRAFFIC_N, FT_TRAFFIC_D  override the size lists, e.g. FT_TRAFFIC_N="1024" for a quick try
 #   FT_TRAFFIC_KEEP      an earlier traffic.csv whose rows stay for every run not repeated
 #                        here (join_traffic.py --keep), e.g. plots/results/h200/traffic.csv
@@ -90,6 +92,11 @@ for prog in "${programs[@]}"; do
     exit 1
   fi
   variants=$(tail -n +2 "$raw/$name.variants.csv" | cut -d, -f2 | awk '!seen[$0]++')
+  if [[ " ${FT_TRAFFIC_VARIANTS:-} " == *" $chapter:"* ]]; then
+    keep=""
+    for v in $variants; do [[ " $FT_TRAFFIC_VARIANTS " == *" $chapter:$v "* ]] && keep+="$v "; done
+    variants=$keep
+  fi
   for n in $sizes; do
     for d in $dims; do
       if [[ " $skip " == *" $chapter:$n:$d "* ]]; then
