@@ -5,8 +5,10 @@
   python3 scripts/update_readme.py --check    exit 1 if README.md is not what the CSVs say
 
 Numbers in the README come from here and nowhere else: plots/results/h200/tour.csv (the
-staircase), chapters.csv (chapter 03's row-softmax benchmark) and anchors.csv (PyTorch's
-attention backends, measured in the same session).
+staircase), chapters.csv (chapter 03's row-softmax benchmark), anchors.csv (PyTorch's
+attention backends, measured in the same session), and for the tensor-core chapters
+vs_pytorch.csv (the comparison script's one run) or, before that file exists,
+tc_variants.csv with ch07_anchors.csv (one session).
 """
 import csv
 import os
@@ -62,6 +64,50 @@ def versus_pytorch(tour, anchors):
     return out
 
 
+# Chapter 07's fastest variant per head dimension (ch07::fastest() in flash_forward.cu).
+FASTEST_07 = {"64": "tuned", "128": "lazy_rescale"}
+
+
+def tensor_cores():
+    """The tensor-core chapters against PyTorch's bf16 backends at N = 16384, 16384 tokens."""
+    path = os.path.join(RESULTS, "vs_pytorch.csv")
+    table = {}  # (impl, d, causal) -> TFLOP/s
+    if os.path.exists(path):
+        source = "`vs_pytorch.csv`: one run of `scripts/compare_pytorch.py`"
+        for r in read("vs_pytorch.csv"):
+            if r["dtype"] == "bf16" and r["seq_len"] == "16384" and r["pass"] == "forward":
+                table[(r["impl"], r["head_dim"], r["causal"])] = float(r["tflops"])
+        fast07 = lambda d: table.get(("ch07_fastest", d, c))
+    else:
+        source = "`tc_variants.csv` and `ch07_anchors.csv`, one session"
+        for r in read("tc_variants.csv"):
+            if r["seq_len"] == "16384":
+                table[(f"ch{r['chapter']}_{r['variant']}", r["head_dim"], r["causal"])] = float(r["tflops"])
+        for a in read("ch07_anchors.csv"):
+            if a["N"] == "16384" and a["dtype"] == "bfloat16":
+                name = {"flash(FA2)": "torch_flash", "cudnn": "torch_cudnn"}.get(a["backend"])
+                if name:
+                    table[(name, a["d"], "1" if a["causal"] == "True" else "0")] = float(a["fwd_tflops"])
+        fast07 = lambda d: table.get((f"ch07_{FASTEST_07[d]}", d, c))
+    naive = {(a["d"], a["causal"] == "True"): float(a["fwd_tflops"]) for a in read("anchors.csv")
+             if a["backend"].startswith("torch-naive") and a["dtype"] == "bfloat16" and a["N"] == "16384"}
+    out = [f"**On the tensor cores** (bf16 in and out, float32 accumulation; N = 16384, 16384 tokens; "
+           f"forward TFLOP/s from {source}; PyTorch's three-kernel bf16 path from `anchors.csv`):", "",
+           "| d | causal | ch06 unfused (grid_half) | PyTorch 3 kernels | ch07 fused (fastest) | FlashAttention-2 | ch07 / FA2 | cuDNN |",
+           "|---:|---|---:|---:|---:|---:|---:|---:|"]
+    for d in ("64", "128"):
+        for c in ("0", "1"):
+            f07, fa2 = fast07(d), table.get(("torch_flash", d, c))
+            u06, cud = table.get(("ch06_grid_half", d, c)), table.get(("torch_cudnn", d, c))
+            nv = naive.get((d, c == "1"))
+            if f07 is None or fa2 is None:
+                continue
+            cell = lambda x: f"{x:.1f}" if x is not None else "—"
+            out.append(f"| {d} | {'yes' if c == '1' else 'no'} | {cell(u06)} | {cell(nv)} | {f07:.1f} | "
+                       f"{fa2:.1f} | {f07 / fa2:.2f}× | {cell(cud)} |")
+    return out
+
+
 def row_softmax(chapters):
     rows = [r for r in chapters if r["pass"] == "softmax"]
     out = []
@@ -88,6 +134,7 @@ def section():
               "with the 3×TF32 split, while these chapters use the CUDA cores), 16384 tokens, "
               "H = 2048/d:", ""]
     lines += versus_pytorch(tour, anchors) + [""]
+    lines += tensor_cores() + [""]
     lines += ["**Chapter 03's row softmax** (the online-softmax idea alone, a memory-bound kernel):", ""]
     lines += row_softmax(chapters) + ["", END]
     return "\n".join(lines)
