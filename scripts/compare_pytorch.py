@@ -5,7 +5,7 @@ FlashAttention-2.
 
   python3 scripts/compare_pytorch.py --out DIR [--lib build/common/libflashtut.so]
           [--dtypes bf16,fp16,float32] [--sizes 1024,4096] [--dims 128] [--causal 1]
-          [--backward] [--impls torch_flash,ch07_tuned] [--reps 20] [--warmup 5]
+          [--backward] [--impls torch_flash,ch07_fastest] [--reps 20] [--warmup 5]
   python3 scripts/compare_pytorch.py --list [...]   # the plan, without PyTorch or a GPU
 
 Needs PyTorch with CUDA, a GPU, and libflashtut.so (built by `cmake --workflow --preset
@@ -21,7 +21,7 @@ N in {1024, 4096, 16384}, d in {64, 128}, causal and not; the options narrow it)
     matmul (torch_naive); float32 products without TF32. A backend that refuses a case
     (FLASH_ATTENTION and CUDNN_ATTENTION have no float32 kernels) or a case that does not
     fit in the free memory is skipped with a printed reason.
-  - ours: chapter 07's forward (ch07_tuned) in bf16 and fp16, chapter 06's when the
+  - ours: chapter 07's forward (ch07_fastest) in bf16 and fp16, chapter 06's when the
     library exports it, chapter 04's fast forward (ch04_fast) in float32; with --backward
     also chapter 05's flash backward (ch05_flash) in float32, after chapter 04's forward.
 
@@ -115,7 +115,7 @@ def our_impls():
 
 
 OURS = our_impls()
-DEFAULT_OURS = ["ch07_tuned", "ch06_" + flashtut.FORWARDS["ch06"].variant, "ch04_fast",
+DEFAULT_OURS = ["ch07_fastest", "ch06_" + flashtut.FORWARDS["ch06"].variant, "ch04_fast",
                 "ch05_flash"]
 
 

@@ -167,6 +167,8 @@ if want chapters; then
   done
 fi
 
+# FT_TC_VARIANT="06:grid_half 07:fastest" runs one variant per chapter instead of all.
+tc_variant() { for cv in $FT_TC_VARIANT; do [ "${cv%%:*}" = "${1:0:2}" ] && echo "${cv#*:}"; done; }
 if want tc; then
   say "== tensor-core chapters: every variant (bf16; FT_TC_DTYPES to change), 16384 tokens"
   rm -f "$OUT/tc.csv"
@@ -180,7 +182,8 @@ if want tc; then
           for n in ${FT_TC_SIZES:-4096 16384}; do
             log="$LOGS/tc_${ch}_${dt}_d${d}_n${n}${c:+_causal}.log"
             timeout 300 "$p" --dtype "$dt" --seq-len $n --batch $((16384 / n)) --heads $((2048 / d)) \
-              --head-dim $d $c --no-baseline --iters 10 --warmup 2 --csv "$OUT/tc.csv" >"$log" 2>&1
+              --head-dim $d $c --no-baseline --iters 10 --warmup 2 --csv "$OUT/tc.csv" \
+              ${FT_TC_VARIANT:+--variant $(tc_variant "$ch")} >"$log" 2>&1
             say "$(basename "$p") $dt d=$d N=$n ${c:-non-causal}: rc=$?"
             grep -E "^0[6-9] " "$log" | tee -a "$SUMMARY"
           done

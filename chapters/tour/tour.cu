@@ -18,6 +18,7 @@
 #include "03_online_softmax/online_softmax.hpp"
 #include "04_fused_forward/fused_forward.hpp"
 #include "05_backward/backward.hpp"
+#include "06_tensor_cores/tensor_cores.hpp"
 #include "07_tensor_core_forward/flash_forward.hpp"
 #include "check.cuh"
 #include "harness.hpp"
@@ -29,7 +30,8 @@ namespace {
 /// cores, then the tensor-core chapters in bf16); then the two backward passes of chapter 05.
 struct Steps {
   std::vector<ft::ForwardImpl> forwards{ch01::naive(), ch02::tiled(),  ch03::online(),
-                                        ch04::simple(), ch04::fast(),  ch07::fastest()};
+                                        ch04::simple(), ch04::fast(),  ch06::fastest(),
+                                        ch07::fastest()};
   std::vector<ft::BackwardImpl> backwards{ch05::materialize(), ch05::flash()};
 };
 

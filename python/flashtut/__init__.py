@@ -119,7 +119,7 @@ FORWARDS = {
     # Chapter 06: the three-pass version on the tensor cores, S and P in a grid of the dtype.
     # Newer than the rest: a library built before it lacks it (see available()).
     "ch06": Impl("ft_ch06_forward", "06", "grid_half", _HALF, None),
-    "ch07": Impl("ft_ch07_forward", "07", "tuned", _HALF, None),
+    "ch07": Impl("ft_ch07_forward", "07", "fastest", _HALF, None),
 }
 
 #: The backward passes: ``backward(..., impl=KEY)``. The flash backwards read O and lse

@@ -51,15 +51,15 @@ class CommandLine(unittest.TestCase):
         r = run("--list")
         self.assertEqual(r.returncode, 0, r.stderr)
         lines = r.stdout.splitlines()
-        ours = [n for n in ("ch07_tuned", "ch06_grid_half")
+        ours = [n for n in ("ch07_fastest", "ch06_grid_half")
                 if not HAVE_LIB or cp.OURS[n][1] in self.exported()]
         # bf16 by default: 2 head dims x causal and not x 3 lengths x (5 of PyTorch's + ours)
         self.assertEqual(len(lines), 2 * 2 * 3 * (5 + len(ours)))
         for impl in cp.TORCH_IMPLS + ours:
             self.assertTrue(any(l.startswith(impl + " ") for l in lines), impl)
         self.assertFalse(any(l.startswith("ch04_fast ") for l in lines))  # float32 only
-        if "ch07_tuned" in ours:
-            self.assertIn("ch07_tuned         forward  bf16    causal=1 B= 1 H=16 N= 16384 d=128", lines)
+        if "ch07_fastest" in ours:
+            self.assertIn("ch07_fastest       forward  bf16    causal=1 B= 1 H=16 N= 16384 d=128", lines)
 
     def exported(self):
         flashtut.load(LIB)
@@ -73,7 +73,7 @@ class CommandLine(unittest.TestCase):
         self.assertIn("ch04_fast          forward  float32 causal=1 B= 4 H=32 N=  4096 d= 64", lines)
         self.assertIn("ch05_flash         backward float32 causal=1 B= 4 H=32 N=  4096 d= 64", lines)
         self.assertIn("torch_flash        backward bf16    causal=1 B= 4 H=32 N=  4096 d= 64", lines)
-        self.assertFalse(any(l.startswith("ch07_tuned") and "float32" in l for l in lines))
+        self.assertFalse(any(l.startswith("ch07_fastest") and "float32" in l for l in lines))
         self.assertFalse(any(l.startswith("ch05_flash") and "bf16" in l for l in lines))
 
     def test_lists_take_commas_or_spaces(self):
@@ -118,7 +118,7 @@ class Rows(unittest.TestCase):
         self.assertFalse(set(cp.COLUMNS) & set(cp.EXTRA))
 
     def test_names_follow_the_chapters(self):
-        self.assertEqual(cp.OURS["ch07_tuned"], ("forward", "ch07"))
+        self.assertEqual(cp.OURS["ch07_fastest"], ("forward", "ch07"))
         self.assertEqual(cp.OURS["ch04_fast"], ("forward", "ch04"))
         self.assertEqual(cp.OURS["ch05_flash"], ("backward", "ch05"))
         self.assertNotIn("ch05_materialize", cp.OURS)  # its call reruns its own forward
@@ -132,8 +132,8 @@ class Rows(unittest.TestCase):
         f = pa.flops(1, 16, 16384, 128, False)
         rows = [cp.make_row("torch_flash", "forward", "bf16", False, 1, 16, 16384, 128, 2.0, 3e-3),
                 cp.make_row("torch_math", "forward", "bf16", False, 1, 16, 16384, 128, 8.0, 3e-3),
-                cp.make_row("ch07_tuned", "forward", "bf16", False, 1, 16, 16384, 128, 2.5, 4e-3),
-                cp.make_row("ch07_tuned", "forward", "bf16", True, 1, 16, 16384, 128, 1.5, 4e-3),
+                cp.make_row("ch07_fastest", "forward", "bf16", False, 1, 16, 16384, 128, 2.5, 4e-3),
+                cp.make_row("ch07_fastest", "forward", "bf16", True, 1, 16, 16384, 128, 1.5, 4e-3),
                 cp.make_row("torch_flash", "backward", "bf16", False, 1, 16, 16384, 128, 5.0, 4e-3)]
         cp.add_ratios(rows)
         self.assertAlmostEqual(rows[2]["tflops"], f / 2.5 / 1e9)
@@ -148,13 +148,13 @@ class Rows(unittest.TestCase):
         self.assertNotIn("torch_math   ", table)  # only ours get a line
 
     def test_tolerances_are_contract_2s(self):
-        def row(dtype, err, impl="ch07_tuned"):
+        def row(dtype, err, impl="ch07_fastest"):
             return cp.make_row(impl, "forward", dtype, False, 1, 1, 64, 64, 1.0, err)
         self.assertEqual(cp.failures([row("bf16", 9e-3), row("fp16", 1e-2), row("float32", 9e-5)]), [])
         bad = cp.failures([row("bf16", 1.1e-2), row("float32", 2e-4), row("fp16", math.nan),
                            row("bf16", math.inf), row("bf16", None), row("bf16", 0.5, "torch_math")])
         self.assertEqual(len(bad), 5)
-        self.assertIn("ch07_tuned forward bf16 B=1 H=1 N=64 d=64 causal=0: rel_err 0.011 over "
+        self.assertIn("ch07_fastest forward bf16 B=1 H=1 N=64 d=64 causal=0: rel_err 0.011 over "
                       "the tolerance 0.01", bad[0])
         self.assertIn("not computed", bad[4])
 
@@ -437,12 +437,12 @@ class WholeRun(unittest.TestCase):
             ["--sizes", "64", "--dims", "64", "--causal", "0,1", "--dtypes", "bf16,float32",
              "--backward", "--ref-heads", "2"])
         self.assertEqual(rc, 0, out + err)
-        ours_half = ["ch07_tuned", "ch06_grid_half"]
+        ours_half = ["ch07_fastest", "ch06_grid_half"]
         # bf16: 5 of PyTorch's x (forward, backward) + ours; float32: flash and cudnn refuse.
         self.assertEqual(len(rows), 2 * (10 + len(ours_half)) + 2 * (6 + 2))
         self.assertEqual(out.count("skipped: RuntimeError: No available kernel"), 4)
         by = {(r["impl"], r["pass"], r["dtype"], r["causal"]): r for r in rows}
-        ch07 = by[("ch07_tuned", "forward", "bf16", "1")]
+        ch07 = by[("ch07_fastest", "forward", "bf16", "1")]
         self.assertEqual((ch07["batch"], ch07["heads"], ch07["seq_len"], ch07["head_dim"]),
                          ("2", "2", "64", "64"))
         self.assertAlmostEqual(float(ch07["ms"]), 0.8)
@@ -463,34 +463,34 @@ class WholeRun(unittest.TestCase):
         self.assertNotIn(("ch04_fast", "forward", "bf16", "1"), by)
         # The summary at the end, the GPU spin after each flush.
         self.assertIn("vs flash", out)
-        self.assertRegex(out, r"ch07_tuned +forward +bf16 +64 +64 +1 +0\.800 .* 1\.25x")
+        self.assertRegex(out, r"ch07_fastest +forward +bf16 +64 +64 +1 +0\.800 .* 1\.25x")
         self.assertRegex(out, r"ch05_flash .*torch_efficient 2\.000 ms \(1\.25x\)")
         self.assertTrue(torch._test.sleeps and all(c == cp.COVER_CYCLES for c in torch._test.sleeps))
 
     def test_a_wrong_result_fails_the_run(self):
         rc, rows, out, err, _ = self.run_script(
-            ["--sizes", "64", "--dims", "64", "--causal", "1", "--impls", "torch_flash,ch07_tuned"],
+            ["--sizes", "64", "--dims", "64", "--causal", "1", "--impls", "torch_flash,ch07_fastest"],
             ours_error=0.05)
         self.assertEqual(rc, 1)
-        self.assertEqual([r["impl"] for r in rows], ["torch_flash", "ch07_tuned"])
+        self.assertEqual([r["impl"] for r in rows], ["torch_flash", "ch07_fastest"])
         self.assertGreater(float(rows[1]["rel_err"]), 1e-2)
-        self.assertIn("FAILED: ch07_tuned forward bf16 B=2 H=2 N=64 d=64 causal=1: rel_err", err)
+        self.assertIn("FAILED: ch07_fastest forward bf16 B=2 H=2 N=64 d=64 causal=1: rel_err", err)
 
     def test_refusals_are_skips_and_cuda_errors_failures(self):
         refused = flashtut.FlashtutError("ft_ch07_forward", -1, "chapter 07 (tuned) needs sm_80")
         rc, rows, out, err, _ = self.run_script(
-            ["--sizes", "64", "--dims", "64", "--causal", "0", "--impls", "torch_flash,ch07_tuned"],
+            ["--sizes", "64", "--dims", "64", "--causal", "0", "--impls", "torch_flash,ch07_fastest"],
             ours_raises={"ch07": refused})
         self.assertEqual(rc, 0, out + err)
         self.assertEqual([r["impl"] for r in rows], ["torch_flash"])
-        self.assertIn("ch07_tuned         forward  bf16    causal=0 B= 2 H= 2 N=    64 d= 64 "
+        self.assertIn("ch07_fastest       forward  bf16    causal=0 B= 2 H= 2 N=    64 d= 64 "
                       "skipped: ft_ch07_forward: chapter 07 (tuned) needs sm_80", out)
         crashed = flashtut.FlashtutError("ft_ch07_forward", 700, "an illegal memory access")
         rc, rows, out, err, _ = self.run_script(
-            ["--sizes", "64", "--dims", "64", "--causal", "0", "--impls", "ch07_tuned"],
+            ["--sizes", "64", "--dims", "64", "--causal", "0", "--impls", "ch07_fastest"],
             ours_raises={"ch07": crashed})
         self.assertEqual(rc, 1)
-        self.assertIn("FAILED: ch07_tuned forward bf16", err)
+        self.assertIn("FAILED: ch07_fastest forward bf16", err)
         self.assertIn("illegal memory access", err)
 
 
