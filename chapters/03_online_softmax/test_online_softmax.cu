@@ -82,6 +82,8 @@ INSTANTIATE_TEST_SUITE_P(StandardShapes, Ch03Forward,
                          [](const auto& info) { return ft::testing::shape_name(info.param); });
 
 // Scores near ±1e4: the running maximum must keep every exponential finite.
+// O and lse are also held to 2x the float32 unfused computation's error on the same inputs
+// (testing.hpp), under the kLargeScoreTolerance cap.
 class Ch03LargeScores : public ::testing::TestWithParam<Shape> {};
 
 TEST_P(Ch03LargeScores, StaysFiniteAndAccurate) {
@@ -101,6 +103,12 @@ INSTANTIATE_TEST_SUITE_P(Shapes, Ch03LargeScores,
 // Rows 1 and 4 of every test hold values up to ±1e4 (exp overflows without the maximum);
 // the others hold values of a few units.
 constexpr int kRows = 6;
+// Relative L2 tolerance of the ±1e4 rows. Not attention's large-logit cap (testing.hpp):
+// these values are ten times larger, unscaled, and the kernels take them to base 2 first:
+// x·log2 e ≈ 1.4e4 rounded to float is off by up to 2^-11 ≈ 4.9e-4 in the exponent, a
+// relative error of up to 3.4e-4 in each probability (in the nearly one-hot rows, in the
+// largest one); 2e-3 leaves margin and still fails on a lost max (Inf or NaN, not 1e-3).
+constexpr double kLargeRowTolerance = 2e-3;
 bool large_row(int r) { return r == 1 || r == 4; }
 
 std::vector<float> row_inputs(int cols) {
@@ -112,11 +120,11 @@ std::vector<float> row_inputs(int cols) {
 }
 
 /// Checks rows of `got` against float64, each row on its own: 1e-5 relative L2 for rows of a
-/// few units; kLargeScoreTolerance for ±1e4 rows, where x·log2 e rounds in the exponent.
+/// few units; kLargeRowTolerance for ±1e4 rows, where x·log2 e rounds in the exponent.
 void expect_rows_match(const std::vector<float>& in, const float* got, int cols) {
   for (int r = 0; r < kRows; ++r) {
     const auto ref = softmax_ref(&in[size_t(r) * cols], cols, cols);
-    const double tol = large_row(r) ? ft::testing::kLargeScoreTolerance : 1e-5;
+    const double tol = large_row(r) ? kLargeRowTolerance : 1e-5;
     const ft::VerifyResult v = ft::verify("row", got + size_t(r) * cols, ref.data(), cols, tol);
     EXPECT_TRUE(v.ok) << "row " << r << ": " << v.message;
   }

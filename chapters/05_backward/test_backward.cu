@@ -1,7 +1,12 @@
 // GPU tests of chapter 05: every backward implementation against the float64 reference on the
-// standard shapes (ragged N, causal and not, B·H = 6), on overflow-bait inputs, against each
-// other, run twice (determinism), and the D kernel on its own. Every output is poisoned with
-// NaN before a run, so an element a kernel forgets to write fails.
+// standard shapes (ragged N, causal and not, B·H = 6) and on overflow-bait inputs, each output
+// tensor within 2x of the float32 unfused computation's error (testing.hpp); run twice
+// (determinism), and the D kernel on its own. Every output is poisoned with NaN before a run,
+// so an element a kernel forgets to write fails.
+//
+// (The variants are not compared with each other: each is held to the reference and the same
+// baseline on the same inputs, which bounds their differences more tightly than a 1e-4
+// agreement check did.)
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -35,13 +40,17 @@ const ft::BackwardImpl& impl_named(const std::string& variant) {
 using VariantShape = std::tuple<std::string, Shape>;
 
 /// Every variant × the shapes it supports (its head_dims; any d: the standard 32, 64, 128).
+/// flash_bc128 at d = 128 is left out: there its tile shape is flash's (WideKeyTiles<128> =
+/// DefaultTiles<128>, the same kernel instantiation), so it would repeat flash's launches.
 std::vector<VariantShape> variants_by(const std::vector<Shape>& shapes) {
   std::vector<VariantShape> params;
   for (const auto& impl : impls())
-    for (const Shape& s : shapes)
+    for (const Shape& s : shapes) {
+      if (impl.variant == ch05::flash_wide_keys().variant && s.head_dim == 128) continue;
       if (impl.head_dims.empty() || std::find(impl.head_dims.begin(), impl.head_dims.end(),
                                               s.head_dim) != impl.head_dims.end())
         params.emplace_back(impl.variant, s);
+    }
   return params;
 }
 
@@ -73,6 +82,9 @@ INSTANTIATE_TEST_SUITE_P(Ch05, Backward,
                          variant_shape_name);
 
 // ---- Scores near ±1e4: exp overflows unless the saved log-sum-exp is subtracted first -------
+// Held to the same rule: 2x the float32 unfused computation's error per tensor, under the
+// kLargeScoreTolerance cap. README, "Precision on large logits", says what each variant's
+// error is made of.
 
 class BackwardLargeScores : public ::testing::TestWithParam<VariantShape> {};
 
@@ -89,32 +101,6 @@ const std::vector<Shape> kLargeScoreShapes = {
 
 INSTANTIATE_TEST_SUITE_P(Ch05, BackwardLargeScores,
                          ::testing::ValuesIn(variants_by(kLargeScoreShapes)), variant_shape_name);
-
-// ---- The three variants agree with each other ------------------------------------------------
-
-class VariantsAgree : public ::testing::TestWithParam<Shape> {};
-
-TEST_P(VariantsAgree, GradientsWithin1e4) {
-  FT_REQUIRE_GPU();
-  const ft::Problem p = GetParam().problem();
-  const ft::AttentionInputs in = ft::make_inputs(p, ft::InputKind::Uniform, 7);
-  const auto base = ft::testing::run_backward(ch05::materialize(), p, in);
-  for (const ft::BackwardImpl* impl :
-       {&ch05::flash(), &ch05::flash_dq_pass(), &ch05::flash_wide_keys()}) {
-    SCOPED_TRACE(impl->variant);
-    const auto out = ft::testing::run_backward(*impl, p, in);
-    expect_close("dQ", out.dQ, base.dQ, 1e-4);
-    expect_close("dK", out.dK, base.dK, 1e-4);
-    expect_close("dV", out.dV, base.dV, 1e-4);
-  }
-}
-
-INSTANTIATE_TEST_SUITE_P(Ch05, VariantsAgree,
-                         ::testing::Values(Shape{1000, 64, false}, Shape{1000, 64, true},
-                                           Shape{17, 128, true}, Shape{2048, 32, false}),
-                         [](const ::testing::TestParamInfo<Shape>& info) {
-                           return ft::testing::shape_name(info.param);
-                         });
 
 // ---- Determinism: no atomics → bit-identical reruns ------------------------------------------
 
