@@ -39,5 +39,7 @@ function(ft_discover test_exe label)
     TEST_PREFIX "${prefix}."
     DISCOVERY_MODE PRE_TEST
     DISCOVERY_TIMEOUT 60
-    PROPERTIES LABELS ${label})
+    # The float64 reference (and the unfused baseline) of each test shape is computed once
+    # and shared by every test process through this folder (common/testing.cu).
+    PROPERTIES LABELS ${label} ENVIRONMENT "FT_REFERENCE_CACHE=${CMAKE_BINARY_DIR}/reference_cache")
 endfunction()

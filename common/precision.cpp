@@ -8,6 +8,9 @@
 /// run time (a CPU without it gets the exact library fmaf, slower, same numbers).
 #include "precision.hpp"
 
+#include <fcntl.h>
+#include <sys/file.h>
+
 #include <unistd.h>  // getpid: unique temporary names in the cache directory
 
 #include <algorithm>
@@ -447,10 +450,41 @@ bool write_part(const std::filesystem::path& path, const std::string& key, const
 }
 
 /// The part `key` from the directory, or computed by `compute` (and then written there).
+/// An exclusive advisory lock (flock) on a file, held for the object's lifetime; no-op for an
+/// empty path or when the file cannot be opened (the cache then works as before, unlocked).
+class FileLock {
+ public:
+  explicit FileLock(const std::string& path) {
+    if (path.empty()) return;
+    std::error_code ec;
+    std::filesystem::create_directories(std::filesystem::path(path).parent_path(), ec);
+    fd_ = ::open(path.c_str(), O_CREAT | O_RDWR | O_CLOEXEC, 0644);
+    if (fd_ >= 0 && ::flock(fd_, LOCK_EX) != 0) {
+      ::close(fd_);
+      fd_ = -1;
+    }
+  }
+  ~FileLock() {
+    if (fd_ >= 0) {
+      ::flock(fd_, LOCK_UN);
+      ::close(fd_);
+    }
+  }
+  FileLock(const FileLock&) = delete;
+  FileLock& operator=(const FileLock&) = delete;
+
+ private:
+  int fd_ = -1;
+};
+
 Part load_or_compute(const std::string& dir, const std::string& key,
                      const std::vector<size_t>& sizes, Part (*compute)(const void*),
                      const void* ctx) {
   Part part;
+  // Test processes run in parallel (ctest -j), and the variants of a chapter reach the same
+  // shape at the same time: an exclusive lock per key makes the first compute and write it
+  // while the others wait and then read it, instead of all computing it at once.
+  FileLock lock(dir.empty() ? std::string() : file_of(dir, key).string() + ".lock");
   if (!dir.empty()) {
     bool rejected = false;
     if (read_part(file_of(dir, key), key, sizes, &part, &rejected)) {

@@ -22,7 +22,9 @@
 # FT_SIZES, FT_DIMS, FT_CAUSAL narrow the tour and chapter runs (defaults: "1024 4096 16384",
 # "64 128", "0 1"); FT_SANITIZE lists the chapters compute-sanitizer checks (default all),
 # FT_SANITIZE_DIMS the head dimensions it runs them at (default 64; "64 128" also covers the
-# kernels' d = 128 instantiations, chapter 05's one-block-per-SM shape among them).
+# kernels' d = 128 instantiations, chapter 05's one-block-per-SM shape among them);
+# FT_SANITIZE_ARGS adds flags to those runs (e.g. "--variant fastest"), FT_SANITIZE_TAG
+# names their logs apart.
 set -uo pipefail
 OUT=$(realpath -m "${1:?usage: gpu_run.sh OUT_DIR [BUILD_DIR] [STAGES]}")
 BUILD=$(realpath -m "${2:-build}")
@@ -115,9 +117,9 @@ if want sanitizer; then
     for d in $SANITIZE_DIMS; do
       for tool in memcheck racecheck synccheck; do
         for c in "" "--causal"; do
-          log="$LOGS/sanitizer_${ch}_d${d}_${tool}${c:+_causal}.log"
+          log="$LOGS/sanitizer_${ch}_d${d}_${tool}${c:+_causal}${FT_SANITIZE_TAG:-}.log"
           timeout 120 compute-sanitizer --tool "$tool" --error-exitcode 9 "$p" --batch 1 --heads 2 \
-            --seq-len 200 --head-dim "$d" $c --iters 1 --warmup 0 --no-baseline >"$log" 2>&1
+            --seq-len 200 --head-dim "$d" $c --iters 1 --warmup 0 --no-baseline ${FT_SANITIZE_ARGS:-} >"$log" 2>&1
           rc=$?
           say "$ch d=$d $tool ${c:-non-causal}: rc=$rc $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$log" | tail -n 1)"
         done

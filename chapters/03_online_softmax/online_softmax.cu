@@ -36,16 +36,22 @@ __global__ void __launch_bounds__(ch02::kSoftmaxThreads)
   const int visible = causal ? int(row % cols) + 1 : cols;  // key j visible to query i iff j <= i
 
   // Read 1: max and sum together. A larger score rescales the sum collected so far.
+  // x·log2 e is rounded once, here and in read 2 alike (__fmul_rn: never fused into the
+  // subtraction that follows), so the entries written are exactly the ones summed and
+  // every row of P sums to 1 within a few roundings. (An fmaf in read 2 alone would shift
+  // each exponent by up to half an ulp of |x·log2 e|: at scores of 1e3 that is 6e-5, and
+  // the row sums drift by as much, which chapter 05's backward turns into 6–20× the error
+  // of an unfused float32 computation; chapter 05's README measures it.)
   ft::OnlineSoftmax s = ft::online_softmax_empty();
-  for (int j = threadIdx.x; j < visible; j += kThreads) ft::online_push(s, x[j] * ft::kLog2e);
+  for (int j = threadIdx.x; j < visible; j += kThreads) ft::online_push(s, __fmul_rn(x[j], ft::kLog2e));
   s = ft::block_merge(s, scratch);  // the 256 partial states, merged in a tree
 
-  // Read 2: normalize. fmaf keeps x·log2 e unrounded before the subtraction. In place is
-  // safe: each element is read, then written, by the same thread, after the merge.
+  // Read 2: normalize. In place is safe: each element is read, then written, by the same
+  // thread, after the merge.
   const float base = ft::online_exp_base(s.m);
   const float inv_l = 1.f / s.l;
   for (int j = threadIdx.x; j < cols; j += kThreads)
-    y[j] = j < visible ? exp2f(fmaf(x[j], ft::kLog2e, -base)) * inv_l : 0.f;
+    y[j] = j < visible ? exp2f(__fmul_rn(x[j], ft::kLog2e) - base) * inv_l : 0.f;
   if (lse != nullptr && threadIdx.x == 0) lse[row] = ft::online_lse(s);
 }
 

@@ -9,7 +9,6 @@
 #include <cstdint>
 #include <string>
 
-#include "02_tiled/tiled.hpp"
 #include "02_tiled/tiled_matmul.cuh"
 #include "03_online_softmax/online_softmax.hpp"
 #include "04_fused_forward/fused_forward.hpp"
@@ -17,7 +16,6 @@
 #include "capi.hpp"
 #include "check.cuh"
 #include "launch.cuh"
-#include "online_softmax.cuh"
 #include "reduce.cuh"
 
 namespace ch05 {
@@ -69,35 +67,6 @@ namespace {
 
 // ---- The materializing baseline -------------------------------------------------------------
 
-/// The materializing forward's softmax, S → P in place and L, one block per row: chapter
-/// 03's online softmax (one read for the max and the sum together, one read to normalize),
-/// with one difference the backward needs. Both reads exponentiate the same float,
-/// x = S·log2 e rounded once (__fmul_rn: never fused into the subtraction that follows), so
-/// that every row of P sums to 1 up to a few float32 roundings. Chapter 03's kernel rounds
-/// x·log2 e for the sum but forms the normalized entries from the unrounded product with an
-/// FMA; at |S| ≈ 1e3 the two exponents differ by up to half an ulp of 1.4e3 (6e-5), and ΣP
-/// is off by up to 4e-5. The forward's O then has 4× (N = 1000) to 30× (N = 17) the error of
-/// an unfused float32 computation, and the backward's dS = P∘(dP − D), with
-/// D = rowsum(dO∘O) = Σ P·dP, leaves D·(1 − ΣP) in every nearly one-hot row: dQ and dK 6× to
-/// 20× (CPU emulation; README, "Precision on large logits").
-__global__ void __launch_bounds__(ch02::kSoftmaxThreads)
-    materialize_softmax(float* S, float* lse, int N, bool causal) {
-  constexpr int kThreads = ch02::kSoftmaxThreads;
-  __shared__ ft::OnlineSoftmax scratch[ft::kWarpSize];  // one state per warp
-  const int64_t row = blockIdx.x;
-  float* x = S + row * N;
-  const int visible = causal ? int(row % N) + 1 : N;  // key j visible to query i iff j <= i
-  ft::OnlineSoftmax s = ft::online_softmax_empty();
-  for (int j = threadIdx.x; j < visible; j += kThreads) ft::online_push(s, __fmul_rn(x[j], ft::kLog2e));
-  s = ft::block_merge(s, scratch);
-  const float base = ft::online_exp_base(s.m);
-  const float inv_l = 1.f / s.l;
-  // In place: each element is read, then written, by the same thread, after the merge.
-  for (int j = threadIdx.x; j < N; j += kThreads)
-    x[j] = j < visible ? exp2f(__fmul_rn(x[j], ft::kLog2e) - base) * inv_l : 0.f;
-  if (threadIdx.x == 0) lse[row] = ft::online_lse(s);
-}
-
 /// The workspace of materialize(): [P | dP | D].
 struct MaterializeWorkspace {
   float *P, *dP, *D;
@@ -113,10 +82,10 @@ void materialize_forward_run(const ft::Problem& p, const ft::ForwardArgs& a, cud
   const int64_t bh = p.heads_total(), nd = int64_t(N) * d, nn = int64_t(N) * N;
   float* P = MaterializeWorkspace(p, a.workspace).P;
   ch02::tiled_matmul(false, true, N, N, d, p.softmax_scale(), a.Q, nd, a.K, nd, P, nn, bh, st);
-  // S → P in place (masked entries 0), and L. One block per row: B·H·N ≤ 2^31 − 1
-  // (Problem::validate), within grid.x.
-  materialize_softmax<<<unsigned(p.rows()), ch02::kSoftmaxThreads, 0, st>>>(P, a.lse, N, p.causal);
-  CUDA_CHECK_LAUNCH();
+  // S → P in place (masked entries 0), and L: chapter 03's softmax, whose rows of P sum to
+  // 1 within a few roundings (the backward's dS = P∘(dP − D) relies on it; README,
+  // "Precision on large logits").
+  ch03::attention_softmax(p, P, a.lse, st);
   ch02::tiled_matmul(false, false, N, d, N, 1.f, P, nn, a.V, nd, a.O, nd, bh, st);  // O = P·V
 }
 
@@ -306,10 +275,8 @@ size_t flash_workspace_bytes(const ft::Problem& p) { return size_t(p.rows()) * s
 
 std::vector<ft::KernelTraffic> materialize_forward_traffic(const ft::Problem& p) {
   const int N = p.seq_len, d = p.head_dim;
-  // materialize_softmax reads and writes exactly what chapter 03's softmax does.
-  ft::KernelTraffic softmax = ch03::attention_softmax_traffic(p);
-  softmax.kernel = "materialize_softmax";
-  return {matmul(p, "S = scale*Q*K^T", N, N, d), softmax, matmul(p, "O = P*V", N, d, N)};
+  return {matmul(p, "S = scale*Q*K^T", N, N, d), ch03::attention_softmax_traffic(p),
+          matmul(p, "O = P*V", N, d, N)};
 }
 
 std::vector<ft::KernelTraffic> materialize_traffic(const ft::Problem& p) {

@@ -91,9 +91,14 @@ class BackwardLargeScores : public ::testing::TestWithParam<VariantShape> {};
 TEST_P(BackwardLargeScores, FiniteAndAccurate) {
   FT_REQUIRE_GPU();
   const auto& [variant, shape] = GetParam();
+  // The flash variants recompute P from the saved float32 lse: the rule allows them the
+  // error one float per row carries (testing.hpp, lse_recompute_error); the baseline that
+  // stores P is held to the rule itself.
+  const ft::testing::PSource source = variant == "materialize" ? ft::testing::PSource::kStored
+                                                               : ft::testing::PSource::kFromLse;
   ft::testing::expect_backward_correct(impl_named(variant), shape.problem(),
                                        ft::InputKind::LargeScores,
-                                       ft::testing::kLargeScoreTolerance);
+                                       ft::testing::kLargeScoreTolerance, source);
 }
 
 const std::vector<Shape> kLargeScoreShapes = {
