@@ -230,8 +230,10 @@ fi
 if want traffic; then
   say "== Nsight Compute traffic"
   if [ -x "$ROOT/scripts/measure_traffic.sh" ]; then
-    "$ROOT/scripts/measure_traffic.sh" "$OUT" "$BUILD" >"$LOGS/traffic.log" 2>&1
+    # The raw Nsight Compute files stay in the logs (the device tool returns 8 files).
+    "$ROOT/scripts/measure_traffic.sh" "$LOGS/traffic" "$BUILD" >"$LOGS/traffic.log" 2>&1
     say "traffic: rc=$?"
+    cp "$LOGS/traffic/traffic.csv" "$OUT/traffic.csv" 2>/dev/null
     tail -n 40 "$LOGS/traffic.log" | tee -a "$SUMMARY"
   else
     say "traffic: scripts/measure_traffic.sh missing, skipped"
