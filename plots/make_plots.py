@@ -1,10 +1,14 @@
 #!/usr/bin/env python3
-"""Turns a results folder (tour.csv, traffic.csv, ceilings.csv, and anchors.csv if there is
-one) into the tutorial's four figures:
+"""Turns a results folder (tour.csv, traffic.csv, ceilings.csv, tc_variants.csv, probes.csv,
+ch07_anchors.csv or vs_pytorch.csv, and anchors.csv if there is one) into the tutorial's
+four figures:
 
-  staircase.png    forward time per chapter/variant (log) and speedup over chapter 01
+  staircase.png    forward time per chapter/variant (log), DRAM bytes and speedup: float32
+                   on the CUDA cores (chapters 01-05, over chapter 01), then bf16 on the
+                   tensor cores (chapters 06-07 at N=16384, over chapter 06's grid_half)
   bytes_vs_n.png   DRAM bytes per pass vs N: the model as lines, Nsight Compute as points
-  roofline.png     the GPU's measured ceilings with every kernel placed on them
+  roofline.png     the GPU's measured ceilings (mma.sync from probes.csv among them) with the
+                   float32 kernels and the bf16 tensor-core forwards placed on them
   memory_vs_n.png  peak extra device memory vs N (chapter 01, chapter 04, the backwards)
 
 Usage: python3 plots/make_plots.py RESULTS_DIR OUT_DIR      (e.g. plots/results/h200 plots/figures)
@@ -13,6 +17,10 @@ Usage: python3 plots/make_plots.py RESULTS_DIR OUT_DIR      (e.g. plots/results/
 A missing or malformed CSV stops it with one line naming the file and line (exit 1). Data
 that is merely absent (no measured traffic yet) leaves a note inside the figure instead.
 anchors.csv (PyTorch on the same GPU) is optional: the staircase shows it for scale.
+vs_pytorch.csv (scripts/compare_pytorch.py) is optional too: when present, the bf16 row's
+PyTorch lines come from it (the same run), each backend falling back to ch07_anchors.csv,
+then anchors.csv; without it, ch07_anchors.csv must exist. Prints one summary line per
+staircase row and for the roofline: what was drawn, from which file.
 """
 import argparse
 import math
@@ -41,8 +49,14 @@ HEAD_DIM = 64
 # The roofline places kernels at this N (B=4, H=32: the papers' benchmark shape), or at the
 # largest measured N below it when it is absent.
 ROOFLINE_N = 4096
+# The chapters whose kernels are float32 on the CUDA cores: the roofline's traffic.csv points.
+FLOAT32_CHAPTERS = ("01", "02", "03", "04", "05")
+# The tensor-core forwards go on it at this N (16384 tokens, B=1), as whole calls: ◆.
+ROOFLINE_TC_N = 16384
+TC_MARKER = "D"
 # Two points of the roofline closer than this (in decades, on both axes) share one label.
 SAME_SPOT_DECADES = 0.15
+LABEL_PT = 8  # the roofline's point labels
 PALETTE = plt.get_cmap("tab10").colors
 LINESTYLES = ["-", "--", ":", "-."]
 PASS_MARKER = {"forward": "o", "backward": "^"}
@@ -50,11 +64,30 @@ PNG_META = {"Software": None}  # no matplotlib version in the file: re-runs give
 # PyTorch's float32 paths in anchors.csv, drawn on the staircase for scale.
 ANCHORS = (("torch-naive(3 kernels)", "PyTorch float32, three kernels (cuBLAS, no TF32)", ":"),
            ("mem_efficient", "PyTorch float32 SDPA, memory-efficient (tensor cores, 3×TF32)", "--"))
+# The staircase's second row: the tensor-core chapters in bf16 at one N, both head dimensions,
+# the variants in the chapters' order, each bar's speedup over the unfused pipeline.
+TC_DTYPE = "bf16"
+STAIR_TC_N = 16384
+STAIR_TC_DIMS = (64, 128)
+STAIR_TC = (("06", "grid_f32"), ("06", "grid_half"), ("07", "plain"), ("07", "padded"),
+            ("07", "swizzled"), ("07", "async"), ("07", "tuned"), ("07", "lazy_rescale"))
+TC_BASELINE = ("06", "grid_half")
+# PyTorch's bf16 paths on that row: vs_pytorch.csv's impl, the anchors' backend, a short
+# name, the legend's label, the line style (dotted: three kernels, as in the float32 row).
+BF16_ANCHORS = (("torch_naive", "torch-naive(3 kernels)", "three kernels",
+                 "PyTorch bf16, three kernels (matmul, softmax, matmul)", ":"),
+                ("torch_flash", "flash(FA2)", "FlashAttention-2",
+                 "PyTorch bf16 SDPA, FlashAttention-2", "--"),
+                ("torch_cudnn", "cudnn", "cuDNN", "PyTorch bf16 SDPA, cuDNN", "-."))
 
 
 def chapter_color(chapter):
-    """One colour per chapter, stable across figures."""
-    return PALETTE[int(chapter) % len(PALETTE)] if chapter.isdigit() else PALETTE[-1]
+    """One colour per chapter, stable across figures (tab10's grey, its 8th, goes to no
+    chapter: chapter 07 gets the blue no chapter 00 uses)."""
+    if not chapter.isdigit():
+        return PALETTE[-1]
+    c = int(chapter)
+    return PALETTE[0] if c == 7 else PALETTE[c % len(PALETTE)]
 
 
 def log_ticks_125(axis):
@@ -141,16 +174,99 @@ def anchor_ms(anchors, n, shape):
     return out
 
 
-def plot_staircase(tour, anchors, gpu, path):
-    fig, axes = plt.subplots(1, len(STAIR_N), figsize=(WIDTH_IN, 5.6), sharey=True)
+def tc_pytorch_ms(sources, n, d, shape):
+    """{short name: (ms, style, file)} of PyTorch's bf16 forward at this problem (non-causal), each
+    backend from the first of `sources` [(file name, rows)] that has it: vs_pytorch.csv's
+    same-run rows first, then ch07_anchors.csv, then anchors.csv."""
+    out = {}
+    for impl, backend, short, _, style in BF16_ANCHORS:
+        for name, rows in sources:
+            for r in rows or []:
+                if name == "vs_pytorch.csv":
+                    hit = (r["impl"] == impl and r["pass"] == "forward" and r["dtype"] == TC_DTYPE
+                           and not r["causal"] and r["seq_len"] == n and r["head_dim"] == d
+                           and (r["batch"], r["heads"]) == shape and r["ms"])
+                    ms = r["ms"]
+                else:
+                    hit = (r["backend"] == backend and r["dtype"] in ("bfloat16", TC_DTYPE)
+                           and not r["causal"] and int(r["N"]) == n and int(r["d"]) == d
+                           and (int(r["B"]), int(r["H"])) == shape and r["fwd_ms"])
+                    ms = r["fwd_ms"]
+                if hit:
+                    out[short] = (ms, style, name)  # a later row of the same file wins
+            if short in out:
+                break
+    return out
+
+
+def main_shape(rows):
+    """The (B, H) most rows were timed at (the tour's shape), or None."""
+    shapes = [(r["batch"], r["heads"]) for r in rows]
+    return max(sorted(set(shapes)), key=shapes.count) if shapes else None
+
+
+def ms_text(ms, narrow=False):
+    """'2567 ms', '9.42 ms'; narrow bars get the unit on a line of its own."""
+    value = f"{ms:.0f}" if ms >= 100 else f"{ms:.3g}"
+    return value + ("\nms" if narrow else " ms")
+
+
+def gb_text(b, narrow=False):
+    """DRAM bytes in GB whatever their size, so that bars compare at a glance: '207 GB',
+    '0.54 GB' (narrow bars: the unit on a line of its own)."""
+    v = b / 1e9
+    return (f"{v:.0f}" if v >= 10 else f"{v:.2g}") + ("\nGB" if narrow else " GB")
+
+
+def draw_bars(ax, rows, speedups):
+    """One row's bars in one panel: the time inside each bar's foot and the DRAM bytes the
+    model counts inside its top (white), the speedup above it, chapter and variant below;
+    the staircase's look for both rows."""
+    x = range(len(rows))
+    narrow = len(rows) > 6  # more bars than fit "9.42 ms" on one line
+    ax.bar(x, [r["ms"] for r in rows], color=[chapter_color(r["chapter"]) for r in rows],
+           edgecolor="0.2", linewidth=0.5, width=0.7, zorder=2)
+    for i, r, s in zip(x, rows, speedups):
+        # The text inside a bar sits on the bar's colour, over any PyTorch line crossing it.
+        inside = dict(color="white", zorder=4, linespacing=1.0,
+                      bbox=dict(boxstyle="square,pad=0.1", facecolor=chapter_color(r["chapter"]),
+                                edgecolor="none"))
+        # Above the bar: the speedup (the headline); inside its foot: the time itself.
+        ax.annotate(f"{s:.1f}×" if s else "n/a", (i, r["ms"]), xytext=(0, 3),
+                    textcoords="offset points", ha="center", va="bottom", fontsize=10,
+                    fontweight="bold", zorder=4,
+                    bbox=dict(boxstyle="square,pad=0.05", facecolor="white",
+                              edgecolor="none", alpha=0.85))
+        ax.annotate(ms_text(r["ms"], narrow), (i, 0), xycoords=("data", "axes fraction"),
+                    xytext=(0, 4), textcoords="offset points", ha="center", va="bottom",
+                    fontsize=8, fontweight="bold", **inside)
+        if r.get("model_bytes"):  # inside its top: what it moves through DRAM
+            ax.annotate(gb_text(r["model_bytes"], narrow), (i, r["ms"]), xytext=(0, -3),
+                        textcoords="offset points", ha="center", va="top", fontsize=8, **inside)
+    tilt = 30 if len(rows) > 6 else 0  # two-line labels fit flat up to six bars per panel
+    ax.set_xticks(list(x), [f"{r['chapter']}\n{r['variant']}" for r in rows], fontsize=9,
+                  rotation=tilt, ha="right" if tilt else "center", rotation_mode="anchor")
+    ax.set_xlabel("chapter and variant")
+
+
+def row_legend(sub, seen, title):
+    """The legend shared by a row's panels, under them: one line per PyTorch backend."""
+    handles = [Line2D([], [], color="0.15", ls=style, lw=1.3, label=f"{label}: " + ", ".join(values))
+               for label, (style, values) in seen.items()]
+    sub.legend(handles=handles, loc="outside lower center", ncol=1, fontsize=9, frameon=False,
+               title=title, title_fontsize=9)
+
+
+def staircase_float32(sub, tour, anchors, gpu):
+    """The float32 row (chapters 01-05, CUDA cores): d=64 at STAIR_N, speedup over chapter 01.
+    Returns a one-line summary of what it drew."""
+    axes = sub.subplots(1, len(STAIR_N), sharey=True)
     fwd = [r for r in tour if r["pass"] == "forward" and r["head_dim"] == HEAD_DIM
-           and not r["causal"] and r["ms"] is not None]
-    seen_anchor, bottoms = {}, []
+           and not r["causal"] and r["ms"] is not None and r["dtype"] in ("float32", "")]
+    seen_anchor, bottoms, drawn = {}, [], []
     for ax, n in zip(axes, STAIR_N):
         at_n = [r for r in fwd if r["seq_len"] == n]
-        # One problem per panel: the (B, H) most rows were timed at (the tour's shape).
-        shapes = [(r["batch"], r["heads"]) for r in at_n]
-        shape = max(set(shapes), key=shapes.count) if shapes else None
+        shape = main_shape(at_n)  # one problem per panel
         rows = latest([r for r in at_n if (r["batch"], r["heads"]) == shape],
                       key=lambda r: (r["chapter"], r["variant"]))
         rows.sort(key=lambda r: (r["chapter"], -r["ms"]))
@@ -162,33 +278,16 @@ def plot_staircase(tour, anchors, gpu, path):
             note(ax, f"no measured forward rows\nat N={n}, d={HEAD_DIM}\nin tour.csv yet")
             continue
         base = [r["ms"] for r in rows if r["chapter"] == "01"]
-        x = range(len(rows))
-        ax.bar(x, [r["ms"] for r in rows], color=[chapter_color(r["chapter"]) for r in rows],
-               edgecolor="0.2", linewidth=0.5, width=0.7, zorder=2)
-        for i, r in zip(x, rows):
-            s = r["speedup_vs_ch01"] or (base[0] / r["ms"] if base else None)
-            # Above the bar: the speedup (the headline); inside its top: the time itself.
-            ax.annotate(f"{s:.1f}×" if s else "n/a", (i, r["ms"]), xytext=(0, 3),
-                        textcoords="offset points", ha="center", va="bottom", fontsize=10,
-                        fontweight="bold", zorder=4,
-                        bbox=dict(boxstyle="square,pad=0.05", facecolor="white",
-                                  edgecolor="none", alpha=0.85))
-            ax.annotate(f"{r['ms']:.0f} ms" if r["ms"] >= 100 else f"{r['ms']:.3g} ms",
-                        (i, 0), xycoords=("data", "axes fraction"), xytext=(0, 4),
-                        textcoords="offset points", ha="center", va="bottom", fontsize=8,
-                        color="white", fontweight="bold", zorder=4)
-        for label, (ms, style) in anchor_ms(anchors, n, shape).items():
+        draw_bars(ax, rows, [r["speedup_vs_ch01"] or (base[0] / r["ms"] if base else None)
+                             for r in rows])
+        drawn.append(f"N={n}: {len(rows)} bars")
+        found = anchor_ms(anchors, n, shape)
+        for label, (ms, style) in found.items():
             ax.axhline(ms, color="0.15", ls=style, lw=1.3, zorder=3)
             seen_anchor.setdefault(label, (style, []))[1].append(f"{ms:.3g} ms at N={n}")
-        lowest = min(r["ms"] for r in rows)
-        bottoms.append(lowest / 3)  # the shortest bar still tall enough for its time
-        tilt = 30 if len(rows) > 6 else 0  # two-line labels fit flat up to six bars per panel
-        ax.set_xticks(list(x), [f"{r['chapter']}\n{r['variant']}" for r in rows], fontsize=9,
-                      rotation=tilt, ha="right" if tilt else "center", rotation_mode="anchor")
-        ax.set_xlabel("chapter and variant")
-        found = anchor_ms(anchors, n, shape)
-        missing = [short for backend, label, _ in ANCHORS
-                   for short in [label.split(" (")[0]] if anchors and label not in found]
+        bottoms.append(min(r["ms"] for r in rows) / 3)  # the shortest bar tall enough for its time
+        missing = [label.split(" (")[0] for _, label, _ in ANCHORS
+                   if anchors and label not in found]
         if missing:  # e.g. PyTorch's three kernels ran out of memory at N=16384
             ax.text(0.98, 0.98, "no PyTorch row at this N:\n" + "\n".join(missing),
                     transform=ax.transAxes, ha="right", va="top", fontsize=8, color="0.3")
@@ -197,20 +296,92 @@ def plot_staircase(tour, anchors, gpu, path):
         axes[0].set_ylim(min(bottoms), max(tops) * 3)  # room above for the speedup labels
     log_ticks_125(axes[0].yaxis)
     axes[0].set_ylabel("forward time per call (ms, log scale)")
-    title = (f"The staircase on the {gpu}: attention forward, float32, d={HEAD_DIM}, non-causal\n"
-             "bars: median time (ms, inside); above: speedup over chapter 01")
-    fig.suptitle(title, fontsize=12)
+    sub.suptitle(f"The staircase on the {gpu}: attention forward, float32, d={HEAD_DIM}, "
+                 "non-causal\ninside the bars: median time (foot), DRAM bytes of the model (top); "
+                 "above: speedup over chapter 01",
+                 fontsize=12)
     if seen_anchor:
-        handles = [Line2D([], [], color="0.15", ls=style, lw=1.3,
-                          label=f"{label}: " + ", ".join(values))
-                   for label, (style, values) in seen_anchor.items()]
-        fig.legend(handles=handles, loc="lower center", ncol=1, fontsize=9, frameon=False,
-                   title="for scale, measured on the same GPU:", title_fontsize=9)
-        fig.tight_layout(rect=(0, 0.11, 1, 1))
-    else:
-        fig.tight_layout()
+        row_legend(sub, seen_anchor, "for scale, measured on the same GPU:")
+    return "float32 (tour.csv): " + ("; ".join(drawn) or "no bars")
+
+
+def staircase_bf16(sub, tc, sources, gpu):
+    """The bf16 row (chapters 06 and 07, tensor cores): N=STAIR_TC_N, d=64 and d=128, bars
+    from tc_variants.csv in STAIR_TC's order, speedup over TC_BASELINE (the unfused
+    pipeline), PyTorch's bf16 backends for scale. Returns a one-line summary."""
+    axes = sub.subplots(1, len(STAIR_TC_DIMS), sharey=True)
+    fwd = [r for r in tc if r["pass"] == "forward" and r["dtype"] == TC_DTYPE
+           and not r["causal"] and r["seq_len"] == STAIR_TC_N and r["ms"] is not None
+           and (r["chapter"], r["variant"]) in STAIR_TC]
+    seen, lows, tops, drawn, files = {}, [], [], [], set()
+    for ax, d in zip(axes, STAIR_TC_DIMS):
+        at_d = [r for r in fwd if r["head_dim"] == d]
+        shape = main_shape(at_d)
+        rows = latest([r for r in at_d if (r["batch"], r["heads"]) == shape],
+                      key=lambda r: (r["chapter"], r["variant"]))
+        rows.sort(key=lambda r: STAIR_TC.index((r["chapter"], r["variant"])))
+        ax.set_title(f"d = {d}" + (f", {shape_text(rows)}" if rows else ""), fontsize=11)
+        ax.set_yscale("log")
+        ax.grid(axis="y", which="major", alpha=0.35)
+        if not rows:
+            ax.set_xticks([])
+            note(ax, f"no measured {TC_DTYPE} forward rows\nat N={STAIR_TC_N}, d={d}\n"
+                     "in tc_variants.csv yet")
+            continue
+        base = [r["ms"] for r in rows if (r["chapter"], r["variant"]) == TC_BASELINE]
+        draw_bars(ax, rows, [base[0] / r["ms"] if base else None for r in rows])
+        found = tc_pytorch_ms(sources, STAIR_TC_N, d, shape)
+        labels = {short: label for _, _, short, label, _ in BF16_ANCHORS}
+        for short, (ms, style, name) in found.items():
+            ax.axhline(ms, color="0.15", ls=style, lw=1.3, zorder=3)
+            seen.setdefault(labels[short], (style, []))[1].append((f"{ms:.3g} ms at d={d}", name))
+            lows.append(ms / 1.5)
+            tops.append(ms)
+            files.add(name)
+        lows.append(min(r["ms"] for r in rows) / 3)
+        tops += [r["ms"] for r in rows]
+        absent = [f"{ch} {v}" for ch, v in STAIR_TC if (ch, v) not in
+                  {(r["chapter"], r["variant"]) for r in rows}]
+        lacking = [short for _, _, short, _, _ in BF16_ANCHORS if short not in found]
+        text = (["not in tc_variants.csv:"] + absent if absent else []) + \
+               (["no PyTorch row here:"] + lacking if lacking else []) + \
+               ([f"no {TC_BASELINE[0]} {TC_BASELINE[1]}: no speedups"] if not base else [])
+        if text:
+            ax.text(0.98, 0.98, "\n".join(text), transform=ax.transAxes, ha="right", va="top",
+                    fontsize=8, color="0.3", zorder=5,
+                    bbox=dict(boxstyle="square,pad=0.2", facecolor="white", edgecolor="none",
+                              alpha=0.85))
+        pt = ", ".join(f"{short} {ms:.3g} ms ({name})" for short, (ms, _, name) in found.items())
+        drawn.append(f"d={d}: {len(rows)} bars" + (f"; PyTorch {pt}" if pt else ""))
+    if lows:
+        axes[0].set_ylim(min(lows), max(tops) * 3)
+    log_ticks_125(axes[0].yaxis)
+    axes[0].set_ylabel("forward time per call (ms, log scale)")
+    sub.suptitle(f"The same on the tensor cores: {TC_DTYPE}, N={STAIR_TC_N}, non-causal; "
+                 "unfused (06) and fused (07)\ninside the bars: time and DRAM bytes, as above; "
+                 f"above: speedup over {TC_BASELINE[0]} {TC_BASELINE[1]} (unfused)", fontsize=12)
+    if seen:
+        entries = {}
+        for label, (style, values) in seen.items():  # the file once when one file gave all
+            names = {name for _, name in values}
+            text = (", ".join(v for v, _ in values) + f" ({names.pop()})" if len(names) == 1
+                    else ", ".join(f"{v} ({name})" for v, name in values))
+            entries[label] = (style, [text])
+        older = " (anchors.csv: an earlier session)" if "anchors.csv" in files else ""
+        row_legend(sub, entries, "for scale, PyTorch on the same GPU, from the file named"
+                   f"{older}:")
+    return f"{TC_DTYPE} (tc_variants.csv): " + ("; ".join(drawn) or "no bars")
+
+
+def plot_staircase(tour, anchors, tc, sources, gpu, path):
+    """Two rows, one above the other: float32 on the CUDA cores (chapters 01-05), then bf16
+    on the tensor cores (chapters 06-07). Returns the rows' summaries."""
+    fig = plt.figure(figsize=(WIDTH_IN, 11.6), layout="constrained")
+    top, bottom = fig.subfigures(2, 1, hspace=0.04)
+    out = [staircase_float32(top, tour, anchors, gpu), staircase_bf16(bottom, tc, sources, gpu)]
     fig.savefig(path, dpi=DPI, metadata=PNG_META)
     plt.close(fig)
+    return out
 
 
 # ---------------------------------------------------------------- 2. bytes vs N
@@ -337,7 +508,7 @@ def place_labels(ax, items, avoid=()):
         chosen = None
         for dx, dy in offsets:
             t = ax.annotate(text, (x, y), xytext=(dx, dy), textcoords="offset pixels",
-                            ha="left" if dx > 0 else "right", va="center", fontsize=7.5,
+                            ha="left" if dx > 0 else "right", va="center", fontsize=LABEL_PT,
                             linespacing=1.1)
             bb = t.get_window_extent(renderer)
             t.remove()
@@ -347,7 +518,7 @@ def place_labels(ax, items, avoid=()):
         dx, dy, bb = chosen or (offsets[0] + (None,))
         far = abs(dy) > 8 or abs(dx) > 12
         ax.annotate(text, (x, y), xytext=(dx, dy), textcoords="offset pixels",
-                    ha="left" if dx > 0 else "right", va="center", fontsize=7.5,
+                    ha="left" if dx > 0 else "right", va="center", fontsize=LABEL_PT,
                     linespacing=1.1, color="0.1", zorder=5,
                     bbox=dict(boxstyle="square,pad=0.1", facecolor="white", edgecolor="none",
                               alpha=0.8),
@@ -385,9 +556,68 @@ def roofline_labels(points):
     return sorted(out, key=lambda item: -item[1])
 
 
-def plot_roofline(traffic, ceilings, gpu, path):
-    fig, ax = plt.subplots(figsize=(WIDTH_IN, 6.6))
-    rows = [r for r in traffic if r["head_dim"] == HEAD_DIM and not r["causal"]]
+def tc_roofline_points(tc):
+    """[(row, FLOP per model DRAM byte, TFLOP/s)] of the tensor-core forwards the roofline
+    shows: at ROOFLINE_TC_N, bf16, non-causal, d in STAIR_TC_DIMS, every chapter 06 variant
+    and chapter 07's fastest (its `fastest` row if the CSV has one, else the staircase
+    variant with the shortest time: the tile-shape sweep is not a candidate)."""
+    rows = [r for r in tc if r["pass"] == "forward" and r["dtype"] == TC_DTYPE
+            and not r["causal"] and r["seq_len"] == ROOFLINE_TC_N
+            and r["head_dim"] in STAIR_TC_DIMS and r["ms"] and r["tflops"] and r["model_bytes"]]
+    rows = latest(rows, key=lambda r: (r["chapter"], r["variant"], r["head_dim"]))
+    out = []
+    for d in STAIR_TC_DIMS:
+        at_d = [r for r in rows if r["head_dim"] == d]
+        shape = main_shape(at_d)
+        at_d = [r for r in at_d if (r["batch"], r["heads"]) == shape]
+        ch07 = [r for r in at_d if r["chapter"] == "07"]
+        named = [r for r in ch07 if r["variant"] == "fastest"]
+        ch07 = named or [r for r in ch07 if ("07", r["variant"]) in STAIR_TC]
+        pick = [r for r in at_d if r["chapter"] == "06"]
+        pick += sorted(ch07, key=lambda r: r["ms"])[:1]
+        for r in pick:
+            flops = r["tflops"] * 1e12 * r["ms"] * 1e-3
+            out.append((r, flops / r["model_bytes"], r["tflops"]))
+    return out
+
+
+def tc_labels(points):
+    """One label per chapter and spot, a line per point: '07 tuned, d=64: 321 TFLOP/s'."""
+    groups = []
+    for r, x, y in points:
+        for g in groups:
+            if (g["chapter"] == r["chapter"] and abs(math.log10(x / g["pts"][0][0])) < SAME_SPOT_DECADES
+                    and abs(math.log10(y / g["pts"][0][1])) < SAME_SPOT_DECADES):
+                g["pts"].append((x, y))
+                g["lines"].append((r, y))
+                break
+        else:
+            groups.append({"chapter": r["chapter"], "pts": [(x, y)], "lines": [(r, y)]})
+    out = []
+    for g in groups:
+        gx = math.exp(sum(math.log(p[0]) for p in g["pts"]) / len(g["pts"]))
+        gy = math.exp(sum(math.log(p[1]) for p in g["pts"]) / len(g["pts"]))
+        text = "\n".join(f"{r['chapter']} {r['variant']}, d={r['head_dim']}: {y:.0f} TFLOP/s"
+                         for r, y in g["lines"])
+        out.append((gx, gy, text))
+    return out
+
+
+def mma_probe(probes):
+    """(rate, unit) of the mma.sync probe in probes.csv, or None."""
+    for name, (rate, unit) in probes.items():
+        if name.startswith("mma_sync") and unit == "TFLOP/s":
+            return rate, unit
+    return None
+
+
+def plot_roofline(traffic, ceilings, tc, probes, gpu, path):
+    """The float32 kernels (traffic.csv, chapters 01-05) at ROOFLINE_N under the copy and
+    matrix-product roofs, and the bf16 tensor-core forwards (tc_variants.csv) at
+    ROOFLINE_TC_N under the measured mma.sync roof (probes.csv). Returns a summary."""
+    fig, ax = plt.subplots(figsize=(WIDTH_IN, 7.4))
+    rows = [r for r in traffic if r["head_dim"] == HEAD_DIM and not r["causal"]
+            and r["chapter"] in FLOAT32_CHAPTERS]
     sizes = sorted({r["seq_len"] for r in rows})
     n = ROOFLINE_N if ROOFLINE_N in sizes else (max([s for s in sizes if s <= ROOFLINE_N] or sizes or [0]))
     rows = [r for r in rows if r["seq_len"] == n]
@@ -403,11 +633,15 @@ def plot_roofline(traffic, ceilings, gpu, path):
             continue
         points.append((r, r["flops"] / dram, r["flops"] / (r["measured_ms"] * 1e-3) / 1e12,
                        measured is not None))
-    xs = [p[1] for p in points] or [1.0]
-    ys = [p[2] for p in points]
+    tc_points = tc_roofline_points(tc)
+    mma = mma_probe(probes)
+    xs = [p[1] for p in points] + [p[1] for p in tc_points] or [1.0]
+    ys = [p[2] for p in points] + [p[2] for p in tc_points]
     lo, hi = min(min(xs) / 4, 0.05), max(max(xs) * 8, 2000)
     bw = ceilings.get("copy_bandwidth")
     flat = [(name, ceilings[name]) for name in ("fp32_matmul", "bf16_matmul") if name in ceilings]
+    if mma:
+        flat.append(("mma_sync", mma))
     top = max([v for _, (v, _) in flat] + ys + [1.0]) * 4
     bottom = min(ys + [top / 1e4]) / 3
     ax.set_xscale("log")
@@ -418,21 +652,26 @@ def plot_roofline(traffic, ceilings, gpu, path):
     # the fp32 roof (the one these float32 kernels live under) bends at its own ridge point.
     segments, texts = [], []  # what the kernels' labels must leave readable
     for name, (v, unit) in flat:
-        fp32 = name == "fp32_matmul"
-        style = dict(color="0.1" if fp32 else "0.45", lw=2.0 if fp32 else 1.2,
-                     ls="-" if fp32 else "--", zorder=1)
+        # Solid: the roofs the chapters' instructions live under (fp32 FFMA products, the
+        # mma.sync probe); dashed: cuBLAS's bf16 rate, for reference.
+        fp32, probe = name == "fp32_matmul", name == "mma_sync"
+        style = dict(color="0.1" if fp32 or probe else "0.45", lw=2.0 if fp32 or probe else 1.2,
+                     ls="-" if fp32 or probe else "--", zorder=1)
         ridge = v / bw[0] if bw else lo
         ax.plot([max(ridge, lo), hi], [v, v], **style)
         segments.append(((max(ridge, lo), v), (hi, v)))
         label = ("fp32 matrix product, CUDA cores (cuBLAS, no TF32)" if fp32 else
-                 f"{name.split('_')[0]} matrix product, tensor cores")
-        texts.append(ax.annotate(f"{label}: {v:.0f} {unit}", (hi, v), ha="right", va="bottom",
-                                 fontsize=9, xytext=(-4, 2), textcoords="offset points",
+                 "mma.sync bf16 (register-only probe)" if probe else
+                 f"{name.split('_')[0]} matrix product, tensor cores (cuBLAS)")
+        # The probe's label under its line: cuBLAS's bf16 roof is just above it.
+        texts.append(ax.annotate(f"{label}: {v:.0f} {unit}", (hi, v), ha="right",
+                                 va="top" if probe else "bottom", fontsize=9,
+                                 xytext=(-4, -3 if probe else 2), textcoords="offset points",
                                  color=style["color"]))
         if bw:
             ax.plot([lo, ridge], [bw[0] * lo, v], **style)
             segments.append(((lo, bw[0] * lo), (ridge, v)))
-            if fp32:
+            if fp32 or probe:
                 ax.axvline(ridge, color="0.6", lw=0.8, ls=":", zorder=0)
                 texts.append(ax.annotate(f"ridge {ridge:.0f} FLOP/B", (ridge, bottom), xytext=(-3, 4),
                             textcoords="offset points", fontsize=8, color="0.4",
@@ -446,6 +685,10 @@ def plot_roofline(traffic, ceilings, gpu, path):
                     textcoords="offset points", rotation=angle, rotation_mode="anchor",
                     fontsize=9, color="0.1", ha="left", va="bottom"))
     chapters_seen = {}
+    for r, x, y in tc_points:  # one marker per call: the three kernels of 06 together
+        c = chapter_color(r["chapter"])
+        ax.plot(x, y, TC_MARKER, color=c, markeredgecolor="0.15", markersize=9, zorder=4.6)
+        chapters_seen.setdefault(r["chapter"], c)
     for r, x, y, measured in points:
         c = chapter_color(r["chapter"])
         pss = r.get("pass") or "forward"
@@ -458,15 +701,25 @@ def plot_roofline(traffic, ceilings, gpu, path):
     ax.set_xlabel("arithmetic intensity (FLOP per DRAM byte, log scale)")
     ax.set_ylabel("achieved TFLOP/s (log scale)")
     sub = shape_text(rows) if rows else ""
-    where = (f"every kernel at N={n}, d={HEAD_DIM}" + (f", {sub}" if sub else "")) if rows \
-        else "no kernels yet"
-    ax.set_title(f"Roofline of the {gpu} with {where}\nfloat32, non-causal; ceilings measured "
-                 "with PyTorch; points: Nsight Compute DRAM bytes and kernel time", fontsize=11)
+    where = (f"float32 kernels at N={n}, d={HEAD_DIM}" + (f", {sub}" if sub else "")
+             + ": Nsight Compute DRAM bytes, kernel time") if rows else \
+        f"float32 kernels: none at d={HEAD_DIM} in traffic.csv yet"
+    tc_sub = shape_text([p[0] for p in tc_points]) if tc_points else ""
+    ax.set_title(f"Roofline of the {gpu}, non-causal; ceilings measured (copy, cuBLAS: PyTorch; "
+                 f"mma.sync: a probe)\n{where}\n{TC_DTYPE} forwards on the tensor cores (◆) at N={ROOFLINE_TC_N}, "
+                 f"d={' and '.join(map(str, STAIR_TC_DIMS))}"
+                 + (f" ({tc_sub})" if tc_sub else "") + ": the model's DRAM bytes, call time",
+                 fontsize=11)
     fig.tight_layout()
-    place_labels(ax, roofline_labels(points), avoid_boxes(ax, segments, texts))
+    place_labels(ax, sorted(roofline_labels(points) + tc_labels(tc_points), key=lambda i: -i[1]),
+                 avoid_boxes(ax, segments, texts))
     msgs = []
     if not ceilings:
         msgs.append("ceilings.csv has no rows")
+    if not mma:
+        msgs.append("probes.csv has no mma_sync rate: no tensor-core roof")
+    if not tc_points:
+        msgs.append(f"no {TC_DTYPE} forwards at N={ROOFLINE_TC_N} in tc_variants.csv yet")
     if not rows:
         msgs.append(f"no kernels at d={HEAD_DIM} in traffic.csv yet")
     elif untimed:
@@ -480,16 +733,25 @@ def plot_roofline(traffic, ceilings, gpu, path):
         ax.text(0.01, 0.99, "\n".join(msgs), transform=ax.transAxes, ha="left", va="top",
                 fontsize=8, color="0.3", zorder=6,
                 bbox=dict(boxstyle="round", facecolor="0.97", edgecolor="0.8"))
-    if points:
+    if points or tc_points:
         handles = [Line2D([], [], color=c, marker="s", ls="", markersize=8, label=f"chapter {ch}")
                    for ch, c in sorted(chapters_seen.items())]
         handles += [Line2D([], [], color="0.5", marker=m, ls="", markersize=7,
                            markeredgecolor="0.15", label=f"{p} kernel")
                     for p, m in PASS_MARKER.items()
                     if any((r.get("pass") or "forward") == p for r, *_ in points)]
+        if tc_points:
+            handles.append(Line2D([], [], color="0.5", marker=TC_MARKER, ls="", markersize=8,
+                                  markeredgecolor="0.15", label=f"{TC_DTYPE} forward call"))
         ax.legend(handles=handles, fontsize=8, loc="lower right", ncol=2)
     fig.savefig(path, dpi=DPI, metadata=PNG_META)
     plt.close(fig)
+    return ((f"float32: {len(points)} kernels at N={n}" if points else "float32: no kernels")
+            + f" (traffic.csv); {TC_DTYPE}: "
+            + ("; ".join(f"{r['chapter']} {r['variant']} d={r['head_dim']} at "
+                         f"{x:.3g} FLOP/B, {y:.1f} TFLOP/s" for r, x, y in tc_points)
+               or "no points") + " (tc_variants.csv); mma.sync roof: "
+            + (f"{mma[0]:g} {mma[1]} (probes.csv)" if mma else "none"))
 
 
 # ---------------------------------------------------------------- 4. extra memory vs N
@@ -566,16 +828,24 @@ def main(argv=None):
         tour, traffic, ceilings = results_csv.read_results(args.results_dir)
         anchors_csv = os.path.join(args.results_dir, "anchors.csv")
         anchors = results_csv.read(anchors_csv) if os.path.isfile(anchors_csv) else []
+        tcf = results_csv.read_tensor_cores(args.results_dir)
     except results_csv.CsvError as e:
         print(f"make_plots: error: {e}", file=sys.stderr)
         return 1
     gpu = gpu_name(tour, args.results_dir)
     os.makedirs(args.out_dir, exist_ok=True)
     out = [os.path.join(args.out_dir, f) for f in FIGURES]
-    plot_staircase(tour, anchors, gpu, out[0])
+    # PyTorch's bf16 numbers: the comparison script's same run first, then the chapter-07
+    # session's anchors, then the older anchors (the three-kernel path).
+    sources = [("vs_pytorch.csv", tcf["vs_pytorch.csv"]), ("ch07_anchors.csv", tcf["ch07_anchors.csv"]),
+               ("anchors.csv", anchors)]
+    summary = plot_staircase(tour, anchors, tcf["tc_variants.csv"], sources, gpu, out[0])
     plot_bytes_vs_n(traffic, gpu, out[1])
-    plot_roofline(traffic, results_csv.ceilings_dict(ceilings), gpu, out[2])
+    summary.append(plot_roofline(traffic, results_csv.ceilings_dict(ceilings), tcf["tc_variants.csv"],
+                                 results_csv.probes_dict(tcf["probes.csv"]), gpu, out[2]))
     plot_memory_vs_n(tour, gpu, out[3])
+    for name, line in zip(("staircase", "staircase", "roofline"), summary):
+        print(f"{name} {line}")
     for p in out:
         print(f"wrote {p}")
     return 0

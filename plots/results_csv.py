@@ -25,14 +25,26 @@ REQUIRED = {
     # PyTorch on the same GPU (scripts/pytorch_anchors.py); optional.
     "anchors.csv": ["backend", "dtype", "causal", "B", "H", "N", "d", "fwd_ms", "fwd_tflops",
                     "bwd_ms", "bwd_tflops"],
+    # The tensor-core chapters (06, 07): every variant, the tour's columns (gpu_run.sh tc).
+    "tc_variants.csv": ["chapter", "variant", "pass", "dtype", "batch", "heads", "seq_len",
+                        "head_dim", "causal", "ms", "tflops", "model_bytes", "gbps", "rel_err",
+                        "speedup_vs_ch01"],
+    # FlashAttention-2 and cuDNN in the session of tc_variants.csv: anchors.csv's columns.
+    "ch07_anchors.csv": ["backend", "dtype", "causal", "B", "H", "N", "d", "fwd_ms",
+                         "fwd_tflops", "bwd_ms", "bwd_tflops"],
+    # Register-only ceilings (tools/probes.cu): mma.sync, MUFU ex2, FFMA.
+    "probes.csv": ["probe", "unit", "rate"],
+    # Ours and PyTorch's in one run (scripts/compare_pytorch.py); optional.
+    "vs_pytorch.csv": ["impl", "pass", "dtype", "batch", "heads", "seq_len", "head_dim",
+                       "causal", "ms", "tflops", "rel_err"],
 }
 TEXT = {"chapter", "variant", "pass", "dtype", "kernel", "name", "unit", "what", "gpu", "causal",
-        "backend"}
+        "backend", "impl", "probe", "torch_ref", "timed"}
 OPTIONAL_NUMERIC = {"model_requested_bytes", "ms_min", "ms_max", "iters", "extra_mem_bytes"}
 # Numbers that are measurements: a negative value means "not measured", like an empty field.
 MEASURED = {"ms", "tflops", "gbps", "rel_err", "speedup_vs_ch01", "ms_min", "ms_max",
             "fwd_ms", "fwd_tflops", "bwd_ms", "bwd_tflops", "extra_mem_bytes", "measured_read_bytes", "measured_write_bytes",
-            "measured_requested_read_bytes", "measured_requested_write_bytes", "measured_ms"}
+            "measured_requested_read_bytes", "measured_requested_write_bytes", "measured_ms", "rate"}
 
 
 class CsvError(Exception):
@@ -66,8 +78,8 @@ def _causal(path, line, text):
 
 def read(path, kind=None):
     """Rows of one results file as dicts (numbers as float or None, causal as bool,
-    chapter as two digits, '_line' the line number). kind: 'tour.csv', 'traffic.csv' or
-    'ceilings.csv'; default: the file's base name."""
+    chapter as two digits, '_line' the line number). kind: one of REQUIRED's names ('tour.csv',
+    'traffic.csv', ...); default: the file's base name."""
     kind = kind or os.path.basename(path)
     required = REQUIRED[kind]
     if not os.path.isfile(path):
@@ -118,6 +130,34 @@ def read_results(results_dir):
     """(tour, traffic, ceilings) of a results folder; each CSV must exist."""
     return tuple(read(os.path.join(results_dir, name)) for name in
                  ("tour.csv", "traffic.csv", "ceilings.csv"))
+
+
+# The tensor-core files of a results folder: (name, must exist). vs_pytorch.csv, when there
+# is one, supplies PyTorch's numbers of the same run; without it, ch07_anchors.csv must.
+TENSOR_CORE_FILES = (("tc_variants.csv", True), ("probes.csv", True),
+                     ("vs_pytorch.csv", False), ("ch07_anchors.csv", False))
+
+
+def read_tensor_cores(results_dir):
+    """{name: rows} of the tensor-core files (TENSOR_CORE_FILES); an optional file that is
+    absent maps to None. CsvError for a missing required file, a malformed one, or neither
+    vs_pytorch.csv nor ch07_anchors.csv (PyTorch's bf16 numbers come from one of them)."""
+    out = {}
+    for name, required in TENSOR_CORE_FILES:
+        path = os.path.join(results_dir, name)
+        if required or os.path.isfile(path):
+            out[name] = read(path)
+        else:
+            out[name] = None
+    if out["vs_pytorch.csv"] is None and out["ch07_anchors.csv"] is None:
+        raise CsvError(f"{os.path.join(results_dir, 'ch07_anchors.csv')}: file not found, and "
+                       "no vs_pytorch.csv either (PyTorch's bf16 numbers come from one of them)")
+    return out
+
+
+def probes_dict(rows):
+    """{probe: (rate, unit)} of probes.csv rows; a probe without a rate is left out."""
+    return {r["probe"]: (r["rate"], r["unit"]) for r in rows if r["rate"] is not None}
 
 
 def ceilings_dict(rows):

@@ -1,10 +1,14 @@
 """ctest: the plot script runs on the committed results (plots/results/<gpu>/) and writes
-every figure. Exits 77 (ctest: skipped, with the message) while those CSVs are not yet
-committed, so a fresh checkout before the first GPU run does not fail for that reason.
+every figure, and the tensor-core panels are not empty: the staircase's bf16 row has bars
+at both head dimensions and the roofline has the mma.sync roof and tensor-core points (the
+script's summary lines say what each drew). Exits 77 (ctest: skipped, with the message)
+while tour.csv, traffic.csv and ceilings.csv are not yet committed, so a fresh checkout
+before the first GPU run does not fail for that reason.
 
 Usage: python3 plots/tests/check_figures.py RESULTS_DIR
 """
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -32,7 +36,19 @@ def main(results):
         if absent:
             print(f"FAILED: not written: {', '.join(absent)}")
             return 1
-    print(f"OK: {len(FIGURES)} figures from {results}")
+    lines = p.stdout.splitlines()
+    bf16 = next((line for line in lines if line.startswith("staircase bf16 ")), "")
+    roof = next((line for line in lines if line.startswith("roofline ")), "")
+    empty = [f"the staircase's bf16 panel at d={d} has no bars" for d in (64, 128)
+             if not re.search(rf"\bd={d}: [1-9]\d* bars", bf16)]
+    if "mma.sync roof: none" in roof or "mma.sync roof:" not in roof:
+        empty.append("the roofline has no mma.sync roof (probes.csv)")
+    if "bf16: no points" in roof or "bf16:" not in roof:
+        empty.append("the roofline has no tensor-core points (tc_variants.csv)")
+    if empty:
+        print("FAILED: " + "; ".join(empty))
+        return 1
+    print(f"OK: {len(FIGURES)} figures from {results}, the tensor-core panels drawn")
     return 0
 
 

@@ -1,7 +1,11 @@
 """CPU tests of the plot scripts (run by ctest; `python3 -m unittest test_plots` here works too).
 
 Fixtures (made-up numbers, not measurements) live in fixtures/:
-  results/    a complete results folder: tour.csv, traffic.csv, ceilings.csv, anchors.csv
+  results/    a complete results folder without vs_pytorch.csv: tour.csv, traffic.csv,
+              ceilings.csv, anchors.csv (float32 rows and the older bf16 ones),
+              tc_variants.csv, ch07_anchors.csv, probes.csv
+  with_vs_pytorch/  vs_pytorch.csv alone, laid over a copy of results/ (the case where the
+              comparison script's run is there; torch_naive has no d=128 row in it)
   malformed/  the same with a non-numeric time in tour.csv line 4
   anchors/    output of the PyTorch anchor script, for ceilings_from_anchors.py
 """
@@ -17,6 +21,9 @@ PLOTS = os.path.dirname(HERE)
 FIXTURES = os.path.join(HERE, "fixtures")
 FIGURES = ("staircase.png", "bytes_vs_n.png", "roofline.png", "memory_vs_n.png")
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+# Every CSV of the fixture results folder (vs_pytorch.csv is in with_vs_pytorch/).
+RESULT_FILES = ("tour.csv", "traffic.csv", "ceilings.csv", "tc_variants.csv", "probes.csv",
+                "ch07_anchors.csv")
 
 sys.path.insert(0, PLOTS)
 import ceilings_from_anchors  # noqa: E402
@@ -51,13 +58,147 @@ class Figures(unittest.TestCase):
         with tempfile.TemporaryDirectory() as tmp:
             res, out = os.path.join(tmp, "res"), os.path.join(tmp, "out")
             os.makedirs(res)
-            for name in ("tour.csv", "traffic.csv", "ceilings.csv"):
+            for name in RESULT_FILES:
                 with open(os.path.join(FIXTURES, "results", name)) as src, \
                         open(os.path.join(res, name), "w") as dst:
                     dst.write(src.readline())
-            code, _, stderr = run("make_plots.py", res, out)
+            code, stdout, stderr = run("make_plots.py", res, out)
             self.assertEqual(code, 0, stderr)
             assert_figures(self, out)
+            # Each panel says it has nothing (a note is drawn in it), none is silently empty.
+            self.assertIn("staircase bf16 (tc_variants.csv): no bars", stdout)
+            self.assertIn("bf16: no points (tc_variants.csv); mma.sync roof: none", stdout)
+
+
+def fixture_copy(tmp, with_vs_pytorch=False, drop=()):
+    """A copy of fixtures/results in tmp/res, with vs_pytorch.csv laid over it or not and the
+    files in `drop` removed; returns its path."""
+    res = os.path.join(tmp, "res")
+    shutil.copytree(os.path.join(FIXTURES, "results"), res)
+    if with_vs_pytorch:
+        shutil.copy(os.path.join(FIXTURES, "with_vs_pytorch", "vs_pytorch.csv"), res)
+    for name in drop:
+        os.remove(os.path.join(res, name))
+    return res
+
+
+def summary(test, results):
+    """make_plots.py's summary lines of a results folder ({'staircase float32': ...,
+    'staircase bf16': ..., 'roofline': ...}), after checking it wrote every figure."""
+    with tempfile.TemporaryDirectory() as out:
+        code, stdout, stderr = run("make_plots.py", results, out)
+        test.assertEqual(code, 0, stderr)
+        assert_figures(test, out)
+    lines = {}
+    for line in stdout.splitlines():
+        for key in ("staircase float32", "staircase bf16", "roofline"):
+            if line.startswith(key + " "):
+                lines[key] = line
+    test.assertEqual(set(lines), {"staircase float32", "staircase bf16", "roofline"}, stdout)
+    return lines
+
+
+class TensorCorePanels(unittest.TestCase):
+    """The staircase's bf16 row and the roofline's tensor-core points, from the committed
+    results and from the fixtures with and without vs_pytorch.csv."""
+
+    def test_committed_results(self):
+        results = os.path.join(PLOTS, "results", "h200")
+        if not os.path.isfile(os.path.join(results, "tc_variants.csv")):
+            self.skipTest("no committed tc_variants.csv yet")
+        lines = summary(self, results)
+        bf16 = lines["staircase bf16"]
+        self.assertIn("d=64: 8 bars;", bf16)
+        self.assertIn("d=128: 8 bars;", bf16)
+        # PyTorch's three lines in each panel, from the same run when there is one.
+        source = ("vs_pytorch.csv" if os.path.isfile(os.path.join(results, "vs_pytorch.csv"))
+                  else "ch07_anchors.csv")
+        self.assertEqual(bf16.count("FlashAttention-2 "), 2, bf16)
+        self.assertEqual(bf16.count("cuDNN "), 2, bf16)
+        self.assertEqual(bf16.count("three kernels "), 2, bf16)
+        self.assertIn(f"({source})", bf16)
+        roof = lines["roofline"]
+        self.assertRegex(roof, r"mma\.sync roof: 648\.48 TFLOP/s \(probes\.csv\)")
+        for point in ("06 grid_f32 d=64", "06 grid_half d=64", "06 grid_f32 d=128",
+                      "06 grid_half d=128"):
+            self.assertIn(point, roof)
+        self.assertEqual(roof.count("07 "), 2, roof)  # chapter 07's fastest at each d
+
+    def test_fixture_without_vs_pytorch(self):
+        # 8 bars a panel: every staircase variant of chapters 06 and 07, and not the sweep
+        # shape (async_64x128_w4) or the causal, N=4096 and fp16 rows the fixture also has.
+        lines = summary(self, os.path.join(FIXTURES, "results"))
+        self.assertEqual(
+            lines["staircase bf16"],
+            "staircase bf16 (tc_variants.csv): d=64: 8 bars; PyTorch three kernels 34 ms "
+            "(anchors.csv), FlashAttention-2 7.5 ms (ch07_anchors.csv), cuDNN 5.5 ms "
+            "(ch07_anchors.csv); d=128: 8 bars; PyTorch three kernels 17 ms (anchors.csv), "
+            "FlashAttention-2 6.6 ms (ch07_anchors.csv), cuDNN 3.9 ms (ch07_anchors.csv)")
+        roof = lines["roofline"]
+        # Chapter 07's fastest staircase variant, not the faster sweep shape.
+        self.assertIn("07 tuned d=64 at 8.13e+03 FLOP/B, 314.1 TFLOP/s", roof)
+        self.assertIn("07 lazy_rescale d=128 at 8.16e+03 FLOP/B, 366.5 TFLOP/s", roof)
+        self.assertNotIn("async_64x128_w4", roof)
+        self.assertIn("06 grid_f32 d=64 at 21.3 FLOP/B, 73.3 TFLOP/s", roof)
+        self.assertIn("06 grid_half d=128 at 63.5 FLOP/B, 146.6 TFLOP/s", roof)
+        self.assertIn("mma.sync roof: 600 TFLOP/s (probes.csv)", roof)
+        # The float32 row is untouched by the tensor-core files.
+        self.assertEqual(lines["staircase float32"],
+                         "staircase float32 (tour.csv): N=4096: 5 bars; N=16384: 5 bars")
+
+    def check_vs_pytorch(self, bf16):
+        # Same-run numbers where vs_pytorch.csv has them; torch_naive at d=128 is not in
+        # it, so that one line comes from anchors.csv. Causal and fp16 rows are not taken.
+        self.assertEqual(
+            bf16,
+            "staircase bf16 (tc_variants.csv): d=64: 8 bars; PyTorch three kernels 31 ms "
+            "(vs_pytorch.csv), FlashAttention-2 7.1 ms (vs_pytorch.csv), cuDNN 5.1 ms "
+            "(vs_pytorch.csv); d=128: 8 bars; PyTorch three kernels 17 ms (anchors.csv), "
+            "FlashAttention-2 6.2 ms (vs_pytorch.csv), cuDNN 3.6 ms (vs_pytorch.csv)")
+
+    def test_fixture_with_vs_pytorch(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            # ch07_anchors.csv is not needed once vs_pytorch.csv is there.
+            res = fixture_copy(tmp, with_vs_pytorch=True, drop=("ch07_anchors.csv",))
+            self.check_vs_pytorch(summary(self, res)["staircase bf16"])
+
+    def test_vs_pytorch_preferred_over_ch07_anchors(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            res = fixture_copy(tmp, with_vs_pytorch=True)
+            self.check_vs_pytorch(summary(self, res)["staircase bf16"])
+
+    def test_no_pytorch_row_is_said(self):
+        # Without anchors.csv the three-kernel line has no source: the panel says so.
+        with tempfile.TemporaryDirectory() as tmp:
+            res = fixture_copy(tmp, drop=("anchors.csv",))
+            bf16 = summary(self, res)["staircase bf16"]
+            self.assertNotIn("three kernels", bf16)
+            self.assertIn("FlashAttention-2 7.5 ms (ch07_anchors.csv)", bf16)
+
+    def test_selection_in_process(self):
+        sys.path.insert(0, PLOTS)
+        import make_plots
+        import results_csv
+        res = os.path.join(FIXTURES, "results")
+        tc = results_csv.read(os.path.join(res, "tc_variants.csv"))
+        vs = results_csv.read(os.path.join(FIXTURES, "with_vs_pytorch", "vs_pytorch.csv"))
+        anchors = results_csv.read(os.path.join(res, "anchors.csv"))
+        got = make_plots.tc_pytorch_ms([("vs_pytorch.csv", vs), ("anchors.csv", anchors)],
+                                       16384, 128, (1, 16))
+        self.assertEqual({k: (v[0], v[2]) for k, v in got.items()},
+                         {"three kernels": (17.0, "anchors.csv"),
+                          "FlashAttention-2": (6.2, "vs_pytorch.csv"),
+                          "cuDNN": (3.6, "vs_pytorch.csv")})
+        # A shape nobody measured: no line at all, rather than another shape's.
+        self.assertEqual(make_plots.tc_pytorch_ms([("vs_pytorch.csv", vs)], 16384, 64, (2, 32)), {})
+        points = make_plots.tc_roofline_points(tc)
+        self.assertEqual([(r["chapter"], r["variant"], r["head_dim"]) for r, _, _ in points],
+                         [("06", "grid_f32", 64), ("06", "grid_half", 64), ("07", "tuned", 64),
+                          ("06", "grid_f32", 128), ("06", "grid_half", 128),
+                          ("07", "lazy_rescale", 128)])
+        r, x, y = points[2]
+        self.assertAlmostEqual(x, 4 * 32 * 16384 ** 2 * 64 / 270532608, delta=1)
+        self.assertAlmostEqual(y, 314.1, delta=0.1)
 
 
 class MalformedCsv(unittest.TestCase):
@@ -131,6 +272,76 @@ class MalformedCsv(unittest.TestCase):
         with tempfile.TemporaryDirectory() as tmp:
             res = self.broken_copy(tmp, "tour.csv", lambda lines: [])
             self.expect_failure(res, r".*tour\.csv:1: empty file")
+
+    # The tensor-core files: tc_variants.csv and probes.csv must be there, and PyTorch's
+    # bf16 numbers must come from vs_pytorch.csv or ch07_anchors.csv.
+    def test_missing_tc_variants(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            res = self.broken_copy(tmp, "tc_variants.csv", None)
+            self.expect_failure(res, r".*tc_variants\.csv: file not found \(expected the "
+                                     r"tc_variants\.csv of a results folder\)$")
+
+    def test_missing_probes(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            res = self.broken_copy(tmp, "probes.csv", None)
+            self.expect_failure(res, r".*probes\.csv: file not found")
+
+    def test_no_pytorch_bf16_source(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            res = self.broken_copy(tmp, "ch07_anchors.csv", None)
+            self.expect_failure(res, r".*ch07_anchors\.csv: file not found, and no "
+                                     r"vs_pytorch\.csv either")
+
+    def test_non_numeric_tc_variants(self):
+        def bad(lines):
+            f = lines[2].split(",")
+            f[9] = "slow"  # ms
+            return lines[:2] + [",".join(f)] + lines[3:]
+        with tempfile.TemporaryDirectory() as tmp:
+            res = self.broken_copy(tmp, "tc_variants.csv", bad)
+            self.expect_failure(res, r".*tc_variants\.csv:3: column 'ms' is 'slow', not a number$")
+
+    def test_probes_missing_column(self):
+        def drop_rate(lines):
+            return [",".join(f for j, f in enumerate(line.split(",")) if j != 2) for line in lines]
+        with tempfile.TemporaryDirectory() as tmp:
+            res = self.broken_copy(tmp, "probes.csv", drop_rate)
+            self.expect_failure(res, r".*probes\.csv:1: missing column\(s\) rate$")
+
+    def test_malformed_ch07_anchors(self):
+        def bad(lines):
+            return lines[:1] + [lines[1].replace(",False,", ",maybe,")] + lines[2:]
+        with tempfile.TemporaryDirectory() as tmp:
+            res = self.broken_copy(tmp, "ch07_anchors.csv", bad)
+            self.expect_failure(res, r".*ch07_anchors\.csv:2: column 'causal' is 'maybe', "
+                                     r"expected 0 or 1$")
+
+    def vs_pytorch_copy(self, tmp, edit):
+        res = self.broken_copy(tmp, "tour.csv", lambda lines: lines)
+        with open(os.path.join(FIXTURES, "with_vs_pytorch", "vs_pytorch.csv")) as fh:
+            lines = fh.read().splitlines()
+        with open(os.path.join(res, "vs_pytorch.csv"), "w") as fh:
+            fh.write("\n".join(edit(lines)) + ("\n" if lines else ""))
+        return res
+
+    def test_malformed_vs_pytorch(self):
+        # Optional, but checked like the others when it is there.
+        with tempfile.TemporaryDirectory() as tmp:
+            res = self.vs_pytorch_copy(tmp, lambda lines: lines[:2] + ["torch_flash,forward,bf16,1,32"]
+                                       + lines[3:])
+            self.expect_failure(res, r".*vs_pytorch\.csv:3: 5 fields, the header has 19$")
+
+    def test_vs_pytorch_missing_column(self):
+        def drop_impl(lines):
+            return [line.split(",", 1)[1] for line in lines]
+        with tempfile.TemporaryDirectory() as tmp:
+            res = self.vs_pytorch_copy(tmp, drop_impl)
+            self.expect_failure(res, r".*vs_pytorch\.csv:1: missing column\(s\) impl$")
+
+    def test_empty_vs_pytorch(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            res = self.vs_pytorch_copy(tmp, lambda lines: [])
+            self.expect_failure(res, r".*vs_pytorch\.csv:1: empty file")
 
 
 class Ceilings(unittest.TestCase):
