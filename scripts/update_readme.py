@@ -31,12 +31,12 @@ def gb(x):
 
 def staircase(tour, n):
     out = [f"**N = {n}, d = 64, non-causal** (B = {16384 // n}, H = 32: 16384 tokens)", "",
-           "| ch | variant | pass | what changed | ms | TFLOP/s | DRAM bytes (model) | speedup vs 01 | rel. error | extra memory |",
-           "|---|---|---|---|---:|---:|---:|---:|---:|---:|"]
+           "| ch | variant | dtype | pass | what changed | ms | TFLOP/s | DRAM bytes (model) | speedup vs 01 | rel. error | extra memory |",
+           "|---|---|---|---|---|---:|---:|---:|---:|---:|---:|"]
     for r in tour:
         if r["seq_len"] == str(n) and r["head_dim"] == "64" and r["causal"] == "0":
             speed = f"{float(r['speedup_vs_ch01']):.1f}×" if r["speedup_vs_ch01"] else "—"
-            out.append(f"| {r['chapter']} | {r['variant']} | {r['pass']} | {r['what']} | "
+            out.append(f"| {r['chapter']} | {r['variant']} | {r['dtype']} | {r['pass']} | {r['what']} | "
                        f"{float(r['ms']):.2f} | {float(r['tflops']):.1f} | {gb(r['model_bytes'])} | "
                        f"{speed} | {float(r['rel_err']):.1e} | {gb(r['extra_mem_bytes'])} |")
     return out
@@ -122,7 +122,9 @@ def section():
     tour, chapters, anchors = read("tour.csv"), read("chapters.csv"), read("anchors.csv")
     gpu = tour[0]["gpu"] if tour else "?"
     lines = [BEGIN, "",
-             f"Measured on an {gpu} (`plots/results/h200/`, how: `env.txt` there), float32, "
+             f"Measured on an {gpu} (`plots/results/h200/`, how: `env.txt` there), float32 on "
+             "the CUDA cores (chapters 01–05) and bf16 on the tensor cores (06–07, the speedup "
+             "over chapter 01 comparing across dtypes), "
              "median of up to 10 runs with the L2 flushed before each; FLOPs counted as the "
              "FlashAttention papers do. Every row was verified against the float64 reference "
              "first (relative L2 error shown). Extra memory: the workspace beyond inputs and "
