@@ -2,7 +2,8 @@
 /// @brief Kernel 1 of 3: S = scale·Q·Kᵀ on the tensor cores. A block computes one 128×128
 /// tile of one head's S from a 128-row tile of Q and one of K in shared memory (swizzled,
 /// copied with cp.async), with ldmatrix and mma.sync, and writes the float32 accumulators to
-/// the grid in device memory as float32 or rounded to the dtype.
+/// the grid in device memory as float32 or rounded to the dtype, through a staging tile in
+/// shared memory so that the stores to the grid are 16 bytes a lane and whole rows a warp.
 #pragma once
 
 #include <cstdint>
@@ -33,10 +34,14 @@ constexpr int kScoreNTiles = kScoreWarpCols / ft::tc::kMmaN;     // 8 8-key tile
 static_assert(kScoreWarps * kScoreWarpRows * kScoreWarpCols == kScoreTile * kScoreTile,
               "the warps cover the tile exactly");
 
-/// Shared memory: the Q tile and the K tile, 128 rows of d each (64 KB at d = 128).
-template <int D>
+/// Shared memory: the Q tile and the K tile, 128 rows of d each (64 KB at d = 128), and
+/// afterwards, over them, the staged S tile (ScoreStage: 34 KB in bf16/fp16, 68 KB in
+/// float32). The larger of the two: 34, 68, 64 and 68 KB for d = 64, 128 × bf16, float32 S.
+template <int D, class Score>
 constexpr size_t scores_smem_bytes() {
-  return 2 * size_t(ft::tc::tile_bytes<ft::tc::SwizzledTile<D>>(kScoreTile));
+  const size_t tiles = 2 * size_t(ft::tc::tile_bytes<ft::tc::SwizzledTile<D>>(kScoreTile));
+  const size_t stage = size_t(score_stage_bytes(int(sizeof(Score))));
+  return tiles > stage ? tiles : stage;
 }
 
 template <class T, class Score>
@@ -66,7 +71,8 @@ __device__ __forceinline__ void score_tile(int t, int tiles, bool causal, int& q
   kt = t - qt * (qt + 1) / 2;
 }
 
-/// Two neighbouring columns of one row of S, as float32 (8 bytes) or packed (4 bytes).
+/// Two neighbouring columns of one row of S (in the staging tile), as float32 (8 bytes) or
+/// packed (4 bytes).
 template <class Score>
 __device__ __forceinline__ void store_pair(Score* at, float lo, float hi) {
   if constexpr (std::is_same_v<Score, float>)
@@ -122,25 +128,46 @@ __global__ void __launch_bounds__(kScoreThreads, 2) qk_scores_tc(const ScoresPar
     }
   }
 
-  // The tile to the grid, scaled. Lane l holds rows l/4 and l/4 + 8 of each 16×8
-  // accumulator, columns 2·(l%4) and +1: one 8- or 4-byte store per pair, a full 32-byte
-  // sector per row and 8-key tile in float32. Columns up to ld are stored (N..ld-1 are
-  // zeros from the zero-filled K rows), rows only below N.
-  Score* S = p.S + head * N * p.ld;
+  // The tile to the grid, scaled, in two steps through shared memory (the Q and K tiles'
+  // space, once every warp is done with them). Lane l holds rows l/4 and l/4 + 8 of each
+  // 16×8 accumulator, columns 2·(l%4) and +1: stored straight to the grid, a warp's store
+  // would cover 8 rows × 16 bytes (bf16) or 32 bytes (float32), a piece of a sector each.
+  // 1. Each lane puts its pairs into the staging tile, scaled and converted. One store of
+  //    the warp covers 8 rows × one or two 16-byte chunks; row r of ScoreStage starts r
+  //    (bf16) or 2r (float32) bank groups further on, so they land in 8 different groups:
+  //    no conflict (test_ledger.cpp counts it).
+  __syncthreads();
+  Score* St = reinterpret_cast<Score*>(smem_scores);  // ScoreStage: [128][128 + 8]
 #pragma unroll
   for (int mt = 0; mt < kScoreMTiles; ++mt)
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
-      const int row = q0 + wr + mt * ft::tc::kMmaM + h * ft::tc::kBlock + ft::tc::lane_group(lane);
-      if (row >= N) continue;
+      const int r = wr + mt * ft::tc::kMmaM + h * ft::tc::kBlock + ft::tc::lane_group(lane);
 #pragma unroll
       for (int nt = 0; nt < kScoreNTiles; ++nt) {
-        const int col = k0 + wc + nt * ft::tc::kMmaN + 2 * ft::tc::lane_in_group(lane);
-        if (col < p.ld)
-          store_pair(S + int64_t(row) * p.ld + col, acc[mt][nt].c[2 * h] * p.scale,
-                     acc[mt][nt].c[2 * h + 1] * p.scale);
+        const int c = wc + nt * ft::tc::kMmaN + 2 * ft::tc::lane_in_group(lane);
+        store_pair(St + ScoreStage::offset(r, c), acc[mt][nt].c[2 * h] * p.scale,
+                   acc[mt][nt].c[2 * h + 1] * p.scale);
       }
     }
+  __syncthreads();
+
+  // 2. The staged tile to the grid in 16-byte chunks, row by row (score_chunk): a warp
+  //    stores whole 256- or 512-byte rows of the tile, 8 or 16 chunks a thread. As before,
+  //    rows only below N, columns up to ld (N..ld-1 are zeros from the zero-filled K rows;
+  //    ld is a multiple of 8, so a chunk is wholly in or wholly out).
+  constexpr int kBytes = int(sizeof(Score));
+  constexpr int kChunks = kScoreTile * kScoreTile / score_chunk_elems(kBytes);
+  static_assert(kChunks % kScoreThreads == 0, "every thread stores the same count");
+  Score* S = p.S + head * N * p.ld;
+#pragma unroll
+  for (int it = 0; it < kChunks / kScoreThreads; ++it) {
+    const ft::tc::RowCol rc = score_chunk(kBytes, it * kScoreThreads + int(threadIdx.x));
+    const int row = q0 + rc.row, col = k0 + rc.col;
+    if (row < N && col < p.ld)
+      *reinterpret_cast<uint4*>(S + int64_t(row) * p.ld + col) =
+          *reinterpret_cast<const uint4*>(St + ScoreStage::offset(rc.row, rc.col));
+  }
 }
 
 }  // namespace ch06

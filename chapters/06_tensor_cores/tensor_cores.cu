@@ -54,11 +54,11 @@ void forward(const ft::Problem& p, const ft::ForwardArgs& a, cudaStream_t stream
   const int tiles = ceil_div(N, kScoreTile);
   const int64_t per_head = p.causal ? int64_t(tiles) * (tiles + 1) / 2 : int64_t(tiles) * tiles;
   const unsigned score_blocks = blocks_or_throw(BH * per_head, "qk_scores_tc");
-  ft::allow_dynamic_smem(qk_scores_tc<T, Score, D>, scores_smem_bytes<D>(), "chapter 06 qk_scores_tc");
+  ft::allow_dynamic_smem(qk_scores_tc<T, Score, D>, scores_smem_bytes<D, Score>(), "chapter 06 qk_scores_tc");
   const ScoresParams<T, Score> qp{a.Q.as<T>(), a.K.as<T>(), S,        N,
                                   ld,          tiles,       int(per_head), p.causal,
                                   p.softmax_scale()};
-  qk_scores_tc<T, Score, D><<<score_blocks, kScoreThreads, scores_smem_bytes<D>(), stream>>>(qp);
+  qk_scores_tc<T, Score, D><<<score_blocks, kScoreThreads, scores_smem_bytes<D, Score>(), stream>>>(qp);
   CUDA_CHECK_LAUNCH();
 
   // 2. P = softmax(S), written over S: P's rows keep S's row starts (p_ld counts in T).

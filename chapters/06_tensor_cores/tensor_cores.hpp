@@ -13,6 +13,7 @@
 
 #include "harness.hpp"
 #include "problem.hpp"
+#include "tc/swizzle.hpp"
 #include "traffic.hpp"
 
 // The helpers below are used by the kernels and by the host ledger alike.
@@ -35,6 +36,26 @@ enum class ScoreStorage {
 /// largest square tile whose Q and K tiles (2 · 128 · d bf16 = 64 KB at d = 128) still let
 /// two blocks share an SM's shared memory, and each K row fetched serves 128 queries.
 constexpr int kScoreTile = 128;
+
+/// qk_scores_tc's epilogue (qk_scores.cuh) stages its finished tile of S in shared memory
+/// before storing it: kScoreTile rows of kScoreTile scores, each row padded by 8 scores
+/// (PaddedTile's index math, counted in elements of the score type: 16 bytes of padding in
+/// bf16/fp16, 32 in float32), so that row r starts r (bf16) or 2r (float32) 16-byte bank
+/// groups further on and the accumulators' 8 rows a store go to 8 different groups.
+using ScoreStage = ft::tc::PaddedTile<kScoreTile>;
+CH06_HD constexpr int score_stage_bytes(int score_bytes) {
+  return kScoreTile * ScoreStage::kRowStride * score_bytes;
+}
+/// Scores in one 16-byte chunk: 8 in bf16/fp16, 4 in float32.
+CH06_HD constexpr int score_chunk_elems(int score_bytes) { return ft::tc::kChunkBytes / score_bytes; }
+/// Chunk q of the staged tile, numbered row by row: its row and first column. Consecutive
+/// threads take consecutive chunks, so a warp stores whole rows of the tile (2 of 256 bytes
+/// in bf16/fp16, 1 of 512 bytes in float32). ld is a multiple of 8, so a chunk is either
+/// wholly before the end of the grid's row or wholly past it.
+CH06_HD constexpr ft::tc::RowCol score_chunk(int score_bytes, int q) {
+  const int per_row = kScoreTile / score_chunk_elems(score_bytes);
+  return {q / per_row, q % per_row * score_chunk_elems(score_bytes)};
+}
 
 /// O = P·V: a block owns kPvRows query rows (8 warps of 16 rows) and walks the keys in
 /// tiles of kPvKeys. 64 keys of bf16 are one 128-byte row of a P tile: one swizzle period.

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <string>
+#include <vector>
 
 #include "06_tensor_cores/tensor_cores.hpp"
 #include "flashtut.h"
@@ -107,6 +108,66 @@ TEST(Ch06Ledger, LongRowsAreReadTwice) {
   const double row_reads = 32768.0 * 32768 * 2;
   EXPECT_DOUBLE_EQ(k.read_bytes, 2 * row_reads);
   EXPECT_TRUE(k.dram_read_bytes == row_reads || k.dram_read_bytes == 2 * row_reads);
+}
+
+TEST(Ch06Scores, StagingTileCoveredOnceWithoutBankConflicts) {
+  // qk_scores_tc's epilogue, emulated: 8 warps in a 4 × 2 grid of 32×64 pieces, 2 × 8
+  // accumulator tiles each (as qk_scores.cuh), write their pairs into ScoreStage; then
+  // chunk q = it·256 + thread goes from ScoreStage to the grid. Both in bf16 and float32.
+  using ft::tc::RowCol;
+  for (int bytes : {2, 4}) {
+    SCOPED_TRACE(bytes == 2 ? "bf16 S" : "float32 S");
+    const int elems = ch06::score_stage_bytes(bytes) / bytes;
+    std::vector<int> written(elems, 0);
+    for (int warp = 0; warp < 8; ++warp)
+      for (int mt = 0; mt < 2; ++mt)
+        for (int h = 0; h < 2; ++h)
+          for (int nt = 0; nt < 8; ++nt) {
+            int addr[ft::tc::kLanes];  // one store instruction of the warp
+            for (int lane = 0; lane < ft::tc::kLanes; ++lane) {
+              const RowCol rc = RowCol{warp / 2 * 32 + mt * 16, warp % 2 * 64 + nt * 8} +
+                                ft::tc::mma_c_coord(lane, 2 * h);  // c[2h], c[2h+1]
+              const int at = ch06::ScoreStage::offset(rc.row, rc.col);
+              ASSERT_LT(at + 1, elems);
+              ++written[at], ++written[at + 1];
+              addr[lane] = at * bytes;
+            }
+            // A 4-byte store is served for the whole warp at once, an 8-byte one by halves.
+            const int lanes = 128 / (2 * bytes);
+            for (int l0 = 0; l0 < ft::tc::kLanes; l0 += lanes)
+              EXPECT_EQ(ft::tc::bank_conflict_ways(addr + l0, lanes, 2 * bytes), 1)
+                  << "warp " << warp << " mt " << mt << " h " << h << " nt " << nt;
+          }
+    for (int r = 0; r < ch06::kScoreTile; ++r)
+      for (int c = 0; c < ch06::ScoreStage::kRowStride; ++c)
+        ASSERT_EQ(written[ch06::ScoreStage::offset(r, c)], c < ch06::kScoreTile ? 1 : 0)
+            << "row " << r << " col " << c;
+
+    // The copy to the grid: every chunk of the tile once, 16-byte aligned, 8 lanes (one
+    // 128-byte pass of LDS.128) in one row and conflict-free, a warp 512 bytes of whole rows.
+    const int per_chunk = ch06::score_chunk_elems(bytes);
+    const int chunks = ch06::kScoreTile * ch06::kScoreTile / per_chunk;
+    ASSERT_EQ(chunks % 256, 0);
+    std::vector<int> read(elems, 0);
+    for (int q0 = 0; q0 < chunks; q0 += ft::tc::kBlock) {
+      int addr[ft::tc::kBlock];
+      for (int i = 0; i < ft::tc::kBlock; ++i) {
+        const RowCol rc = ch06::score_chunk(bytes, q0 + i);
+        ASSERT_EQ(rc.col % per_chunk, 0);
+        EXPECT_EQ(rc, (RowCol{q0 * per_chunk / ch06::kScoreTile, (q0 + i) * per_chunk % ch06::kScoreTile}));
+        const int at = ch06::ScoreStage::offset(rc.row, rc.col);
+        ASSERT_EQ(at * bytes % 16, 0);
+        for (int e = 0; e < per_chunk; ++e) ++read[at + e];
+        addr[i] = at * bytes;
+      }
+      EXPECT_EQ(ft::tc::bank_conflict_ways(addr, ft::tc::kBlock, 16), 1) << "chunk " << q0;
+    }
+    EXPECT_EQ(read, written);  // exactly the elements the fragments wrote
+  }
+  EXPECT_EQ(ch06::score_stage_bytes(2), 128 * 136 * 2);  // 34 KB: more than d = 64's Q + K
+  EXPECT_EQ(ch06::score_stage_bytes(4), 128 * 136 * 4);  // 68 KB
+  // The grid row stride is a multiple of 8 scores, so a 16-byte chunk never straddles ld.
+  for (int N : {1, 17, 1000, 16384}) EXPECT_EQ(ch06::grid_row_stride(N) % ch06::score_chunk_elems(2), 0);
 }
 
 TEST(Ch06Impls, ListWhatTheyCompile) {
