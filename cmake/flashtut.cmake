@@ -40,6 +40,7 @@ function(ft_discover test_exe label)
     DISCOVERY_MODE PRE_TEST
     DISCOVERY_TIMEOUT 60
     # The float64 reference (and the unfused baseline) of each test shape is computed once
-    # and shared by every test process through this folder (common/testing.cu).
+    # and shared by every test process through this folder (common/testing.cu). (The test
+    # preset also limits each process's OpenMP threads: CMakePresets.json.)
     PROPERTIES LABELS ${label} ENVIRONMENT "FT_REFERENCE_CACHE=${CMAKE_BINARY_DIR}/reference_cache")
 endfunction()

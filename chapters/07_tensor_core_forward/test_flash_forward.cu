@@ -47,8 +47,13 @@ std::vector<Case> standard_cases() {
   std::vector<Case> cases;
   for (const auto& impl : ch07::forward_impls())
     for (ft::DType t : impl.dtypes) {
+      // The tile-shape sweep reuses the staircase's kernel template with other constants:
+      // bf16 on the ragged sizes is enough to catch a shape that breaks it.
+      const bool sweep = !in_staircase(impl.variant) && impl.variant != "fastest";
+      if (sweep && t != ft::DType::BFloat16) continue;
       for (const auto& shape : ft::testing::standard_shapes(impl.head_dims))
-        cases.push_back({impl, shape, t});
+        if (!sweep || shape.seq_len == 17 || shape.seq_len == 1000 || shape.seq_len == 2048)
+          cases.push_back({impl, shape, t});
       if (in_staircase(impl.variant))  // one size past two 2048-key halves of the L2 model
         for (int d : impl.head_dims)
           for (bool causal : {false, true}) cases.push_back({impl, Shape{4096, d, causal}, t});
