@@ -578,9 +578,11 @@ def main(argv=None):
                 print(f"{impl:18s} {pass_:8s} {dtype:7s} causal={int(causal)} B={b:2d} H={h:2d} "
                       f"N={n:6d} d={d:3d}")
         return 0
+    # The library must exist (checked without loading it), then torch, then the library:
+    # loading it before `import torch` crashed that import on the H200 machine
+    # (flashtut.load imports torch first too).
     try:
-        flashtut.load(args.lib)
-        exported = set(flashtut.available()) | set(flashtut.available("backward"))
+        flashtut.library_path(args.lib)
     except flashtut.LibraryError as e:
         print(f"compare_pytorch: error: {e}", file=sys.stderr)
         return 2
@@ -588,6 +590,12 @@ def main(argv=None):
         import torch
     except ImportError as e:
         print(f"compare_pytorch: error: needs PyTorch with CUDA ({e})", file=sys.stderr)
+        return 2
+    try:
+        flashtut.load(args.lib)
+        exported = set(flashtut.available()) | set(flashtut.available("backward"))
+    except flashtut.LibraryError as e:
+        print(f"compare_pytorch: error: {e}", file=sys.stderr)
         return 2
     if not torch.cuda.is_available():
         print("compare_pytorch: error: PyTorch sees no CUDA GPU", file=sys.stderr)

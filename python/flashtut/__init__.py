@@ -219,6 +219,14 @@ def load(path=None):
     where = library_path(path)
     if _lib is not None and where == _lib_path:
         return _lib
+    # PyTorch first, when it is installed: on the H200 machine, loading libflashtut (which
+    # brings its own CUDA runtime, OpenMP and C++ libraries) before `import torch` made that
+    # import crash with a segmentation fault inside torch's extension modules, while the
+    # other order worked. Importing torch here makes the order right whatever the caller does.
+    try:
+        import torch  # noqa: F401  (only for the load order)
+    except ImportError:
+        pass
     try:
         lib = ctypes.CDLL(where)
     except OSError as e:
