@@ -64,6 +64,30 @@ std::vector<Shape> standard_shapes(const std::vector<int>& head_dims = {32, 64, 
 /// "N1000_d64_causal" ("N1000_d64_causal_bf16" for a 16-bit shape): a test-name suffix.
 std::string shape_name(const Shape& s);
 
+/// One implementation on one shape in one dtype: the parameter of the tensor-core chapters'
+/// parameterized tests.
+struct ForwardCase {
+  ForwardImpl impl;
+  Shape shape;
+  DType dtype;
+  Problem problem() const {
+    Problem p = shape.problem();
+    p.dtype = dtype;
+    return p;
+  }
+};
+
+inline void PrintTo(const ForwardCase& c, std::ostream* os) {
+  *os << c.impl.variant << ' ' << dtype_name(c.dtype) << ' ';
+  PrintTo(c.shape, os);
+}
+
+/// "tuned_bf16_N1000_d64_causal": the test-name suffix of a ForwardCase.
+inline std::string case_name(const ::testing::TestParamInfo<ForwardCase>& info) {
+  return info.param.impl.variant + "_" + dtype_name(info.param.dtype) + "_" +
+         shape_name(info.param.shape);
+}
+
 /// The same-precision factor: an implementation may be this many times as far from the
 /// float64 reference as the unfused computation of its dtype.
 constexpr double kSamePrecisionFactor = 2.0;

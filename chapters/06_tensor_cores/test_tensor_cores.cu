@@ -20,27 +20,8 @@ namespace {
 
 using ft::testing::Shape;
 
-struct Case {
-  ft::ForwardImpl impl;
-  Shape shape;
-  ft::DType dtype;
-};
-
-void PrintTo(const Case& c, std::ostream* os) {
-  *os << c.impl.variant << ' ' << ft::dtype_name(c.dtype) << ' ';
-  ft::testing::PrintTo(c.shape, os);
-}
-
-std::string case_name(const ::testing::TestParamInfo<Case>& info) {
-  return info.param.impl.variant + "_" + ft::dtype_name(info.param.dtype) + "_" +
-         ft::testing::shape_name(info.param.shape);
-}
-
-ft::Problem problem(const Case& c) {
-  ft::Problem p = c.shape.problem();
-  p.dtype = c.dtype;
-  return p;
-}
+using Case = ft::testing::ForwardCase;
+using ft::testing::case_name;
 
 std::vector<Case> standard_cases() {
   std::vector<Case> cases;
@@ -55,7 +36,7 @@ class Ch06Standard : public ::testing::TestWithParam<Case> {};
 
 TEST_P(Ch06Standard, MatchesReference) {
   FT_REQUIRE_GPU();
-  ft::testing::expect_forward_correct(GetParam().impl, problem(GetParam()));
+  ft::testing::expect_forward_correct(GetParam().impl, GetParam().problem());
 }
 
 INSTANTIATE_TEST_SUITE_P(AllVariants, Ch06Standard, ::testing::ValuesIn(standard_cases()),
@@ -77,7 +58,7 @@ class Ch06LargeScores : public ::testing::TestWithParam<Case> {};
 
 TEST_P(Ch06LargeScores, NoOverflow) {
   FT_REQUIRE_GPU();
-  ft::testing::expect_forward_correct(GetParam().impl, problem(GetParam()),
+  ft::testing::expect_forward_correct(GetParam().impl, GetParam().problem(),
                                       ft::InputKind::LargeScores);
 }
 

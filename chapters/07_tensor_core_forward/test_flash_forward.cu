@@ -16,27 +16,8 @@ namespace {
 
 using ft::testing::Shape;
 
-struct Case {
-  ft::ForwardImpl impl;
-  Shape shape;
-  ft::DType dtype;
-};
-
-void PrintTo(const Case& c, std::ostream* os) {
-  *os << c.impl.variant << ' ' << ft::dtype_name(c.dtype) << ' ';
-  ft::testing::PrintTo(c.shape, os);
-}
-
-std::string case_name(const ::testing::TestParamInfo<Case>& info) {
-  return info.param.impl.variant + "_" + ft::dtype_name(info.param.dtype) + "_" +
-         ft::testing::shape_name(info.param.shape);
-}
-
-ft::Problem problem(const Case& c) {
-  ft::Problem p = c.shape.problem();
-  p.dtype = c.dtype;
-  return p;
-}
+using Case = ft::testing::ForwardCase;
+using ft::testing::case_name;
 
 bool in_staircase(const std::string& v) {
   return v == "plain" || v == "padded" || v == "swizzled" || v == "async" || v == "tuned" ||
@@ -65,7 +46,7 @@ class Ch07Standard : public ::testing::TestWithParam<Case> {};
 
 TEST_P(Ch07Standard, MatchesReference) {
   FT_REQUIRE_GPU();
-  ft::testing::expect_forward_correct(GetParam().impl, problem(GetParam()));
+  ft::testing::expect_forward_correct(GetParam().impl, GetParam().problem());
 }
 
 INSTANTIATE_TEST_SUITE_P(AllVariants, Ch07Standard, ::testing::ValuesIn(standard_cases()),
@@ -87,7 +68,7 @@ class Ch07LargeScores : public ::testing::TestWithParam<Case> {};
 
 TEST_P(Ch07LargeScores, NoOverflow) {
   FT_REQUIRE_GPU();
-  ft::testing::expect_forward_correct(GetParam().impl, problem(GetParam()),
+  ft::testing::expect_forward_correct(GetParam().impl, GetParam().problem(),
                                       ft::InputKind::LargeScores);
 }
 

@@ -665,3 +665,22 @@ INSTANTIATE_TEST_SUITE_P(GpuTestShapes, LargeLogits,
                          });
 
 }  // namespace
+
+// A half-precision problem's inputs are made as floats and rounded to the dtype once, in
+// make_inputs, so that the kernels (which receive the dtype's bits) and the float64
+// reference (which reads these floats) compute on the same numbers.
+TEST(MakeInputs, HalfPrecisionInputsAreRepresentableInTheirDtype) {
+  for (ft::DType t : {ft::DType::BFloat16, ft::DType::Float16}) {
+    const ft::Problem p = ft::make_problem(1, 2, 33, 64, false, t);
+    const ft::AttentionInputs in = ft::make_inputs(p, ft::InputKind::Uniform, 5);
+    const ft::AttentionInputs f32 =
+        ft::make_inputs(ft::make_problem(1, 2, 33, 64, false), ft::InputKind::Uniform, 5);
+    size_t changed = 0;
+    for (size_t i = 0; i < in.Q.size(); ++i) {
+      EXPECT_EQ(in.Q[i], ft::round_to(t, in.Q[i])) << ft::dtype_name(t) << " at " << i;
+      EXPECT_EQ(in.Q[i], ft::round_to(t, f32.Q[i]));  // the same draw, rounded
+      changed += in.Q[i] != f32.Q[i];
+    }
+    EXPECT_GT(changed, in.Q.size() / 2) << "24 random bits rarely fit 8 or 11";
+  }
+}
