@@ -47,6 +47,22 @@ void check_aligned(std::initializer_list<std::pair<const char*, const void*>> po
   }
 }
 
+void check_present(std::initializer_list<std::pair<const char*, const void*>> pointers) {
+  for (const auto& [name, ptr] : pointers)
+    if (ptr == nullptr) throw Unsupported(std::string(name) + " is NULL: pass a device pointer");
+}
+
+namespace {
+/// The workspace must be there whenever the implementation needs one.
+template <class Impl>
+void check_workspace(const Impl& impl, const Problem& q, const void* workspace) {
+  const size_t need = impl.workspace_bytes(q);
+  if (need > 0 && workspace == nullptr)
+    throw Unsupported("workspace is NULL, but this function needs " + std::to_string(need) +
+                      " bytes of it (see its _workspace_bytes)");
+}
+}  // namespace
+
 int guarded(const std::function<void()>& fn) {
   try {
     fn();
@@ -68,6 +84,9 @@ int forward(const ForwardImpl& impl, const ft_problem& p, const ForwardArgs& a, 
   return guarded([&] {
     const Problem q = to_problem(p);
     check_supported(impl, q);
+    check_present({{"Q", a.Q.get()}, {"K", a.K.get()}, {"V", a.V.get()}, {"O", a.O.get()},
+                   {"lse", a.lse}});
+    check_workspace(impl, q, a.workspace);
     check_aligned({{"Q", a.Q.get()}, {"K", a.K.get()}, {"V", a.V.get()}, {"O", a.O.get()},
                    {"lse", a.lse}, {"workspace", a.workspace}});
     require_sm(impl.min_sm, "chapter " + impl.chapter + " (" + impl.variant + ")");
@@ -80,6 +99,10 @@ int backward(const BackwardImpl& impl, const ft_problem& p, const BackwardArgs& 
   return guarded([&] {
     const Problem q = to_problem(p);
     check_supported(impl, q);
+    check_present({{"Q", a.Q.get()}, {"K", a.K.get()}, {"V", a.V.get()}, {"O", a.O.get()},
+                   {"lse", a.lse}, {"dO", a.dO.get()}, {"dQ", a.dQ.get()}, {"dK", a.dK.get()},
+                   {"dV", a.dV.get()}});
+    check_workspace(impl, q, a.workspace);
     check_aligned({{"Q", a.Q.get()}, {"K", a.K.get()}, {"V", a.V.get()}, {"O", a.O.get()},
                    {"lse", a.lse}, {"dO", a.dO.get()}, {"dQ", a.dQ.get()}, {"dK", a.dK.get()},
                    {"dV", a.dV.get()}, {"workspace", a.workspace}});

@@ -15,8 +15,10 @@ namespace ft::capi {
 
 /// The C struct as a validated Problem (Problem::validate); throws ft::Unsupported.
 Problem to_problem(const ft_problem& p);
+/// Throws ft::Unsupported naming the first pointer that is NULL.
+void check_present(std::initializer_list<std::pair<const char*, const void*>> pointers);
 /// Throws ft::Unsupported naming the first pointer that is not a multiple of `alignment`
-/// bytes. Null pointers pass here (a function that needs one fails on it by name).
+/// bytes (NULL passes here: check_present names it).
 void check_aligned(std::initializer_list<std::pair<const char*, const void*>> pointers,
                    size_t alignment = FT_ALIGNMENT);
 /// Runs fn, turning any exception (of any type) into a return code and a message for

@@ -14,8 +14,9 @@
  *   from cudaMalloc (256-byte aligned) and PyTorch's allocator qualifies; a view that starts
  *   inside a tensor may not. An unaligned pointer is refused with -1 before any launch,
  *   never a CUDA error (a misaligned access would poison the caller's whole CUDA context).
- * - `workspace`: device memory of at least `<function>_workspace_bytes(problem)` bytes
- *   (may be NULL when that is 0). The functions allocate nothing themselves.
+ * - Every tensor pointer and lse must be non-NULL; `workspace`: device memory of at least
+ *   `<function>_workspace_bytes(problem)` bytes (may be NULL only when that is 0). A NULL
+ *   where memory is needed is refused with -1, naming it. The functions allocate nothing.
  *   `*_workspace_bytes` returns FT_WORKSPACE_ERROR (SIZE_MAX) for a problem the function
  *   cannot run, with ft_last_error() set; 0 is a true answer (chapter 04 needs nothing).
  * - Every function validates the problem first (sizes >= 1, seq_len <= 2^24,

@@ -25,14 +25,29 @@ std::string kb(size_t bytes) {
 
 void require_sm(int min_sm, const std::string& who) {
   if (min_sm <= 0) return;
+  // Asked once per device (this runs before every launch, inside the timed region).
+  static std::mutex mutex;
+  static std::map<int, int> sm_of_device;
   const int device = current_device();
-  cudaDeviceProp prop{};
-  CUDA_CHECK(cudaGetDeviceProperties(&prop, device));
-  const int sm = prop.major * 10 + prop.minor;
-  if (sm < min_sm)
+  int sm = 0;
+  {
+    const std::lock_guard<std::mutex> lock(mutex);
+    auto it = sm_of_device.find(device);
+    if (it == sm_of_device.end()) {
+      int major = 0, minor = 0;
+      CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
+      CUDA_CHECK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device));
+      it = sm_of_device.emplace(device, major * 10 + minor).first;
+    }
+    sm = it->second;
+  }
+  if (sm < min_sm) {
+    cudaDeviceProp prop{};
+    CUDA_CHECK(cudaGetDeviceProperties(&prop, device));
     throw DeviceTooSmall(who + " needs a GPU of compute capability " + std::to_string(min_sm / 10) +
                          "." + std::to_string(min_sm % 10) + " (sm_" + std::to_string(min_sm) +
                          ") or newer; " + prop.name + " is sm_" + std::to_string(sm));
+  }
 }
 
 void allow_dynamic_smem(const void* kernel, size_t bytes, const std::string& who) {

@@ -29,9 +29,11 @@ struct Problem {
   static constexpr int kMaxSeqLen = 1 << 24;
   /// The largest head dimension any implementation could hold on chip.
   static constexpr int kMaxHeadDim = 1024;
-  /// The most query rows (B·H·N) a problem may have: every grid the kernels launch has at
-  /// most one block per query row, and CUDA's grid.x stops at 2^31 − 1. It also keeps every
-  /// byte count a problem implies (at most B·H·N·N·4 < 2^57) far from 64-bit overflow.
+  /// The most query rows (B·H·N) a problem may have: the grids indexed by query rows or
+  /// query tiles then fit CUDA's grid.x limit of 2^31 − 1, and every byte count a problem
+  /// implies (at most B·H·N·N·4 < 2^57) stays far from 64-bit overflow. The grids that
+  /// count tiles of the N×N grid (chapter 01's score kernel, chapter 06's) can still exceed
+  /// grid.x for huge N; their launchers and workspace queries refuse those with a message.
   static constexpr int64_t kMaxRows = (int64_t(1) << 31) - 1;
 
   /// Throws ft::Unsupported (check.cuh) with a one-line message when the problem is not one
@@ -66,6 +68,9 @@ struct Problem {
            (dtype == DType::Float32 ? "" : std::string(" ") + dtype_name(dtype));
   }
 };
+
+/// ceil(a / b) for positive ints: how many tiles of b cover a.
+constexpr int ceil_div(int a, int b) { return (a + b - 1) / b; }
 
 /// A problem from its shape, in the papers' order: make_problem(B, H, N, d, causal).
 inline Problem make_problem(int batch, int heads, int seq_len, int head_dim, bool causal = false,

@@ -103,7 +103,12 @@ void forward(const ft::Problem& p, const ft::ForwardArgs& a, cudaStream_t stream
   CUDA_CHECK_LAUNCH();
 }
 
-size_t workspace_bytes(const ft::Problem& p) { return p.grid_bytes(); }
+/// The grid's bytes, after checking that the score kernel (a thread per score) fits one grid:
+/// the C API then answers FT_WORKSPACE_ERROR for a problem the forward would refuse.
+size_t workspace_bytes(const ft::Problem& p) {
+  blocks_for(p.grid_elems());
+  return p.grid_bytes();
+}
 
 // The softmax gives every row its own thread, so ft::resident_threads() rows (132 SMs × 2048
 // thread slots on an H200) are walked at once, and their re-reads have to fit in L2 to be

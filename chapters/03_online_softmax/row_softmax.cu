@@ -269,6 +269,7 @@ extern "C" int ft_ch03_row_softmax(int variant, const float* in, float* out, int
     if (variant != 0 && variant != 1)
       throw ft::Unsupported("ft_ch03_row_softmax: variant must be 0 (safe) or 1 (online), got " +
                             std::to_string(variant));
+    ft::capi::check_present({{"in", in}, {"out", out}});
     ft::capi::check_aligned({{"in", in}, {"out", out}}, sizeof(float));
     ch03::row_softmax(variant == 0 ? ch03::RowSoftmax::Safe : ch03::RowSoftmax::Online, in, out,
                       rows, cols, stream);

@@ -20,7 +20,7 @@
 namespace ch04 {
 namespace {
 
-int ceil_div(int a, int b) { return (a + b - 1) / b; }
+using ft::ceil_div;
 
 // ---------------------------------------------------------------------------------------
 // 1. simple: one thread per query row

@@ -18,7 +18,7 @@ double score_bytes(const ft::Problem& p, ScoreStorage storage) {
 /// Rows of tile t when N rows are cut into tiles of `tile`: the last tile may be partial.
 double tile_rows(int N, int tile, int t) { return double(std::min(tile, N - t * tile)); }
 
-int ceil_div(int a, int b) { return (a + b - 1) / b; }
+using ft::ceil_div;
 
 const char* storage_name(ScoreStorage storage) {
   return storage == ScoreStorage::Float32 ? "float32" : "the dtype";

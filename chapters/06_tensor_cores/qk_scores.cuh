@@ -68,7 +68,7 @@ __device__ __forceinline__ void score_tile(int t, int tiles, bool causal, int& q
   qt = int((sqrtf(8.f * float(t) + 1.f) - 1.f) * 0.5f);
   if (int64_t(qt + 1) * (qt + 2) / 2 <= t) ++qt;
   if (int64_t(qt) * (qt + 1) / 2 > t) --qt;
-  kt = t - qt * (qt + 1) / 2;
+  kt = int(t - int64_t(qt) * (qt + 1) / 2);
 }
 
 /// Two neighbouring columns of one row of S (in the staging tile), as float32 (8 bytes) or

@@ -27,7 +27,7 @@ namespace {
 /// mma.sync with bf16 operands and cp.async both need sm_80 (Ampere) or newer.
 constexpr int kMinSm = 80;
 
-int ceil_div(int a, int b) { return (a + b - 1) / b; }
+using ft::ceil_div;
 
 /// grid.x of one launch: every kernel here flattens heads and tiles into it (up to 2^31 − 1).
 unsigned blocks_or_throw(int64_t blocks, const char* kernel) {
@@ -35,6 +35,12 @@ unsigned blocks_or_throw(int64_t blocks, const char* kernel) {
     throw ft::Unsupported(std::string("chapter 06: ") + kernel + " needs " +
                           std::to_string(blocks) + " blocks, more than one grid holds");
   return unsigned(blocks);
+}
+
+/// Score tiles of one head: all of them, or (causal) those on or below the diagonal.
+int64_t score_tiles_per_head(const ft::Problem& p) {
+  const int64_t tiles = ceil_div(p.seq_len, kScoreTile);
+  return p.causal ? tiles * (tiles + 1) / 2 : tiles * tiles;
 }
 
 template <class Score, class T, int kRegs>
@@ -52,7 +58,7 @@ void forward(const ft::Problem& p, const ft::ForwardArgs& a, cudaStream_t stream
 
   // 1. S = scale·Q·Kᵀ: tiles on or below the diagonal only, when causal.
   const int tiles = ceil_div(N, kScoreTile);
-  const int64_t per_head = p.causal ? int64_t(tiles) * (tiles + 1) / 2 : int64_t(tiles) * tiles;
+  const int64_t per_head = score_tiles_per_head(p);
   const unsigned score_blocks = blocks_or_throw(BH * per_head, "qk_scores_tc");
   ft::allow_dynamic_smem(qk_scores_tc<T, Score, D>, scores_smem_bytes<D, Score>(), "chapter 06 qk_scores_tc");
   const ScoresParams<T, Score> qp{a.Q.as<T>(), a.K.as<T>(), S,        N,
@@ -98,8 +104,13 @@ void run(const ft::Problem& p, const ft::ForwardArgs& a, cudaStream_t stream) {
   throw ft::Unsupported("chapter 06: head_dim must be 64 or 128");
 }
 
+/// The grid's bytes, after checking that the score kernel's grid can be launched at all (so
+/// the C API answers FT_WORKSPACE_ERROR, not a size, for a problem the forward refuses).
 template <ScoreStorage kStorage>
-size_t workspace(const ft::Problem& p) { return workspace_bytes(p, kStorage); }
+size_t workspace(const ft::Problem& p) {
+  blocks_or_throw(p.heads_total() * score_tiles_per_head(p), "qk_scores_tc");
+  return workspace_bytes(p, kStorage);
+}
 
 template <ScoreStorage kStorage>
 std::vector<ft::KernelTraffic> ledger(const ft::Problem& p) { return traffic(p, kStorage); }

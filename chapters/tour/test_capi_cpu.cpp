@@ -18,8 +18,13 @@ ft_problem problem(int N, int d, bool causal) {
 
 bool says(const char* what) { return std::string(ft_last_error()).find(what) != std::string::npos; }
 
-int call_ch04(const ft_problem& p, const void* Q = nullptr) {
-  return ft_ch04_forward(p, Q, nullptr, nullptr, nullptr, nullptr, nullptr, 0);
+// Aligned fake device addresses: every check runs before any CUDA call, so none is touched.
+const void* const kFake = reinterpret_cast<const void*>(uintptr_t(0x10000));
+void* const kFakeOut = reinterpret_cast<void*>(uintptr_t(0x30000));
+float* const kFakeLse = reinterpret_cast<float*>(uintptr_t(0x20000));
+
+int call_ch04(const ft_problem& p, const void* Q = kFake) {
+  return ft_ch04_forward(p, Q, kFake, kFake, kFakeOut, kFakeLse, nullptr, 0);
 }
 
 TEST(CApiVersion, HeaderAndLibraryAgree) {
@@ -75,6 +80,19 @@ TEST(CApiWorkspace, OverflowingProblemGetsTheSentinelNotAWrappedSize) {
   EXPECT_EQ(call_ch04(rows), -1);
 }
 
+// Valid sizes whose N×N grid needs more blocks than one launch holds: the workspace query
+// says so (the sentinel) rather than answering a size the forward would then refuse.
+TEST(CApiWorkspace, AGridTooLargeToLaunchGetsTheSentinel) {
+  ft_problem p{1, 1, 1 << 24, 64, 0, 0.f, FT_DTYPE_FLOAT32};
+  EXPECT_EQ(ft_ch01_forward_workspace_bytes(p), FT_WORKSPACE_ERROR);
+  EXPECT_TRUE(says("exceed one grid")) << ft_last_error();
+  p.dtype = FT_DTYPE_BF16;
+  EXPECT_EQ(ft_ch06_forward_workspace_bytes(p), FT_WORKSPACE_ERROR);
+  EXPECT_TRUE(says("more than one grid holds")) << ft_last_error();
+  p.seq_len = 1 << 14;  // 16384: fine
+  EXPECT_NE(ft_ch06_forward_workspace_bytes(p), FT_WORKSPACE_ERROR);
+}
+
 TEST(CApiWorkspace, ZeroIsATrueAnswerAndClearsTheError) {
   EXPECT_EQ(ft_ch01_forward_workspace_bytes(problem(0, 64, false)), FT_WORKSPACE_ERROR);
   EXPECT_STRNE(ft_last_error(), "");
@@ -125,14 +143,35 @@ TEST(CApiAlignment, UnalignedPointerIsRefusedBeforeAnyLaunch) {
   EXPECT_EQ(call_ch04(p, unaligned), -1);
   EXPECT_TRUE(says("Q = 0x1004 is not a multiple of 16 bytes")) << ft_last_error();
   float* lse = reinterpret_cast<float*>(uintptr_t(0x2008));
-  EXPECT_EQ(ft_ch05_backward(p, nullptr, nullptr, nullptr, nullptr, lse, nullptr, nullptr,
-                             nullptr, nullptr, nullptr, 0),
+  void* work = reinterpret_cast<void*>(uintptr_t(0x40000));
+  EXPECT_EQ(ft_ch05_backward(p, kFake, kFake, kFake, kFake, lse, kFake, kFakeOut, kFakeOut,
+                             kFakeOut, work, 0),
             -1);
   EXPECT_TRUE(says("lse = 0x2008")) << ft_last_error();
-  EXPECT_EQ(ft_ch03_row_softmax(1, reinterpret_cast<const float*>(uintptr_t(0x1002)), nullptr, 1,
-                                4, 0),
+  EXPECT_EQ(ft_ch03_row_softmax(1, reinterpret_cast<const float*>(uintptr_t(0x1002)),
+                                static_cast<float*>(kFakeOut), 1, 4, 0),
             -1);
   EXPECT_TRUE(says("in = 0x1002 is not a multiple of 4 bytes")) << ft_last_error();
+}
+
+// A NULL where memory is needed is refused by name before any launch (the kernels would
+// fault on it and poison the caller's context): the tensors, lse, and the workspace of a
+// function that needs one.
+TEST(CApiPointers, NullIsRefusedByName) {
+  const ft_problem p = problem(64, 64, false);
+  const void* fake = kFake;
+  float* lse = kFakeLse;
+  void* out = kFakeOut;
+  EXPECT_EQ(ft_ch04_forward(p, fake, nullptr, fake, out, lse, nullptr, 0), -1);
+  EXPECT_TRUE(says("K is NULL")) << ft_last_error();
+  EXPECT_EQ(ft_ch04_forward(p, fake, fake, fake, out, nullptr, nullptr, 0), -1);
+  EXPECT_TRUE(says("lse is NULL")) << ft_last_error();
+  // Chapter 01 needs its N×N grid in the workspace.
+  EXPECT_EQ(ft_ch01_forward(p, fake, fake, fake, out, lse, nullptr, 0), -1);
+  EXPECT_TRUE(says("workspace is NULL")) << ft_last_error();
+  EXPECT_EQ(ft_ch05_backward(p, fake, fake, fake, fake, lse, fake, out, out, nullptr, nullptr, 0),
+            -1);
+  EXPECT_TRUE(says("dV is NULL")) << ft_last_error();
 }
 
 }  // namespace
