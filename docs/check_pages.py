@@ -309,6 +309,13 @@ def main(argv=None):
         else:
             chk.summary("mainpage.md", csvs["tour.csv"], csvs.get("traffic.csv", []), found["summary"])
 
+    # The pages made from docs/*.md (gen_pages.DOC_PAGES) exist and were rendered.
+    for page_id in ("contracts", "ceilings", "glossary", "instructors"):
+        if not os.path.isfile(os.path.join(args.generated, f"{page_id}.md")):
+            chk.errors.append(f"{page_id}.md: missing (docs/{page_id}.md was not turned into a page)")
+        elif args.html and not os.path.isfile(os.path.join(args.html, f"{page_id}.html")):
+            chk.errors.append(f"{args.html}/{page_id}.html: missing (the page was not rendered)")
+
     for e in chk.errors:
         print(f"FAILED: {e}")
     if chk.errors:

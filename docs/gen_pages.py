@@ -4,7 +4,8 @@
   mainpage.md   docs/mainpage.md with the chapter list, chapter links, figures and the
                 measured staircase (a table from tour.csv and traffic.csv) filled in
   contracts.md  docs/contracts.md (what the code relies on: layouts, verification,
-                timing, results files, the C API) as the page `contracts`
+                timing, results files, the C API) as the page `contracts`; likewise
+                docs/ceilings.md, glossary.md and instructors.md (DOC_PAGES)
   chNN.md       one page per chapters/NN_*/README.md (GitHub markdown made safe for
                 Doxygen), followed by the chapter's measured ledger, generated from the
                 committed CSVs (plots/results/<gpu>/traffic.csv, tour.csv, and
@@ -38,6 +39,10 @@ FIGURES = [("staircase.png", "The staircase: forward time per chapter and speedu
            ("roofline.png", "Every kernel on the GPU's roofline"),
            ("memory_vs_n.png", "Extra device memory vs N")]
 MISSING = "—"  # an unmeasured number
+# Pages made from docs/<id>.md as they are (GitHub markdown made safe, like a README):
+# page id -> the title to use when the file has none.
+DOC_PAGES = {"contracts": "Contracts", "ceilings": "The H200's ceilings",
+             "glossary": "Glossary", "instructors": "For instructors"}
 
 
 # ---------------------------------------------------------------- number formatting
@@ -138,6 +143,9 @@ class Page:
             return f"@ref ch{m.group(1)}"
         if rel in ("README.md", "."):
             return "@ref index"
+        m = re.match(r"^docs/(\w+)\.md$", rel)
+        if m and m.group(1) in DOC_PAGES:  # a page of the site made from docs/*.md
+            return f"@ref {m.group(1)}"
         if rel in self.ctx.sources:  # a file in the API reference: its page
             return f"@ref {self.ctx.sources[rel]}"
         return None
@@ -552,12 +560,13 @@ def results_page(ctx):
     write(os.path.join(ctx.out, "results.md"), out)
 
 
-def contracts_page(ctx, source):
-    """docs/contracts.md as the page `contracts` (GitHub markdown made safe, like a README)."""
+def doc_page(ctx, page_id):
+    """docs/<page_id>.md as the page `page_id` (GitHub markdown made safe, like a README)."""
+    source = os.path.join(HERE, f"{page_id}.md")
     with open(source, encoding="utf-8") as fh:
-        title, body = Page("contracts", source, ctx).convert(fh.read())
-    write(os.path.join(ctx.out, "contracts.md"),
-          [f"# {title or 'Contracts'} {{#contracts}}", "", "[TOC]", "", body])
+        title, body = Page(page_id, source, ctx).convert(fh.read())
+    write(os.path.join(ctx.out, f"{page_id}.md"),
+          [f"# {title or DOC_PAGES[page_id]} {{#{page_id}}}", "", "[TOC]", "", body])
 
 
 def main(argv=None):
@@ -574,7 +583,8 @@ def main(argv=None):
     for chapter in sorted(ctx.chapters):
         chapter_page(ctx, chapter)
     main_page(ctx, os.path.join(HERE, "mainpage.md"))
-    contracts_page(ctx, os.path.join(HERE, "contracts.md"))
+    for page_id in DOC_PAGES:
+        doc_page(ctx, page_id)
     results_page(ctx)
     print(f"gen_pages: {len(ctx.chapters)} chapter pages, results from {ctx.results_rel} "
           f"(tour.csv {'present' if ctx.tour is not None else 'absent'}, "
