@@ -263,12 +263,19 @@ def main(argv=None):
                 csvs[name] = results_csv.read(path, "tour.csv" if name == "chapters.csv" else name)
             except results_csv.CsvError as e:
                 chk.errors.append(str(e))
+    # A chapter whose README says it has not run on a GPU yet (the code is written, the
+    # measurements come with the next GPU session) may have no rows; any rows it has are
+    # still checked.
+    unmeasured_ok = "Not yet run on a GPU"
     for ch, text in pages.items():
         page = f"ch{ch}.md"
         found = tables(text)
+        unmeasured = unmeasured_ok in text
         if "traffic.csv" in csvs:
             rows = [r for r in csvs["traffic.csv"] if r["chapter"] == ch]
-            if not rows:
+            if not rows and unmeasured:
+                pass
+            elif not rows:
                 chk.errors.append(f"chapter {ch}: no rows in traffic.csv (measure it: scripts/measure_traffic.sh)")
             elif "kernels" not in found or "sizes" not in found:
                 chk.errors.append(f"{page}: the generated ledger tables are missing")
@@ -277,7 +284,9 @@ def main(argv=None):
                 chk.sizes(page, rows, found["sizes"])
         if "tour.csv" in csvs:
             rows = [r for r in csvs["tour.csv"] if r["chapter"] == ch]
-            if not rows:
+            if not rows and unmeasured:
+                pass
+            elif not rows:
                 chk.errors.append(f"chapter {ch}: no rows in tour.csv")
             elif "tour" not in found:
                 chk.errors.append(f"{page}: the generated timing table is missing")

@@ -139,6 +139,24 @@ class FixtureSite(unittest.TestCase):
         self.assertEqual(code, 1, out)
         self.assertIn("ch03.md: missing", out)
 
+    def test_a_chapter_without_rows_fails_unless_it_says_it_has_not_run(self):
+        results = os.path.join(self.tmp, "results_without_05")
+        shutil.copytree(RESULTS, results)
+        for name in ("tour.csv", "traffic.csv"):
+            path = os.path.join(results, name)
+            with open(path) as fh:
+                lines = fh.readlines()
+            with open(path, "w") as fh:
+                fh.writelines(l for l in lines if not l.startswith("05,"))
+        gen = self.copy_of_pages()
+        code, out = self.check(gen=gen, results=results)
+        self.assertEqual(code, 1, out)
+        self.assertIn("chapter 05: no rows in tour.csv", out)
+        with open(os.path.join(gen, "ch05.md"), "a") as fh:
+            fh.write("\n## Measured\n\nNot yet run on a GPU.\n")
+        code, out = self.check(gen=gen, results=results)
+        self.assertNotIn("chapter 05: no rows", out)
+
     def test_without_csvs_the_check_is_skipped(self):
         empty = os.path.join(self.tmp, "no_results")
         os.makedirs(empty, exist_ok=True)
