@@ -131,6 +131,9 @@ BACKWARDS = {
     "ch05_bc128": Impl("ft_ch05_backward_bc128", "05", "flash_bc128", _F32, "ch04"),
     "ch05_materialize": Impl("ft_ch05_backward_materialize", "05", "materialize", _F32,
                              "ch05_materialize"),
+    # Chapter 08: the flash backward on the tensor cores, after chapter 07's forward (written,
+    # not yet run on a GPU: see its README).
+    "ch08": Impl("ft_ch08_backward", "08", "plain", _HALF, "ch07"),
 }
 
 

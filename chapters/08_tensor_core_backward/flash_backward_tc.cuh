@@ -1,0 +1,401 @@
+/// @file flash_backward_tc.cuh
+/// @brief Chapter 08's kernels: FlashAttention-2's backward on the tensor cores (bf16/fp16
+/// in and out, float32 accumulation).
+///
+/// Three kernels, in stream order:
+/// 1. dot_dO_O_tc: D = rowsum(dO∘O) per query row (float32), and the float32 dQ accumulator
+///    cleared on the way (it visits every row anyway);
+/// 2. flash_backward_tc: one block per K/V tile of Bc keys of one head; dK and dV of those
+///    keys stay in registers while the block walks the query tiles (causal: only those at or
+///    below the diagonal). Per query tile, warp w, owner of keys [16w, 16w + 16):
+///        Sᵀ  = K_w·Qᵀ                 (mma: A = K rows, B = Qᵀ from Q's rows)
+///        Pᵀ  = exp2(Sᵀ·scale·log2e − L·log2e)   (L: the forward's float32 lse, natural log)
+///        dPᵀ = V_w·dOᵀ                (mma: A = V rows, B = dOᵀ from dO's rows)
+///        dSᵀ = scale · Pᵀ∘(dPᵀ − D)   (the scale of dK and dQ folded in once)
+///        dV += Pᵀ·dO,  dK += dSᵀ·Q    (A = Pᵀ, dSᵀ straight from the accumulators)
+///    then dSᵀ goes to shared memory, and every warp reads 16 query rows of dS back from it
+///    TRANSPOSED with ldmatrix.trans as the A operand of dQ = dS·K, which is added into the
+///    float32 accumulator with atomicAdd (every key block adds its share);
+/// 3. convert_dq: dQ = the accumulator, rounded to bf16/fp16 once.
+///
+/// Why the scores are computed transposed: the block's outputs dK, dV are rows of KEYS, so
+/// the A operands of their products (Pᵀ, dSᵀ) must have keys as rows. Computing Sᵀ instead
+/// of S puts each warp's keys on the accumulator rows, and the forward's trick (chapter 07:
+/// accumulator tiles ARE the next A fragment, tc/pack.cuh) applies unchanged: no shuffle, no
+/// shared memory for dV and dK. Only dQ, whose rows are queries, needs dS the other way
+/// round, and that is what ldmatrix.trans is for. (README, "The transposed products".)
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <cstdint>
+#include <cstring>
+#include <type_traits>
+
+#include "08_tensor_core_backward/transposed_fragments.hpp"
+#include "online_softmax.cuh"  // ft::kLog2e
+#include "reduce.cuh"          // ft::warp_sum
+#include "tc/ldmatrix.cuh"
+#include "tc/mma.cuh"
+#include "tc/pack.cuh"
+#include "tc/swizzle.hpp"
+#include "tc/tile_copy.cuh"
+
+namespace ch08 {
+
+using ft::tc::FragA;
+using ft::tc::FragB;
+using ft::tc::FragC;
+using ft::tc::RowCol;
+
+/// The kernel's shape. Every limit the kernel relies on is a static_assert here.
+template <class Element, int D_, int Br_, int Bc_, int Warps_>
+struct BackwardTraits {
+  using T = Element;  ///< __nv_bfloat16 or __half
+  static constexpr int D = D_;    ///< head dimension d
+  static constexpr int Br = Br_;  ///< queries per query tile (the loop's step)
+  static constexpr int Bc = Bc_;  ///< keys per block (dK, dV rows kept in registers)
+  static constexpr int kWarps = Warps_;
+  static constexpr int kThreads = kWarps * ft::tc::kLanes;
+  using Tile = ft::tc::SwizzledTile<D>;     ///< Q, dO, K, V: rows of d elements
+  /// dSᵀ: one row of Br queries per key; swizzled when a row is whole 128-byte periods
+  /// (Br = 64), else padded by 16 bytes (Br = 32: rows of 80 bytes, 8 rows in 8 bank groups).
+  using DsTile = std::conditional_t<Br % 64 == 0, ft::tc::SwizzledTile<Br>, ft::tc::PaddedTile<Br>>;
+
+  static constexpr int kKeysPerWarp = Bc / kWarps;        ///< one 16-row mma tile per warp
+  static constexpr int kDSteps = D / ft::tc::kMmaK;       ///< k-steps of Sᵀ, dPᵀ (over d)
+  static constexpr int kQTiles = Br / ft::tc::kMmaN;      ///< 8-query tiles of Sᵀ, dPᵀ
+  static constexpr int kQSteps = Br / ft::tc::kMmaK;      ///< k-steps of dV, dK (over queries)
+  static constexpr int kDTiles = D / ft::tc::kMmaN;       ///< 8-column tiles of dK, dV, dQ
+  static constexpr int kKeySteps = Bc / ft::tc::kMmaK;    ///< k-steps of dQ (over keys)
+  /// dQ = dS·K: the tile's Br/16 query row tiles, and each shared by kWarpsPerDqRows warps
+  /// that split its d columns (with Br = 64 and 4 warps: a warp per 16 rows, all columns).
+  static constexpr int kDqRowTiles = Br / ft::tc::kMmaM;
+  static constexpr int kWarpsPerDqRows = kWarps / kDqRowTiles;
+  static constexpr int kDqTiles = kDTiles / kWarpsPerDqRows;  ///< 8-column tiles a warp sums
+  /// ... at most 8 at a time (64 columns, 32 float registers), one chunk after the other.
+  static constexpr int kDqChunkTiles = kDqTiles < 8 ? kDqTiles : 8;
+
+  static constexpr int kQBytes = ft::tc::tile_bytes<Tile>(Br);   ///< Q or dO
+  static constexpr int kKBytes = ft::tc::tile_bytes<Tile>(Bc);   ///< K or V
+  static constexpr int kDsBytes = ft::tc::tile_bytes<DsTile>(Bc);
+  static constexpr int kRowStatBytes = Br * int(sizeof(float));  ///< L·log2e, or D
+  /// Q, dO, K, V, dSᵀ, then L and D of the query tile.
+  static constexpr size_t kSmemBytes =
+      size_t(2 * kQBytes + 2 * kKBytes + kDsBytes + 2 * kRowStatBytes);
+
+  static_assert(kKeysPerWarp == ft::tc::kMmaM, "each warp owns exactly one 16-key mma tile");
+  static_assert(Br % ft::tc::kMmaK == 0 && D % ft::tc::kMmaK == 0, "whole k-steps");
+  static_assert(kQTiles % 2 == 0 && kDTiles % 2 == 0, "B fragments are loaded in pairs (x4)");
+  static_assert(kWarps % kDqRowTiles == 0 && kDTiles % kWarpsPerDqRows == 0 &&
+                    kDqTiles % kDqChunkTiles == 0 && kDqChunkTiles % 2 == 0,
+                "the dQ product splits into whole pairs of tiles per warp");
+  static_assert(2 * (kQTiles + kDTiles) * ft::tc::kCElems <= 192,
+                "Sᵀ, dPᵀ, dK, dV accumulators must leave registers for the rest (255 max)");
+  static_assert(kSmemBytes <= 227 * 1024, "at most 227 KB of shared memory per block (sm_90)");
+};
+
+/// The arguments of flash_backward_tc: one head is N·d elements of each tensor.
+template <class T>
+struct Params {
+  const T* Q;
+  const T* K;
+  const T* V;
+  const T* dO;
+  const float* lse;   ///< [B,H,N], natural log (the layout contract)
+  const float* Drow;  ///< [B,H,N]: rowsum(dO∘O), from dot_dO_O_tc
+  float* dq_acc;      ///< [B,H,N,d] float32, zero on entry; every key block adds into it
+  T* dK;
+  T* dV;
+  int N;
+  int num_kv_tiles;  ///< ceil(N / Bc): blocks per head
+  bool causal;
+  float scale;       ///< softmax scale (folded into dS)
+  float scale_log2;  ///< scale · log2(e)
+};
+
+__device__ __forceinline__ float to_float(__nv_bfloat16 x) { return __bfloat162float(x); }
+__device__ __forceinline__ float to_float(__half x) { return __half2float(x); }
+template <class T>
+__device__ __forceinline__ T from_float(float x) {
+  if constexpr (std::is_same_v<T, __nv_bfloat16>) return __float2bfloat16_rn(x);
+  else return __float2half_rn(x);
+}
+
+/// The two elements of a packed register (low half first), back in float32.
+template <class T>
+__device__ __forceinline__ float2 unpack2(uint32_t r) {
+  if constexpr (std::is_same_v<T, __nv_bfloat16>) {
+    __nv_bfloat162 v;
+    memcpy(&v, &r, sizeof(r));
+    return __bfloat1622float2(v);
+  } else {
+    __half2 v;
+    memcpy(&v, &r, sizeof(r));
+    return __half22float2(v);
+  }
+}
+
+/// 2^x on the exponential unit, subnormal results flushed to zero (as chapter 07's
+/// exp2_approx: a weight below 2^-126 is noise to every product here).
+__device__ __forceinline__ float exp2_ftz(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
+  return y;
+}
+
+/// Adds (a, b) to dst[0], dst[1] (8-byte aligned): one float2 atomic on sm_90, two before.
+__device__ __forceinline__ void atomic_add2(float* dst, float a, float b) {
+#if __CUDA_ARCH__ >= 900
+  atomicAdd(reinterpret_cast<float2*>(dst), make_float2(a, b));
+#else
+  atomicAdd(dst, a);
+  atomicAdd(dst + 1, b);
+#endif
+}
+
+// ---- 1. D = rowsum(dO∘O), dQ's accumulator cleared ----------------------------------------
+
+constexpr int kSmallBlock = 256;                            ///< threads of the small kernels
+constexpr int kRowsPerBlock = kSmallBlock / ft::kWarpSize;  ///< dot_dO_O_tc: a warp per row
+
+/// One warp per row: lanes stride over the d elements (coalesced), a shuffle sums in float32.
+template <class T>
+__global__ void dot_dO_O_tc(const T* O, const T* dO, float* D, float* dq_acc, int64_t rows,
+                            int d) {
+  const int64_t row = int64_t(blockIdx.x) * kRowsPerBlock + threadIdx.x / ft::kWarpSize;
+  if (row >= rows) return;  // whole warps leave together: the shuffle stays full
+  const int lane = threadIdx.x % ft::kWarpSize;
+  float sum = 0.f;
+  for (int k = lane; k < d; k += ft::kWarpSize) {
+    sum += to_float(O[row * d + k]) * to_float(dO[row * d + k]);
+    dq_acc[row * d + k] = 0.f;
+  }
+  sum = ft::warp_sum(sum);
+  if (lane == 0) D[row] = sum;
+}
+
+// ---- 2. dK, dV in registers; dQ's share by atomics ------------------------------------------
+
+template <class Tr>
+__global__ void __launch_bounds__(Tr::kThreads) flash_backward_tc(const Params<typename Tr::T> p) {
+  using T = typename Tr::T;
+  using Tile = typename Tr::Tile;
+  using DsTile = typename Tr::DsTile;
+  constexpr int D = Tr::D, Br = Tr::Br, Bc = Tr::Bc;
+
+  extern __shared__ uint4 smem_raw[];  // uint4: 16-byte aligned for ldmatrix and uint4 copies
+  T* Qs = reinterpret_cast<T*>(smem_raw);     // [Br][D]
+  T* dOs = Qs + Br * Tile::kRowStride;        // [Br][D]
+  T* Ks = dOs + Br * Tile::kRowStride;        // [Bc][D]
+  T* Vs = Ks + Bc * Tile::kRowStride;         // [Bc][D]
+  T* dSt = Vs + Bc * Tile::kRowStride;        // [Bc][Br]: dSᵀ, keys × queries
+  float* Ls = reinterpret_cast<float*>(dSt + Bc * DsTile::kRowStride);  // [Br]: L·log2 e
+  float* Ds = Ls + Br;                                                  // [Br]: D
+
+  const int lane = ft::tc::lane_id(), warp = threadIdx.x / ft::tc::kLanes;
+  // A head's key blocks are adjacent on grid.x, key tile 0 first: under the causal mask it
+  // walks every query tile, the longest block, and the longest start first.
+  const int k0 = int(blockIdx.x % p.num_kv_tiles) * Bc;
+  const int64_t head = blockIdx.x / p.num_kv_tiles;  // b·H + h
+  const int N = p.N;
+  const int64_t head_rows = head * N;  // first row of this head in [B,H,N]
+  const T* Q = p.Q + head_rows * D;
+  const T* dO = p.dO + head_rows * D;
+  const int warp_key0 = warp * Tr::kKeysPerWarp;  // this warp's keys in the block's tile
+
+  // K and V of the block's keys, once (rows past N are zeros); the loop's first barrier
+  // makes them visible to every warp.
+  ft::tc::copy_tile_sync<Tile, Bc, Tr::kThreads>(Ks, p.K + head_rows * D, k0, N);
+  ft::tc::copy_tile_sync<Tile, Bc, Tr::kThreads>(Vs, p.V + head_rows * D, k0, N);
+
+  FragC dk[Tr::kDTiles] = {}, dv[Tr::kDTiles] = {};  // this warp's 16 keys × d, float32
+  const int num_q_tiles = (N + Br - 1) / Br;
+  // Causal: queries before k0 see none of these keys; start at the tile holding query k0.
+  const int i_first = p.causal ? k0 / Br : 0;
+
+  for (int i = i_first; i < num_q_tiles; ++i) {
+    const int q0 = i * Br;
+    __syncthreads();  // every warp is done with the previous Q, dO, dSᵀ, L, D
+    ft::tc::copy_tile_sync<Tile, Br, Tr::kThreads>(Qs, Q, q0, N);
+    ft::tc::copy_tile_sync<Tile, Br, Tr::kThreads>(dOs, dO, q0, N);
+    for (int r = threadIdx.x; r < Br; r += Tr::kThreads) {  // rows past N: 0 (masked below)
+      const bool in = q0 + r < N;
+      Ls[r] = in ? p.lse[head_rows + q0 + r] * ft::kLog2e : 0.f;
+      Ds[r] = in ? p.Drow[head_rows + q0 + r] : 0.f;
+    }
+    __syncthreads();  // the query tile is in shared memory (and K, V the first time)
+
+    // Sᵀ = K_w·Qᵀ: per k-step of 16 columns of d, one A fragment from this warp's rows of
+    // K, and Qᵀ's B fragments from Q's rows without a transpose, exactly as chapter 07 reads
+    // Kᵀ from K.
+    FragC st[Tr::kQTiles] = {};
+#pragma unroll
+    for (int ks = 0; ks < Tr::kDSteps; ++ks) {
+      FragA ka;
+      ft::tc::load_a<Tile>(ka, Ks, warp_key0, ks * 16);
+#pragma unroll
+      for (int nt = 0; nt < Tr::kQTiles; nt += 2) {
+        FragB qb[2];
+        ft::tc::load_b_x4<Tile>(qb, Qs, nt * 8, ks * 16);
+        ft::tc::mma_m16n8k16<T>(st[nt], ka, qb[0]);
+        ft::tc::mma_m16n8k16<T>(st[nt + 1], ka, qb[1]);
+      }
+    }
+
+    // Pᵀ, element by element: accumulator element e of tile nt is key warp_key0 + row,
+    // query nt·8 + col. P = 0 for a key past N, a query past N, or (causal) a key after the
+    // query (a select, not a product: the exp of a masked score may be Inf); the test is
+    // only made in the tiles that have such an element.
+    const bool masked = k0 + Bc > N || q0 + Br > N || (p.causal && k0 + Bc - 1 > q0);
+#pragma unroll
+    for (int nt = 0; nt < Tr::kQTiles; ++nt)
+#pragma unroll
+      for (int e = 0; e < ft::tc::kCElems; ++e) {
+        const RowCol at = ft::tc::mma_c_coord(lane, e);
+        const int qr = nt * 8 + at.col;  // query row in the tile
+        float prob = exp2_ftz(fmaf(st[nt].c[e], p.scale_log2, -Ls[qr]));
+        if (masked) {
+          const int key = k0 + warp_key0 + at.row, query = q0 + qr;
+          if (key >= N || query >= N || (p.causal && key > query)) prob = 0.f;
+        }
+        st[nt].c[e] = prob;
+      }
+    // Pᵀ packed to bf16/fp16: for 16 queries (k-step kk) the two accumulator tiles of those
+    // queries ARE the A fragment of dV += Pᵀ·dO (the forward's P·V trick, keys on the rows
+    // here as queries were there). Kept packed: half the registers of the floats, and dS
+    // below uses the very P that dV used.
+    FragA pa[Tr::kQSteps];
+#pragma unroll
+    for (int kk = 0; kk < Tr::kQSteps; ++kk)
+      pa[kk] = ft::tc::a_from_accumulators<T>(st[2 * kk], st[2 * kk + 1]);
+
+    // dV += Pᵀ·dO: dO's B fragments come transposed from its rows, as chapter 07 reads V.
+#pragma unroll
+    for (int kk = 0; kk < Tr::kQSteps; ++kk)
+#pragma unroll
+      for (int ot = 0; ot < Tr::kDTiles; ot += 2) {
+        FragB ob[2];
+        ft::tc::load_b_trans_x4<Tile>(ob, dOs, kk * 16, ot * 8);
+        ft::tc::mma_m16n8k16<T>(dv[ot], pa[kk], ob[0]);
+        ft::tc::mma_m16n8k16<T>(dv[ot + 1], pa[kk], ob[1]);
+      }
+
+    // dPᵀ = V_w·dOᵀ, as Sᵀ was formed.
+    FragC dpt[Tr::kQTiles] = {};
+#pragma unroll
+    for (int ks = 0; ks < Tr::kDSteps; ++ks) {
+      FragA va;
+      ft::tc::load_a<Tile>(va, Vs, warp_key0, ks * 16);
+#pragma unroll
+      for (int nt = 0; nt < Tr::kQTiles; nt += 2) {
+        FragB ob[2];
+        ft::tc::load_b_x4<Tile>(ob, dOs, nt * 8, ks * 16);
+        ft::tc::mma_m16n8k16<T>(dpt[nt], va, ob[0]);
+        ft::tc::mma_m16n8k16<T>(dpt[nt + 1], va, ob[1]);
+      }
+    }
+
+    // dSᵀ = scale·Pᵀ∘(dPᵀ − D), P read back from its packed pairs (packed_pair), then packed
+    // itself: the A fragment of dK += dSᵀ·Q.
+    FragA dsa[Tr::kQSteps];
+#pragma unroll
+    for (int nt = 0; nt < Tr::kQTiles; ++nt)
+#pragma unroll
+      for (int h = 0; h < ft::tc::kMBlocks; ++h) {
+        const PackedPair at = packed_pair(nt, h);
+        const float2 prob = unpack2<T>(pa[at.kk].r[at.reg]);
+        const int qr = nt * 8 + ft::tc::mma_c_coord(lane, 2 * h).col;  // queries qr, qr + 1
+        dsa[at.kk].r[at.reg] =
+            ft::tc::pack2<T>(p.scale * prob.x * (dpt[nt].c[2 * h] - Ds[qr]),
+                             p.scale * prob.y * (dpt[nt].c[2 * h + 1] - Ds[qr + 1]));
+      }
+
+    // dK += dSᵀ·Q, Q's B fragments transposed from its rows.
+#pragma unroll
+    for (int kk = 0; kk < Tr::kQSteps; ++kk)
+#pragma unroll
+      for (int ot = 0; ot < Tr::kDTiles; ot += 2) {
+        FragB qb[2];
+        ft::tc::load_b_trans_x4<Tile>(qb, Qs, kk * 16, ot * 8);
+        ft::tc::mma_m16n8k16<T>(dk[ot], dsa[kk], qb[0]);
+        ft::tc::mma_m16n8k16<T>(dk[ot + 1], dsa[kk], qb[1]);
+      }
+
+    // dSᵀ to shared memory, as stored [key][query]: each packed pair (two queries of one
+    // key) is one 32-bit store, the same rounded values the dK product used.
+#pragma unroll
+    for (int nt = 0; nt < Tr::kQTiles; ++nt)
+#pragma unroll
+      for (int h = 0; h < ft::tc::kMBlocks; ++h) {
+        const RowCol at = ds_store_coord(lane, warp_key0, nt, h);
+        const PackedPair from = packed_pair(nt, h);
+        *reinterpret_cast<uint32_t*>(dSt + DsTile::offset(at.row, at.col)) =
+            dsa[from.kk].r[from.reg];
+      }
+    __syncthreads();  // all Bc keys of dSᵀ are stored
+
+    // dQ_tile += dS·K over the block's Bc keys: A = dS (queries × keys) read TRANSPOSED from
+    // the [key][query] tile with ldmatrix.trans (tc::load_a_trans), B = K from K's rows with
+    // .trans (K is [key][d] = [k][n]). Then one float2 atomicAdd per lane and pair.
+    // The warp's dQ columns are done in chunks of at most 64 (8 tiles): at d = 128 the
+    // whole 16×128 float tile (64 registers) on top of dK and dV would not fit in 255.
+    const int dq_q0 = (warp / Tr::kWarpsPerDqRows) * ft::tc::kMmaM;  // query row in the tile
+#pragma unroll
+    for (int chunk = 0; chunk < Tr::kDqTiles / Tr::kDqChunkTiles; ++chunk) {
+      const int dq_t0 = (warp % Tr::kWarpsPerDqRows) * Tr::kDqTiles + chunk * Tr::kDqChunkTiles;
+      FragC dq[Tr::kDqChunkTiles] = {};
+#pragma unroll
+      for (int kk = 0; kk < Tr::kKeySteps; ++kk) {
+        FragA dsa_t;
+        const RowCol corner = ds_a_corner(kk, dq_q0);
+        ft::tc::load_a_trans<DsTile>(dsa_t, dSt, corner.row, corner.col);
+#pragma unroll
+        for (int ot = 0; ot < Tr::kDqChunkTiles; ot += 2) {
+          FragB kb[2];
+          ft::tc::load_b_trans_x4<Tile>(kb, Ks, kk * 16, (dq_t0 + ot) * 8);
+          ft::tc::mma_m16n8k16<T>(dq[ot], dsa_t, kb[0]);
+          ft::tc::mma_m16n8k16<T>(dq[ot + 1], dsa_t, kb[1]);
+        }
+      }
+#pragma unroll
+      for (int ot = 0; ot < Tr::kDqChunkTiles; ++ot)
+#pragma unroll
+        for (int h = 0; h < ft::tc::kMBlocks; ++h) {
+          const RowCol at = ft::tc::mma_c_coord(lane, 2 * h);
+          const int query = q0 + dq_q0 + at.row, col = (dq_t0 + ot) * 8 + at.col;
+          if (query < N)
+            atomic_add2(p.dq_acc + (head_rows + query) * D + col, dq[ot].c[2 * h],
+                        dq[ot].c[2 * h + 1]);
+        }
+    }
+  }
+
+  // dK, dV of this warp's keys, each element written once (keys past N are not stored).
+#pragma unroll
+  for (int ot = 0; ot < Tr::kDTiles; ++ot)
+#pragma unroll
+    for (int h = 0; h < ft::tc::kMBlocks; ++h) {
+      const RowCol at = ft::tc::mma_c_coord(lane, 2 * h);
+      const int key = k0 + warp_key0 + at.row, col = ot * 8 + at.col;
+      if (key < N) {
+        const int64_t at_row = (head_rows + key) * D + col;
+        *reinterpret_cast<uint32_t*>(p.dK + at_row) =
+            ft::tc::pack2<T>(dk[ot].c[2 * h], dk[ot].c[2 * h + 1]);
+        *reinterpret_cast<uint32_t*>(p.dV + at_row) =
+            ft::tc::pack2<T>(dv[ot].c[2 * h], dv[ot].c[2 * h + 1]);
+      }
+    }
+}
+
+// ---- 3. dQ from its float32 accumulator, rounded once ---------------------------------------
+
+template <class T>
+__global__ void convert_dq(const float* dq_acc, T* dQ, int64_t n) {
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
+       i += int64_t(gridDim.x) * blockDim.x)
+    dQ[i] = from_float<T>(dq_acc[i]);
+}
+
+}  // namespace ch08

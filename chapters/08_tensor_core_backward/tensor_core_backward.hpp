@@ -1,0 +1,29 @@
+/// @file tensor_core_backward.hpp
+/// @brief Chapter 08: FlashAttention-2's backward on the tensor cores (bf16 and fp16 in and
+/// out, float32 accumulation), paired with chapter 07's fastest forward.
+#pragma once
+
+#include <vector>
+
+#include "harness.hpp"
+#include "problem.hpp"
+#include "traffic.hpp"
+
+namespace ch08 {
+
+/// The one variant so far, "plain": D = rowsum(dO∘O) (and dQ's float32 accumulator zeroed),
+/// then one block per 64 keys with dK, dV in registers walking the 64-query tiles (4 warps,
+/// swizzled shared tiles, synchronous loads), dQ added by float2 atomics into the float32
+/// accumulator, and a last kernel that rounds dQ to the dtype. d = 64 or 128, sm_80+.
+const ft::BackwardImpl& plain();
+
+/// Every variant, in the order the program runs them.
+std::vector<ft::BackwardImpl> backward_impls();
+
+/// Workspace: dQ's float32 accumulator (B·H·N·d floats) first, then D (B·H·N floats).
+size_t workspace_bytes(const ft::Problem& p);
+
+/// The ledger of plain(): dot_dO_O_tc, flash_backward_tc, convert_dq (README, "The ledger").
+std::vector<ft::KernelTraffic> plain_traffic(const ft::Problem& p);
+
+}  // namespace ch08

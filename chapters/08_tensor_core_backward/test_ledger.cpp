@@ -1,0 +1,188 @@
+// CPU tests of chapter 08: the ledger worked out by hand for small bf16 problems, the
+// workspace, the C API's refusals, and the transposed-fragment index math emulated lane by
+// lane with tc/fragment.hpp's functions (the same ones the kernel calls). No CUDA call.
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "08_tensor_core_backward/tensor_core_backward.hpp"
+#include "08_tensor_core_backward/transposed_fragments.hpp"
+#include "flashtut.h"
+#include "tc/fragment.hpp"
+#include "tc/swizzle.hpp"
+
+namespace {
+
+using ft::tc::RowCol;
+
+ft::KernelTraffic line(const std::vector<ft::KernelTraffic>& ledger, const std::string& k) {
+  for (const auto& t : ledger)
+    if (t.kernel == k) return t;
+  throw std::runtime_error("no ledger line " + k);
+}
+
+TEST(Ch08Ledger, SmallBf16NonCausal) {
+  // B = H = 1, N = 128, d = 64, bf16: two key blocks, two query tiles, each query tile loaded
+  // by both blocks (256 query rows loaded). One 2-byte tensor: 128·64·2 = 16 384 bytes.
+  const auto ledger = ch08::plain_traffic(ft::make_problem(1, 1, 128, 64, false, ft::DType::BFloat16));
+  ASSERT_EQ(ledger.size(), 3u);
+  const ft::KernelTraffic D = line(ledger, "dot_dO_O_tc");
+  EXPECT_DOUBLE_EQ(D.read_bytes, 2 * 16384.0);                  // O, dO
+  EXPECT_DOUBLE_EQ(D.write_bytes, 128 * 4.0 + 128 * 64 * 4.0);  // D, the accumulator's zeros
+  const ft::KernelTraffic k = line(ledger, "flash_backward_tc");
+  // K, V once (32 768) + 256 rows × (Q, dO: 2·64·2 bytes; L, D: 2·4 bytes) = 256 · 264.
+  EXPECT_DOUBLE_EQ(k.read_bytes, 32768.0 + 256 * 264);        // 100 352
+  // dK, dV once (32 768) + dQ atomics: 256 rows × 64 floats × 4 bytes.
+  EXPECT_DOUBLE_EQ(k.write_bytes, 32768.0 + 256 * 256);       // 98 304
+  // DRAM: Q, K, V, dO once (65 536), L and D (1 024), the accumulator's zeros (32 768).
+  EXPECT_DOUBLE_EQ(k.dram_read_bytes, 65536.0 + 1024 + 32768);
+  EXPECT_DOUBLE_EQ(k.dram_write_bytes, 32768.0 + 32768);      // dK, dV; dQ in float32
+  EXPECT_DOUBLE_EQ(k.flops, 10.0 * 128 * 128 * 64);           // 2.5 × the forward's 4·N²·d
+  const ft::KernelTraffic c = line(ledger, "convert_dq");
+  EXPECT_DOUBLE_EQ(c.read_bytes, 128 * 64 * 4.0);
+  EXPECT_DOUBLE_EQ(c.write_bytes, 16384.0);
+  EXPECT_DOUBLE_EQ(c.flops, 0.0);
+}
+
+TEST(Ch08Ledger, CausalRaggedTiles) {
+  // N = 130, d = 64, bf16: tiles of 64, 64, 2 rows; causal, query tile i is loaded by key
+  // blocks j ≤ i: 64·1 + 64·2 + 2·3 = 198 rows (chapter 05's count: the same tiles).
+  const ft::Problem p = ft::make_problem(1, 1, 130, 64, true, ft::DType::BFloat16);
+  const ft::KernelTraffic k = line(ch08::plain_traffic(p), "flash_backward_tc");
+  EXPECT_DOUBLE_EQ(k.read_bytes, 2.0 * 130 * 64 * 2 + 198.0 * 264);  // 85 552
+  EXPECT_DOUBLE_EQ(k.write_bytes, 2.0 * 130 * 64 * 2 + 198.0 * 256);  // 83 968
+  EXPECT_DOUBLE_EQ(k.flops, 10.0 * 130 * 130 * 64 / 2);
+  EXPECT_DOUBLE_EQ(ft::total(ch08::plain_traffic(p)).flops, k.flops + 2.0 * 130 * 64);
+}
+
+TEST(Ch08Workspace, HoldsTheFloat32DqAndD) {
+  const ft::Problem p = ft::make_problem(2, 3, 1000, 64, true, ft::DType::BFloat16);
+  // dQ accumulator: 6·1000·64 floats = 1 536 000 bytes; D: 6·1000 floats = 24 000 bytes.
+  EXPECT_EQ(ch08::plain().workspace_bytes(p), 1536000u + 24000u);
+  EXPECT_EQ(ch08::plain().dtypes,
+            (std::vector<ft::DType>{ft::DType::BFloat16, ft::DType::Float16}));
+}
+
+TEST(Ch08CApi, RefusesFloat32AndOddHeadDims) {
+  ft_problem p{2, 3, 64, 64, 0, 0.f, FT_DTYPE_FLOAT32};
+  EXPECT_EQ(ft_ch08_backward(p, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr,
+                             nullptr, nullptr, nullptr, 0),
+            -1);
+  EXPECT_NE(std::string(ft_last_error()).find("does not support dtype float32"), std::string::npos)
+      << ft_last_error();
+  p.dtype = FT_DTYPE_BF16;
+  p.head_dim = 32;
+  EXPECT_EQ(ft_ch08_backward(p, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr,
+                             nullptr, nullptr, nullptr, 0),
+            -1);
+  EXPECT_EQ(ft_ch08_backward_workspace_bytes(p), FT_WORKSPACE_ERROR);
+  p.head_dim = 64;
+  EXPECT_EQ(ft_ch08_backward_workspace_bytes(p), 2u * 3 * 64 * (64 + 1) * 4);
+}
+
+// ---- The transposed products' index math, emulated lane by lane -----------------------------
+
+/// A [key][query] tile of Bc = 64 keys × Br = 64 queries in the kernel's swizzled layout,
+/// each cell holding a code of the (key, query) the warps wrote there.
+constexpr int kBr = 64, kBc = 64;
+using DsTile = ft::tc::SwizzledTile<kBr>;
+int code(int key, int query) { return key * 1000 + query; }
+
+std::vector<int> tile_written_by_warps() {
+  std::vector<int> tile(kBc * DsTile::kRowStride, -1);
+  for (int warp = 0; warp < 4; ++warp)
+    for (int lane = 0; lane < 32; ++lane)
+      for (int nt = 0; nt < kBr / 8; ++nt)
+        for (int h = 0; h < 2; ++h) {
+          // The kernel's store: accumulator elements c_{2h}, c_{2h+1} of tile nt, whose
+          // (key, query) in the warp's Sᵀ are mma_c_coord(lane, 2h + j) + (16·warp, 8·nt).
+          const RowCol at = ch08::ds_store_coord(lane, 16 * warp, nt, h);
+          for (int j = 0; j < 2; ++j) {
+            const RowCol c = ft::tc::mma_c_coord(lane, 2 * h + j) + RowCol{16 * warp, 8 * nt};
+            EXPECT_EQ(c, (at + RowCol{0, j}));  // the pair is one 32-bit store
+            int& cell = tile[DsTile::offset(at.row, at.col + j)];
+            EXPECT_EQ(cell, -1) << "written twice";
+            cell = code(c.row, c.col);
+          }
+        }
+  return tile;
+}
+
+TEST(Ch08Fragments, DsStoresCoverTheTileOnceWithoutBankConflicts) {
+  const std::vector<int> tile = tile_written_by_warps();
+  for (int key = 0; key < kBc; ++key)
+    for (int q = 0; q < kBr; ++q) ASSERT_EQ(tile[DsTile::offset(key, q)], code(key, q));
+  // One store instruction of one warp (tile nt, half h): 32 lanes × 4 bytes, one pass.
+  for (int nt = 0; nt < kBr / 8; ++nt)
+    for (int h = 0; h < 2; ++h) {
+      int addr[32];
+      for (int lane = 0; lane < 32; ++lane) {
+        const RowCol at = ch08::ds_store_coord(lane, 16, nt, h);
+        addr[lane] = DsTile::offset(at.row, at.col) * ft::tc::kElemBytes;
+      }
+      EXPECT_EQ(ft::tc::bank_conflict_ways(addr, 32, 4), 1) << "nt " << nt << " h " << h;
+    }
+}
+
+TEST(Ch08Fragments, LoadATransReadsDsFromTheTransposedTile) {
+  // tc::load_a_trans(a, dSt, row0, col0) emulated: lane L hands ldmatrix the address of
+  // stored row (row0, col0) + ldmatrix_src_a_trans(L); with .trans, lane l receives in
+  // register q element j at (row, col) = ldmatrix_received(l, j, true) of matrix q, whose
+  // row `row` is the one lane 8q + row pointed at. A's element 2q + j must then be
+  // A[m][k] = dS[query m][key k] = dSᵀ[k][m], at (m, k) = mma_a_coord(l, 2q + j).
+  const std::vector<int> tile = tile_written_by_warps();
+  for (int kk = 0; kk < kBc / 16; ++kk)
+    for (int query0 = 0; query0 < kBr; query0 += 16) {
+      const RowCol corner = ch08::ds_a_corner(kk, query0);
+      for (int l = 0; l < 32; ++l)
+        for (int q = 0; q < ft::tc::kARegs; ++q)
+          for (int j = 0; j < 2; ++j) {
+            const RowCol in_matrix = ft::tc::ldmatrix_received(l, j, true);
+            const int pointer_lane = 8 * q + in_matrix.row;
+            const RowCol row_start = corner + ft::tc::ldmatrix_src_a_trans(pointer_lane);
+            const int got = tile[DsTile::offset(row_start.row, row_start.col + in_matrix.col)];
+            const RowCol mk = ft::tc::mma_a_coord(l, 2 * q + j);
+            ASSERT_EQ(got, code(kk * 16 + mk.col, query0 + mk.row))
+                << "kk " << kk << " query0 " << query0 << " lane " << l << " a" << 2 * q + j;
+          }
+      // Each of the four 8×8 matrices: 8 row reads of 16 bytes, one pass.
+      for (int q = 0; q < 4; ++q) {
+        int addr[8];
+        for (int r = 0; r < 8; ++r) {
+          const RowCol at = corner + ft::tc::ldmatrix_src_a_trans(8 * q + r);
+          addr[r] = DsTile::offset(at.row, at.col) * ft::tc::kElemBytes;
+        }
+        EXPECT_EQ(ft::tc::bank_conflict_ways(addr, 8, 16), 1);
+      }
+    }
+}
+
+TEST(Ch08Fragments, TransposedScoresAreTheAOperandOfDkAndDv) {
+  // Sᵀ's accumulator tiles 2kk, 2kk+1 (keys × queries 16kk..16kk+15) are, lane for lane, the
+  // A fragment (m = key, k = query) of dV += Pᵀ·dO and dK += dSᵀ·Q: a_i = tile[i/4].c[i%4].
+  for (int l = 0; l < 32; ++l)
+    for (int i = 0; i < 8; ++i) {
+      const ft::tc::CSource s = ft::tc::a_from_c(i);
+      const RowCol key_query = ft::tc::mma_c_coord(l, s.index) + RowCol{0, 8 * s.tile};
+      EXPECT_EQ(key_query, ft::tc::mma_a_coord(l, i)) << "lane " << l << " a" << i;
+    }
+}
+
+TEST(Ch08Fragments, PackedPairIsTheAccumulatorPair) {
+  // The kernel stores dSᵀ and reads P back from the packed A fragments: register reg of
+  // fragment kk must hold exactly elements c_{2h}, c_{2h+1} of tile nt = 2kk + (0 or 1).
+  for (int nt = 0; nt < kBr / 8; ++nt)
+    for (int h = 0; h < 2; ++h) {
+      const ch08::PackedPair at = ch08::packed_pair(nt, h);
+      EXPECT_EQ(at.kk, nt / 2);
+      for (int j = 0; j < 2; ++j) {
+        const ft::tc::CSource s = ft::tc::a_from_c(2 * at.reg + j);
+        EXPECT_EQ(s.tile, nt % 2) << "nt " << nt << " h " << h;
+        EXPECT_EQ(s.index, 2 * h + j) << "nt " << nt << " h " << h;
+      }
+    }
+}
+
+}  // namespace
