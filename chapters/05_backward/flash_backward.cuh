@@ -175,20 +175,35 @@ __device__ __forceinline__ void store_cols(float* row, const float (&v)[T::kPer]
 
 /// Copies 16 bytes (or, if !in_range, writes 16 zero bytes) to shared memory, asynchronously.
 /// .cg: cached in L2 only, as these tiles are never re-read through L1.
+/// (Built for a GPU older than sm_80, these become plain synchronous copies: the same
+/// bytes in the same places, just without the overlap.)
 __device__ __forceinline__ void copy_async_16(float* dst, const float* src, bool in_range) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 800
+  *reinterpret_cast<float4*>(dst) =
+      in_range ? *reinterpret_cast<const float4*>(src) : make_float4(0.f, 0.f, 0.f, 0.f);
+#else
   const unsigned to = static_cast<unsigned>(__cvta_generic_to_shared(dst));
   const int src_bytes = in_range ? 16 : 0;  // bytes read; the rest of the 16 are zero-filled
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(to), "l"(src),
                "r"(src_bytes));
+#endif
 }
 /// The same for 4 bytes (.ca: the only cache mode 4-byte copies allow).
 __device__ __forceinline__ void copy_async_4(float* dst, const float* src, bool in_range) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 800
+  *dst = in_range ? *src : 0.f;
+#else
   const unsigned to = static_cast<unsigned>(__cvta_generic_to_shared(dst));
   asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(to), "l"(src),
                "r"(in_range ? 4 : 0));
+#endif
 }
 /// Waits until this thread's copies have landed.
-__device__ __forceinline__ void copy_wait_all() { asm volatile("cp.async.wait_all;\n" ::: "memory"); }
+__device__ __forceinline__ void copy_wait_all() {
+#if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 800
+  asm volatile("cp.async.wait_all;\n" ::: "memory");
+#endif
+}
 
 /// Starts copying rows [row0, row0 + kRows) of a [N][d] head into shared memory (stride
 /// d + 4), 16 bytes a thread at a time, neighbouring threads on neighbouring addresses; rows

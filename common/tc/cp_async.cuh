@@ -23,19 +23,29 @@ namespace ft::tc {
 /// Both addresses 16-byte aligned. Pass a valid `src` even when !in_range: the PTX ISA does
 /// not promise that an address it reads nothing from is never checked.
 __device__ __forceinline__ void cp_async_16(void* dst, const void* src, bool in_range) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 800
+  __trap();  // sm_80; never reached on older GPUs (see tc/mma.cuh)
+#else
   const int src_bytes = in_range ? kChunkBytes : 0;
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n"
                ::"r"(shared_address(dst)), "l"(src), "r"(src_bytes));
+#endif
 }
 
 /// Closes the current group of this thread's copies.
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+__device__ __forceinline__ void cp_async_commit() {
+#if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 800
+  asm volatile("cp.async.commit_group;\n" ::);
+#endif
+}
 
 /// Waits until at most N of this thread's most recent groups are still in flight.
 /// "memory": the compiler must not move shared-memory reads above the wait.
 template <int N>
 __device__ __forceinline__ void cp_async_wait() {
+#if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 800
   asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
+#endif
 }
 
 /// Starts copying rows [row0, row0 + ROWS) of a row-major [N][Tile::kCols] matrix into a

@@ -27,6 +27,11 @@ constexpr bool kIsTensorCoreElement =
 template <class T>
 __device__ __forceinline__ void mma_m16n8k16(FragC& acc, const FragA& a, const FragB& b) {
   static_assert(kIsTensorCoreElement<T>, "A and B are bf16 or fp16");
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 800
+  // Built for an older GPU (the whole project compiles for it): never reached, because every
+  // kernel that gets here is refused before its launch (ft::require_sm, impl.min_sm = 80).
+  __trap();
+#else
   // Plain asm (not volatile): a function of registers only, which the compiler may schedule.
   if constexpr (std::is_same_v<T, __nv_bfloat16>) {
     asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 "
@@ -39,6 +44,7 @@ __device__ __forceinline__ void mma_m16n8k16(FragC& acc, const FragA& a, const F
         : "+f"(acc.c[0]), "+f"(acc.c[1]), "+f"(acc.c[2]), "+f"(acc.c[3])
         : "r"(a.r[0]), "r"(a.r[1]), "r"(a.r[2]), "r"(a.r[3]), "r"(b.r[0]), "r"(b.r[1]));
   }
+#endif
 }
 
 }  // namespace ft::tc

@@ -17,11 +17,15 @@ namespace ft::tc {
 template <class T>
 __device__ __forceinline__ uint32_t pack2(float lo, float hi) {
   static_assert(kIsTensorCoreElement<T>, "bf16 or fp16");
-  uint32_t r;
+  uint32_t r = 0;
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 800
+  __trap();  // sm_80 instructions; never reached on older GPUs (see tc/mma.cuh)
+#else
   if constexpr (std::is_same_v<T, __nv_bfloat16>)
     asm("cvt.rn.bf16x2.f32 %0, %1, %2;\n" : "=r"(r) : "f"(hi), "f"(lo));
   else
     asm("cvt.rn.f16x2.f32 %0, %1, %2;\n" : "=r"(r) : "f"(hi), "f"(lo));
+#endif
   return r;
 }
 
