@@ -23,7 +23,8 @@ N in {1024, 4096, 16384}, d in {64, 128}, causal and not; the options narrow it)
     fit in the free memory is skipped with a printed reason.
   - ours: chapter 07's forward (ch07_fastest) in bf16 and fp16, chapter 06's when the
     library exports it, chapter 04's fast forward (ch04_fast) in float32; with --backward
-    also chapter 05's flash backward (ch05_flash) in float32, after chapter 04's forward.
+    also chapter 05's flash backward (ch05_flash) in float32, after chapter 04's forward,
+    and chapter 08's (ch08_<variant>) in bf16 and fp16, after chapter 07's.
 
 Timing is contract 3 of docs/contracts.md, with scripts/measure_ceilings.py's bench():
 warm-up calls, then --reps calls each timed alone with CUDA events, each preceded outside
@@ -116,7 +117,7 @@ def our_impls():
 
 OURS = our_impls()
 DEFAULT_OURS = ["ch07_fastest", "ch06_" + flashtut.FORWARDS["ch06"].variant, "ch04_fast",
-                "ch05_flash"]
+                "ch05_flash", "ch08_" + flashtut.BACKWARDS["ch08"].variant]
 
 
 def spec_of(name):
@@ -155,7 +156,7 @@ def parse_args(argv):
     ap.add_argument("--dims", nargs="+", default=["64,128"], metavar="D")
     ap.add_argument("--causal", nargs="+", default=["0,1"], metavar="C", help="0, 1 or both")
     ap.add_argument("--backward", action="store_true",
-                    help="also the backward: PyTorch's (fwd+bwd minus fwd) and ours (ch05_flash)")
+                    help="also the backward: PyTorch's (fwd+bwd minus fwd) and ours (ch05_flash, ch08)")
     ap.add_argument("--impls", nargs="+", metavar="NAME",
                     help="only these (default: " + ", ".join(TORCH_IMPLS + DEFAULT_OURS) +
                          "); ours: any of " + ", ".join(OURS))

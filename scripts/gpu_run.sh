@@ -6,8 +6,9 @@
 #
 #   scripts/gpu_run.sh OUT_DIR [BUILD_DIR] [STAGES]
 #
-# STAGES: comma-separated subset of env,tests,readme,sanitizer,tour,chapters,tc,anchors,
-# vs_pytorch,traffic,profiles (default: all). `readme` runs the README's two commands (the workflow
+# STAGES: comma-separated subset of env,tests,ctest,readme,sanitizer,tour,chapters,tc,anchors,
+# vs_pytorch,traffic,profiles (default: all but ctest, which repeats `tests` through ctest,
+# in parallel and filtered by FT_CTEST_REGEX). `readme` runs the README's two commands (the workflow
 # presets) in a fresh copy of the tree and records their wall time in readme_commands.txt;
 # `tc` runs the tensor-core chapters' programs on every variant (the staircase and the
 # tile-shape sweep: tc.csv). BUILD_DIR defaults to build/ and is configured and built with
@@ -24,7 +25,7 @@
 # FT_SANITIZE_DIMS the head dimensions it runs them at (default 64; "64 128" also covers the
 # kernels' d = 128 instantiations, chapter 05's one-block-per-SM shape among them);
 # FT_SANITIZE_ARGS adds flags to those runs (e.g. "--variant fastest"), FT_SANITIZE_TAG
-# names their logs apart.
+# names their logs apart. FT_TC_CHAPTERS narrows the tc stage (e.g. "08_tensor_core_backward").
 set -uo pipefail
 OUT=$(realpath -m "${1:?usage: gpu_run.sh OUT_DIR [BUILD_DIR] [STAGES]}")
 BUILD=$(realpath -m "${2:-build}")
@@ -34,7 +35,7 @@ LOGS="$OUT/logs"
 mkdir -p "$OUT" "$LOGS"
 SUMMARY="$OUT/summary.txt"
 : >"$SUMMARY"
-want() { [[ "$STAGES" == all || ",$STAGES," == *",$1,"* ]]; }
+want() { [[ ("$STAGES" == all && "$1" != ctest) || ",$STAGES," == *",$1,"* ]]; }
 say() { echo "$*" | tee -a "$SUMMARY"; }
 prog() { echo "$BUILD/chapters/$1/$(ls "$BUILD/chapters/$1" | grep -E '^ch[0-9]{2}_[a-z_]+$' | head -1)"; }
 CHAPTERS=(01_naive 02_tiled 03_online_softmax 04_fused_forward 05_backward)
@@ -109,6 +110,18 @@ if want tests; then
   done
 fi
 
+if want ctest; then
+  # The test binaries through ctest, 16 at a time as the README's test preset runs them:
+  # FT_CTEST_REGEX picks tests by name (default: all), e.g. "^ch08[.]" for chapter 08's.
+  say "== ctest -R '${FT_CTEST_REGEX:-.}'"
+  start=$(date +%s)
+  OMP_NUM_THREADS=2 OMP_WAIT_POLICY=PASSIVE ctest --test-dir "$BUILD" -j 16 --output-on-failure \
+    -R "${FT_CTEST_REGEX:-.}" >"$LOGS/ctest.log" 2>&1
+  say "ctest: rc=$?, wall $(( $(date +%s) - start )) s; $(grep -E 'tests passed|tests failed' "$LOGS/ctest.log")"
+  grep -E "^\s*[0-9]+ - .*\((Failed|Timeout|SEGFAULT|Subprocess)" "$LOGS/ctest.log" | head -40 | tee -a "$SUMMARY"
+  grep -E "Failure|Expected|Which is|rel_l2|max_abs|error:" "$LOGS/ctest.log" | head -60 | tee -a "$SUMMARY"
+fi
+
 if want sanitizer; then
   say "== compute-sanitizer (small problems: B=1 H=2 N=200, d in {$SANITIZE_DIMS}, causal and not)"
   for ch in $SANITIZE; do
@@ -174,7 +187,7 @@ tc_variant() { for cv in $FT_TC_VARIANT; do [ "${cv%%:*}" = "${1:0:2}" ] && echo
 if want tc; then
   say "== tensor-core chapters: every variant (bf16; FT_TC_DTYPES to change), 16384 tokens"
   rm -f "$OUT/tc.csv"
-  for ch in "${TC_CHAPTERS[@]}"; do
+  for ch in ${FT_TC_CHAPTERS:-${TC_CHAPTERS[*]}}; do
     p=$(prog "$ch")
     [ -x "$p" ] || continue
     for dt in ${FT_TC_DTYPES:-bf16}; do
