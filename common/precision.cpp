@@ -269,6 +269,49 @@ TensorErrors unfused_backward_error(const Problem& p, const AttentionInputs& in,
                   backward_error(p, in, ref, SumOrder::Descending));
 }
 
+StoredOError stored_o_error(const Problem& p, const AttentionInputs& in,
+                            const ReferenceTensors& ref) {
+  if (p.dtype == DType::Float32 || ref.dQ.empty()) return {};
+  const int N = p.seq_len, d = p.head_dim;
+  const int64_t heads = p.heads_total(), head_elems = int64_t(N) * d;
+  const double scale = p.softmax_scale();
+  std::vector<double> ddq(size_t(p.elems()), 0.0), ddk(size_t(p.elems()), 0.0);
+#pragma omp parallel for schedule(dynamic, 1)
+  for (int64_t h = 0; h < heads; ++h) {
+    const float* q = in.Q.data() + h * head_elems;
+    const float* k = in.K.data() + h * head_elems;
+    const float* dout = in.dO.data() + h * head_elems;
+    const double* o = ref.O.data() + h * head_elems;
+    const double* lse = ref.lse.data() + h * N;
+    double* dq = ddq.data() + h * head_elems;
+    double* dk = ddk.data() + h * head_elems;
+    for (int i = 0; i < N; ++i) {
+      double dD = 0;  // ΔD_i: what O's rounding does to D_i
+      for (int c = 0; c < d; ++c) {
+        const double oc = o[int64_t(i) * d + c];
+        dD += double(dout[int64_t(i) * d + c]) * (double(round_to(p.dtype, float(oc))) - oc);
+      }
+      if (dD == 0) continue;
+      const int visible = p.causal ? i + 1 : N;
+      for (int j = 0; j < visible; ++j) {
+        double s = 0;
+        for (int c = 0; c < d; ++c) s += double(q[int64_t(i) * d + c]) * k[int64_t(j) * d + c];
+        const double w = -scale * std::exp(scale * s - lse[i]) * dD;  // −scale·P_ij·ΔD_i
+        for (int c = 0; c < d; ++c) {
+          dq[int64_t(i) * d + c] += w * k[int64_t(j) * d + c];
+          dk[int64_t(j) * d + c] += w * q[int64_t(i) * d + c];
+        }
+      }
+    }
+  }
+  const auto rel = [](const std::vector<double>& delta, const std::vector<double>& r) {
+    double num = 0, den = 0;
+    for (size_t x = 0; x < r.size(); ++x) num += delta[x] * delta[x], den += r[x] * r[x];
+    return den > 0 ? std::sqrt(num / den) : 0.0;
+  };
+  return {rel(ddq, ref.dQ), rel(ddk, ref.dK)};
+}
+
 // ---- The reference cache ----------------------------------------------------------------------
 
 AttentionInputs reference_inputs(const Problem& p, InputKind kind, uint64_t seed) {

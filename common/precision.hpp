@@ -109,6 +109,22 @@ TensorErrors unfused_forward_error(const Problem& p, const AttentionInputs& in,
 TensorErrors unfused_backward_error(const Problem& p, const AttentionInputs& in,
                                     const ReferenceTensors& ref);
 
+/// What storing O in the dtype costs every flash backward, whatever its arithmetic: the
+/// backward forms D = rowsum(dO∘O) from the O the forward stored, and dS = P∘(dP − D). Where
+/// a row's P is nearly one-hot (large logits), dP − D is a small difference of two large
+/// terms, and O's rounding (2^-9 relative in bf16) is most of it. dV has no D.
+///
+/// Computed exactly, in float64, from the reference: ΔD_i = Σ_c dO_ic·(round(O_ic) − O_ic)
+/// perturbs dS_ij by −P_ij·ΔD_i, hence dQ_i by −scale·ΔD_i·Σ_j P_ij·k_j and dK_j by
+/// −scale·Σ_i P_ij·ΔD_i·q_i; the result is each perturbation's norm over the reference's
+/// (relative L2, whole tensor). Zero for float32 (not computed: O's float32 rounding is below
+/// 1e-7 of the gradients). O(B·H·N²·d) work, done only for bf16 and fp16.
+struct StoredOError {
+  double dQ = 0, dK = 0;
+};
+StoredOError stored_o_error(const Problem& p, const AttentionInputs& in,
+                            const ReferenceTensors& ref);
+
 // ---- The reference and the baseline of a problem, computed once ---------------------------
 
 /// Everything a test compares an implementation with: the float64 reference of the problem

@@ -59,9 +59,10 @@ bool all_zero(const std::vector<double>& x) {
 /// Checks one tensor under the rule; returns its relative error.
 double check(const char* name, const std::vector<float>& got, const std::vector<double>& ref,
              double baseline, DType storage, DType problem_dtype, double cap,
-             double lse_term = 0.0) {
+             double lse_term = 0.0, double stored_o_term = 0.0) {
   const bool zero = all_zero(ref);
-  const double limit = allowed_error(baseline, storage, cap, zero) + (zero ? 0.0 : lse_term);
+  const double limit =
+      allowed_error(baseline, storage, cap, zero) + (zero ? 0.0 : lse_term + stored_o_term);
   const VerifyResult v = verify(name, got.data(), ref.data(), got.size(), limit);
   char why[320];
   if (zero)
@@ -69,9 +70,10 @@ double check(const char* name, const std::vector<float>& got, const std::vector<
   else
     std::snprintf(why, sizeof why,
                   "limit %.3g = min(cap %.3g, max(floor %.3g, %g x the unfused %s baseline's "
-                  "%.3g)) + %.3g for P recomputed from the float32 lse",
+                  "%.3g)) + %.3g for P recomputed from the float32 lse + %.3g for D formed "
+                  "from the stored O",
                   limit, cap, error_floor(storage), kSamePrecisionFactor,
-                  dtype_name(problem_dtype), baseline, lse_term);
+                  dtype_name(problem_dtype), baseline, lse_term, stored_o_term);
   EXPECT_TRUE(v.ok) << v.message << "; " << why;
   return v.rel_l2;
 }
@@ -166,8 +168,13 @@ double expect_backward_correct(const BackwardImpl& impl, const Problem& p, Input
   double worst_err = check("O", got.O, r.O, b.O, t, t, cap);
   worst_err = std::max(worst_err, check("lse", got.lse, r.lse, b.lse, f32, t, cap));
   const double lse_term = p_source == PSource::kFromLse ? lse_recompute_error(r.lse) : 0.0;
-  worst_err = std::max(worst_err, check("dQ", got.dQ, r.dQ, b.dQ, t, t, cap, lse_term));
-  worst_err = std::max(worst_err, check("dK", got.dK, r.dK, b.dK, t, t, cap, lse_term));
+  // A flash backward forms D from the stored O; the unfused baseline forms it the same way.
+  const StoredOError o_term = p_source == PSource::kFromLse ? stored_o_error(p, in, r)
+                                                             : StoredOError{};
+  worst_err = std::max(worst_err, check("dQ", got.dQ, r.dQ, b.dQ, t, t, cap, lse_term,
+                                        kSamePrecisionFactor * o_term.dQ));
+  worst_err = std::max(worst_err, check("dK", got.dK, r.dK, b.dK, t, t, cap, lse_term,
+                                        kSamePrecisionFactor * o_term.dK));
   worst_err = std::max(worst_err, check("dV", got.dV, r.dV, b.dV, t, t, cap, lse_term));
   return worst_err;
 }

@@ -176,7 +176,10 @@ double lse_recompute_error(const std::vector<double>& lse);
 /// Same for a backward implementation: dQ, dK, dV, and its paired forward's O and lse. A
 /// backward that recomputes P from the lse (`p_source` = kFromLse: every flash backward) is
 /// allowed lse_recompute_error() on top of max(floor, 2× baseline) for dQ, dK and dV, the
-/// cap raised by the same amount.
+/// cap raised by the same amount; and, in bf16 and fp16, 2× ft::stored_o_error() on top
+/// for dQ and dK: D = rowsum(dO∘O) comes from the O the forward stored in the dtype, which
+/// on large logits is most of dP − D (precision.hpp says why; FlashAttention-2 reads the
+/// same stored O).
 double expect_backward_correct(const BackwardImpl& impl, const Problem& p,
                                InputKind kind = InputKind::Uniform,
                                double tolerance = kDtypeTolerance,

@@ -196,6 +196,64 @@ TEST(UnfusedBaseline, BackwardRunsTheSameForward) {
   EXPECT_EQ(lse, lse2);
 }
 
+// stored_o_error against an independent computation: the whole float64 backward of each
+// head with D_i formed from the rounded O (dS is linear in D, so the two must agree to
+// float64 rounding), on large logits where the term is large, causal and not.
+std::vector<double> grads_with_rounded_o(const Problem& p, const ft::AttentionInputs& in,
+                                         const ft::ReferenceTensors& r, bool want_dk) {
+  const int N = p.seq_len, d = p.head_dim;
+  const double scale = p.softmax_scale();
+  std::vector<double> out(size_t(p.elems()), 0.0);
+  for (int64_t h = 0; h < p.heads_total(); ++h) {
+    const int64_t at = h * N * d;
+    for (int i = 0; i < N; ++i) {
+      double D = 0;
+      for (int c = 0; c < d; ++c)
+        D += double(in.dO[at + i * d + c]) * ft::round_to(p.dtype, float(r.O[at + i * d + c]));
+      for (int j = 0; j < (p.causal ? i + 1 : N); ++j) {
+        double s = 0, dp = 0;
+        for (int c = 0; c < d; ++c) {
+          s += double(in.Q[at + i * d + c]) * in.K[at + j * d + c];
+          dp += double(in.dO[at + i * d + c]) * in.V[at + j * d + c];
+        }
+        const double ds = std::exp(scale * s - r.lse[h * N + i]) * (dp - D);
+        for (int c = 0; c < d; ++c) {
+          if (want_dk) out[at + j * d + c] += scale * ds * in.Q[at + i * d + c];
+          else out[at + i * d + c] += scale * ds * in.K[at + j * d + c];
+        }
+      }
+    }
+  }
+  return out;
+}
+
+double rel_l2(const std::vector<double>& got, const std::vector<double>& ref) {
+  double num = 0, den = 0;
+  for (size_t i = 0; i < ref.size(); ++i)
+    num += (got[i] - ref[i]) * (got[i] - ref[i]), den += ref[i] * ref[i];
+  return std::sqrt(num / den);
+}
+
+TEST(StoredOError, MatchesTheBackwardWithDFromTheRoundedO) {
+  for (bool causal : {false, true}) {
+    SCOPED_TRACE(causal ? "causal" : "non-causal");
+    const Problem p = shape(33, 16, causal, DType::BFloat16);
+    const auto in = inputs(p, ft::InputKind::LargeScores, 11);
+    const auto r = reference(p, in, true);
+    const ft::StoredOError e = ft::stored_o_error(p, in, r);
+    const double dq = rel_l2(grads_with_rounded_o(p, in, r, false), r.dQ);
+    const double dk = rel_l2(grads_with_rounded_o(p, in, r, true), r.dK);
+    EXPECT_GT(e.dQ, 1e-4);  // large logits: O's rounding is a visible part of dS
+    EXPECT_NEAR(e.dQ, dq, 1e-6 * dq + 1e-12);
+    EXPECT_NEAR(e.dK, dk, 1e-6 * dk + 1e-12);
+  }
+  const Problem f32 = shape(33, 16, false);
+  const auto in = inputs(f32, ft::InputKind::LargeScores, 11);
+  const ft::StoredOError none = ft::stored_o_error(f32, in, reference(f32, in, true));
+  EXPECT_EQ(none.dQ, 0.0);
+  EXPECT_EQ(none.dK, 0.0);
+}
+
 // float32: errors of a few float32 roundings; 16-bit: of the order of the dtype's unit
 // roundoff, and every stored output representable in the dtype.
 TEST(UnfusedBaseline, ErrorMatchesItsPrecision) {
