@@ -40,9 +40,17 @@ the environment variable ``FLASHTUT_LIB``, else ``build/common/libflashtut.so`` 
 checkout this file lives in. It refuses a library whose ``ft_api_version()`` or
 ``ft_problem_size()`` differs from what this module was written for.
 
-These are plain functions, not autograd: ``o`` does not remember how it was computed. A
-``torch.autograd.Function`` built from :func:`forward` and :func:`backward` belongs in a
-module of its own next to this one (see the end of this file).
+These are plain functions, not autograd: ``o`` does not remember how it was computed. The
+autograd version is the module next to this one, ``flashtut.autograd`` (it imports torch, so
+it is loaded only when asked for: ``import flashtut.autograd``, or the attribute
+``flashtut.autograd``): :func:`flashtut.autograd.attention` is
+``torch.nn.functional.scaled_dot_product_attention``'s call (``[B, H, N, d]``,
+``is_causal``, ``scale``) computed by chapter 07's forward and chapter 08's backward, with
+the inputs' checks done before the library is touched::
+
+    import flashtut.autograd as fa
+    o = fa.attention(q, k, v, is_causal=True)   # bf16/fp16 CUDA tensors, d = 64 or 128
+    o.sum().backward()                          # q.grad, k.grad, v.grad: chapter 08
 """
 import ctypes
 import os
@@ -131,9 +139,9 @@ BACKWARDS = {
     "ch05_bc128": Impl("ft_ch05_backward_bc128", "05", "flash_bc128", _F32, "ch04"),
     "ch05_materialize": Impl("ft_ch05_backward_materialize", "05", "materialize", _F32,
                              "ch05_materialize"),
-    # Chapter 08: the flash backward on the tensor cores, after chapter 07's forward (written,
-    # not yet run on a GPU: see its README).
-    "ch08": Impl("ft_ch08_backward", "08", "plain", _HALF, "ch07"),
+    # Chapter 08: the flash backward on the tensor cores (its fastest variant), after
+    # chapter 07's forward.
+    "ch08": Impl("ft_ch08_backward", "08", "fastest", _HALF, "ch07"),
 }
 
 
@@ -551,5 +559,16 @@ def row_softmax(x, *, variant="online"):
 # ---- Autograd ------------------------------------------------------------------------------
 # forward() and backward() are the two halves a torch.autograd.Function needs: its forward
 # calls forward() and saves q, k, v, o and lse; its backward calls backward() with them and
-# the incoming gradient. That Function is a later addition, in a module of its own
-# (python/flashtut/autograd.py), so that this file stays the plain C API.
+# the incoming gradient. That Function, FlashAttention, and attention(), SDPA's call on top
+# of it, live in python/flashtut/autograd.py, so that this file stays the plain C API and
+# `import flashtut` never imports torch: the submodule is imported on first use of the
+# attribute flashtut.autograd (or by `import flashtut.autograd`). It is not in __all__, so
+# that `from flashtut import *` does not import torch either.
+
+
+def __getattr__(name):
+    """``flashtut.autograd``, imported when first asked for (PEP 562)."""
+    if name == "autograd":
+        import importlib
+        return importlib.import_module(__name__ + ".autograd")
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -1,0 +1,333 @@
+#!/usr/bin/env python3
+"""CPU tests of python/flashtut/autograd.py (ctest python_autograd): what can be checked
+without a GPU.
+
+  python3 python/tests/test_autograd.py [-v] [unittest args]
+
+- without PyTorch: ``import flashtut.autograd`` fails with a message that says to install it,
+  while ``import flashtut`` still works and does not import torch (run in a subprocess that
+  hides torch, so this part runs whether or not PyTorch is installed);
+- with PyTorch (CPU is enough; skipped with a message otherwise):
+  - ``flashtut.autograd`` is found as an attribute of the package, and only then is torch
+    imported;
+  - every argument the kernels cannot take is refused by :func:`attention` with the error
+    and the message that say what to change, on CPU tensors, before the library is loaded
+    or any pass is called (``flashtut.forward``, ``backward`` and ``load`` are replaced by
+    stand-ins that fail the test if reached);
+  - the Function's plumbing, with ``flashtut.forward``/``backward`` replaced by a float64
+    reference on the CPU and the device check lifted: the impls it asks for (ch07, ch08),
+    causal and scale passed through, the inputs made contiguous (transposed views, as from
+    a Linear) and the incoming gradient too, gradients equal to autograd's through
+    ``F.scaled_dot_product_attention``'s math, None for inputs that need none, autocast's
+    bookkeeping in the backward.
+"""
+import os
+import subprocess
+import sys
+import unittest
+from unittest import mock
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+PYTHON = os.path.join(ROOT, "python")
+sys.path.insert(0, PYTHON)
+import flashtut as ft  # noqa: E402
+
+try:
+    import torch
+    import torch.nn.functional as F
+    HAVE_TORCH = True
+except ImportError:
+    HAVE_TORCH = False
+
+NO_TORCH = ("PyTorch is not installed for this Python (pip install torch; the CPU build is "
+            "enough): the tests of flashtut.autograd's checks and plumbing are skipped")
+need_torch = unittest.skipUnless(HAVE_TORCH, NO_TORCH)
+
+
+class WithoutTorch(unittest.TestCase):
+    """Runs in a subprocess where `import torch` fails, whatever this machine has."""
+
+    def run_hidden(self, code):
+        # sys.modules["torch"] = None makes every `import torch` raise ImportError.
+        prog = (f"import sys; sys.modules['torch'] = None; sys.path.insert(0, {PYTHON!r})\n"
+                + code)
+        return subprocess.run([sys.executable, "-c", prog], capture_output=True, text=True,
+                              env={**os.environ, "FLASHTUT_LIB": "/nonexistent/libflashtut.so"})
+
+    def test_import_says_to_install_torch(self):
+        r = self.run_hidden("import flashtut\nprint(flashtut.API_VERSION)\n"
+                            "try:\n    import flashtut.autograd\n"
+                            "except ImportError as e:\n    print('ImportError:', e)\n")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("ImportError: flashtut.autograd", r.stdout)
+        self.assertIn("pip install torch", r.stdout)
+        self.assertIn("import flashtut) works without it", r.stdout)
+
+    def test_the_attribute_says_so_too(self):
+        r = self.run_hidden("import flashtut\ntry:\n    flashtut.autograd\n"
+                            "except ImportError as e:\n    print('ImportError:', e)\n")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("pip install torch", r.stdout)
+
+    def test_other_attributes_are_still_attribute_errors(self):
+        r = self.run_hidden("import flashtut\nprint(hasattr(flashtut, 'no_such_name'))\n")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(r.stdout.split(), ["False"])
+
+
+@need_torch
+class LazyImport(unittest.TestCase):
+    def test_import_flashtut_leaves_torch_alone_until_autograd_is_asked_for(self):
+        code = (f"import sys; sys.path.insert(0, {PYTHON!r}); import flashtut; "
+                f"a = 'torch' in sys.modules; m = flashtut.autograd; "
+                f"print(a, 'torch' in sys.modules, m.__name__, callable(m.attention), "
+                f"flashtut._lib is None)")
+        r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                           env={**os.environ, "FLASHTUT_LIB": "/nonexistent/libflashtut.so"})
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(r.stdout.split(), ["False", "True", "flashtut.autograd", "True", "True"])
+
+    def test_import_as_submodule(self):
+        import flashtut.autograd as fa
+        self.assertIs(ft.autograd, fa)
+        self.assertEqual((fa.FORWARD_IMPL, fa.BACKWARD_IMPL), ("ch07", "ch08"))
+        self.assertIn(fa.FORWARD_IMPL, ft.FORWARDS)
+        self.assertIn(fa.BACKWARD_IMPL, ft.BACKWARDS)
+        self.assertEqual(ft.BACKWARDS[fa.BACKWARD_IMPL].forward, fa.FORWARD_IMPL)  # a pair
+        self.assertNotIn("autograd", ft.__all__)  # `from flashtut import *` stays torch-free
+
+
+def never(*args, **kwargs):
+    raise AssertionError("the library was reached: the checks must refuse this first")
+
+
+def tensors(shape=(2, 3, 16, 64), dtype=None, device="cpu", n=3):
+    dtype = dtype or torch.bfloat16
+    return [torch.randn(*shape, dtype=dtype, device=device) for _ in range(n)]
+
+
+@need_torch
+class Checks(unittest.TestCase):
+    """Each refusal on CPU tensors, before flashtut.forward/backward or load are reached."""
+
+    def setUp(self):
+        import flashtut.autograd as fa
+        self.fa = fa
+        patches = [mock.patch.object(ft, "forward", never), mock.patch.object(ft, "backward", never),
+                   mock.patch.object(ft, "load", never)]
+        for p in patches:
+            p.start()
+            self.addCleanup(p.stop)
+
+    def raises(self, exc, text, *args, **kw):
+        with self.assertRaises(exc) as c:
+            self.fa.attention(*args, **kw)
+        self.assertIn(text, str(c.exception))
+        return str(c.exception)
+
+    def test_cpu_tensors(self):
+        self.raises(ValueError, "query is on cpu: the kernels run on a CUDA device: pass "
+                                "query.cuda()", *tensors())
+        self.raises(ValueError, "is on cpu", *tensors(dtype=torch.float16), is_causal=True)
+
+    def test_dtypes(self):
+        msg = self.raises(TypeError, "query is torch.float32: flashtut's attention (chapters 07 "
+                                     "and 08, the tensor cores) computes bf16 or fp16",
+                          *tensors(dtype=torch.float32))
+        self.assertIn('torch.autocast("cuda", dtype=torch.bfloat16)', msg)
+        self.assertIn("query.bfloat16() (or query.half())", msg)
+        self.raises(TypeError, "query is torch.float64", *tensors(dtype=torch.float64))
+        q, k, v = tensors()
+        self.raises(TypeError, "value is torch.float32", q, k, v.float())
+        self.raises(TypeError, "key is torch.float16 but query is torch.bfloat16", q, k.half(), v)
+
+    def test_head_dims(self):
+        for d in (32, 48, 96, 256):
+            self.raises(ValueError, f"head_dim {d} is not supported: chapters 07 and 08 compute "
+                                    f"head_dim 64 or 128", *tensors(shape=(1, 2, 8, d)))
+        for d in (64, 128):  # accepted: the device is what is refused next
+            self.raises(ValueError, "is on cpu", *tensors(shape=(1, 2, 8, d)))
+
+    def test_shapes(self):
+        self.raises(ValueError, "query has shape (3, 16, 64): expected 4 dimensions",
+                    *tensors(shape=(3, 16, 64)))
+        q, k, v = tensors()
+        self.raises(ValueError, "key has shape (2, 3, 17, 64) but query (2, 3, 16, 64)",
+                    q, torch.randn(2, 3, 17, 64, dtype=q.dtype), v)
+        self.raises(ValueError, "value has shape (2, 1, 16, 64)", q, k,
+                    torch.randn(2, 1, 16, 64, dtype=q.dtype))
+
+    def test_not_supported(self):
+        q, k, v = tensors()
+        self.raises(NotImplementedError, "attn_mask is not supported", q, k, v,
+                    attn_mask=torch.ones(16, 16, dtype=torch.bool))
+        self.raises(NotImplementedError, "attn_mask is not supported", q, k, v,
+                    torch.zeros(16, 16))  # positional, as in SDPA
+        self.raises(NotImplementedError, "dropout_p=0.1 is not supported", q, k, v, dropout_p=0.1)
+        self.raises(NotImplementedError, "enable_gqa is not supported", q, k, v, enable_gqa=True)
+        # The defaults, spelled out, are accepted (then the device is refused).
+        self.raises(ValueError, "is on cpu", q, k, v, None, 0.0, False, None, enable_gqa=False)
+
+    def test_scale_and_flags(self):
+        q, k, v = tensors()
+        self.raises(ValueError, "scale must be a positive finite number", q, k, v, scale=0.0)
+        self.raises(ValueError, "scale must be a positive finite number", q, k, v, scale=-1.0)
+        self.raises(ValueError, "scale must be a positive finite number", q, k, v,
+                    scale=float("nan"))
+        self.raises(TypeError, "scale must be a Python number or None", q, k, v,
+                    scale=torch.tensor(0.125))
+        self.raises(TypeError, "is_causal must be True or False", q, k, v, is_causal="yes")
+        self.raises(ValueError, "is on cpu", q, k, v, scale=0.125, is_causal=True)
+
+    def test_not_tensors(self):
+        q, k, v = tensors()
+        self.raises(TypeError, "key must be a torch.Tensor, got list", q, [1.0], v)
+
+    def test_cpu_autocast_changes_nothing(self):
+        # CUDA autocast casts CUDA inputs only; CPU tensors keep their dtype and are refused.
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            self.raises(TypeError, "query is torch.float32", *tensors(dtype=torch.float32))
+
+
+def reference_forward(q, k, v, *, causal, scale, impl):
+    """flashtut.forward's contract (o like q, lse float32 [B, H, N]), in float64 on the CPU."""
+    q64, k64, v64 = q.double(), k.double(), v.double()
+    s = (q64 @ k64.transpose(-1, -2)) * (scale if scale is not None else q.shape[-1] ** -0.5)
+    if causal:
+        n = q.shape[-2]
+        s = s.masked_fill(torch.ones(n, n, dtype=torch.bool).triu(1), float("-inf"))
+    lse = torch.logsumexp(s, dim=-1)
+    o = torch.exp(s - lse[..., None]) @ v64
+    return o.to(q.dtype), lse.float()
+
+
+def reference_backward(q, k, v, o, lse, do, *, causal, scale, impl):
+    """flashtut.backward's contract, by autograd in float64 through the same math."""
+    q64, k64, v64 = (t.detach().double().requires_grad_() for t in (q, k, v))
+    with torch.enable_grad():
+        o64 = F.scaled_dot_product_attention(q64, k64, v64, is_causal=causal, scale=scale)
+        grads = torch.autograd.grad(o64, (q64, k64, v64), do.double())
+    return tuple(g.to(q.dtype) for g in grads)
+
+
+@need_torch
+class Plumbing(unittest.TestCase):
+    """The Function around stand-ins for the two passes, on CPU tensors."""
+
+    def setUp(self):
+        import flashtut.autograd as fa
+        self.fa = fa
+        self.calls = []
+
+        def fwd(q, k, v, **kw):
+            self.calls.append(("forward", kw["impl"], kw["causal"], kw["scale"],
+                               [t.is_contiguous() for t in (q, k, v)]))
+            return reference_forward(q, k, v, **kw)
+
+        def bwd(q, k, v, o, lse, do, **kw):
+            self.calls.append(("backward", kw["impl"], kw["causal"], kw["scale"],
+                               [t.is_contiguous() for t in (q, k, v, o, lse, do)], do.dtype))
+            return reference_backward(q, k, v, o, lse, do, **kw)
+
+        for p in (mock.patch.object(ft, "forward", fwd), mock.patch.object(ft, "backward", bwd),
+                  mock.patch.object(ft, "load", never)):
+            p.start()
+            self.addCleanup(p.stop)
+        # The CPU stands in for the GPU here: lift the last check (the device), keep the rest.
+        p = mock.patch.object(fa, "_check_device", lambda tensors_: None)
+        p.start()
+        self.addCleanup(p.stop)
+
+    @staticmethod
+    def inputs(b=2, h=3, n=33, d=64, dtype=None):
+        """q, k, v as a model makes them: a [B, N, 3·H·d] projection, split and transposed
+        to [B, H, N, d] views (not contiguous), and the leaf they come from."""
+        g = torch.Generator().manual_seed(0)
+        x = torch.randn(b, n, 3 * h * d, generator=g).to(dtype or torch.bfloat16).requires_grad_()
+        q, k, v = (t.view(b, n, h, d).transpose(1, 2) for t in x.split(h * d, dim=2))
+        return x, q, k, v
+
+    def compare(self, causal, scale, dtype=None):
+        """attention() on transposed views against float64 SDPA math on the same values: o
+        and the gradient of the projection's output, for a random weighting of o."""
+        dtype = dtype or torch.bfloat16
+        x, q, k, v = self.inputs(dtype=dtype)
+        self.assertFalse(q.is_contiguous())
+        o = self.fa.attention(q, k, v, is_causal=causal, scale=scale)
+        w = torch.randn(o.shape, generator=torch.Generator().manual_seed(1))
+        y = o.transpose(1, 2)  # the model's next step: its gradient arrives strided
+        (y * w.transpose(1, 2).to(dtype)).sum().backward()
+        gx = x.grad.clone()
+        x.grad = None
+        q2, k2, v2 = (t.detach().double().requires_grad_() for t in (q, k, v))
+        o_ref = F.scaled_dot_product_attention(q2, k2, v2, is_causal=causal, scale=scale)
+        (o_ref * w.double()).sum().backward()
+        g_ref = torch.cat([g.transpose(1, 2).reshape(x.shape[0], x.shape[1], -1)
+                           for g in (q2.grad, k2.grad, v2.grad)], dim=2)
+        tol = dict(rtol=2e-2, atol=2e-2)  # bf16/fp16 roundings; a wrong wiring is O(1) off
+        torch.testing.assert_close(o.double(), o_ref.detach(), **tol)
+        torch.testing.assert_close(gx.double(), g_ref, **tol)
+        return o
+
+    def test_impls_flags_and_layout(self):
+        self.compare(causal=True, scale=None)
+        (f, b) = self.calls
+        self.assertEqual(f, ("forward", "ch07", True, None, [True, True, True]))
+        self.assertEqual(b[:4], ("backward", "ch08", True, None))
+        self.assertEqual(b[4], [True] * 6)  # the strided incoming gradient made contiguous
+
+    def test_non_causal_with_a_scale(self):
+        self.compare(causal=False, scale=0.2)
+        self.assertEqual([c[:4] for c in self.calls],
+                         [("forward", "ch07", False, 0.2), ("backward", "ch08", False, 0.2)])
+
+    def test_output_is_contiguous_and_like_query(self):
+        o = self.compare(causal=True, scale=None)
+        self.assertTrue(o.is_contiguous())
+        self.assertEqual(o.shape, (2, 3, 33, 64))
+
+    def test_expanded_gradient(self):
+        # o.sum() sends back an expanded (zero-stride) gradient: it must arrive contiguous.
+        _, q, k, v = self.inputs()
+        self.fa.attention(q, k, v, is_causal=True).sum().backward()
+        self.assertEqual(self.calls[1][4][-1], True)
+
+    def test_needs_input_grad(self):
+        _, q, k, v = self.inputs()
+        q, k, v = (t.detach().contiguous() for t in (q, k, v))
+        k.requires_grad_()  # only k wants a gradient
+        self.fa.attention(q, k, v, is_causal=True).sum().backward()
+        self.assertIsNone(q.grad)
+        self.assertIsNone(v.grad)
+        self.assertIsNotNone(k.grad)
+        self.assertEqual([c[0] for c in self.calls], ["forward", "backward"])
+
+    def test_no_backward_call_without_gradients(self):
+        _, q, k, v = self.inputs()
+        q, k, v = (t.detach() for t in (q, k, v))
+        o = self.fa.attention(q, k, v, is_causal=True)
+        self.assertFalse(o.requires_grad)
+        with torch.no_grad():
+            self.fa.attention(q, k, v)
+        self.assertEqual([c[0] for c in self.calls], ["forward", "forward"])
+
+    def test_dtypes_travel(self):
+        for dtype in (torch.bfloat16, torch.float16):
+            self.calls.clear()
+            o = self.compare(causal=True, scale=None, dtype=dtype)
+            self.assertEqual(o.dtype, dtype)
+            self.assertEqual(self.calls[1][5], dtype)  # the gradient in o's dtype
+
+    def test_once_differentiable(self):
+        _, q, k, v = self.inputs()
+        o = self.fa.attention(q, k, v, is_causal=True)
+        (gq,) = torch.autograd.grad(o.sum(), q, create_graph=True)
+        with self.assertRaises(RuntimeError):  # no double backward through chapter 08
+            gq.sum().backward()
+
+
+if __name__ == "__main__":
+    if not HAVE_TORCH:
+        print(f"note: {NO_TORCH}", file=sys.stderr)
+    unittest.main()
