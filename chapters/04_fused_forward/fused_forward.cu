@@ -68,11 +68,12 @@ void launch_fast(const ft::Problem& p, const ft::ForwardArgs& a, cudaStream_t st
   CUDA_CHECK_LAUNCH();
 }
 
-// The tile shapes registered as variants, fast_<Br>x<Bc>. TC (threads per row) is 8 where
-// that keeps the output micro-tile at 8×(d/8) registers; 64-row tiles use 16 so that a
-// block still has 128 threads, and 128×64 at d = 128 uses 16 to keep the 8×8 score tile
-// next to an 8×8 output tile (256 threads).
-template <int D> using Tiles128x32 = FastTiles<D, 128, 32, 8>;
+// The tile shapes registered as variants: `fast` (kFastBr × kFastBc, fused_forward.hpp:
+// 128×32) and fast_<Br>x<Bc>. TC (threads per row) is 8 where that keeps the output
+// micro-tile at 8×(d/8) registers; 64-row tiles use 16 so that a block still has 128
+// threads, and 128×64 at d = 128 uses 16 to keep the 8×8 score tile next to an 8×8 output
+// tile (256 threads).
+template <int D> using DefaultTiles = FastTiles<D, kFastBr, kFastBc, 8>;
 template <int D> using Tiles128x64 = FastTiles<D, 128, 64, D == 128 ? 16 : 8>;
 template <int D> using Tiles64x64 = FastTiles<D, 64, 64, 16>;
 template <int D> using Tiles64x32 = FastTiles<D, 64, 32, 16>;
@@ -150,7 +151,7 @@ const ft::ForwardImpl& simple() {
 }
 
 const ft::ForwardImpl& fast() {
-  static const ft::ForwardImpl impl = fast_impl<Tiles128x32>(
+  static const ft::ForwardImpl impl = fast_impl<DefaultTiles>(
       "fast", "fused, register-tiled: 8x8 micro-tiles, float4 shared-memory reads");
   return impl;
 }

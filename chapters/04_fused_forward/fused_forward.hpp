@@ -17,6 +17,12 @@ const ft::ForwardImpl& simple();
 /// row, [B,H,N]) are what chapter 05's flash backward starts from.
 const ft::ForwardImpl& fast();
 
+/// The tile of fast() at every head dimension: Br query rows per block, Bc keys per K/V
+/// tile (`DefaultTiles` in fused_forward.cu; register_tiles.cuh checks any shape with its
+/// static_asserts). Its ledger reads them, and so does the ledger test of the default shape.
+constexpr int kFastBr = 128;
+constexpr int kFastBc = 32;
+
 /// simple, fast, then the fast kernel's other tile shapes (fast_128x64, fast_128x32, …),
 /// registered so that one run on a GPU times them all.
 std::vector<ft::ForwardImpl> forward_impls();

@@ -1,6 +1,10 @@
-// CPU tests of chapter 04's memory ledger: the formulas worked out by hand.
+// CPU tests of chapter 04's memory ledger: the formulas worked out by hand. DefaultShape
+// checks the `fast` variant's ledger and reads its tile (kFastBr, kFastBc) from
+// fused_forward.hpp, so it follows a change of that tile; the other tests call the formulas
+// with the tile sizes they name, which no kernel constant changes.
 #include <gtest/gtest.h>
 
+#include "04_fused_forward/fused_forward.hpp"
 #include "04_fused_forward/ledger.hpp"
 
 namespace {
@@ -23,12 +27,17 @@ TEST(Ch04Ledger, KeyRowsLoadedCausal) {
 }
 
 TEST(Ch04Ledger, DefaultShape) {
-  // B=4, H=32, N=4096, d=64, Br=128, Bc=32: a head's Q is 4096·64·4 B = 1 MiB.
+  // The `fast` variant's own ledger at B=4, H=32, N=4096, d=64, with its tile (kFastBr ×
+  // kFastBc, fused_forward.hpp), so that this test follows a change of that tile. A head's Q
+  // is 4096·64·4 B = 1 MiB; every query tile loads all 4096 keys (non-causal), whatever Bc.
   const auto p = ft::make_problem(4, 32, 4096, 64, false);
-  const auto t = ch04::fused_forward_traffic(p, "fused_forward_kernel", 128, 32);
+  const auto ledger = ch04::fast().traffic(p);
+  ASSERT_EQ(ledger.size(), 1u);
+  const ft::KernelTraffic& t = ledger[0];
   const double mib = 1024.0 * 1024.0, heads = 128;
+  const double query_tiles = ft::ceil_div(4096, ch04::kFastBr);  // 32 at Br = 128
   EXPECT_EQ(t.kernel, "fused_forward_kernel");
-  EXPECT_DOUBLE_EQ(t.read_bytes, heads * (1 + 2 * 32) * mib);        // Q once, K and V 32 times
+  EXPECT_DOUBLE_EQ(t.read_bytes, heads * (1 + 2 * query_tiles) * mib);  // Q once, K and V 32 times
   EXPECT_DOUBLE_EQ(t.write_bytes, heads * (mib + 4096 * 4));          // O and lse once
   EXPECT_DOUBLE_EQ(t.dram_read_bytes, heads * 3 * mib);               // K/V re-reads hit L2
   EXPECT_DOUBLE_EQ(t.dram_write_bytes, t.write_bytes);
