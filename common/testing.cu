@@ -169,8 +169,16 @@ double expect_backward_correct(const BackwardImpl& impl, const Problem& p, Input
   worst_err = std::max(worst_err, check("lse", got.lse, r.lse, b.lse, f32, t, cap));
   const double lse_term = p_source == PSource::kFromLse ? lse_recompute_error(r.lse) : 0.0;
   // A flash backward forms D from the stored O; the unfused baseline forms it the same way.
-  const StoredOError o_term = p_source == PSource::kFromLse ? stored_o_error(p, in, r)
-                                                             : StoredOError{};
+  // The term costs O(N²d) on the CPU, so it is computed only where dQ or dK would fail
+  // without it (the verdict is the same: a tensor within the smaller limit is within this).
+  const auto within = [&](const std::vector<float>& g, const std::vector<double>& ref, double b) {
+    const bool zero = all_zero(ref);
+    const double limit = allowed_error(b, t, cap, zero) + (zero ? 0.0 : lse_term);
+    return verify("", g.data(), ref.data(), g.size(), limit).ok;
+  };
+  const bool need_o_term = p_source == PSource::kFromLse &&
+                           !(within(got.dQ, r.dQ, b.dQ) && within(got.dK, r.dK, b.dK));
+  const StoredOError o_term = need_o_term ? stored_o_error(p, in, r) : StoredOError{};
   worst_err = std::max(worst_err, check("dQ", got.dQ, r.dQ, b.dQ, t, t, cap, lse_term,
                                         kSamePrecisionFactor * o_term.dQ));
   worst_err = std::max(worst_err, check("dK", got.dK, r.dK, b.dK, t, t, cap, lse_term,

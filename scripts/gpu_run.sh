@@ -7,7 +7,7 @@
 #   scripts/gpu_run.sh OUT_DIR [BUILD_DIR] [STAGES]
 #
 # STAGES: comma-separated subset of env,tests,ctest,readme,sanitizer,tour,chapters,tc,anchors,
-# vs_pytorch,traffic,profiles (default: all but ctest, which repeats `tests` through ctest,
+# vs_pytorch,train,traffic,profiles (default: all but ctest, which repeats `tests` through ctest,
 # in parallel and filtered by FT_CTEST_REGEX). `readme` runs the README's two commands (the workflow
 # presets) in a fresh copy of the tree and records their wall time in readme_commands.txt;
 # `tc` runs the tensor-core chapters' programs on every variant (the staircase and the
@@ -237,6 +237,37 @@ if want vs_pytorch; then
     sed -n '/^impl  /,$p' "$LOGS/vs_pytorch.log" | tee -a "$SUMMARY"
   else
     say "vs_pytorch: python3 cannot import torch, skipped"
+  fi
+fi
+
+if want train; then
+  # A small GPT trained three times (scripts/train_gpt.py): PyTorch's FlashAttention-2 with
+  # seeds 0 and 1 (the run-to-run band), the tutorial's attention (chapters 07 and 08) with
+  # seed 0; then the figure. training.csv holds every step of the three runs.
+  say "== training (FT_TRAIN_STEPS=${FT_TRAIN_STEPS:-300} steps each)"
+  if python3 -c 'import torch' >/dev/null 2>&1; then
+    for run in "sdpa_flash 0" "sdpa_flash 1" "flashtut 0"; do
+      set -- $run
+      PYTHONUNBUFFERED=1 timeout 300 python3 "$ROOT/scripts/train_gpt.py" --attention "$1" --seed "$2" \
+        --steps "${FT_TRAIN_STEPS:-300}" --lib "$BUILD/common/libflashtut.so" \
+        --out "$LOGS/train_$1_s$2.csv" >"$LOGS/train_$1_s$2.log" 2>&1
+      say "train $1 seed $2: rc=$? $(tail -n 3 "$LOGS/train_$1_s$2.log" | tr '\n' ' ')"
+    done
+    python3 - "$OUT/training.csv" "$LOGS"/train_sdpa_flash_s0.csv "$LOGS"/train_sdpa_flash_s1.csv \
+      "$LOGS"/train_flashtut_s0.csv <<'PY'
+import sys
+out, parts = sys.argv[1], sys.argv[2:]
+with open(out, "w") as f:
+    for i, path in enumerate(parts):
+        try:
+            lines = open(path).read().splitlines()
+        except OSError:
+            continue
+        f.write("\n".join(lines if i == 0 or not f.tell() else lines[1:]) + "\n")
+PY
+    python3 "$ROOT/plots/plot_training.py" "$OUT/training.csv" --out "$OUT/training.png" 2>&1 | tee -a "$SUMMARY"
+  else
+    say "training: python3 cannot import torch, skipped"
   fi
 fi
 

@@ -18,6 +18,11 @@
 ///    float32 accumulator with atomicAdd (every key block adds its share);
 /// 3. convert_dq: dQ = the accumulator, rounded to bf16/fp16 once.
 ///
+/// The other dQ strategy (DQ::kSeparatePass, chapter 05's second answer): the key blocks
+/// leave dQ alone, and flash_backward_dq_tc, one block per query tile, walks the key tiles
+/// and recomputes S and dP to form dS·K for its own rows: 3 more products instead of the
+/// atomics, dQ written once in the dtype, no float32 accumulator.
+///
 /// Why the scores are computed transposed: the block's outputs dK, dV are rows of KEYS, so
 /// the A operands of their products (Pᵀ, dSᵀ) must have keys as rows. Computing Sᵀ instead
 /// of S puts each warp's keys on the accumulator rows, and the forward's trick (chapter 07:
@@ -33,9 +38,11 @@
 #include <cstring>
 #include <type_traits>
 
+#include "07_tensor_core_forward/forward_traits.cuh"  // ch07::Copy
 #include "08_tensor_core_backward/transposed_fragments.hpp"
 #include "online_softmax.cuh"  // ft::kLog2e
 #include "reduce.cuh"          // ft::warp_sum
+#include "tc/cp_async.cuh"
 #include "tc/ldmatrix.cuh"
 #include "tc/mma.cuh"
 #include "tc/pack.cuh"
@@ -49,8 +56,17 @@ using ft::tc::FragB;
 using ft::tc::FragC;
 using ft::tc::RowCol;
 
+using ch07::Copy;  // how a tile reaches shared memory: kSync, or kAsync into a second buffer
+
+/// How dQ = scale·dS·K, a sum over every key block, is formed.
+enum class DQ {
+  kAtomics,      ///< each key block adds its share into a float32 accumulator (atomicAdd)
+  kSeparatePass, ///< a second kernel per query tile recomputes dS and sums over the keys
+};
+
 /// The kernel's shape. Every limit the kernel relies on is a static_assert here.
-template <class Element, int D_, int Br_, int Bc_, int Warps_>
+template <class Element, int D_, int Br_, int Bc_, int Warps_, Copy kCopy_ = Copy::kSync,
+          DQ kDq_ = DQ::kAtomics>
 struct BackwardTraits {
   using T = Element;  ///< __nv_bfloat16 or __half
   static constexpr int D = D_;    ///< head dimension d
@@ -58,6 +74,10 @@ struct BackwardTraits {
   static constexpr int Bc = Bc_;  ///< keys per block (dK, dV rows kept in registers)
   static constexpr int kWarps = Warps_;
   static constexpr int kThreads = kWarps * ft::tc::kLanes;
+  static constexpr Copy kCopy = kCopy_;
+  static constexpr DQ kDq = kDq_;
+  /// Query tiles in shared memory: with cp.async the next one lands while this one is used.
+  static constexpr int kStages = kCopy == Copy::kAsync ? 2 : 1;
   using Tile = ft::tc::SwizzledTile<D>;     ///< Q, dO, K, V: rows of d elements
   /// dSᵀ: one row of Br queries per key; swizzled when a row is whole 128-byte periods
   /// (Br = 64), else padded by 16 bytes (Br = 32: rows of 80 bytes, 8 rows in 8 bank groups).
@@ -79,11 +99,13 @@ struct BackwardTraits {
 
   static constexpr int kQBytes = ft::tc::tile_bytes<Tile>(Br);   ///< Q or dO
   static constexpr int kKBytes = ft::tc::tile_bytes<Tile>(Bc);   ///< K or V
-  static constexpr int kDsBytes = ft::tc::tile_bytes<DsTile>(Bc);
-  static constexpr int kRowStatBytes = Br * int(sizeof(float));  ///< L·log2e, or D
-  /// Q, dO, K, V, dSᵀ, then L and D of the query tile.
-  static constexpr size_t kSmemBytes =
-      size_t(2 * kQBytes + 2 * kKBytes + kDsBytes + 2 * kRowStatBytes);
+  /// dSᵀ, read back by the dQ product (none when a separate pass forms dQ).
+  static constexpr int kDsBytes = kDq == DQ::kAtomics ? ft::tc::tile_bytes<DsTile>(Bc) : 0;
+  static constexpr int kRowStatBytes = Br * int(sizeof(float));  ///< L (the lse), or D
+  /// One stage: a query tile's Q, dO, L and D.
+  static constexpr int kStageBytes = 2 * kQBytes + 2 * kRowStatBytes;
+  /// K, V, dSᵀ, then the stages.
+  static constexpr size_t kSmemBytes = size_t(2 * kKBytes + kDsBytes + kStages * kStageBytes);
 
   static_assert(kKeysPerWarp == ft::tc::kMmaM, "each warp owns exactly one 16-key mma tile");
   static_assert(Br % ft::tc::kMmaK == 0 && D % ft::tc::kMmaK == 0, "whole k-steps");
@@ -106,6 +128,7 @@ struct Params {
   const float* lse;   ///< [B,H,N], natural log (the layout contract)
   const float* Drow;  ///< [B,H,N]: rowsum(dO∘O), from dot_dO_O_tc
   float* dq_acc;      ///< [B,H,N,d] float32, zero on entry; every key block adds into it
+                      ///< (DQ::kAtomics; unused with a separate dQ pass)
   T* dK;
   T* dV;
   int N;
@@ -161,6 +184,7 @@ constexpr int kSmallBlock = 256;                            ///< threads of the 
 constexpr int kRowsPerBlock = kSmallBlock / ft::kWarpSize;  ///< dot_dO_O_tc: a warp per row
 
 /// One warp per row: lanes stride over the d elements (coalesced), a shuffle sums in float32.
+/// dq_acc may be null (a separate dQ pass needs no accumulator).
 template <class T>
 __global__ void dot_dO_O_tc(const T* O, const T* dO, float* D, float* dq_acc, int64_t rows,
                             int d) {
@@ -170,7 +194,7 @@ __global__ void dot_dO_O_tc(const T* O, const T* dO, float* D, float* dq_acc, in
   float sum = 0.f;
   for (int k = lane; k < d; k += ft::kWarpSize) {
     sum += to_float(O[row * d + k]) * to_float(dO[row * d + k]);
-    dq_acc[row * d + k] = 0.f;
+    if (dq_acc) dq_acc[row * d + k] = 0.f;
   }
   sum = ft::warp_sum(sum);
   if (lane == 0) D[row] = sum;
@@ -186,13 +210,15 @@ __global__ void __launch_bounds__(Tr::kThreads) flash_backward_tc(const Params<t
   constexpr int D = Tr::D, Br = Tr::Br, Bc = Tr::Bc;
 
   extern __shared__ uint4 smem_raw[];  // uint4: 16-byte aligned for ldmatrix and uint4 copies
-  T* Qs = reinterpret_cast<T*>(smem_raw);     // [Br][D]
-  T* dOs = Qs + Br * Tile::kRowStride;        // [Br][D]
-  T* Ks = dOs + Br * Tile::kRowStride;        // [Bc][D]
+  T* Ks = reinterpret_cast<T*>(smem_raw);     // [Bc][D]
   T* Vs = Ks + Bc * Tile::kRowStride;         // [Bc][D]
-  T* dSt = Vs + Bc * Tile::kRowStride;        // [Bc][Br]: dSᵀ, keys × queries
-  float* Ls = reinterpret_cast<float*>(dSt + Bc * DsTile::kRowStride);  // [Br]: L·log2 e
-  float* Ds = Ls + Br;                                                  // [Br]: D
+  T* dSt = Vs + Bc * Tile::kRowStride;        // [Bc][Br]: dSᵀ, keys × queries (kAtomics)
+  unsigned char* stages = reinterpret_cast<unsigned char*>(smem_raw) + 2 * Tr::kKBytes + Tr::kDsBytes;
+  // Stage s: Q [Br][D], dO [Br][D], then L [Br] (the lse, natural log) and D [Br].
+  auto stage_q = [&](int st) { return reinterpret_cast<T*>(stages + st * Tr::kStageBytes); };
+  auto stage_do = [&](int st) { return stage_q(st) + Br * Tile::kRowStride; };
+  auto stage_l = [&](int st) { return reinterpret_cast<float*>(stage_do(st) + Br * Tile::kRowStride); };
+  auto stage_d = [&](int st) { return stage_l(st) + Br; };
 
   const int lane = ft::tc::lane_id(), warp = threadIdx.x / ft::tc::kLanes;
   // A head's key blocks are adjacent on grid.x, key tile 0 first: under the causal mask it
@@ -205,32 +231,64 @@ __global__ void __launch_bounds__(Tr::kThreads) flash_backward_tc(const Params<t
   const T* dO = p.dO + head_rows * D;
   const int warp_key0 = warp * Tr::kKeysPerWarp;  // this warp's keys in the block's tile
 
+  // Query tile i (Q, dO, and L, D of its rows; rows past N: zeros) into stage st.
+  auto load_query_tile = [&](int i, int st) {
+    const int q0 = i * Br;
+    if constexpr (Tr::kCopy == Copy::kAsync) {
+      ft::tc::copy_tile_async<Tile, Br, Tr::kThreads>(stage_q(st), Q, q0, N);
+      ft::tc::copy_tile_async<Tile, Br, Tr::kThreads>(stage_do(st), dO, q0, N);
+      for (int r = threadIdx.x; r < 2 * Br; r += Tr::kThreads) {
+        const int row = r % Br;
+        const bool in = q0 + row < N;
+        const float* src = (r < Br ? p.lse : p.Drow) + head_rows + (in ? q0 + row : 0);
+        ft::tc::cp_async_4((r < Br ? stage_l(st) : stage_d(st)) + row, src, in);
+      }
+      ft::tc::cp_async_commit();
+    } else {
+      ft::tc::copy_tile_sync<Tile, Br, Tr::kThreads>(stage_q(st), Q, q0, N);
+      ft::tc::copy_tile_sync<Tile, Br, Tr::kThreads>(stage_do(st), dO, q0, N);
+      for (int r = threadIdx.x; r < Br; r += Tr::kThreads) {
+        const bool in = q0 + r < N;
+        stage_l(st)[r] = in ? p.lse[head_rows + q0 + r] : 0.f;
+        stage_d(st)[r] = in ? p.Drow[head_rows + q0 + r] : 0.f;
+      }
+    }
+  };
+
+  const int num_q_tiles = (N + Br - 1) / Br;
+  // Causal: queries before k0 see none of these keys; start at the tile holding query k0.
+  const int i_first = p.causal ? k0 / Br : 0;
+  // With cp.async the first query tile starts on its way before K and V are copied.
+  if constexpr (Tr::kCopy == Copy::kAsync) load_query_tile(i_first, 0);
+
   // K and V of the block's keys, once (rows past N are zeros); the loop's first barrier
   // makes them visible to every warp.
   ft::tc::copy_tile_sync<Tile, Bc, Tr::kThreads>(Ks, p.K + head_rows * D, k0, N);
   ft::tc::copy_tile_sync<Tile, Bc, Tr::kThreads>(Vs, p.V + head_rows * D, k0, N);
 
   FragC dk[Tr::kDTiles] = {}, dv[Tr::kDTiles] = {};  // this warp's 16 keys × d, float32
-  const int num_q_tiles = (N + Br - 1) / Br;
-  // Causal: queries before k0 see none of these keys; start at the tile holding query k0.
-  const int i_first = p.causal ? k0 / Br : 0;
 
   for (int i = i_first; i < num_q_tiles; ++i) {
     const int q0 = i * Br;
-    __syncthreads();  // every warp is done with the previous Q, dO, dSᵀ, L, D
-    ft::tc::copy_tile_sync<Tile, Br, Tr::kThreads>(Qs, Q, q0, N);
-    ft::tc::copy_tile_sync<Tile, Br, Tr::kThreads>(dOs, dO, q0, N);
-    for (int r = threadIdx.x; r < Br; r += Tr::kThreads) {  // rows past N: 0 (masked below)
-      const bool in = q0 + r < N;
-      Ls[r] = in ? p.lse[head_rows + q0 + r] * ft::kLog2e : 0.f;
-      Ds[r] = in ? p.Drow[head_rows + q0 + r] : 0.f;
+    const int st = Tr::kStages == 2 ? (i - i_first) % 2 : 0;
+    if constexpr (Tr::kCopy == Copy::kAsync) {
+      ft::tc::cp_async_wait<0>();  // this thread's part of tile i has landed
+      __syncthreads();  // ... everyone's; and every warp is done with tile i−1 (its stage, dSᵀ)
+      if (i + 1 < num_q_tiles) load_query_tile(i + 1, 1 - st);  // flies while tile i is used
+    } else {
+      __syncthreads();  // every warp is done with the previous Q, dO, dSᵀ, L, D
+      load_query_tile(i, 0);
+      __syncthreads();  // the query tile is in shared memory (and K, V the first time)
     }
-    __syncthreads();  // the query tile is in shared memory (and K, V the first time)
+    const T* Qs = stage_q(st);
+    const T* dOs = stage_do(st);
+    const float* Ls = stage_l(st);
+    const float* Ds = stage_d(st);
 
     // Sᵀ = K_w·Qᵀ: per k-step of 16 columns of d, one A fragment from this warp's rows of
     // K, and Qᵀ's B fragments from Q's rows without a transpose, exactly as chapter 07 reads
     // Kᵀ from K.
-    FragC st[Tr::kQTiles] = {};
+    FragC sc[Tr::kQTiles] = {};
 #pragma unroll
     for (int ks = 0; ks < Tr::kDSteps; ++ks) {
       FragA ka;
@@ -239,8 +297,8 @@ __global__ void __launch_bounds__(Tr::kThreads) flash_backward_tc(const Params<t
       for (int nt = 0; nt < Tr::kQTiles; nt += 2) {
         FragB qb[2];
         ft::tc::load_b_x4<Tile>(qb, Qs, nt * 8, ks * 16);
-        ft::tc::mma_m16n8k16<T>(st[nt], ka, qb[0]);
-        ft::tc::mma_m16n8k16<T>(st[nt + 1], ka, qb[1]);
+        ft::tc::mma_m16n8k16<T>(sc[nt], ka, qb[0]);
+        ft::tc::mma_m16n8k16<T>(sc[nt + 1], ka, qb[1]);
       }
     }
 
@@ -255,12 +313,12 @@ __global__ void __launch_bounds__(Tr::kThreads) flash_backward_tc(const Params<t
       for (int e = 0; e < ft::tc::kCElems; ++e) {
         const RowCol at = ft::tc::mma_c_coord(lane, e);
         const int qr = nt * 8 + at.col;  // query row in the tile
-        float prob = exp2_ftz(fmaf(st[nt].c[e], p.scale_log2, -Ls[qr]));
+        float prob = exp2_ftz(fmaf(sc[nt].c[e], p.scale_log2, -Ls[qr] * ft::kLog2e));
         if (masked) {
           const int key = k0 + warp_key0 + at.row, query = q0 + qr;
           if (key >= N || query >= N || (p.causal && key > query)) prob = 0.f;
         }
-        st[nt].c[e] = prob;
+        sc[nt].c[e] = prob;
       }
     // Pᵀ packed to bf16/fp16: for 16 queries (k-step kk) the two accumulator tiles of those
     // queries ARE the A fragment of dV += Pᵀ·dO (the forward's P·V trick, keys on the rows
@@ -269,7 +327,7 @@ __global__ void __launch_bounds__(Tr::kThreads) flash_backward_tc(const Params<t
     FragA pa[Tr::kQSteps];
 #pragma unroll
     for (int kk = 0; kk < Tr::kQSteps; ++kk)
-      pa[kk] = ft::tc::a_from_accumulators<T>(st[2 * kk], st[2 * kk + 1]);
+      pa[kk] = ft::tc::a_from_accumulators<T>(sc[2 * kk], sc[2 * kk + 1]);
 
     // dV += Pᵀ·dO: dO's B fragments come transposed from its rows, as chapter 07 reads V.
 #pragma unroll
@@ -323,52 +381,55 @@ __global__ void __launch_bounds__(Tr::kThreads) flash_backward_tc(const Params<t
         ft::tc::mma_m16n8k16<T>(dk[ot + 1], dsa[kk], qb[1]);
       }
 
-    // dSᵀ to shared memory, as stored [key][query]: each packed pair (two queries of one
-    // key) is one 32-bit store, the same rounded values the dK product used.
+    // dQ's share of these keys: by atomics here, or not at all (the separate pass).
+    if constexpr (Tr::kDq == DQ::kAtomics) {
+      // dSᵀ to shared memory, as stored [key][query]: each packed pair (two queries of one
+      // key) is one 32-bit store, the same rounded values the dK product used.
 #pragma unroll
-    for (int nt = 0; nt < Tr::kQTiles; ++nt)
-#pragma unroll
-      for (int h = 0; h < ft::tc::kMBlocks; ++h) {
-        const RowCol at = ds_store_coord(lane, warp_key0, nt, h);
-        const PackedPair from = packed_pair(nt, h);
-        *reinterpret_cast<uint32_t*>(dSt + DsTile::offset(at.row, at.col)) =
-            dsa[from.kk].r[from.reg];
-      }
-    __syncthreads();  // all Bc keys of dSᵀ are stored
-
-    // dQ_tile += dS·K over the block's Bc keys: A = dS (queries × keys) read TRANSPOSED from
-    // the [key][query] tile with ldmatrix.trans (tc::load_a_trans), B = K from K's rows with
-    // .trans (K is [key][d] = [k][n]). Then one float2 atomicAdd per lane and pair.
-    // The warp's dQ columns are done in chunks of at most 64 (8 tiles): at d = 128 the
-    // whole 16×128 float tile (64 registers) on top of dK and dV would not fit in 255.
-    const int dq_q0 = (warp / Tr::kWarpsPerDqRows) * ft::tc::kMmaM;  // query row in the tile
-#pragma unroll
-    for (int chunk = 0; chunk < Tr::kDqTiles / Tr::kDqChunkTiles; ++chunk) {
-      const int dq_t0 = (warp % Tr::kWarpsPerDqRows) * Tr::kDqTiles + chunk * Tr::kDqChunkTiles;
-      FragC dq[Tr::kDqChunkTiles] = {};
-#pragma unroll
-      for (int kk = 0; kk < Tr::kKeySteps; ++kk) {
-        FragA dsa_t;
-        const RowCol corner = ds_a_corner(kk, dq_q0);
-        ft::tc::load_a_trans<DsTile>(dsa_t, dSt, corner.row, corner.col);
-#pragma unroll
-        for (int ot = 0; ot < Tr::kDqChunkTiles; ot += 2) {
-          FragB kb[2];
-          ft::tc::load_b_trans_x4<Tile>(kb, Ks, kk * 16, (dq_t0 + ot) * 8);
-          ft::tc::mma_m16n8k16<T>(dq[ot], dsa_t, kb[0]);
-          ft::tc::mma_m16n8k16<T>(dq[ot + 1], dsa_t, kb[1]);
-        }
-      }
-#pragma unroll
-      for (int ot = 0; ot < Tr::kDqChunkTiles; ++ot)
+      for (int nt = 0; nt < Tr::kQTiles; ++nt)
 #pragma unroll
         for (int h = 0; h < ft::tc::kMBlocks; ++h) {
-          const RowCol at = ft::tc::mma_c_coord(lane, 2 * h);
-          const int query = q0 + dq_q0 + at.row, col = (dq_t0 + ot) * 8 + at.col;
-          if (query < N)
-            atomic_add2(p.dq_acc + (head_rows + query) * D + col, dq[ot].c[2 * h],
-                        dq[ot].c[2 * h + 1]);
+          const RowCol at = ds_store_coord(lane, warp_key0, nt, h);
+          const PackedPair from = packed_pair(nt, h);
+          *reinterpret_cast<uint32_t*>(dSt + DsTile::offset(at.row, at.col)) =
+              dsa[from.kk].r[from.reg];
         }
+      __syncthreads();  // all Bc keys of dSᵀ are stored
+
+      // dQ_tile += dS·K over the block's Bc keys: A = dS (queries × keys) read TRANSPOSED from
+      // the [key][query] tile with ldmatrix.trans (tc::load_a_trans), B = K from K's rows with
+      // .trans (K is [key][d] = [k][n]). Then one float2 atomicAdd per lane and pair.
+      // The warp's dQ columns are done in chunks of at most 64 (8 tiles): at d = 128 the
+      // whole 16×128 float tile (64 registers) on top of dK and dV would not fit in 255.
+      const int dq_q0 = (warp / Tr::kWarpsPerDqRows) * ft::tc::kMmaM;  // query row in the tile
+#pragma unroll
+      for (int chunk = 0; chunk < Tr::kDqTiles / Tr::kDqChunkTiles; ++chunk) {
+        const int dq_t0 = (warp % Tr::kWarpsPerDqRows) * Tr::kDqTiles + chunk * Tr::kDqChunkTiles;
+        FragC dq[Tr::kDqChunkTiles] = {};
+#pragma unroll
+        for (int kk = 0; kk < Tr::kKeySteps; ++kk) {
+          FragA dsa_t;
+          const RowCol corner = ds_a_corner(kk, dq_q0);
+          ft::tc::load_a_trans<DsTile>(dsa_t, dSt, corner.row, corner.col);
+#pragma unroll
+          for (int ot = 0; ot < Tr::kDqChunkTiles; ot += 2) {
+            FragB kb[2];
+            ft::tc::load_b_trans_x4<Tile>(kb, Ks, kk * 16, (dq_t0 + ot) * 8);
+            ft::tc::mma_m16n8k16<T>(dq[ot], dsa_t, kb[0]);
+            ft::tc::mma_m16n8k16<T>(dq[ot + 1], dsa_t, kb[1]);
+          }
+        }
+#pragma unroll
+        for (int ot = 0; ot < Tr::kDqChunkTiles; ++ot)
+#pragma unroll
+          for (int h = 0; h < ft::tc::kMBlocks; ++h) {
+            const RowCol at = ft::tc::mma_c_coord(lane, 2 * h);
+            const int query = q0 + dq_q0 + at.row, col = (dq_t0 + ot) * 8 + at.col;
+            if (query < N)
+              atomic_add2(p.dq_acc + (head_rows + query) * D + col, dq[ot].c[2 * h],
+                          dq[ot].c[2 * h + 1]);
+          }
+      }
     }
   }
 
@@ -386,6 +447,130 @@ __global__ void __launch_bounds__(Tr::kThreads) flash_backward_tc(const Params<t
         *reinterpret_cast<uint32_t*>(p.dV + at_row) =
             ft::tc::pack2<T>(dv[ot].c[2 * h], dv[ot].c[2 * h + 1]);
       }
+    }
+}
+
+// ---- 2b. The separate dQ pass: one block per query tile, dQ in registers ------------------
+
+/// The dQ pass's shape: Br query rows a block, 16 a warp (queries on the accumulator rows,
+/// as in chapter 07's forward), Bc keys a tile.
+template <class Element, int D_, int Br_, int Bc_>
+struct DqTraits {
+  using T = Element;
+  static constexpr int D = D_, Br = Br_, Bc = Bc_;
+  static constexpr int kWarps = Br / ft::tc::kMmaM;  ///< one 16-query mma tile per warp
+  static constexpr int kThreads = kWarps * ft::tc::kLanes;
+  using Tile = ft::tc::SwizzledTile<D>;
+  static constexpr int kDSteps = D / ft::tc::kMmaK;     ///< k-steps of S, dP (over d)
+  static constexpr int kKeyTiles = Bc / ft::tc::kMmaN;  ///< 8-key tiles of S, dP
+  static constexpr int kKeySteps = Bc / ft::tc::kMmaK;  ///< k-steps of dQ (over keys)
+  static constexpr int kDTiles = D / ft::tc::kMmaN;     ///< 8-column tiles of dQ
+  static constexpr int kQBytes = ft::tc::tile_bytes<Tile>(Br);
+  static constexpr int kKBytes = ft::tc::tile_bytes<Tile>(Bc);
+  static constexpr size_t kSmemBytes = size_t(2 * kQBytes + 2 * kKBytes);  ///< Q, dO, K, V
+  static_assert(kKeyTiles % 2 == 0 && kDTiles % 2 == 0, "B fragments are loaded in pairs (x4)");
+  static_assert(2 * kKeyTiles * ft::tc::kCElems + kDTiles * ft::tc::kCElems <= 160,
+                "S, dP and dQ accumulators must leave registers for the rest");
+};
+
+/// dQ_i = scale · Σ_j P_ij (dP_ij − D_i) k_j for the block's query rows: S = Q·Kᵀ and dP =
+/// dO·Vᵀ recomputed per key tile, P = exp2(S·scale·log2e − L·log2e), and dS straight from
+/// the accumulators as the A operand of dS·K (chapter 07's P·V trick), K read transposed.
+template <class Tr>
+__global__ void __launch_bounds__(Tr::kThreads) flash_backward_dq_tc(const Params<typename Tr::T> p,
+                                                                     typename Tr::T* dQ,
+                                                                     int num_q_tiles) {
+  using T = typename Tr::T;
+  using Tile = typename Tr::Tile;
+  constexpr int D = Tr::D, Br = Tr::Br, Bc = Tr::Bc;
+  extern __shared__ uint4 smem_raw[];
+  T* Qs = reinterpret_cast<T*>(smem_raw);  // [Br][D]
+  T* dOs = Qs + Br * Tile::kRowStride;     // [Br][D]
+  T* Ks = dOs + Br * Tile::kRowStride;     // [Bc][D]
+  T* Vs = Ks + Bc * Tile::kRowStride;      // [Bc][D]
+
+  const int lane = ft::tc::lane_id(), warp = threadIdx.x / ft::tc::kLanes;
+  const int q0 = int(blockIdx.x % num_q_tiles) * Br;
+  const int64_t head = blockIdx.x / num_q_tiles;
+  const int N = p.N;
+  const int64_t head_rows = head * N;
+  const int warp_q0 = warp * ft::tc::kMmaM;
+  ft::tc::copy_tile_sync<Tile, Br, Tr::kThreads>(Qs, p.Q + head_rows * D, q0, N);
+  ft::tc::copy_tile_sync<Tile, Br, Tr::kThreads>(dOs, p.dO + head_rows * D, q0, N);
+  // This lane's two query rows (accumulator rows g and g + 8): L·log2e and D in registers.
+  float l2[ft::tc::kMBlocks], drow[ft::tc::kMBlocks];
+#pragma unroll
+  for (int h = 0; h < ft::tc::kMBlocks; ++h) {
+    const int q = q0 + warp_q0 + ft::tc::mma_c_coord(lane, 2 * h).row;
+    l2[h] = q < N ? p.lse[head_rows + q] * ft::kLog2e : 0.f;
+    drow[h] = q < N ? p.Drow[head_rows + q] : 0.f;
+  }
+
+  FragC dq[Tr::kDTiles] = {};
+  const int kv_end = p.causal ? min(N, q0 + Br) : N;  // causal: no tile above the diagonal
+  for (int k0 = 0; k0 < kv_end; k0 += Bc) {
+    __syncthreads();  // every warp is done with the previous K, V
+    ft::tc::copy_tile_sync<Tile, Bc, Tr::kThreads>(Ks, p.K + head_rows * D, k0, N);
+    ft::tc::copy_tile_sync<Tile, Bc, Tr::kThreads>(Vs, p.V + head_rows * D, k0, N);
+    __syncthreads();
+
+    // S = Q_w·Kᵀ and dP = dO_w·Vᵀ: A from this warp's rows, B from K's and V's rows.
+    FragC sc[Tr::kKeyTiles] = {}, dp[Tr::kKeyTiles] = {};
+#pragma unroll
+    for (int ks = 0; ks < Tr::kDSteps; ++ks) {
+      FragA qa, oa;
+      ft::tc::load_a<Tile>(qa, Qs, warp_q0, ks * 16);
+      ft::tc::load_a<Tile>(oa, dOs, warp_q0, ks * 16);
+#pragma unroll
+      for (int nt = 0; nt < Tr::kKeyTiles; nt += 2) {
+        FragB kb[2], vb[2];
+        ft::tc::load_b_x4<Tile>(kb, Ks, nt * 8, ks * 16);
+        ft::tc::load_b_x4<Tile>(vb, Vs, nt * 8, ks * 16);
+        ft::tc::mma_m16n8k16<T>(sc[nt], qa, kb[0]);
+        ft::tc::mma_m16n8k16<T>(sc[nt + 1], qa, kb[1]);
+        ft::tc::mma_m16n8k16<T>(dp[nt], oa, vb[0]);
+        ft::tc::mma_m16n8k16<T>(dp[nt + 1], oa, vb[1]);
+      }
+    }
+    // dS = scale·P∘(dP − D), P = 0 for a key past N or (causal) after the query.
+    const bool masked = k0 + Bc > N || (p.causal && k0 + Bc - 1 > q0);
+#pragma unroll
+    for (int nt = 0; nt < Tr::kKeyTiles; ++nt)
+#pragma unroll
+      for (int e = 0; e < ft::tc::kCElems; ++e) {
+        const int h = e / ft::tc::kPair;  // c0, c1: row g; c2, c3: row g + 8
+        const RowCol at = ft::tc::mma_c_coord(lane, e);
+        float prob = exp2_ftz(fmaf(sc[nt].c[e], p.scale_log2, -l2[h]));
+        if (masked) {
+          const int key = k0 + nt * 8 + at.col, query = q0 + warp_q0 + at.row;
+          if (key >= N || (p.causal && key > query)) prob = 0.f;
+        }
+        sc[nt].c[e] = p.scale * prob * (dp[nt].c[e] - drow[h]);
+      }
+    // dQ += dS·K: dS's A fragments are its accumulator tiles; K's B fragments transposed.
+#pragma unroll
+    for (int kk = 0; kk < Tr::kKeySteps; ++kk) {
+      const FragA dsa = ft::tc::a_from_accumulators<T>(sc[2 * kk], sc[2 * kk + 1]);
+#pragma unroll
+      for (int ot = 0; ot < Tr::kDTiles; ot += 2) {
+        FragB kb[2];
+        ft::tc::load_b_trans_x4<Tile>(kb, Ks, kk * 16, ot * 8);
+        ft::tc::mma_m16n8k16<T>(dq[ot], dsa, kb[0]);
+        ft::tc::mma_m16n8k16<T>(dq[ot + 1], dsa, kb[1]);
+      }
+    }
+  }
+
+  // dQ of this warp's rows, each element written once, in the dtype.
+#pragma unroll
+  for (int ot = 0; ot < Tr::kDTiles; ++ot)
+#pragma unroll
+    for (int h = 0; h < ft::tc::kMBlocks; ++h) {
+      const RowCol at = ft::tc::mma_c_coord(lane, 2 * h);
+      const int query = q0 + warp_q0 + at.row, col = ot * 8 + at.col;
+      if (query < N)
+        *reinterpret_cast<uint32_t*>(dQ + (head_rows + query) * D + col) =
+            ft::tc::pack2<T>(dq[ot].c[2 * h], dq[ot].c[2 * h + 1]);
     }
 }
 

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <string>
 
+#include "04_fused_forward/ledger.hpp"
 #include "07_tensor_core_forward/flash_forward.hpp"
 #include "08_tensor_core_backward/flash_backward_tc.cuh"
 #include "capi.hpp"
@@ -17,40 +18,67 @@
 namespace ch08 {
 namespace {
 
-/// mma.sync with bf16 and fp16 operands: sm_80.
+/// mma.sync with bf16 and fp16 operands (and cp.async): sm_80.
 constexpr int kMinSm = 80;
 
-/// The plain variant: 64 keys a block, 4 warps (16 keys each), 64 queries a tile at d = 64
-/// and 32 at d = 128, where dK and dV take 128 registers a lane and 64 queries of Sᵀ and
-/// dPᵀ on top spilled (ptxas -v); 32 queries halve those to 16 registers each.
-constexpr int plain_br(int d) { return d == 128 ? 32 : 64; }
-constexpr int kBc = 64;
-template <class T, int D>
-using Plain = BackwardTraits<T, D, plain_br(D), kBc, 4>;
+// The staircase. Each variant changes one thing from the one before it.
+//
+// plain: 64 keys a block, 4 warps (16 keys each), 64 queries a tile at d = 64 and 32 at
+// d = 128, where dK and dV take 128 registers a lane and 64 queries of Sᵀ and dPᵀ on top
+// spilled (ptxas -v); 32 queries halve those to 16 registers each.
+constexpr int br_for(int d) { return d == 128 ? 32 : 64; }
+template <int Bc, int W, Copy C, DQ Q = DQ::kAtomics, int Br64 = 64, int Br128 = 32>
+struct Shape {
+  template <class T, int D>
+  using type = BackwardTraits<T, D, D == 128 ? Br128 : Br64, Bc, W, C, Q>;
+};
+template <class T, int D> using Plain = Shape<64, 4, Copy::kSync>::type<T, D>;
+// wide_kv: 128 keys a block, 8 warps. Each query tile is loaded, and dQ's share added by
+// atomics, once per 128 keys instead of per 64: half the L2 traffic of both.
+template <class T, int D> using WideKv = Shape<128, 8, Copy::kSync>::type<T, D>;
+// async: wide_kv, the next query tile (Q, dO, L, D) copied by cp.async while this one is
+// used: one barrier fewer per tile and no wait for the copy.
+template <class T, int D> using Async = Shape<128, 8, Copy::kAsync>::type<T, D>;
+// dq_pass: async's key blocks without the dQ product; dQ from a second kernel per query
+// tile that recomputes S and dP (3 products more, no atomics, no float32 accumulator).
+template <class T, int D> using DqPass = Shape<128, 8, Copy::kAsync, DQ::kSeparatePass>::type<T, D>;
+// The dQ pass's tiles: 64 queries (4 warps of 16) and 64 keys, as chapter 07's plain forward.
+template <class T, int D> using DqPassKernel = DqTraits<T, D, 64, 64>;
+// Tile-shape sweep around async: 32 queries at d = 64 too; 64 keys with 4 warps.
+template <class T, int D> using AsyncBr32 = Shape<128, 8, Copy::kAsync, DQ::kAtomics, 32, 32>::type<T, D>;
+template <class T, int D> using AsyncBc64 = Shape<64, 4, Copy::kAsync>::type<T, D>;
 
-/// The workspace: [dQ accumulator: rows·d floats | D: rows floats]. The accumulator first,
-/// at the workspace's own (16-byte) alignment, for its float2 atomics.
+/// The workspace. With dQ by atomics: [dQ accumulator: rows·d floats | D: rows floats], the
+/// accumulator first, at the workspace's own (16-byte) alignment, for its float2 atomics.
+/// With a separate dQ pass: D alone.
 struct Workspace {
-  float* dq_acc;
+  float* dq_acc;  ///< null with a separate dQ pass
   float* D;
-  Workspace(const ft::Problem& p, void* ws) {
-    dq_acc = static_cast<float*>(ws);
-    D = dq_acc + p.elems();
+  Workspace(const ft::Problem& p, void* ws, bool atomics) {
+    dq_acc = atomics ? static_cast<float*>(ws) : nullptr;
+    D = static_cast<float*>(ws) + (atomics ? p.elems() : 0);
   }
 };
 
 template <class Tr>
 void launch(const ft::Problem& p, const ft::BackwardArgs& a, cudaStream_t stream) {
   using T = typename Tr::T;
+  constexpr bool kAtomics = Tr::kDq == DQ::kAtomics;
+  using DqTr = DqPassKernel<T, Tr::D>;
   ft::require_sm(kMinSm, "chapter 08");
   ft::allow_dynamic_smem(flash_backward_tc<Tr>, Tr::kSmemBytes, "chapter 08 backward");
+  if constexpr (!kAtomics)
+    ft::allow_dynamic_smem(flash_backward_dq_tc<DqTr>, DqTr::kSmemBytes, "chapter 08 dQ pass");
   const int num_kv_tiles = (p.seq_len + Tr::Bc - 1) / Tr::Bc;
+  const int num_q_tiles = (p.seq_len + DqTr::Br - 1) / DqTr::Br;
   const int64_t blocks = int64_t(num_kv_tiles) * p.heads_total();  // grid.x: up to 2^31 − 1
-  if (blocks > INT_MAX) throw ft::Unsupported("chapter 08: too many blocks for one grid");
+  const int64_t dq_blocks = int64_t(num_q_tiles) * p.heads_total();
+  if (blocks > INT_MAX || dq_blocks > INT_MAX)
+    throw ft::Unsupported("chapter 08: too many blocks for one grid");
   const int64_t rows = p.rows();
   const int64_t d_blocks = (rows + kRowsPerBlock - 1) / kRowsPerBlock;
   if (d_blocks > INT_MAX) throw ft::Unsupported("chapter 08: too many rows for one launch");
-  const Workspace w(p, a.workspace);
+  const Workspace w(p, a.workspace, kAtomics);
 
   dot_dO_O_tc<T><<<int(d_blocks), kSmallBlock, 0, stream>>>(a.O.as<T>(), a.dO.as<T>(), w.D,
                                                             w.dq_acc, rows, p.head_dim);
@@ -63,10 +91,15 @@ void launch(const ft::Problem& p, const ft::BackwardArgs& a, cudaStream_t stream
   flash_backward_tc<Tr><<<int(blocks), Tr::kThreads, Tr::kSmemBytes, stream>>>(params);
   CUDA_CHECK_LAUNCH();
 
-  // A grid-stride loop: a few waves of blocks whatever the size.
-  const int64_t n = p.elems();
-  const int c_blocks = int(std::min<int64_t>((n + kSmallBlock - 1) / kSmallBlock, 1 << 16));
-  convert_dq<T><<<c_blocks, kSmallBlock, 0, stream>>>(w.dq_acc, a.dQ.as<T>(), n);
+  if constexpr (kAtomics) {
+    // A grid-stride loop: a few waves of blocks whatever the size.
+    const int64_t n = p.elems();
+    const int c_blocks = int(std::min<int64_t>((n + kSmallBlock - 1) / kSmallBlock, 1 << 16));
+    convert_dq<T><<<c_blocks, kSmallBlock, 0, stream>>>(w.dq_acc, a.dQ.as<T>(), n);
+  } else {
+    flash_backward_dq_tc<DqTr><<<int(dq_blocks), DqTr::kThreads, DqTr::kSmemBytes, stream>>>(
+        params, a.dQ.as<T>(), num_q_tiles);
+  }
   CUDA_CHECK_LAUNCH();
 }
 
@@ -93,43 +126,47 @@ void run(const ft::Problem& p, const ft::BackwardArgs& a, cudaStream_t stream) {
 int n_tiles(int N, int tile) { return (N + tile - 1) / tile; }
 double tile_rows(int N, int tile, int t) { return std::min(tile, N - t * tile); }
 
-/// Key blocks that load query tile i: all; causal, those whose first query tile
-/// floor(j·Bc/Br) is ≤ i, i.e. j < (i+1)·Br/Bc.
-double blocks_visiting_query_tile(const ft::Problem& p, int i, int Br) {
-  const int n_kv = n_tiles(p.seq_len, kBc);
-  return p.causal ? std::min(n_kv, n_tiles((i + 1) * Br, kBc)) : n_kv;
+/// Key blocks (of Bc keys) that load query tile i (of Br queries): all; causal, those whose
+/// first query tile floor(j·Bc/Br) is ≤ i, i.e. j < (i+1)·Br/Bc.
+double blocks_visiting_query_tile(const ft::Problem& p, int i, int Br, int Bc) {
+  const int n_kv = n_tiles(p.seq_len, Bc);
+  return p.causal ? std::min(n_kv, n_tiles((i + 1) * Br, Bc)) : n_kv;
 }
 
-ft::KernelTraffic dot_traffic(const ft::Problem& p) {
+ft::KernelTraffic dot_traffic(const ft::Problem& p, bool atomics) {
   const double in = 2 * double(p.tensor_bytes());                        // O, dO (2-byte)
   const double out = double(p.rows()) * ft::kFloatBytes +                // D
-                     double(p.elems()) * ft::kFloatBytes;                // dQ accumulator zeros
+                     (atomics ? double(p.elems()) * ft::kFloatBytes : 0);  // accumulator zeros
   return {"dot_dO_O_tc", in, out, in, out, 2.0 * double(p.elems()),
-          "O, dO streamed once; D and the float32 dQ accumulator (zeros) written once"};
+          atomics ? "O, dO streamed once; D and the float32 dQ accumulator (zeros) written once"
+                  : "O, dO streamed once; D written once"};
 }
 
-ft::KernelTraffic main_traffic(const ft::Problem& p) {
+/// The key-block kernel: K, V in and dK, dV out once; every block reads the query tiles it
+/// visits (Q, dO, L, D) and, with atomics, adds a float32 dQ share for each.
+ft::KernelTraffic main_traffic(const ft::Problem& p, int Br, int Bc, bool atomics) {
   const int N = p.seq_len;
   const double d = p.head_dim, bh = double(p.heads_total()), fb = ft::kFloatBytes;
   const double eb = double(ft::dtype_bytes(p.dtype));
-  const int Br = plain_br(p.head_dim);
   double q_rows_loaded = 0;  // Σ over query tiles of rows × key blocks loading them, per head
   for (int i = 0; i < n_tiles(N, Br); ++i)
-    q_rows_loaded += tile_rows(N, Br, i) * blocks_visiting_query_tile(p, i, Br);
+    q_rows_loaded += tile_rows(N, Br, i) * blocks_visiting_query_tile(p, i, Br, Bc);
   const double kv = 2 * double(p.tensor_bytes());  // K, V in; dK, dV out: once each
   ft::KernelTraffic t;
   t.kernel = "flash_backward_tc";
-  t.read_bytes = kv + bh * q_rows_loaded * (2 * d * eb + 2 * fb);  // Q, dO; L, D
-  t.write_bytes = kv + bh * q_rows_loaded * d * fb;                // dQ atomics, float32
-  t.flops = p.backward_flops();  // the five products, 2·N²·d each (halved causal)
-  // What a head's key blocks (adjacent on the grid) re-read: its Q, dO, L, D and dQ.
-  const double per_head_reread = double(N) * (2 * d * eb + 2 * fb + d * fb);
-  const double acc = double(p.elems()) * fb;
+  t.read_bytes = kv + bh * q_rows_loaded * (2 * d * eb + 2 * fb);            // Q, dO; L, D
+  t.write_bytes = kv + (atomics ? bh * q_rows_loaded * d * fb : 0.0);       // dQ atomics
+  // The five products, 2·N²·d each (halved causal); without dQ's, four of them.
+  t.flops = p.backward_flops() * (atomics ? 1.0 : 0.8);
+  // What a head's key blocks (adjacent on the grid) re-read: its Q, dO, L, D (and dQ).
+  const double per_head_reread = double(N) * (2 * d * eb + 2 * fb + (atomics ? d * fb : 0));
+  const double acc = atomics ? double(p.elems()) * fb : 0.0;
   if (ft::fits_l2(per_head_reread)) {
     t.dram_read_bytes = 4 * double(p.tensor_bytes()) + 2 * double(p.rows()) * fb + acc;
     t.dram_write_bytes = kv + acc;
-    t.note = "Q,K,V,dO,L,D and the dQ accumulator read once; dK,dV,dQ(float32) written once: "
-             "re-reads and atomics stay in L2";
+    t.note = atomics ? "Q,K,V,dO,L,D and the dQ accumulator read once; dK,dV,dQ(float32) "
+                       "written once: re-reads and atomics stay in L2"
+                     : "Q,K,V,dO,L,D read once; dK,dV written once: re-reads stay in L2";
   } else {
     t.dram_read_bytes = t.read_bytes;
     t.dram_write_bytes = t.write_bytes;
@@ -143,6 +180,20 @@ ft::KernelTraffic convert_traffic(const ft::Problem& p) {
   return {"convert_dq", in, out, in, out, 0.0, "the float32 dQ read once, dQ written once"};
 }
 
+/// The dQ pass: chapter 04's forward ledger (Q-tile blocks re-reading K and V) with dO, L, D
+/// read beside Q and dQ written in place of O; S, dP and dS·K: three products.
+ft::KernelTraffic dq_pass_traffic(const ft::Problem& p, int Br, int Bc) {
+  ft::KernelTraffic t = ch04::fused_forward_traffic(p, "flash_backward_dq_tc", Br, Bc);
+  const double extra = double(p.tensor_bytes()) + 2 * double(p.rows()) * ft::kFloatBytes;
+  t.read_bytes += extra;       // dO once, L and D once (the forward read Q alone)
+  t.dram_read_bytes += extra;
+  t.write_bytes -= double(p.rows()) * ft::kFloatBytes;  // no lse written
+  t.dram_write_bytes -= double(p.rows()) * ft::kFloatBytes;
+  t.flops = p.backward_flops() * 0.6;
+  t.note = "K,V re-read per query tile (as chapter 04's forward), Q,dO,L,D read once, dQ written once";
+  return t;
+}
+
 }  // namespace
 
 size_t workspace_bytes(const ft::Problem& p) {
@@ -150,26 +201,64 @@ size_t workspace_bytes(const ft::Problem& p) {
 }
 
 std::vector<ft::KernelTraffic> plain_traffic(const ft::Problem& p) {
-  return {dot_traffic(p), main_traffic(p), convert_traffic(p)};
+  return {dot_traffic(p, true), main_traffic(p, br_for(p.head_dim), 64, true), convert_traffic(p)};
 }
+
+namespace {
+
+size_t dq_pass_workspace_bytes(const ft::Problem& p) { return size_t(p.rows()) * sizeof(float); }
+
+template <template <class, int> class Variant>
+std::vector<ft::KernelTraffic> traffic(const ft::Problem& p) {
+  using T64 = Variant<__nv_bfloat16, 64>;
+  using T128 = Variant<__nv_bfloat16, 128>;
+  const bool d128 = p.head_dim == 128;
+  const int Br = d128 ? T128::Br : T64::Br, Bc = T64::Bc;
+  if constexpr (T64::kDq == DQ::kAtomics)
+    return {dot_traffic(p, true), main_traffic(p, Br, Bc, true), convert_traffic(p)};
+  else
+    return {dot_traffic(p, false), main_traffic(p, Br, Bc, false),
+            dq_pass_traffic(p, DqPassKernel<__nv_bfloat16, 64>::Br, DqPassKernel<__nv_bfloat16, 64>::Bc)};
+}
+
+template <template <class, int> class Variant>
+ft::BackwardImpl impl(const std::string& variant, const std::string& what) {
+  const bool atomics = Variant<__nv_bfloat16, 64>::kDq == DQ::kAtomics;
+  return {"08",
+          variant,
+          what,
+          {64, 128},
+          atomics ? workspace_bytes : dq_pass_workspace_bytes,
+          ch07::fastest().run,
+          run<Variant>,
+          traffic<Variant>,
+          {ft::DType::BFloat16, ft::DType::Float16},
+          kMinSm};
+}
+
+}  // namespace
 
 const ft::BackwardImpl& plain() {
-  static const ft::BackwardImpl impl{
-      "08",
-      "plain",
-      "tensor cores: S^T = K*Q^T, P^T/dS^T from accumulators, dQ by float32 atomics",
-      {64, 128},
-      workspace_bytes,
-      ch07::fastest().run,
-      run<Plain>,
-      plain_traffic,
-      {ft::DType::BFloat16, ft::DType::Float16},
-      kMinSm};
-  return impl;
+  static const ft::BackwardImpl i = impl<Plain>(
+      "plain", "tensor cores: S^T = K*Q^T, P^T/dS^T from accumulators, dQ by float32 atomics");
+  return i;
 }
 
-std::vector<ft::BackwardImpl> backward_impls() { return {plain()}; }
+const ft::BackwardImpl& fastest() {
+  static const ft::BackwardImpl i = impl<Async>("fastest", "async: the fastest measured");
+  return i;
+}
+
+std::vector<ft::BackwardImpl> backward_impls() {
+  return {plain(),
+          impl<WideKv>("wide_kv", "128 keys a block, 8 warps: half the query-tile reads and atomics"),
+          impl<Async>("async", "wide_kv + cp.async of the next query tile"),
+          impl<DqPass>("dq_pass", "async, dQ by a second pass per query tile, no atomics"),
+          fastest(),
+          impl<AsyncBr32>("async_br32", "async with 32-query tiles at d=64 too"),
+          impl<AsyncBc64>("async_bc64", "async with 64 keys a block, 4 warps")};
+}
 
 }  // namespace ch08
 
-FT_EXPORT_BACKWARD(ft_ch08_backward, ch08::plain())
+FT_EXPORT_BACKWARD(ft_ch08_backward, ch08::fastest())

@@ -11,13 +11,17 @@
 
 namespace ch08 {
 
-/// The one variant so far, "plain": D = rowsum(dO∘O) (and dQ's float32 accumulator zeroed),
-/// then one block per 64 keys with dK, dV in registers walking the 64-query tiles (4 warps,
+/// The first variant, "plain": D = rowsum(dO∘O) (and dQ's float32 accumulator zeroed),
+/// then one block per 64 keys with dK, dV in registers walking the query tiles (4 warps,
 /// swizzled shared tiles, synchronous loads), dQ added by float2 atomics into the float32
 /// accumulator, and a last kernel that rounds dQ to the dtype. d = 64 or 128, sm_80+.
 const ft::BackwardImpl& plain();
 
-/// Every variant, in the order the program runs them.
+/// The fastest measured variant (README, "The staircase"): the one the C API exports
+/// (ft_ch08_backward) and the Python module calls.
+const ft::BackwardImpl& fastest();
+
+/// Every variant, in the order the program runs them (each changes one thing: README).
 std::vector<ft::BackwardImpl> backward_impls();
 
 /// Workspace: dQ's float32 accumulator (B·H·N·d floats) first, then D (B·H·N floats).

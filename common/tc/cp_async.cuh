@@ -32,6 +32,18 @@ __device__ __forceinline__ void cp_async_16(void* dst, const void* src, bool in_
 #endif
 }
 
+/// The same for 4 bytes (one float: the per-row statistics L and D, whose rows need not be
+/// 16-byte aligned); .ca, the only cache mode cp.async has for copies under 16 bytes.
+__device__ __forceinline__ void cp_async_4(void* dst, const void* src, bool in_range) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 800
+  __trap();
+#else
+  const int src_bytes = in_range ? 4 : 0;
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n"
+               ::"r"(shared_address(dst)), "l"(src), "r"(src_bytes));
+#endif
+}
+
 /// Closes the current group of this thread's copies.
 __device__ __forceinline__ void cp_async_commit() {
 #if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 800
