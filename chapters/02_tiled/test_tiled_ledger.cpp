@@ -1,4 +1,7 @@
-// CPU tests of chapter 02's memory ledger, against numbers worked out by hand.
+// CPU tests of chapter 02's memory ledger, against numbers worked out by hand. The tile
+// counts come from kMatmulTile (tiled_matmul.cuh) and the rows in flight from
+// kSoftmaxThreads (tiled.hpp), so the tests follow those constants; the comments give the
+// numbers at the shipped 64 and 256.
 #include <gtest/gtest.h>
 
 #include "02_tiled/tiled.hpp"
@@ -6,12 +9,15 @@
 
 namespace {
 
+/// Tiles of kMatmulTile that cover n rows (or columns).
+double tiles(int n) { return ft::ceil_div(n, ch02::kMatmulTile); }
+
 TEST(Ch02Ledger, TiledMatmulByHand) {
   // 100×70 = 100×16 · 16×70 in 64×64 tiles, 2 matrices: 2 column tiles re-read A,
   // 2 row tiles re-read B.
   const ft::KernelTraffic t = ch02::tiled_matmul_traffic("test", 100, 70, 16, 2, true);
   EXPECT_EQ(t.kernel, "tiled_matmul_kernel");
-  EXPECT_DOUBLE_EQ(t.read_bytes, 2 * (2 * 100 * 16 * 4.0 + 2 * 16 * 70 * 4.0));
+  EXPECT_DOUBLE_EQ(t.read_bytes, 2 * (tiles(70) * 100 * 16 * 4.0 + tiles(100) * 16 * 70 * 4.0));
   EXPECT_DOUBLE_EQ(t.write_bytes, 2 * 100 * 70 * 4.0);
   EXPECT_DOUBLE_EQ(t.dram_read_bytes, 2 * (100 * 16 * 4.0 + 16 * 70 * 4.0));  // each once
   EXPECT_DOUBLE_EQ(t.dram_write_bytes, t.write_bytes);
@@ -21,7 +27,8 @@ TEST(Ch02Ledger, TiledMatmulByHand) {
 }
 
 TEST(Ch02Ledger, TinyProblemByHand) {
-  // 2 heads, N = 4, d = 2: grid 128 B, one tensor 64 B, lse 32 B; one tile covers all.
+  // 2 heads, N = 4, d = 2: grid 128 B, one tensor 64 B, lse 32 B; one tile covers all
+  // (any kMatmulTile ≥ 4).
   const auto k = ch02::traffic(ft::make_problem(1, 2, 4, 2, true));
   ASSERT_EQ(k.size(), 3u);
   EXPECT_DOUBLE_EQ(k[0].read_bytes, 64 + 64);  // Q and K once each
@@ -36,23 +43,31 @@ TEST(Ch02Ledger, TinyProblemByHand) {
 }
 
 TEST(Ch02Ledger, SoftmaxRereadsHitL2OnlyWhileRowsInFlightFit) {
-  const double grid4k = 128.0 * 4096 * 4096 * 4;
-  // N = 4096: 1056 rows of 16 KB in flight (17 MB) fit in half the L2: one DRAM read.
-  EXPECT_DOUBLE_EQ(ch02::traffic(ft::make_problem(4, 32, 4096, 64, false))[1].dram_read_bytes, grid4k);
-  // N = 16384: 1056 rows of 64 KB (69 MB) do not: three DRAM reads.
-  const double grid16k = 32.0 * 16384 * 16384 * 4;
-  EXPECT_DOUBLE_EQ(ch02::traffic(ft::make_problem(1, 32, 16384, 64, false))[1].dram_read_bytes,
-                   3 * grid16k);
+  // One row per block of kSoftmaxThreads threads, as many blocks as the GPU holds: on the
+  // H200 at 256 threads, 132·2048/256 = 1056 rows in flight. They fit in the model's half of
+  // the L2 (30 MiB) while N ≤ 30 MiB / (1056 · 4 B) = 7447: at N = 4096, 1056 rows of 16 KB
+  // (17 MB) do, and the grid is read from DRAM once; at N = 16384 (69 MB) they do not, and
+  // all three passes reach DRAM. Checked on either side of that bound, wherever the
+  // constant puts it.
+  const double rows_in_flight = ft::resident_threads() / ch02::kSoftmaxThreads;
+  const int n_fit = int(ft::l2_bytes() / 2 / (rows_in_flight * 4));
+  for (const int N : {n_fit / 2, 2 * n_fit}) {
+    const double grid = 32.0 * N * N * 4;
+    const double reads = N <= n_fit ? 1 : 3;
+    EXPECT_DOUBLE_EQ(ch02::traffic(ft::make_problem(1, 32, N, 64, false))[1].dram_read_bytes,
+                     reads * grid)
+        << "N = " << N;
+  }
 }
 
 TEST(Ch02Ledger, ReadmeProblem) {
   const auto k = ch02::traffic(ft::make_problem(4, 32, 4096, 64, false));
   const double tensor = 128.0 * 4096 * 64 * 4;
   // S = Q·Kᵀ: Q re-read by 64 column tiles, K by 64 row tiles.
-  EXPECT_DOUBLE_EQ(k[0].read_bytes, 64 * tensor + 64 * tensor);
+  EXPECT_DOUBLE_EQ(k[0].read_bytes, tiles(4096) * tensor + tiles(4096) * tensor);
   EXPECT_DOUBLE_EQ(k[0].dram_read_bytes, 2 * tensor);
   // O = P·V: P read by 1 column tile (d = 64), V by 64 row tiles.
-  EXPECT_DOUBLE_EQ(k[2].read_bytes, 128.0 * 4096 * 4096 * 4 + 64 * tensor);
+  EXPECT_DOUBLE_EQ(k[2].read_bytes, tiles(64) * 128.0 * 4096 * 4096 * 4 + tiles(4096) * tensor);
 }
 
 }  // namespace
