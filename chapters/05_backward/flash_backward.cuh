@@ -19,7 +19,8 @@
 
 #include <cstdint>
 
-#include "online_softmax.cuh"  // ft::kLog2e
+#include "04_fused_forward/tile_ops.cuh"  // Split, load_fragment, store_fragment, mma_tile
+#include "online_softmax.cuh"                // ft::kLog2e
 
 namespace ch05 {
 
@@ -42,6 +43,17 @@ constexpr int kPadP = 8;
 /// Shared memory of one H200 SM (228 KB), of which the runtime keeps 1 KB per block.
 constexpr size_t kSmemPerSm = 228 * 1024, kSmemReservedPerBlock = 1024;
 
+/// kCount consecutive positions a thread owns, kCount·t to kCount·t + kCount − 1, read in
+/// float4 runs: the keys of dK and dV a thread accumulates (its rows of the Bc-wide P and
+/// dS tiles). The interface of chapter 04's Split (kCount, kVec, at), so that chapter 04's
+/// micro-GEMM (tile_ops.cuh: mma_tile) reads them.
+template <int kCount_>
+struct Consecutive {
+  static constexpr int kCount = kCount_, kVec = 4;
+  static_assert(kCount % kVec == 0, "whole float4 runs");
+  __host__ __device__ static constexpr int at(int t, int e) { return kCount * t + e; }
+};
+
 /// The tile shape, fixed at compile time so that every loop bound and every register array
 /// is a constant: d the head dimension, Br query rows and Bc keys per tile.
 template <int d_, int Br_, int Bc_>
@@ -49,17 +61,17 @@ struct Tiles {
   static constexpr int d = d_, Br = Br_, Bc = Bc_;
   static constexpr int kTM = Br / kGrid;  ///< query rows per thread (score tile, dQ)
   static constexpr int kTN = Bc / kGrid;  ///< keys per thread (score tile columns, dK/dV rows)
-  static constexpr int kPer = d / kGrid;  ///< d-columns per thread of dK, dV, dQ: 2, 4 or 8
-  static constexpr int kW = kPer < 4 ? kPer : 4;  ///< ... in contiguous runs of kW floats
+  /// The thread's d-columns of dK, dV, dQ (and of the rows of Q, dO, K it multiplies them
+  /// with): chapter 04's Split, d/16 columns in runs of up to 4 floats, the 16 threads' runs
+  /// side by side, so that the 8 lanes of a warp row read 8 neighbouring runs.
+  using Cols = ch04::Split<d, kGrid>;
+  using Keys = Consecutive<kTN>;          ///< the thread's keys of dK, dV (rows of Pᵀ, dSᵀ)
+  static constexpr int kPer = Cols::kCount;  ///< d-columns per thread: 2, 4 or 8
   static constexpr int kLd = d + kPadD;   ///< row stride of Q, dO, K, V in shared memory
   static constexpr int kLdP = Bc + kPadP; ///< row stride of P, dS
   static_assert(Br % kGrid == 0 && Bc % (4 * kGrid) == 0, "whole float4 runs of keys");
-  static_assert(d % kGrid == 0 && kPer % kW == 0 && d % 4 == 0, "d: a multiple of 16");
+  static_assert(d % kGrid == 0, "d: a multiple of 16");
   static_assert(Br <= kThreads, "one thread per query row loads L and D");
-
-  /// Column of the thread's e-th d-column: runs of kW, 16·kW apart, so that the 8 lanes of
-  /// a warp row read 8 neighbouring runs.
-  __device__ static int col(int tx, int e) { return kW * tx + kGrid * kW * (e / kW) + e % kW; }
 
   /// K, V (Bc rows), Q, dO (Br rows), dS, L and D, and P unless `with_p` (the
   /// dQ-pass kernel has no use for it). d = 128, 64×64: 168.5 KB; d = 64: 104.5 KB.
@@ -103,30 +115,14 @@ struct Smem {
 
 // ---- Small loads and stores --------------------------------------------------------------
 
-/// Reads W contiguous floats (W = 4, 2 or 1) into registers with one vector load.
-template <int W>
-__device__ __forceinline__ void load_run(float* dst, const float* src) {
-  if constexpr (W == 4) {
-    const float4 v = *reinterpret_cast<const float4*>(src);
-    dst[0] = v.x, dst[1] = v.y, dst[2] = v.z, dst[3] = v.w;
-  } else if constexpr (W == 2) {
-    const float2 v = *reinterpret_cast<const float2*>(src);
-    dst[0] = v.x, dst[1] = v.y;
-  } else {
-    dst[0] = src[0];
-  }
-}
+// The thread's d-columns of a row are read and written with chapter 04's load_fragment and
+// store_fragment (tile_ops.cuh), one vector access per run; what chapter 04 has no use for
+// follows: a float4 read of four neighbours along a row, and atomic adds.
 
-/// Writes W contiguous floats from registers with one vector store.
-template <int W>
-__device__ __forceinline__ void store_run(float* dst, const float* v) {
-  if constexpr (W == 4) {
-    *reinterpret_cast<float4*>(dst) = make_float4(v[0], v[1], v[2], v[3]);
-  } else if constexpr (W == 2) {
-    *reinterpret_cast<float2*>(dst) = make_float2(v[0], v[1]);
-  } else {
-    dst[0] = v[0];
-  }
+/// Reads 4 contiguous floats into registers with one float4 load.
+__device__ __forceinline__ void load4(float* dst, const float* src) {
+  const float4 v = *reinterpret_cast<const float4*>(src);
+  dst[0] = v.x, dst[1] = v.y, dst[2] = v.z, dst[3] = v.w;
 }
 
 /// Adds W contiguous floats to global memory atomically: one instruction per run on Hopper
@@ -146,24 +142,14 @@ __device__ __forceinline__ void atomic_add_run(float* dst, const float* v) {
   }
 }
 
-/// The thread's d-columns of one shared-memory row.
+/// Atomically adds the thread's d-columns of one accumulator row to a row of global memory
+/// (store_fragment's layout, one atomic per run on sm_90).
 template <class T>
-__device__ __forceinline__ void load_cols(float (&dst)[T::kPer], const float* row, int tx) {
+__device__ __forceinline__ void atomic_add_cols(float* row, const float (&v)[T::kPer], int tx) {
+  using Cols = typename T::Cols;
 #pragma unroll
-  for (int e = 0; e < T::kPer; e += T::kW) load_run<T::kW>(dst + e, row + T::col(tx, e));
-}
-
-/// Writes (kAtomic: atomically adds) the thread's d-columns of one accumulator row to a
-/// row of global memory.
-template <class T, bool kAtomic>
-__device__ __forceinline__ void store_cols(float* row, const float (&v)[T::kPer], int tx) {
-#pragma unroll
-  for (int e = 0; e < T::kPer; e += T::kW) {
-    if constexpr (kAtomic)
-      atomic_add_run<T::kW>(row + T::col(tx, e), v + e);
-    else
-      store_run<T::kW>(row + T::col(tx, e), v + e);
-  }
+  for (int e = 0; e < Cols::kCount; e += Cols::kVec)
+    atomic_add_run<Cols::kVec>(row + Cols::at(tx, e), v + e);
 }
 
 // ---- Asynchronous copies into shared memory ------------------------------------------------
@@ -266,9 +252,9 @@ __device__ __forceinline__ void mma_abt(float (&acc)[T::kTM][T::kTN], const floa
   for (int k = 0; k < T::d; k += 4) {
     float a[T::kTM][4], b[T::kTN][4];
 #pragma unroll
-    for (int i = 0; i < T::kTM; ++i) load_run<4>(a[i], A + (t.ty + kGrid * i) * T::kLd + k);
+    for (int i = 0; i < T::kTM; ++i) load4(a[i], A + (t.ty + kGrid * i) * T::kLd + k);
 #pragma unroll
-    for (int j = 0; j < T::kTN; ++j) load_run<4>(b[j], B + (t.tx + kGrid * j) * T::kLd + k);
+    for (int j = 0; j < T::kTN; ++j) load4(b[j], B + (t.tx + kGrid * j) * T::kLd + k);
 #pragma unroll
     for (int i = 0; i < T::kTM; ++i)
 #pragma unroll
@@ -278,25 +264,18 @@ __device__ __forceinline__ void mma_abt(float (&acc)[T::kTM][T::kTN], const floa
   }
 }
 
-/// acc[q][e] += Σ_r A[r][kTN·ty+q] · B[r][col(e)]: dV += Pᵀ·dO and dK += dSᵀ·Q, a sum over
-/// the Br query rows of outer products. Per row: kTN/4 float4 of A, d/(16·kW) runs of B.
+/// acc[q][e] += Σ_r A[r][Keys::at(ty, q)] · B[r][Cols::at(tx, e)]: dV += Pᵀ·dO and
+/// dK += dSᵀ·Q, a sum over the Br query rows of outer products: chapter 04's micro-GEMM
+/// (tile_ops.cuh: mma_tile), A being P or dS stored [Br][kLdP], so that its rows are the
+/// columns of Pᵀ or dSᵀ. Per row: kTN/4 float4 of A, d/(16·Cols::kVec) runs of B.
 template <class T>
 __device__ __forceinline__ void mma_atb(float (&acc)[T::kTN][T::kPer], const float* A,
                                         const float* B, ThreadPos t) {
-#pragma unroll 4
-  for (int r = 0; r < T::Br; ++r) {
-    float a[T::kTN], b[T::kPer];
-#pragma unroll
-    for (int q = 0; q < T::kTN; q += 4) load_run<4>(a + q, A + r * T::kLdP + T::kTN * t.ty + q);
-    load_cols<T>(b, B + r * T::kLd, t.tx);
-#pragma unroll
-    for (int q = 0; q < T::kTN; ++q)
-#pragma unroll
-      for (int e = 0; e < T::kPer; ++e) acc[q][e] = fmaf(a[q], b[e], acc[q][e]);
-  }
+  ch04::mma_tile<T::Br, typename T::Keys, typename T::Cols>(acc, A, T::kLdP, B, T::kLd, t.ty,
+                                                            t.tx);
 }
 
-/// acc[i][e] += Σ_c A[ty+16i][c] · B[c][col(e)]: dQ += dS·K, a sum over the Bc keys.
+/// acc[i][e] += Σ_c A[ty+16i][c] · B[c][Cols::at(tx, e)]: dQ += dS·K, a sum over the Bc keys.
 /// Per 4 keys: kTM float4 of dS (one per row) and 4 rows of K.
 template <class T>
 __device__ __forceinline__ void mma_ab(float (&acc)[T::kTM][T::kPer], const float* A,
@@ -305,11 +284,11 @@ __device__ __forceinline__ void mma_ab(float (&acc)[T::kTM][T::kPer], const floa
   for (int c = 0; c < T::Bc; c += 4) {
     float a[T::kTM][4];
 #pragma unroll
-    for (int i = 0; i < T::kTM; ++i) load_run<4>(a[i], A + (t.ty + kGrid * i) * T::kLdP + c);
+    for (int i = 0; i < T::kTM; ++i) load4(a[i], A + (t.ty + kGrid * i) * T::kLdP + c);
 #pragma unroll
     for (int cc = 0; cc < 4; ++cc) {
       float b[T::kPer];
-      load_cols<T>(b, B + (c + cc) * T::kLd, t.tx);
+      ch04::load_fragment<typename T::Cols>(b, B + (c + cc) * T::kLd, t.tx);
 #pragma unroll
       for (int i = 0; i < T::kTM; ++i)
 #pragma unroll
@@ -409,16 +388,16 @@ __device__ __forceinline__ void dkdv_block(const BackwardParams& p, float* smem)
 #pragma unroll
       for (int r = 0; r < T::kTM; ++r) {
         const int query = q0 + t.ty + kGrid * r;
-        if (query < p.N) store_cols<T, true>(p.dQ + (head + query) * T::d, dQ[r], t.tx);
+        if (query < p.N) atomic_add_cols<T>(p.dQ + (head + query) * T::d, dQ[r], t.tx);
       }
     }
   }
 #pragma unroll
   for (int q = 0; q < T::kTN; ++q) {  // each key row of dK_j, dV_j is written exactly once
-    const int key = k0 + T::kTN * t.ty + q;
+    const int key = k0 + T::Keys::at(t.ty, q);
     if (key < p.N) {
-      store_cols<T, false>(p.dK + (head + key) * T::d, dK[q], t.tx);
-      store_cols<T, false>(p.dV + (head + key) * T::d, dV[q], t.tx);
+      ch04::store_fragment<typename T::Cols>(p.dK + (head + key) * T::d, dK[q], t.tx);
+      ch04::store_fragment<typename T::Cols>(p.dV + (head + key) * T::d, dV[q], t.tx);
     }
   }
 }
@@ -474,7 +453,7 @@ __global__ void __launch_bounds__(kThreads, T::min_blocks(false))
 #pragma unroll
   for (int r = 0; r < T::kTM; ++r) {
     const int query = q0 + t.ty + kGrid * r;
-    if (query < p.N) store_cols<T, false>(p.dQ + (head + query) * T::d, dQ[r], t.tx);
+    if (query < p.N) ch04::store_fragment<typename T::Cols>(p.dQ + (head + query) * T::d, dQ[r], t.tx);
   }
 }
 
