@@ -25,7 +25,7 @@
 # FT_SANITIZE_DIMS the head dimensions it runs them at (default 64; "64 128" also covers the
 # kernels' d = 128 instantiations, chapter 05's one-block-per-SM shape among them);
 # FT_SANITIZE_ARGS adds flags to those runs (e.g. "--variant fastest"), FT_SANITIZE_TAG
-# names their logs apart. FT_TC_CHAPTERS narrows the tc stage (e.g. "08_tensor_core_backward").
+# names their logs apart, FT_SANITIZE_TIMEOUT bounds each run (default 120 s). FT_TC_CHAPTERS narrows the tc stage (e.g. "08_tensor_core_backward").
 set -uo pipefail
 OUT=$(realpath -m "${1:?usage: gpu_run.sh OUT_DIR [BUILD_DIR] [STAGES]}")
 BUILD=$(realpath -m "${2:-build}")
@@ -131,7 +131,7 @@ if want sanitizer; then
       for tool in memcheck racecheck synccheck; do
         for c in "" "--causal"; do
           log="$LOGS/sanitizer_${ch}_d${d}_${tool}${c:+_causal}${FT_SANITIZE_TAG:-}.log"
-          timeout 120 compute-sanitizer --tool "$tool" --error-exitcode 9 "$p" --batch 1 --heads 2 \
+          timeout "${FT_SANITIZE_TIMEOUT:-120}" compute-sanitizer --tool "$tool" --error-exitcode 9 "$p" --batch 1 --heads 2 \
             --seq-len 200 --head-dim "$d" $c --iters 1 --warmup 0 --no-baseline ${FT_SANITIZE_ARGS:-} >"$log" 2>&1
           rc=$?
           say "$ch d=$d $tool ${c:-non-causal}: rc=$rc $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$log" | tail -n 1)"

@@ -1,16 +1,20 @@
-// GPU tests of chapter 08: every variant, in bf16 and fp16, on the ragged standard sizes
-// (N = 1, 17, 64, 1000, 2048), d = 64 and 128, causal and not, B·H = 6, against the float64
+// GPU tests of chapter 08: each distinct code path (plain, async, dq_pass) in bf16 and fp16
+// on the ragged standard sizes (N = 1, 17, 64, 1000, 2048), the tile-shape variants on
+// N = 17 and 1000 in bf16, d = 64 and 128, causal and not, B·H = 6, against the float64
 // reference of the rounded inputs under the same-precision rule (common/testing.hpp), P
 // recomputed from the saved lse (PSource::kFromLse), every output poisoned first; plus large
 // scores and many heads. Without a GPU they skip; the refusals run anywhere.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
 #include "08_tensor_core_backward/tensor_core_backward.hpp"
 #include "check.cuh"
+#include "precision.hpp"
 #include "testing.hpp"
+#include "verify.hpp"
 
 namespace {
 
@@ -38,13 +42,37 @@ std::string case_name(const ::testing::TestParamInfo<Case>& info) {
   return info.param.impl.variant + "_" + ft::testing::shape_name(info.param.shape);  // has dtype
 }
 
+/// The variants whose code is tested on every standard shape in both dtypes: one per
+/// distinct code path (synchronous copies; cp.async; the separate dQ pass). The others are
+/// the same kernel with other tile constants, tested on the ragged shapes in bf16; and
+/// "fastest" is one of the full ones (FastestIsAsync checks that it runs the same code).
+bool fully_tested(const std::string& variant) {
+  return variant == "plain" || variant == "async" || variant == "dq_pass";
+}
+
 std::vector<Case> standard_cases() {
   std::vector<Case> cases;
-  for (const auto& impl : ch08::backward_impls())
-    for (ft::DType t : impl.dtypes)
+  for (const auto& impl : ch08::backward_impls()) {
+    if (impl.variant == "fastest") continue;
+    const bool full = fully_tested(impl.variant);
+    for (ft::DType t : impl.dtypes) {
+      if (!full && t != ft::DType::BFloat16) continue;
       for (const auto& shape : ft::testing::standard_shapes(impl.head_dims, t))
-        cases.push_back({impl, shape, t});
+        if (full || shape.seq_len == 17 || shape.seq_len == 1000) cases.push_back({impl, shape, t});
+    }
+  }
   return cases;
+}
+
+// The C API and the Python module call fastest(); its kernels are async's, which the
+// standard cases cover in full.
+TEST(Ch08, FastestIsAsync) {
+  const auto impls = ch08::backward_impls();
+  const auto async = std::find_if(impls.begin(), impls.end(),
+                                  [](const ft::BackwardImpl& i) { return i.variant == "async"; });
+  ASSERT_NE(async, impls.end());
+  EXPECT_EQ(ch08::fastest().run, async->run);
+  EXPECT_EQ(ch08::fastest().workspace_bytes, async->workspace_bytes);
 }
 
 class Ch08Standard : public ::testing::TestWithParam<Case> {};
@@ -64,10 +92,12 @@ INSTANTIATE_TEST_SUITE_P(AllVariants, Ch08Standard, ::testing::ValuesIn(standard
 // multiplied by 0).
 std::vector<Case> large_score_cases() {
   std::vector<Case> cases;
-  for (const auto& impl : ch08::backward_impls())
+  for (const auto& impl : ch08::backward_impls()) {
+    if (!fully_tested(impl.variant)) continue;
     for (ft::DType t : impl.dtypes)
       for (int n : {17, 1000})
         for (bool causal : {false, true}) cases.push_back({impl, Shape{n, 64, causal, t}, t});
+  }
   return cases;
 }
 
@@ -87,14 +117,49 @@ INSTANTIATE_TEST_SUITE_P(AllVariants, Ch08LargeScores, ::testing::ValuesIn(large
 TEST(Ch08, ManyHeadsAndCustomScale) {
   FT_REQUIRE_GPU();
   ft::Problem p = ft::make_problem(700, 100, 5, 64, true, ft::DType::BFloat16);
-  ft::testing::expect_backward_correct(ch08::plain(), p, ft::InputKind::Uniform,
-                                       ft::testing::kDtypeTolerance, PSource::kFromLse);
+  for (const auto& impl : ch08::backward_impls())
+    if (fully_tested(impl.variant)) {
+      SCOPED_TRACE(impl.variant);
+      ft::testing::expect_backward_correct(impl, p, ft::InputKind::Uniform,
+                                           ft::testing::kDtypeTolerance, PSource::kFromLse);
+    }
   p = ft::make_problem(1, 2, 300, 128, false, ft::DType::Float16);
   p.scale = 0.05f;
   for (const auto& impl : ch08::backward_impls()) {
     SCOPED_TRACE(impl.variant);
     ft::testing::expect_backward_correct(impl, p, ft::InputKind::Uniform,
                                          ft::testing::kDtypeTolerance, PSource::kFromLse);
+  }
+}
+
+// The two dQ strategies (atomics into a float32 accumulator; a separate pass per query
+// tile) sum the same products in different orders: their dQ agree to bf16 rounding, and
+// dK, dV (the same key-block kernel but for the dQ part) agree as closely.
+TEST(Ch08, DqStrategiesAgree) {
+  FT_REQUIRE_GPU();
+  const auto impls = ch08::backward_impls();
+  const auto find = [&](const char* name) {
+    return *std::find_if(impls.begin(), impls.end(),
+                         [&](const ft::BackwardImpl& i) { return i.variant == name; });
+  };
+  for (bool causal : {false, true}) {
+    SCOPED_TRACE(causal ? "causal" : "non-causal");
+    const ft::Problem p = ft::make_problem(2, 3, 1000, 64, causal, ft::DType::BFloat16);
+    const auto in = ft::reference_inputs(p, ft::InputKind::Uniform, 5);
+    const auto a = ft::testing::run_backward(find("async"), p, in);
+    const auto b = ft::testing::run_backward(find("dq_pass"), p, in);
+    std::vector<double> dq_b(b.dQ.begin(), b.dQ.end());
+    const ft::VerifyResult v = ft::verify("dQ", a.dQ.data(), dq_b.data(), a.dQ.size(), 1e-2);
+    EXPECT_TRUE(v.ok) << v.message;
+    EXPECT_GT(v.rel_l2, 0.0);  // different summation orders: not bit-identical
+    // The key-block kernel's dK, dV do not depend on the dQ part: the same operations in
+    // the same order (bit-identical unless the compiler schedules an FMA differently).
+    for (const auto* t : {&a.dK, &a.dV}) {
+      const auto& other = t == &a.dK ? b.dK : b.dV;
+      std::vector<double> ref(other.begin(), other.end());
+      const ft::VerifyResult w = ft::verify("dK/dV", t->data(), ref.data(), t->size(), 1e-6);
+      EXPECT_TRUE(w.ok) << w.message;
+    }
   }
 }
 
