@@ -107,17 +107,18 @@ void materialize_backward_run(const ft::Problem& p, const ft::BackwardArgs& a, c
 
 // ---- The flash backward ---------------------------------------------------------------------
 
-// Tile shapes (flash_backward.cuh). Default: 64 queries × 64 keys for every d; at d = 128
-// that is all the shared memory allows (168.5 KB of the 227 KB a block may have).
+// Tile shapes (flash_backward.cuh; the sizes in backward.hpp). Default: 64 queries × 64 keys
+// for every d; at d = 128 that is all the shared memory allows (168.5 KB of the 227 KB a
+// block may have).
 template <int d>
-using DefaultTiles = Tiles<d, 64, 64>;
+using DefaultTiles = Tiles<d, kFlashBr, kFlashBc>;
 // Wide keys: 128 keys per block where registers allow it (d ≤ 64): dK, dV grow to 64
 // accumulators a thread and one block fits an SM, but each Q/dO tile loaded serves twice as
 // many keys, and dQ takes half as many atomic adds. d = 128 keeps 64 keys (the registers
 // and shared memory are full), so there the variant is the default kernel again: it still
 // lists d = 128, because a chapter program only accepts a d that all its variants accept.
 template <int d>
-using WideKeyTiles = Tiles<d, 64, d <= 64 ? 128 : 64>;
+using WideKeyTiles = Tiles<d, kFlashBr, d <= 64 ? kWideKeysBc : kFlashBc>;
 
 enum class DqStrategy { kAtomic, kSeparatePass };
 

@@ -39,6 +39,14 @@ const ft::BackwardImpl& flash_wide_keys();
 /// and prints them.
 std::vector<ft::BackwardImpl> backward_impls();
 
+/// The flash backward's tile (flash_backward.cuh: `Tiles<d, Br, Bc>`, which checks any
+/// shape with its static_asserts): kFlashBr query rows and kFlashBc keys per tile at every d
+/// (flash, flash_dq_pass); flash_wide_keys() has kWideKeysBc keys a block at d ≤ 64. The
+/// ledgers read them, and so do the ledger tests (test_ledger.cpp).
+constexpr int kFlashBr = 64;
+constexpr int kFlashBc = 64;
+constexpr int kWideKeysBc = 128;
+
 /// The materializing forward on its own (S = scale·Q·Kᵀ, softmax in place → P, O = P·V),
 /// the `forward` of materialize(); its workspace is materialize()'s.
 const ft::ForwardImpl& materialize_forward();

@@ -1,7 +1,12 @@
 // CPU tests of chapter 05's memory ledger: the formulas against numbers worked out by hand
-// (README, "The ledger"). No CUDA call is made.
+// (README, "The ledger"). No CUDA call is made. The flash tests take the tile from
+// backward.hpp (kFlashBr, kFlashBc, kWideKeysBc) and count the rows the blocks load by
+// walking the kernels' loops, so they follow a change of the tile; the comments give the
+// numbers at the shipped 64×64 (and 64×128), which query_rows_loaded and key_rows_loaded
+// are checked against first.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -9,10 +14,49 @@
 
 namespace {
 
+using ch05::kFlashBc;
+using ch05::kFlashBr;
+using ch05::kWideKeysBc;
+
 ft::KernelTraffic line(const std::vector<ft::KernelTraffic>& ledger, const std::string& k) {
   for (const auto& t : ledger)
     if (t.kernel == k) return t;
   throw std::runtime_error("no ledger line " + k);
+}
+
+/// Query rows the dK/dV blocks load in all, walking them as dkdv_block does: the block of
+/// keys k0… loads the query tiles from the first one (causal: the tile holding key k0) on.
+double query_rows_loaded(int N, int Br, int Bc, bool causal) {
+  double rows = 0;
+  for (int k0 = 0; k0 < N; k0 += Bc)
+    for (int q0 = causal ? k0 / Br * Br : 0; q0 < N; q0 += Br) rows += std::min(Br, N - q0);
+  return rows;
+}
+
+/// Key rows the dQ-pass blocks load in all, walking them as flash_backward_dq does: the
+/// block of queries q0… loads the key tiles up to its last query (causal) or all of them.
+double key_rows_loaded(int N, int Br, int Bc, bool causal) {
+  double rows = 0;
+  for (int q0 = 0; q0 < N; q0 += Br) {
+    const int k_end = causal ? std::min(q0 + Br, N) : N;
+    for (int k0 = 0; k0 < k_end; k0 += Bc) rows += std::min(Bc, N - k0);
+  }
+  return rows;
+}
+
+TEST(Ch05Ledger, RowsLoadedByHand) {
+  // N = 128, 64×64: two key tiles, each loading both query tiles.
+  EXPECT_EQ(query_rows_loaded(128, 64, 64, false), 2 * 128.0);
+  // N = 130, 64×64, causal: tiles of 64, 64, 2 rows; query tile i is loaded by the key
+  // blocks j ≤ i: 64·1 + 64·2 + 2·3 = 198 rows. The dQ pass: key tile j is loaded by the
+  // query blocks i ≥ j: 64·3 + 64·2 + 2·1 = 322 rows.
+  EXPECT_EQ(query_rows_loaded(130, 64, 64, true), 198.0);
+  EXPECT_EQ(key_rows_loaded(130, 64, 64, true), 322.0);
+  // N = 300, 64×128, causal: query tiles of 64,64,64,64,44 rows; key blocks start at query
+  // tiles 0, 2, 4, so the tiles are loaded 1,1,2,2,3 times: 64+64+128+128+132 = 516.
+  EXPECT_EQ(query_rows_loaded(300, 64, 128, true), 516.0);
+  // Non-causal, 64×128: three key blocks each load all 300 query rows.
+  EXPECT_EQ(query_rows_loaded(300, 64, 128, false), 3 * 300.0);
 }
 
 TEST(Ch05Workspace, MaterializeIsTwoGridsPlusD) {
@@ -33,17 +77,19 @@ TEST(Ch05Workspace, FlashIsOnlyD) {
 }
 
 TEST(Ch05Ledger, FlashAtomicSmallNonCausal) {
-  // B = H = 1, N = 128, d = 64: two key tiles, two query tiles, each query tile loaded twice.
+  // B = H = 1, N = 128, d = 64: at 64×64, two key tiles, two query tiles, each query tile
+  // loaded twice.
   const auto ledger = ch05::flash_traffic(ft::make_problem(1, 1, 128, 64, false));
   ASSERT_EQ(ledger.size(), 2u);
   const ft::KernelTraffic D = line(ledger, "dot_dO_O");
   EXPECT_DOUBLE_EQ(D.read_bytes, 2.0 * 128 * 64 * 4);            // O and dO
   EXPECT_DOUBLE_EQ(D.write_bytes, 128.0 * 4 + 128.0 * 64 * 4);   // D, and dQ cleared
   const ft::KernelTraffic k = line(ledger, "flash_backward_atomic_dq");
-  // K, V once (65 536) + 2 blocks × 128 rows × (Q, dO: 2·64 floats; L, D: 2) × 4 bytes.
-  EXPECT_DOUBLE_EQ(k.read_bytes, 65536.0 + 2 * 128 * 130 * 4);  // 198 656
-  // dK, dV once (65 536) + dQ atomics: 2 blocks × 128 rows × 64 floats × 4 bytes.
-  EXPECT_DOUBLE_EQ(k.write_bytes, 65536.0 + 65536.0);
+  const double rows = query_rows_loaded(128, kFlashBr, kFlashBc, false);  // 2 blocks × 128
+  // K, V once (65 536) + 256 rows × (Q, dO: 2·64 floats; L, D: 2) × 4 bytes.
+  EXPECT_DOUBLE_EQ(k.read_bytes, 65536.0 + rows * 130 * 4);  // 198 656
+  // dK, dV once (65 536) + dQ atomics: 256 rows × 64 floats × 4 bytes.
+  EXPECT_DOUBLE_EQ(k.write_bytes, 65536.0 + rows * 64 * 4);  // 131 072
   // DRAM: Q, K, V, dO once (131 072) + L, D (1 024) + dQ zeros read back (32 768).
   EXPECT_DOUBLE_EQ(k.dram_read_bytes, 131072.0 + 1024 + 32768);
   EXPECT_DOUBLE_EQ(k.dram_write_bytes, 65536.0 + 32768);
@@ -51,18 +97,20 @@ TEST(Ch05Ledger, FlashAtomicSmallNonCausal) {
 }
 
 TEST(Ch05Ledger, FlashCausalRaggedTiles) {
-  // N = 130, d = 64: tiles of 64, 64, 2 rows. Causal: query tile i is loaded by blocks j ≤ i,
-  // so 64·1 + 64·2 + 2·3 = 198 query rows are loaded in all.
+  // N = 130, d = 64: at 64×64, tiles of 64, 64, 2 rows. Causal: query tile i is loaded by
+  // blocks j ≤ i, so 198 query rows are loaded in all.
   const ft::Problem p = ft::make_problem(1, 1, 130, 64, true);
   const ft::KernelTraffic k = line(ch05::flash_traffic(p), "flash_backward_atomic_dq");
-  EXPECT_DOUBLE_EQ(k.read_bytes, 2.0 * 130 * 64 * 4 + 198.0 * 130 * 4);  // 169 520
-  EXPECT_DOUBLE_EQ(k.write_bytes, 2.0 * 130 * 64 * 4 + 198.0 * 64 * 4);  // 117 248
+  const double q_rows = query_rows_loaded(130, kFlashBr, kFlashBc, true);  // 198
+  EXPECT_DOUBLE_EQ(k.read_bytes, 2.0 * 130 * 64 * 4 + q_rows * 130 * 4);  // 169 520
+  EXPECT_DOUBLE_EQ(k.write_bytes, 2.0 * 130 * 64 * 4 + q_rows * 64 * 4);  // 117 248
   EXPECT_DOUBLE_EQ(k.flops, 10.0 * 130 * 130 * 64 / 2);
 
-  // The dQ pass: key tile j is loaded by query blocks i ≥ j: 64·3 + 64·2 + 2·1 = 322 rows.
+  // The dQ pass: key tile j is loaded by query blocks i ≥ j: 322 rows at 64×64.
   const auto ledger = ch05::flash_dq_pass_traffic(p);
   const ft::KernelTraffic dq = line(ledger, "flash_backward_dq");
-  EXPECT_DOUBLE_EQ(dq.read_bytes, 2.0 * 130 * 64 * 4 + 2.0 * 130 * 4 + 322.0 * 2 * 64 * 4);
+  const double k_rows = key_rows_loaded(130, kFlashBr, kFlashBc, true);  // 322
+  EXPECT_DOUBLE_EQ(dq.read_bytes, 2.0 * 130 * 64 * 4 + 2.0 * 130 * 4 + k_rows * 2 * 64 * 4);
   EXPECT_DOUBLE_EQ(dq.write_bytes, 130.0 * 64 * 4);
   EXPECT_DOUBLE_EQ(dq.flops, 6.0 * 130 * 130 * 64 / 2);  // three products again
   const ft::KernelTraffic dkdv = line(ledger, "flash_backward_dkdv");
@@ -73,18 +121,22 @@ TEST(Ch05Ledger, FlashCausalRaggedTiles) {
 }
 
 TEST(Ch05Ledger, WideKeysCausal) {
-  // N = 300, d = 64, Br = 64, Bc = 128: query tiles of 64,64,64,64,44 rows; key blocks start
-  // at query tiles 0, 2, 4, so the tiles are loaded 1,1,2,2,3 times: 64+64+128+128+132 = 516.
+  // N = 300, d = 64, Br = 64, Bc = 128 (kWideKeysBc): query tiles of 64,64,64,64,44 rows,
+  // loaded 516 times in all (RowsLoadedByHand).
   const ft::Problem p = ft::make_problem(1, 1, 300, 64, true);
   const ft::KernelTraffic k = line(ch05::flash_wide_keys_traffic(p), "flash_backward_atomic_dq");
-  EXPECT_DOUBLE_EQ(k.read_bytes, 2.0 * 300 * 64 * 4 + 516.0 * 130 * 4);  // 421 920
-  EXPECT_DOUBLE_EQ(k.write_bytes, 2.0 * 300 * 64 * 4 + 516.0 * 64 * 4);  // 285 696
-  // Non-causal: three key blocks each load all 300 query rows; half the atomics of Bc = 64.
+  const double rows = query_rows_loaded(300, kFlashBr, kWideKeysBc, true);  // 516
+  EXPECT_DOUBLE_EQ(k.read_bytes, 2.0 * 300 * 64 * 4 + rows * 130 * 4);  // 421 920
+  EXPECT_DOUBLE_EQ(k.write_bytes, 2.0 * 300 * 64 * 4 + rows * 64 * 4);  // 285 696
+  // Non-causal: every key block loads all 300 query rows, three blocks of 128 keys, five of
+  // 64: the wide keys take 3/5 of the atomics.
   const ft::Problem q = ft::make_problem(1, 1, 300, 64, false);
   const ft::KernelTraffic wide = line(ch05::flash_wide_keys_traffic(q), "flash_backward_atomic_dq");
   const ft::KernelTraffic narrow = line(ch05::flash_traffic(q), "flash_backward_atomic_dq");
-  EXPECT_DOUBLE_EQ(wide.write_bytes, 2.0 * 300 * 64 * 4 + 3 * 300.0 * 64 * 4);
-  EXPECT_DOUBLE_EQ(narrow.write_bytes, 2.0 * 300 * 64 * 4 + 5 * 300.0 * 64 * 4);
+  const double wide_blocks = ft::ceil_div(300, kWideKeysBc);  // 3
+  const double narrow_blocks = ft::ceil_div(300, kFlashBc);   // 5
+  EXPECT_DOUBLE_EQ(wide.write_bytes, 2.0 * 300 * 64 * 4 + wide_blocks * 300.0 * 64 * 4);
+  EXPECT_DOUBLE_EQ(narrow.write_bytes, 2.0 * 300 * 64 * 4 + narrow_blocks * 300.0 * 64 * 4);
 }
 
 TEST(Ch05Ledger, MaterializeSoftmaxBackwardStreamsThreeGrids) {
