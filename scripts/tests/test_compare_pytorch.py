@@ -437,9 +437,12 @@ class WholeRun(unittest.TestCase):
             ["--sizes", "64", "--dims", "64", "--causal", "0,1", "--dtypes", "bf16,float32",
              "--backward", "--ref-heads", "2"])
         self.assertEqual(rc, 0, out + err)
-        ours_half = ["ch07_fastest", "ch06_grid_half"]
+        ours_half = ["ch07_fastest", "ch06_grid_half", "ch08_fastest"]  # ch08: backward
         # bf16: 5 of PyTorch's x (forward, backward) + ours; float32: flash and cudnn refuse.
         self.assertEqual(len(rows), 2 * (10 + len(ours_half)) + 2 * (6 + 2))
+        passes = {(r["impl"], r["pass"]) for r in rows}
+        self.assertIn(("ch08_fastest", "backward"), passes)
+        self.assertNotIn(("ch08_fastest", "forward"), passes)
         self.assertEqual(out.count("skipped: RuntimeError: No available kernel"), 4)
         by = {(r["impl"], r["pass"], r["dtype"], r["causal"]): r for r in rows}
         ch07 = by[("ch07_fastest", "forward", "bf16", "1")]
