@@ -250,7 +250,7 @@ if want train; then
       set -- $run
       PYTHONUNBUFFERED=1 timeout 300 python3 "$ROOT/scripts/train_gpt.py" --attention "$1" --seed "$2" \
         --steps "${FT_TRAIN_STEPS:-300}" --lib "$BUILD/common/libflashtut.so" \
-        --out "$LOGS/train_$1_s$2.csv" >"$LOGS/train_$1_s$2.log" 2>&1
+        --out "$LOGS/train_$1_s$2.csv" --profile "${FT_TRAIN_PROFILE:-5}" >"$LOGS/train_$1_s$2.log" 2>&1
       say "train $1 seed $2: rc=$? $(tail -n 3 "$LOGS/train_$1_s$2.log" | tr '\n' ' ')"
     done
     python3 - "$OUT/training.csv" "$LOGS"/train_sdpa_flash_s0.csv "$LOGS"/train_sdpa_flash_s1.csv \

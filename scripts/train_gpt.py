@@ -135,6 +135,9 @@ def parse_args(argv):
                     help="flashtut: skip the check of the kernels against FlashAttention-2")
     ap.add_argument("--check-only", action="store_true",
                     help="flashtut: run only the check of the kernels, then exit")
+    ap.add_argument("--profile", type=int, default=0, metavar="STEPS",
+                    help="after training, STEPS more steps under torch.profiler; prints the "
+                         "GPU time per kernel (top 15) and the step's CPU and GPU totals")
     ap.add_argument("--print-every", type=int, default=10,
                     help="a progress line every this many steps (default 10)")
     args = ap.parse_args(argv)
@@ -497,6 +500,26 @@ def main(argv=None):
             break
     if out:
         out.close()
+    if args.profile > 0 and status == 0:
+        # Where a step's time goes: the kernels by GPU time, then what the whole window cost
+        # the GPU (kernel time) against its wall time (a GPU idle between launches shows here).
+        from torch.profiler import ProfilerActivity, profile
+        acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if args.device == "cuda" else [])
+        with profile(activities=acts) as prof:
+            t0 = time.perf_counter()
+            for _ in range(args.profile):
+                x, y = train_batch()
+                loss_of(x, y).backward()
+                opt.zero_grad(set_to_none=True)  # no optimizer step: the weights stay as trained
+            if args.device == "cuda":
+                torch.cuda.synchronize()
+            wall = (time.perf_counter() - t0) * 1e3 / args.profile
+        sort = "cuda_time_total" if args.device == "cuda" else "cpu_time_total"
+        print(prof.key_averages().table(sort_by=sort, row_limit=15), flush=True)
+        gpu_ms = sum(getattr(e, "self_device_time_total", getattr(e, "self_cuda_time_total", 0))
+                     for e in prof.key_averages()) / 1e3  # self times: each kernel once
+        print(f"train_gpt: profile: {args.profile} steps (forward+backward, no optimizer): wall "
+              f"{wall:.2f} ms a step, kernels {gpu_ms / args.profile:.2f} ms a step", flush=True)
 
     last = losses[-LAST:]
     timed = times[args.timing_skip:] if len(times) > args.timing_skip else times
