@@ -10,6 +10,10 @@
   concept_06_fragments.png       mma.sync m16n8k16: which lane holds which element of A, B, C
   concept_07_warps.png           4 warps split the 128-row Q tile, share the 64-key K/V tile;
                                  P goes from the S accumulators into P·V's A operand
+  concept_08_transposed_products.png
+                                 the tensor-core backward: warp w owns 16 keys, Sᵀ = K_w·Qᵀ puts
+                                 keys on the accumulator rows (Pᵀ, dSᵀ are A of dV, dK as they
+                                 lie); dS goes through shared memory, ldmatrix.trans, for dQ
 
 Usage: python3 plots/concepts.py OUT_DIR          (e.g. plots/figures)
        cmake --build build --target plots         (draws these too)
@@ -38,6 +42,7 @@ FIGURES = {
     "concept_05_backward.png": 9.0,
     "concept_06_fragments.png": 9.0,
     "concept_07_warps.png": 9.0,
+    "concept_08_transposed_products.png": 9.0,
 }
 PNG_META = {"Software": None}  # no matplotlib version in the file: re-runs give equal bytes
 MIN_PT = 14  # the smallest text anywhere (a projector at the back of a room)
@@ -564,7 +569,80 @@ def draw_07(out):
     return save(fig, out, name)
 
 
-DRAW = (draw_01, draw_02, draw_03, draw_04, draw_05, draw_06, draw_07)
+# ---- chapter 08 -----------------------------------------------------------------------------
+
+def draw_08(out):
+    name = "concept_08_transposed_products.png"
+    fig, ax = canvas(name, "Chapter 08: the backward computes Sᵀ = K·Qᵀ, so the keys sit "
+                     "on the accumulator rows")
+    # Left: the block's keys, split among its warps (plain: 64 keys, 4 warps). Right: what
+    # warp w does per query tile i (flash_backward_tc.cuh), in HBM, shared memory, registers.
+    lx, lw = 0.4, 3.7
+    ax.text(lx + lw / 2, 7.75, "a block: Bc = 64 keys\n(its K, V tile), 4 warps", ha="center",
+            va="center", fontsize=FS_BIG, fontweight="bold")
+    wh, wtop = 1.2, 7.1
+    for w in range(4):
+        yb = wtop - (w + 1) * wh
+        box(ax, lx, yb, lw, wh - 0.1, f"warp {w}: keys {16 * w}-{16 * w + 15}\n"
+            "dK, dV rows in registers", REG_BG, edge=WARPS[w], lw=2.5, round_=False, fs=FS)
+    ax.text(lx + lw / 2, 1.75, "walks every query tile i,\nBr = 64 (32 at d = 128);\n"
+            "wide_kv, async: 8 warps, 128 keys", ha="center", va="center", fontsize=FS,
+            color="0.2", linespacing=1.3)
+    # Right: the bands, four columns.
+    band(ax, 6.7, 1.5, "HBM", HBM_BG, x0=4.5)
+    band(ax, 4.25, 2.0, "shared\nmemory", SMEM_BG, x0=4.5)
+    band(ax, 1.3, 2.45, "registers", REG_BG, x0=4.5)
+    c = [6.3, 8.75, 11.2, 13.65]  # the columns' left edges, 1.95 wide
+    cw = 1.95
+    hy, hh = 6.85, 1.2
+    box(ax, c[0], hy, cw, hh, "K, V", "white")
+    box(ax, c[1], hy, cw, hh, "Q, dO, L, D", "white")
+    box(ax, c[2], hy, cw, hh, "dK, dV\nonce, at the end", "white", edge=GREEN, lw=2.5)
+    box(ax, c[3], hy, cw, hh, "dQ, float32\natomicAdd, each i", "white", edge=RED, lw=2.5,
+        fs=MIN_PT)
+    sy, sh = 4.45, 1.6
+    box(ax, c[0], sy, cw, sh, "K, V\n64×d, kept", "white", edge=ORANGE, lw=2.5)
+    box(ax, c[1], sy, cw, sh, "Q_i, dO_i\nBr×d\nL_i, D_i", "white", edge=BLUE, lw=2.5)
+    box(ax, c[3], sy, 1.45, sh, "dSᵀ\n[key]\n[query]", "white", edge=PURPLE, lw=2.5)
+    ry, rh = 1.5, 2.05
+    box(ax, c[0], ry, c[1] + cw - c[0], rh, "Sᵀ = K_w·Qᵀ,   dPᵀ = V_w·dOᵀ\n"
+        "16 keys (rows) × Br queries\nPᵀ, dSᵀ: A of dV, dK as they lie", "white",
+        edge=PURPLE, lw=2.5)
+    box(ax, c[2], ry, cw, rh, "dV += Pᵀ·dO\ndK += dSᵀ·Q\nfloat32, kept", "white",
+        edge=GREEN, lw=2.5)
+    box(ax, c[3], ry, cw, rh, "dQ_i += dS·K", "white", edge=RED, lw=2.5)
+    # Traffic between HBM and shared memory.
+    arrow(ax, (c[0] + 0.5, hy), (c[0] + 0.5, sy + sh), "once", tx=c[0] + 0.65,
+          ty=(hy + sy + sh) / 2, ha="left", color=ORANGE)
+    arrow(ax, (c[1] + 0.5, hy), (c[1] + 0.5, sy + sh), "each i", tx=c[1] + 0.65,
+          ty=(hy + sy + sh) / 2, ha="left", color=BLUE)
+    # The products' operands: into the Sᵀ box from the rows as stored.
+    arrow(ax, (c[0] + 0.5, sy), (c[0] + 0.5, ry + rh), "A", tx=c[0] + 0.65,
+          ty=(sy + ry + rh) / 2, ha="left", color=ORANGE, fs=FS_BIG)
+    arrow(ax, (c[1] + 0.5, sy), (c[1] + 0.5, ry + rh), "B, as stored", tx=c[1] + 0.65,
+          ty=(sy + ry + rh) / 2, ha="left", color=BLUE)
+    # dO, Q again as the B operands of dV, dK: ldmatrix.trans.
+    arrow(ax, (c[1] + cw, sy + 0.35), (c[2] + 0.55, ry + rh), color=BLUE, lw=2.6)
+    ax.text(c[2] + 0.05, sy + 0.95, "B = dO, Q:\nldmatrix\n.trans", ha="left", va="center",
+            fontsize=FS, color=BLUE, fontweight="bold", linespacing=1.15)
+    # The accumulators into dV, dK in place.
+    arrow(ax, (c[1] + cw, ry + rh / 2), (c[2], ry + rh / 2), color=PURPLE, lw=3)
+    # dSᵀ to shared memory and back transposed as dQ's A.
+    arrow(ax, (c[2] + cw, ry + rh - 0.25), (c[3], sy + 0.45), color=PURPLE)
+    arrow(ax, (c[3] + 0.45, sy), (c[3] + 0.45, ry + rh), color=PURPLE, lw=2.6)
+    ax.text(c[3] + 0.55, (sy + ry + rh) / 2, "A = dS:\n.trans", ha="left",
+            va="center", fontsize=MIN_PT, color=PURPLE, fontweight="bold")
+    # Out to HBM: dK, dV once; dQ by atomics each query tile.
+    arrow(ax, (c[2] + 1.6, ry + rh), (c[2] + 1.6, hy), color=GREEN)
+    arrow(ax, (c[3] + 1.72, ry + rh), (c[3] + 1.72, hy), color=RED)
+    note(ax, 0.62, "Read transposed with ldmatrix.trans: dO and Q (B of dV, dK), dS (A of dQ; "
+         "K is its B). dK, dV never leave the chip until the end;\n"
+         "only dQ has queries on its rows: it leaves every query tile by float32 atomics "
+         "(dq_pass: no atomics, a second kernel per query tile recomputes S, dP).", fs=MIN_PT)
+    return save(fig, out, name)
+
+
+DRAW = (draw_01, draw_02, draw_03, draw_04, draw_05, draw_06, draw_07, draw_08)
 
 
 def main(argv=None):

@@ -3,13 +3,17 @@
 ch07_anchors.csv or vs_pytorch.csv, and anchors.csv if there is one) into the tutorial's
 four figures:
 
-  staircase.png    forward time per chapter/variant (log), DRAM bytes and speedup: float32
-                   on the CUDA cores (chapters 01-05, over chapter 01), then bf16 on the
-                   tensor cores (chapters 06-07 at N=16384, over chapter 06's grid_half)
+  staircase.png    time per chapter/variant (log), DRAM bytes and speedup: the forward in
+                   float32 on the CUDA cores (chapters 01-05, over chapter 01), the forward
+                   in bf16 on the tensor cores (chapters 06-07 at N=16384, over chapter 06's
+                   grid_half), the backward in bf16 on the tensor cores (chapter 08 at
+                   N=16384, over chapter 05's float32 flash backward)
   bytes_vs_n.png   DRAM bytes per pass vs N: the model as lines, Nsight Compute as points
   roofline.png     the GPU's measured ceilings (mma.sync from probes.csv among them) with the
-                   float32 kernels and the bf16 tensor-core forwards placed on them
-  memory_vs_n.png  peak extra device memory vs N (chapter 01, chapter 04, the backwards)
+                   float32 kernels, the bf16 tensor-core forwards and chapter 08's fastest
+                   bf16 backward placed on them
+  memory_vs_n.png  peak extra device memory vs N (chapter 01, chapter 04, the backwards:
+                   chapter 05's float32 ones and chapter 08's bf16 one)
 
 Usage: python3 plots/make_plots.py RESULTS_DIR OUT_DIR      (e.g. plots/results/h200 plots/figures)
        cmake --build build --target plots                    (the same, for the committed CSVs)
@@ -19,8 +23,9 @@ that is merely absent (no measured traffic yet) leaves a note inside the figure 
 anchors.csv (PyTorch on the same GPU) is optional: the staircase shows it for scale.
 vs_pytorch.csv (scripts/compare_pytorch.py) is optional too: when present, the bf16 row's
 PyTorch lines come from it (the same run), each backend falling back to ch07_anchors.csv,
-then anchors.csv; without it, ch07_anchors.csv must exist. Prints one summary line per
-staircase row and for the roofline: what was drawn, from which file.
+then anchors.csv (the backward row: vs_pytorch.csv, then ch07_anchors.csv); without it,
+ch07_anchors.csv must exist. Prints one summary line per staircase row and for the
+roofline: what was drawn, from which file.
 """
 import argparse
 import math
@@ -79,6 +84,18 @@ BF16_ANCHORS = (("torch_naive", "torch-naive(3 kernels)", "three kernels",
                 ("torch_flash", "flash(FA2)", "FlashAttention-2",
                  "PyTorch bf16 SDPA, FlashAttention-2", "--"),
                 ("torch_cudnn", "cudnn", "cuDNN", "PyTorch bf16 SDPA, cuDNN", "-."))
+# The staircase's third row: chapter 08's backward in bf16 at the same N and head dimensions,
+# its variants in the chapter's order (the tile-shape variants and `fastest`, async's code,
+# left out), after chapter 05's float32 flash backward (tour.csv), the baseline of its
+# speedups; PyTorch's FlashAttention-2 and cuDNN backwards for scale (vs_pytorch.csv's
+# backward rows, else ch07_anchors.csv's bwd_ms).
+STAIR_BWD = (("08", "plain"), ("08", "wide_kv"), ("08", "async"), ("08", "dq_pass"))
+BWD_BASELINE = ("05", "flash")  # float32, CUDA cores, from tour.csv
+BWD_ANCHORS = tuple(a for a in BF16_ANCHORS if a[0] != "torch_naive")
+# The roofline's tensor-core backward: chapter 08's `fastest` row (else its quickest STAIR_BWD
+# variant), as a whole call like the forwards, one marker per head dimension.
+TC_BWD_CHAPTER = "08"
+TC_BWD_MARKER = "v"
 
 
 def chapter_color(chapter):
@@ -88,6 +105,15 @@ def chapter_color(chapter):
         return PALETTE[-1]
     c = int(chapter)
     return PALETTE[0] if c == 7 else PALETTE[c % len(PALETTE)]
+
+
+def text_on(color):
+    """White on the dark chapter colours, near-black on the light ones (chapter 08's olive):
+    the text inside a bar stays readable."""
+    r, g, b = matplotlib.colors.to_rgb(color)
+    lum = sum(w * (c / 12.92 if c <= 0.04045 else ((c + 0.055) / 1.055) ** 2.4)
+              for w, c in zip((0.2126, 0.7152, 0.0722), (r, g, b)))
+    return "white" if lum < 0.42 else "0.1"
 
 
 def log_ticks_125(axis):
@@ -174,24 +200,26 @@ def anchor_ms(anchors, n, shape):
     return out
 
 
-def tc_pytorch_ms(sources, n, d, shape):
-    """{short name: (ms, style, file)} of PyTorch's bf16 forward at this problem (non-causal), each
-    backend from the first of `sources` [(file name, rows)] that has it: vs_pytorch.csv's
-    same-run rows first, then ch07_anchors.csv, then anchors.csv."""
+def tc_pytorch_ms(sources, n, d, shape, pass_="forward", backends=BF16_ANCHORS):
+    """{short name: (ms, style, file)} of PyTorch's bf16 forward (or backward: pass_) at this
+    problem (non-causal), each of `backends` from the first of `sources` [(file name, rows)]
+    that has it: vs_pytorch.csv's same-run rows first, then ch07_anchors.csv, then
+    anchors.csv (bwd_ms for the backward)."""
     out = {}
-    for impl, backend, short, _, style in BF16_ANCHORS:
+    column = "fwd_ms" if pass_ == "forward" else "bwd_ms"
+    for impl, backend, short, _, style in backends:
         for name, rows in sources:
             for r in rows or []:
                 if name == "vs_pytorch.csv":
-                    hit = (r["impl"] == impl and r["pass"] == "forward" and r["dtype"] == TC_DTYPE
+                    hit = (r["impl"] == impl and r["pass"] == pass_ and r["dtype"] == TC_DTYPE
                            and not r["causal"] and r["seq_len"] == n and r["head_dim"] == d
                            and (r["batch"], r["heads"]) == shape and r["ms"])
                     ms = r["ms"]
                 else:
                     hit = (r["backend"] == backend and r["dtype"] in ("bfloat16", TC_DTYPE)
                            and not r["causal"] and int(r["N"]) == n and int(r["d"]) == d
-                           and (int(r["B"]), int(r["H"])) == shape and r["fwd_ms"])
-                    ms = r["fwd_ms"]
+                           and (int(r["B"]), int(r["H"])) == shape and r[column])
+                    ms = r[column]
                 if hit:
                     out[short] = (ms, style, name)  # a later row of the same file wins
             if short in out:
@@ -228,7 +256,7 @@ def draw_bars(ax, rows, speedups):
            edgecolor="0.2", linewidth=0.5, width=0.7, zorder=2)
     for i, r, s in zip(x, rows, speedups):
         # The text inside a bar sits on the bar's colour, over any PyTorch line crossing it.
-        inside = dict(color="white", zorder=4, linespacing=1.0,
+        inside = dict(color=text_on(chapter_color(r["chapter"])), zorder=4, linespacing=1.0,
                       bbox=dict(boxstyle="square,pad=0.1", facecolor=chapter_color(r["chapter"]),
                                 edgecolor="none"))
         # Above the bar: the speedup (the headline); inside its foot: the time itself.
@@ -360,25 +388,108 @@ def staircase_bf16(sub, tc, sources, gpu):
     sub.suptitle(f"The same on the tensor cores: {TC_DTYPE}, N={STAIR_TC_N}, non-causal; "
                  "unfused (06) and fused (07)\ninside the bars: time and DRAM bytes, as above; "
                  f"above: speedup over {TC_BASELINE[0]} {TC_BASELINE[1]} (unfused)", fontsize=12)
-    if seen:
-        entries = {}
-        for label, (style, values) in seen.items():  # the file once when one file gave all
-            names = {name for _, name in values}
-            text = (", ".join(v for v, _ in values) + f" ({names.pop()})" if len(names) == 1
-                    else ", ".join(f"{v} ({name})" for v, name in values))
-            entries[label] = (style, [text])
-        older = " (anchors.csv: an earlier session)" if "anchors.csv" in files else ""
-        row_legend(sub, entries, "for scale, PyTorch on the same GPU, from the file named"
-                   f"{older}:")
+    pytorch_legend(sub, seen, files)
     return f"{TC_DTYPE} (tc_variants.csv): " + ("; ".join(drawn) or "no bars")
 
 
+def pytorch_legend(sub, seen, files):
+    """A tensor-core row's legend: {label: (style, [(value text, file)])}, each backend's
+    values with the file they came from (named once when one file gave them all)."""
+    if not seen:
+        return
+    entries = {}
+    for label, (style, values) in seen.items():
+        names = {name for _, name in values}
+        text = (", ".join(v for v, _ in values) + f" ({names.pop()})" if len(names) == 1
+                else ", ".join(f"{v} ({name})" for v, name in values))
+        entries[label] = (style, [text])
+    older = " (anchors.csv: an earlier session)" if "anchors.csv" in files else ""
+    row_legend(sub, entries, "for scale, PyTorch on the same GPU, from the file named"
+               f"{older}:")
+
+
+def staircase_backward(sub, tour, tc, sources, gpu):
+    """The backward row: chapter 08 in bf16 on the tensor cores (tc_variants.csv, STAIR_BWD's
+    order) at N=STAIR_TC_N, d=64 and d=128, after chapter 05's float32 flash backward at the
+    same problem (tour.csv), the baseline of the speedups; PyTorch's bf16 FlashAttention-2
+    and cuDNN backwards for scale. Returns a one-line summary."""
+    axes = sub.subplots(1, len(STAIR_TC_DIMS), sharey=True)
+    bwd = [r for r in tc if r["pass"] == "backward" and r["dtype"] == TC_DTYPE
+           and not r["causal"] and r["seq_len"] == STAIR_TC_N and r["ms"] is not None
+           and (r["chapter"], r["variant"]) in STAIR_BWD]
+    ch05 = [r for r in tour if r["pass"] == "backward" and r["dtype"] in ("float32", "")
+            and not r["causal"] and r["seq_len"] == STAIR_TC_N and r["ms"] is not None
+            and (r["chapter"], r["variant"]) == BWD_BASELINE]
+    labels = {short: label + ", backward" for _, _, short, label, _ in BWD_ANCHORS}
+    seen, lows, tops, drawn, files = {}, [], [], [], set()
+    for ax, d in zip(axes, STAIR_TC_DIMS):
+        at_d = [r for r in bwd if r["head_dim"] == d]
+        shape = main_shape(at_d)
+        rows = latest([r for r in at_d if (r["batch"], r["heads"]) == shape],
+                      key=lambda r: (r["chapter"], r["variant"]))
+        rows.sort(key=lambda r: STAIR_BWD.index((r["chapter"], r["variant"])))
+        ax.set_title(f"d = {d}" + (f", {shape_text(rows)}" if rows else ""), fontsize=11)
+        ax.set_yscale("log")
+        ax.grid(axis="y", which="major", alpha=0.35)
+        if not rows:
+            ax.set_xticks([])
+            note(ax, f"no measured {TC_DTYPE} backward rows\nat N={STAIR_TC_N}, d={d}\n"
+                     "in tc_variants.csv yet")
+            continue
+        base = latest([r for r in ch05
+                       if r["head_dim"] == d and (r["batch"], r["heads"]) == shape],
+                      key=lambda r: r["variant"])
+        # The float32 bar says so under it: the others are bf16.
+        bars = [dict(base[0], variant=f"{BWD_BASELINE[1]}\n(float32)")] if base else []
+        bars += rows
+        draw_bars(ax, bars, [base[0]["ms"] / r["ms"] if base else None for r in bars])
+        found = tc_pytorch_ms(sources, STAIR_TC_N, d, shape, "backward", BWD_ANCHORS)
+        for short, (ms, style, name) in found.items():
+            ax.axhline(ms, color="0.15", ls=style, lw=1.3, zorder=3)
+            seen.setdefault(labels[short], (style, []))[1].append((f"{ms:.3g} ms at d={d}", name))
+            lows.append(ms / 1.5)
+            tops.append(ms)
+            files.add(name)
+        lows.append(min(r["ms"] for r in bars) / 3)
+        tops += [r["ms"] for r in bars]
+        absent = [f"{ch} {v}" for ch, v in STAIR_BWD if (ch, v) not in
+                  {(r["chapter"], r["variant"]) for r in rows}]
+        lacking = [short for _, _, short, _, _ in BWD_ANCHORS if short not in found]
+        text = (["not in tc_variants.csv:"] + absent if absent else []) + \
+               (["no PyTorch row here:"] + lacking if lacking else []) + \
+               ([f"no {BWD_BASELINE[0]} {BWD_BASELINE[1]} in tour.csv:", "no speedups"]
+                if not base else [])
+        if text:
+            ax.text(0.98, 0.98, "\n".join(text), transform=ax.transAxes, ha="right", va="top",
+                    fontsize=8, color="0.3", zorder=5,
+                    bbox=dict(boxstyle="square,pad=0.2", facecolor="white", edgecolor="none",
+                              alpha=0.85))
+        pt = ", ".join(f"{short} {ms:.3g} ms ({name})" for short, (ms, _, name) in found.items())
+        drawn.append(f"d={d}: {len(rows)} bars" + (f" + {BWD_BASELINE[0]} {BWD_BASELINE[1]}"
+                                                    if base else "")
+                     + (f"; PyTorch {pt}" if pt else ""))
+    if lows:
+        axes[0].set_ylim(min(lows), max(tops) * 3)
+    log_ticks_125(axes[0].yaxis)
+    axes[0].set_ylabel("backward time per call (ms, log scale)")
+    sub.suptitle(f"The backward (dQ, dK, dV): {TC_DTYPE} on the tensor cores (08), "
+                 f"N={STAIR_TC_N}, non-causal\ninside the bars: time and DRAM bytes, as above; above: speedup "
+                 f"over {BWD_BASELINE[0]} {BWD_BASELINE[1]} (float32)", fontsize=12)
+    pytorch_legend(sub, seen, files)
+    return f"{TC_DTYPE} (tc_variants.csv, tour.csv): " + ("; ".join(drawn) or "no bars")
+
+
 def plot_staircase(tour, anchors, tc, sources, gpu, path):
-    """Two rows, one above the other: float32 on the CUDA cores (chapters 01-05), then bf16
-    on the tensor cores (chapters 06-07). Returns the rows' summaries."""
-    fig = plt.figure(figsize=(WIDTH_IN, 11.6), layout="constrained")
-    top, bottom = fig.subfigures(2, 1, hspace=0.04)
-    out = [staircase_float32(top, tour, anchors, gpu), staircase_bf16(bottom, tc, sources, gpu)]
+    """Three rows, one above the other: the forward in float32 on the CUDA cores (chapters
+    01-05), the forward in bf16 on the tensor cores (chapters 06-07), the backward in bf16
+    on the tensor cores (chapter 08). Returns the rows' summaries."""
+    fig = plt.figure(figsize=(WIDTH_IN, 17.2), layout="constrained")
+    top, middle, bottom = fig.subfigures(3, 1, hspace=0.04, height_ratios=(5.6, 6.0, 5.6))
+    # The backward's PyTorch lines: the same run's, else the session of tc_variants.csv (no
+    # three-kernel line, so no anchors.csv).
+    bwd_sources = [(name, rows) for name, rows in sources if name != "anchors.csv"]
+    out = [staircase_float32(top, tour, anchors, gpu), staircase_bf16(middle, tc, sources, gpu),
+           staircase_backward(bottom, tour, tc, bwd_sources, gpu)]
     fig.savefig(path, dpi=DPI, metadata=PNG_META)
     plt.close(fig)
     return out
@@ -581,8 +692,33 @@ def tc_roofline_points(tc):
     return out
 
 
+def tc_backward_points(tc):
+    """[(row, FLOP per model DRAM byte, TFLOP/s)] of chapter 08's fastest bf16 backward at
+    ROOFLINE_TC_N, non-causal, at each d of STAIR_TC_DIMS: its `fastest` row if the CSV has
+    one, else the STAIR_BWD variant with the shortest time (the tile-shape variants are not
+    candidates). FLOPs from tflops × ms (the backward's 2.5× the forward's products)."""
+    rows = [r for r in tc if r["pass"] == "backward" and r["dtype"] == TC_DTYPE
+            and r["chapter"] == TC_BWD_CHAPTER and not r["causal"]
+            and r["seq_len"] == ROOFLINE_TC_N and r["head_dim"] in STAIR_TC_DIMS
+            and r["ms"] and r["tflops"] and r["model_bytes"]]
+    rows = latest(rows, key=lambda r: (r["variant"], r["head_dim"]))
+    out = []
+    for d in STAIR_TC_DIMS:
+        at_d = [r for r in rows if r["head_dim"] == d]
+        shape = main_shape(at_d)
+        at_d = [r for r in at_d if (r["batch"], r["heads"]) == shape]
+        pick = ([r for r in at_d if r["variant"] == "fastest"]
+                or sorted((r for r in at_d if (r["chapter"], r["variant"]) in STAIR_BWD),
+                          key=lambda r: r["ms"]))[:1]
+        for r in pick:
+            flops = r["tflops"] * 1e12 * r["ms"] * 1e-3
+            out.append((r, flops / r["model_bytes"], r["tflops"]))
+    return out
+
+
 def tc_labels(points):
-    """One label per chapter and spot, a line per point: '07 tuned, d=64: 321 TFLOP/s'."""
+    """One label per chapter and spot, a line per point: '07 tuned, d=64: 321 TFLOP/s'
+    ('08 fastest backward, d=64: ...' for a backward)."""
     groups = []
     for r, x, y in points:
         for g in groups:
@@ -597,8 +733,9 @@ def tc_labels(points):
     for g in groups:
         gx = math.exp(sum(math.log(p[0]) for p in g["pts"]) / len(g["pts"]))
         gy = math.exp(sum(math.log(p[1]) for p in g["pts"]) / len(g["pts"]))
-        text = "\n".join(f"{r['chapter']} {r['variant']}, d={r['head_dim']}: {y:.0f} TFLOP/s"
-                         for r, y in g["lines"])
+        text = "\n".join(f"{r['chapter']} {r['variant']}"
+                         + (" backward" if r["pass"] == "backward" else "")
+                         + f", d={r['head_dim']}: {y:.0f} TFLOP/s" for r, y in g["lines"])
         out.append((gx, gy, text))
     return out
 
@@ -634,9 +771,10 @@ def plot_roofline(traffic, ceilings, tc, probes, gpu, path):
         points.append((r, r["flops"] / dram, r["flops"] / (r["measured_ms"] * 1e-3) / 1e12,
                        measured is not None))
     tc_points = tc_roofline_points(tc)
+    bwd_points = tc_backward_points(tc)
     mma = mma_probe(probes)
-    xs = [p[1] for p in points] + [p[1] for p in tc_points] or [1.0]
-    ys = [p[2] for p in points] + [p[2] for p in tc_points]
+    xs = [p[1] for p in points + tc_points + bwd_points] or [1.0]
+    ys = [p[2] for p in points + tc_points + bwd_points]
     lo, hi = min(min(xs) / 4, 0.05), max(max(xs) * 8, 2000)
     bw = ceilings.get("copy_bandwidth")
     flat = [(name, ceilings[name]) for name in ("fp32_matmul", "bf16_matmul") if name in ceilings]
@@ -689,6 +827,10 @@ def plot_roofline(traffic, ceilings, tc, probes, gpu, path):
         c = chapter_color(r["chapter"])
         ax.plot(x, y, TC_MARKER, color=c, markeredgecolor="0.15", markersize=9, zorder=4.6)
         chapters_seen.setdefault(r["chapter"], c)
+    for r, x, y in bwd_points:  # chapter 08's three kernels together, like the forwards
+        c = chapter_color(r["chapter"])
+        ax.plot(x, y, TC_BWD_MARKER, color=c, markeredgecolor="0.15", markersize=10, zorder=4.6)
+        chapters_seen.setdefault(r["chapter"], c)
     for r, x, y, measured in points:
         c = chapter_color(r["chapter"])
         pss = r.get("pass") or "forward"
@@ -706,12 +848,14 @@ def plot_roofline(traffic, ceilings, tc, probes, gpu, path):
         f"float32 kernels: none at d={HEAD_DIM} in traffic.csv yet"
     tc_sub = shape_text([p[0] for p in tc_points]) if tc_points else ""
     ax.set_title(f"Roofline of the {gpu}, non-causal; ceilings measured (copy, cuBLAS: PyTorch; "
-                 f"mma.sync: a probe)\n{where}\n{TC_DTYPE} forwards on the tensor cores (◆) at N={ROOFLINE_TC_N}, "
+                 f"mma.sync: a probe)\n{where}\n{TC_DTYPE} forwards (◆) and chapter "
+                 f"{TC_BWD_CHAPTER}'s fastest backward (▼) on the tensor cores at N={ROOFLINE_TC_N}, "
                  f"d={' and '.join(map(str, STAIR_TC_DIMS))}"
-                 + (f" ({tc_sub})" if tc_sub else "") + ": the model's DRAM bytes, call time",
+                 + (f" ({tc_sub})" if tc_sub else "") + ":\nthe model's DRAM bytes, call time",
                  fontsize=11)
     fig.tight_layout()
-    place_labels(ax, sorted(roofline_labels(points) + tc_labels(tc_points), key=lambda i: -i[1]),
+    place_labels(ax, sorted(roofline_labels(points) + tc_labels(tc_points) + tc_labels(bwd_points),
+                            key=lambda i: -i[1]),
                  avoid_boxes(ax, segments, texts))
     msgs = []
     if not ceilings:
@@ -720,6 +864,9 @@ def plot_roofline(traffic, ceilings, tc, probes, gpu, path):
         msgs.append("probes.csv has no mma_sync rate: no tensor-core roof")
     if not tc_points:
         msgs.append(f"no {TC_DTYPE} forwards at N={ROOFLINE_TC_N} in tc_variants.csv yet")
+    if not bwd_points:
+        msgs.append(f"no chapter {TC_BWD_CHAPTER} {TC_DTYPE} backward at N={ROOFLINE_TC_N} "
+                    "in tc_variants.csv yet")
     if not rows:
         msgs.append(f"no kernels at d={HEAD_DIM} in traffic.csv yet")
     elif untimed:
@@ -733,7 +880,7 @@ def plot_roofline(traffic, ceilings, tc, probes, gpu, path):
         ax.text(0.01, 0.99, "\n".join(msgs), transform=ax.transAxes, ha="left", va="top",
                 fontsize=8, color="0.3", zorder=6,
                 bbox=dict(boxstyle="round", facecolor="0.97", edgecolor="0.8"))
-    if points or tc_points:
+    if points or tc_points or bwd_points:
         handles = [Line2D([], [], color=c, marker="s", ls="", markersize=8, label=f"chapter {ch}")
                    for ch, c in sorted(chapters_seen.items())]
         handles += [Line2D([], [], color="0.5", marker=m, ls="", markersize=7,
@@ -743,6 +890,9 @@ def plot_roofline(traffic, ceilings, tc, probes, gpu, path):
         if tc_points:
             handles.append(Line2D([], [], color="0.5", marker=TC_MARKER, ls="", markersize=8,
                                   markeredgecolor="0.15", label=f"{TC_DTYPE} forward call"))
+        if bwd_points:
+            handles.append(Line2D([], [], color="0.5", marker=TC_BWD_MARKER, ls="", markersize=9,
+                                  markeredgecolor="0.15", label=f"{TC_DTYPE} backward call"))
         ax.legend(handles=handles, fontsize=8, loc="lower right", ncol=2)
     fig.savefig(path, dpi=DPI, metadata=PNG_META)
     plt.close(fig)
@@ -750,14 +900,45 @@ def plot_roofline(traffic, ceilings, tc, probes, gpu, path):
             + f" (traffic.csv); {TC_DTYPE}: "
             + ("; ".join(f"{r['chapter']} {r['variant']} d={r['head_dim']} at "
                          f"{x:.3g} FLOP/B, {y:.1f} TFLOP/s" for r, x, y in tc_points)
+               or "no points") + f" (tc_variants.csv); {TC_DTYPE} backward: "
+            + ("; ".join(f"{r['chapter']} {r['variant']} d={r['head_dim']} at "
+                         f"{x:.3g} FLOP/B, {y:.1f} TFLOP/s" for r, x, y in bwd_points)
                or "no points") + " (tc_variants.csv); mma.sync roof: "
             + (f"{mma[0]:g} {mma[1]} (probes.csv)" if mma else "none"))
 
 
 # ---------------------------------------------------------------- 4. extra memory vs N
 
-def plot_memory_vs_n(tour, gpu, path):
-    fig, ax = plt.subplots(figsize=(WIDTH_IN, 5.2))
+def ch08_workspace_bytes(variant, b, h, n, d):
+    """Chapter 08's workspace (tensor_core_backward.cu): workspace_bytes, the float32 dQ
+    accumulator and D, B·H·N·(d+1)·4 bytes; dq_pass_workspace_bytes, D alone, B·H·N·4."""
+    return b * h * n * 4 * (1 if variant == "dq_pass" else d + 1)
+
+
+def ch08_memory_series(tc, tour_shapes):
+    """{variant: {N: (bytes, measured)}} of chapter 08's bf16 backward at d=HEAD_DIM,
+    non-causal, for STAIR_BWD's variants: tc_variants.csv's extra_mem_bytes where measured
+    (N=16384), else ch08_workspace_bytes at the tour's (B, H) for that N (tour_shapes:
+    {N: (B, H)}), so that it reads beside chapter 05's backwards at every N. Empty without
+    a measured row."""
+    rows = [r for r in tc if r["chapter"] == "08" and r["pass"] == "backward"
+            and r["dtype"] == TC_DTYPE and r["head_dim"] == HEAD_DIM and not r["causal"]
+            and ("08", r["variant"]) in STAIR_BWD and r.get("extra_mem_bytes") is not None]
+    out = defaultdict(dict)
+    for r in latest(rows, key=lambda r: (r["variant"], r["seq_len"])):
+        out[r["variant"]][r["seq_len"]] = (r["extra_mem_bytes"], True)
+    for var, points in out.items():
+        for n, (b, h) in tour_shapes.items():
+            if n not in points:
+                points[n] = (ch08_workspace_bytes(var, b, h, n, HEAD_DIM), False)
+    return {var: dict(sorted(points.items())) for var, points in out.items()}
+
+
+def plot_memory_vs_n(tour, tc, gpu, path):
+    """The float32 rows of tour.csv (chapters 01 and 04's forwards, chapter 05's backwards)
+    and chapter 08's bf16 backward (tc_variants.csv, and its workspace formula at the N it
+    was not measured at). Returns a summary."""
+    fig, ax = plt.subplots(figsize=(WIDTH_IN, 7.0))
     rows = [r for r in tour if r["head_dim"] == HEAD_DIM and not r["causal"]
             and ((r["pass"] == "forward" and r["chapter"] in ("01", "04"))
                  or r["pass"] == "backward") and r.get("extra_mem_bytes") is not None]
@@ -765,11 +946,17 @@ def plot_memory_vs_n(tour, gpu, path):
     series = defaultdict(dict)
     for r in rows:
         series[(r["chapter"], r["variant"], r["pass"])][r["seq_len"]] = r["extra_mem_bytes"]
+    ch05 = [r for r in rows if r["pass"] == "backward"]
+    shapes = {n: main_shape([r for r in ch05 if r["seq_len"] == n])
+              for n in sorted({r["seq_len"] for r in ch05})}
+    ch08 = ch08_memory_series(tc, shapes)
     # Log scale, so the N² workspaces (GB) and the N-sized ones (MB) both show their slope;
     # a kernel that needs nothing extra (0 B) is drawn on a floor line labelled "0 B", a
     # decade below the smallest non-zero amount.
-    nonzero = [r["extra_mem_bytes"] for r in rows if r["extra_mem_bytes"] > 0]
+    nonzero = [r["extra_mem_bytes"] for r in rows if r["extra_mem_bytes"] > 0] + \
+              [v for points in ch08.values() for v, _ in points.values() if v > 0]
     floor = 10 ** math.floor(math.log10(min(nonzero + [1e6]))) / 10
+    written = set()  # (N, bytes) already written beside a line's end: written once
     nth = defaultdict(int)
     variants = defaultdict(list)
     for ch, var, pss in series:
@@ -782,32 +969,73 @@ def plot_memory_vs_n(tour, gpu, path):
         label = variants_label(ch, vars_, variants[(ch, pss)]) + f" ({pss})"
         ax.plot(ns, ys, style, marker="o", color=chapter_color(ch), label=label, lw=1.8)
         last = points[-1][1]  # the value at the largest N, written beside it
+        written.add((ns[-1], last))
         ax.annotate(human_bytes(last) if last > 0 else "0 B", (ns[-1], ys[-1]), xytext=(6, 0),
                     textcoords="offset points", fontsize=9, va="center", color=chapter_color(ch))
-    n_axis(ax, {r["seq_len"] for r in rows})
+    # Chapter 08: a dotted line through its measured points (filled) and its formula's
+    # (hollow); variants with equal amounts share a line. Drawn under the float32 lines:
+    # dq_pass needs what chapter 05's flash needs (D alone), the two lines coincide.
+    c08 = chapter_color("08")
+    merged, said = defaultdict(list), []
+    for var, points in ch08.items():
+        merged[tuple(points.items())].append(var)
+    for points, vars_ in merged.items():
+        measured = [f"{human_bytes(v)} at N={n}" for n, (v, m) in points if m]
+        formula = [str(n) for n, (_, m) in points if not m]
+        said.append(f"08 {', '.join(vars_)}: " + ", ".join(measured) + " (tc_variants.csv)"
+                    + (f", the formula at N={', '.join(formula)}" if formula else ""))
+        ns = [n for n, _ in points]
+        ys = [max(v, floor) for _, (v, _) in points]
+        ax.plot(ns, ys, ":", color=c08, lw=3, zorder=1.5,
+                label=f"08 {', '.join(vars_)} ({TC_DTYPE} backward)")
+        for n, y, (_, measured) in zip(ns, ys, (p for _, p in points)):
+            ax.plot(n, y, "s", color=c08 if measured else "white", markeredgecolor=c08,
+                    markeredgewidth=1.5, markersize=10, zorder=1.6)
+        last = points[-1][1][0]
+        if (ns[-1], last) not in written:
+            written.add((ns[-1], last))
+            ax.annotate(human_bytes(last), (ns[-1], ys[-1]), xytext=(6, 0),
+                        textcoords="offset points", fontsize=9, va="center", color=c08)
+    all_n = {r["seq_len"] for r in rows} | {n for points in ch08.values() for n in points}
+    n_axis(ax, all_n)
     ax.set_yscale("log")
-    if rows:
+    if rows or ch08:
         top = max(nonzero + [floor * 10]) * 3
         ax.set_ylim(floor / 2, top)
         decades = [10 ** k for k in range(int(math.log10(floor)) + 1, int(math.log10(top)) + 1)]
         ax.set_yticks([floor] + decades, ["0 B"] + [human_bytes(v) for v in decades])
         ax.yaxis.set_minor_formatter(NullFormatter())
         ax.axhline(floor, color="0.7", lw=0.8, ls=":")
-        ax.set_xlim(min(r["seq_len"] for r in rows) / 1.4, max(r["seq_len"] for r in rows) * 2)
+        ax.set_xlim(min(all_n) / 1.4, max(all_n) * 2)
     ax.set_ylabel("extra device memory (bytes, log scale)")
     ax.grid(which="major", alpha=0.3)
     sub = shape_text(rows) if rows else ""
     ax.set_title(f"Device memory beyond the inputs and outputs (Q, K, V, O, L; dO, dQ, dK, dV)"
-                 f" on the {gpu}\npeak workspace of one call, float32, d={HEAD_DIM}, non-causal"
-                 + (f", {sub}" if sub else ""), fontsize=11)
-    if series:
-        ax.legend(fontsize=9, loc="center right", bbox_to_anchor=(1.0, 0.45))
+                 f" on the {gpu}\npeak workspace of one call, d={HEAD_DIM}, non-causal"
+                 + (f", {sub}" if sub else "") + f"\nfloat32 (tour.csv); chapter 08 in {TC_DTYPE} "
+                 "(tc_variants.csv)", fontsize=11)
+    if series or ch08:
+        handles, _ = ax.get_legend_handles_labels()
+        if ch08:
+            handles += [
+                Line2D([], [], color=c08, marker="s", ls="", markersize=8,
+                       label="08 measured (extra_mem_bytes)"),
+                Line2D([], [], color="white", marker="s", ls="", markersize=8,
+                       markeredgecolor=c08, markeredgewidth=1.5,
+                       label="08 at an N not measured: its formula\n(tensor_core_backward.cu: "
+                             "workspace_bytes,\nB·H·N·(d+1)·4; dq_pass: B·H·N·4)")]
+        legend = fig.legend(handles=handles, fontsize=9, loc="lower center", ncol=2,
+                            frameon=False)
+        height = legend.get_window_extent(fig.canvas.get_renderer()).height / fig.bbox.height
+        fig.tight_layout(rect=(0, height + 0.01, 1, 1))  # the axes above the legend
     else:
         note(ax, "no measured extra_mem_bytes for chapter 01, chapter 04\n"
                  "or a backward pass in tour.csv yet")
-    fig.tight_layout()
+        fig.tight_layout()
     fig.savefig(path, dpi=DPI, metadata=PNG_META)
     plt.close(fig)
+    return ("float32: " + (f"{len(series)} variants" if series else "no rows") + " (tour.csv); "
+            + ("; ".join(said) or f"no chapter 08 {TC_DTYPE} backward rows in tc_variants.csv"))
 
 
 FIGURES = ("staircase.png", "bytes_vs_n.png", "roofline.png", "memory_vs_n.png")
@@ -843,8 +1071,9 @@ def main(argv=None):
     plot_bytes_vs_n(traffic, gpu, out[1])
     summary.append(plot_roofline(traffic, results_csv.ceilings_dict(ceilings), tcf["tc_variants.csv"],
                                  results_csv.probes_dict(tcf["probes.csv"]), gpu, out[2]))
-    plot_memory_vs_n(tour, gpu, out[3])
-    for name, line in zip(("staircase", "staircase", "roofline"), summary):
+    summary.append(plot_memory_vs_n(tour, tcf["tc_variants.csv"], gpu, out[3]))
+    names = ("staircase", "staircase", "staircase backward", "roofline", "memory_vs_n")
+    for name, line in zip(names, summary):
         print(f"{name} {line}")
     for p in out:
         print(f"wrote {p}")

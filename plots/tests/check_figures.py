@@ -1,7 +1,7 @@
 """ctest: the plot script runs on the committed results (plots/results/<gpu>/) and writes
-every figure, and the tensor-core panels are not empty: the staircase's bf16 row has bars
-at both head dimensions and the roofline has the mma.sync roof and tensor-core points (the
-script's summary lines say what each drew). Exits 77 (ctest: skipped, with the message)
+every figure, and the tensor-core panels are not empty: the staircase's bf16 rows (forward
+and backward) have bars at both head dimensions and the roofline has the mma.sync roof and
+tensor-core points, forward and backward (the script's summary lines say what each drew). Exits 77 (ctest: skipped, with the message)
 while tour.csv, traffic.csv and ceilings.csv are not yet committed, so a fresh checkout
 before the first GPU run does not fail for that reason.
 
@@ -38,13 +38,18 @@ def main(results):
             return 1
     lines = p.stdout.splitlines()
     bf16 = next((line for line in lines if line.startswith("staircase bf16 ")), "")
+    bwd = next((line for line in lines if line.startswith("staircase backward ")), "")
     roof = next((line for line in lines if line.startswith("roofline ")), "")
     empty = [f"the staircase's bf16 panel at d={d} has no bars" for d in (64, 128)
              if not re.search(rf"\bd={d}: [1-9]\d* bars", bf16)]
+    empty += [f"the staircase's backward panel at d={d} has no bars" for d in (64, 128)
+              if not re.search(rf"\bd={d}: [1-9]\d* bars", bwd)]
     if "mma.sync roof: none" in roof or "mma.sync roof:" not in roof:
         empty.append("the roofline has no mma.sync roof (probes.csv)")
     if "bf16: no points" in roof or "bf16:" not in roof:
         empty.append("the roofline has no tensor-core points (tc_variants.csv)")
+    if "bf16 backward: no points" in roof or "bf16 backward:" not in roof:
+        empty.append("the roofline has no tensor-core backward points (tc_variants.csv)")
     if empty:
         print("FAILED: " + "; ".join(empty))
         return 1

@@ -3,9 +3,11 @@
 Fixtures (made-up numbers, not measurements) live in fixtures/:
   results/    a complete results folder without vs_pytorch.csv: tour.csv, traffic.csv,
               ceilings.csv, anchors.csv (float32 rows and the older bf16 ones),
-              tc_variants.csv, ch07_anchors.csv, probes.csv
+              tc_variants.csv (chapters 06, 07 forward, chapter 08 backward),
+              ch07_anchors.csv, probes.csv
   with_vs_pytorch/  vs_pytorch.csv alone, laid over a copy of results/ (the case where the
-              comparison script's run is there; torch_naive has no d=128 row in it)
+              comparison script's run is there; torch_naive has no d=128 row in it, and
+              torch_cudnn no d=128 backward row)
   malformed/  the same with a non-numeric time in tour.csv line 4
   anchors/    output of the PyTorch anchor script, for ceilings_from_anchors.py
 """
@@ -67,7 +69,11 @@ class Figures(unittest.TestCase):
             assert_figures(self, out)
             # Each panel says it has nothing (a note is drawn in it), none is silently empty.
             self.assertIn("staircase bf16 (tc_variants.csv): no bars", stdout)
-            self.assertIn("bf16: no points (tc_variants.csv); mma.sync roof: none", stdout)
+            self.assertIn("staircase backward bf16 (tc_variants.csv, tour.csv): no bars", stdout)
+            self.assertIn("bf16: no points (tc_variants.csv); bf16 backward: no points "
+                          "(tc_variants.csv); mma.sync roof: none", stdout)
+            self.assertIn("memory_vs_n float32: no rows (tour.csv); no chapter 08 bf16 "
+                          "backward rows in tc_variants.csv", stdout)
 
 
 def fixture_copy(tmp, with_vs_pytorch=False, drop=()):
@@ -82,25 +88,31 @@ def fixture_copy(tmp, with_vs_pytorch=False, drop=()):
     return res
 
 
+SUMMARY_KEYS = ("staircase float32", "staircase bf16", "staircase backward", "roofline",
+                "memory_vs_n")
+
+
 def summary(test, results):
     """make_plots.py's summary lines of a results folder ({'staircase float32': ...,
-    'staircase bf16': ..., 'roofline': ...}), after checking it wrote every figure."""
+    'staircase bf16': ..., 'staircase backward': ..., 'roofline': ..., 'memory_vs_n': ...}),
+    after checking it wrote every figure."""
     with tempfile.TemporaryDirectory() as out:
         code, stdout, stderr = run("make_plots.py", results, out)
         test.assertEqual(code, 0, stderr)
         assert_figures(test, out)
     lines = {}
     for line in stdout.splitlines():
-        for key in ("staircase float32", "staircase bf16", "roofline"):
+        for key in SUMMARY_KEYS:
             if line.startswith(key + " "):
                 lines[key] = line
-    test.assertEqual(set(lines), {"staircase float32", "staircase bf16", "roofline"}, stdout)
+    test.assertEqual(set(lines), set(SUMMARY_KEYS), stdout)
     return lines
 
 
 class TensorCorePanels(unittest.TestCase):
-    """The staircase's bf16 row and the roofline's tensor-core points, from the committed
-    results and from the fixtures with and without vs_pytorch.csv."""
+    """The staircase's bf16 rows (forward, backward), the roofline's tensor-core points and
+    chapter 08 on the memory figure, from the committed results and from the fixtures with
+    and without vs_pytorch.csv."""
 
     def test_committed_results(self):
         results = os.path.join(PLOTS, "results", "h200")
@@ -117,12 +129,26 @@ class TensorCorePanels(unittest.TestCase):
         self.assertEqual(bf16.count("cuDNN "), 2, bf16)
         self.assertEqual(bf16.count("three kernels "), 2, bf16)
         self.assertIn(f"({source})", bf16)
+        # The backward row: chapter 08's four variants after chapter 05's float32 flash, and
+        # PyTorch's two flash backwards in each panel.
+        bwd = lines["staircase backward"]
+        self.assertIn("d=64: 4 bars + 05 flash;", bwd)
+        self.assertIn("d=128: 4 bars + 05 flash;", bwd)
+        self.assertEqual(bwd.count("FlashAttention-2 "), 2, bwd)
+        self.assertEqual(bwd.count("cuDNN "), 2, bwd)
+        self.assertNotIn("three kernels", bwd)
+        self.assertIn(f"({source})", bwd)
         roof = lines["roofline"]
         self.assertRegex(roof, r"mma\.sync roof: 648\.48 TFLOP/s \(probes\.csv\)")
         for point in ("06 grid_f32 d=64", "06 grid_half d=64", "06 grid_f32 d=128",
                       "06 grid_half d=128"):
             self.assertIn(point, roof)
         self.assertEqual(roof.count("07 "), 2, roof)  # chapter 07's fastest at each d
+        self.assertIn("08 fastest d=64 at ", roof)
+        self.assertIn("08 fastest d=128 at ", roof)
+        memory = lines["memory_vs_n"]
+        self.assertIn("08 plain, wide_kv, async: 136 MB at N=16384 (tc_variants.csv)", memory)
+        self.assertIn("08 dq_pass: 2.1 MB at N=16384 (tc_variants.csv)", memory)
 
     def test_fixture_without_vs_pytorch(self):
         # 8 bars a panel: every staircase variant of chapters 06 and 07, and not the sweep
@@ -142,6 +168,27 @@ class TensorCorePanels(unittest.TestCase):
         self.assertIn("06 grid_f32 d=64 at 21.3 FLOP/B, 73.3 TFLOP/s", roof)
         self.assertIn("06 grid_half d=128 at 63.5 FLOP/B, 146.6 TFLOP/s", roof)
         self.assertIn("mma.sync roof: 600 TFLOP/s (probes.csv)", roof)
+        # Chapter 08: its `fastest` row at d=64; at d=128 (no such row) its quickest staircase
+        # variant, not the faster tile-shape variant async_bc64; no causal, fp16, N=4096 rows.
+        self.assertIn("bf16 backward: 08 fastest d=64 at 4.79e+03 FLOP/B, 219.9 TFLOP/s; "
+                      "08 async d=128 at 4.81e+03 FLOP/B, 239.0 TFLOP/s (tc_variants.csv)", roof)
+        self.assertNotIn("async_bc64", roof)
+        # The backward row: chapter 05's flash as the baseline where tour.csv has it (d=64
+        # only in the fixture), PyTorch's from ch07_anchors.csv (bwd_ms).
+        self.assertEqual(
+            lines["staircase backward"],
+            "staircase backward bf16 (tc_variants.csv, tour.csv): d=64: 4 bars + 05 flash; "
+            "PyTorch FlashAttention-2 19.5 ms (ch07_anchors.csv), cuDNN 13 ms "
+            "(ch07_anchors.csv); d=128: 4 bars; PyTorch FlashAttention-2 18 ms "
+            "(ch07_anchors.csv), cuDNN 11 ms (ch07_anchors.csv)")
+        # Memory: measured where tc_variants.csv has the row (async also at N=4096), chapter
+        # 08's formula at the other N of the tour.
+        self.assertEqual(
+            lines["memory_vs_n"],
+            "memory_vs_n float32: 5 variants (tour.csv); 08 plain, wide_kv: 136 MB at N=16384 "
+            "(tc_variants.csv), the formula at N=1024, 4096; 08 async: 136 MB at N=4096, "
+            "136 MB at N=16384 (tc_variants.csv), the formula at N=1024; 08 dq_pass: 2.1 MB "
+            "at N=16384 (tc_variants.csv), the formula at N=1024, 4096")
         # The float32 row is untouched by the tensor-core files.
         self.assertEqual(lines["staircase float32"],
                          "staircase float32 (tour.csv): N=4096: 5 bars; N=16384: 5 bars")
@@ -160,12 +207,28 @@ class TensorCorePanels(unittest.TestCase):
         with tempfile.TemporaryDirectory() as tmp:
             # ch07_anchors.csv is not needed once vs_pytorch.csv is there.
             res = fixture_copy(tmp, with_vs_pytorch=True, drop=("ch07_anchors.csv",))
-            self.check_vs_pytorch(summary(self, res)["staircase bf16"])
+            lines = summary(self, res)
+            self.check_vs_pytorch(lines["staircase bf16"])
+            # The backward's: vs_pytorch.csv's backward rows (not the causal one, not ours);
+            # cuDNN has none at d=128 there, and no other file gives it.
+            self.assertEqual(
+                lines["staircase backward"],
+                "staircase backward bf16 (tc_variants.csv, tour.csv): d=64: 4 bars + 05 flash; "
+                "PyTorch FlashAttention-2 19 ms (vs_pytorch.csv), cuDNN 12 ms (vs_pytorch.csv); "
+                "d=128: 4 bars; PyTorch FlashAttention-2 17.5 ms (vs_pytorch.csv)")
 
     def test_vs_pytorch_preferred_over_ch07_anchors(self):
         with tempfile.TemporaryDirectory() as tmp:
             res = fixture_copy(tmp, with_vs_pytorch=True)
-            self.check_vs_pytorch(summary(self, res)["staircase bf16"])
+            lines = summary(self, res)
+            self.check_vs_pytorch(lines["staircase bf16"])
+            # Backend by backend: cuDNN at d=128 falls back to ch07_anchors.csv's bwd_ms.
+            self.assertEqual(
+                lines["staircase backward"],
+                "staircase backward bf16 (tc_variants.csv, tour.csv): d=64: 4 bars + 05 flash; "
+                "PyTorch FlashAttention-2 19 ms (vs_pytorch.csv), cuDNN 12 ms (vs_pytorch.csv); "
+                "d=128: 4 bars; PyTorch FlashAttention-2 17.5 ms (vs_pytorch.csv), cuDNN 11 ms "
+                "(ch07_anchors.csv)")
 
     def test_no_pytorch_row_is_said(self):
         # Without anchors.csv the three-kernel line has no source: the panel says so.
@@ -199,6 +262,36 @@ class TensorCorePanels(unittest.TestCase):
         r, x, y = points[2]
         self.assertAlmostEqual(x, 4 * 32 * 16384 ** 2 * 64 / 270532608, delta=1)
         self.assertAlmostEqual(y, 314.1, delta=0.1)
+        # The backward: PyTorch's bwd_ms from the anchors' files, vs_pytorch.csv's backward
+        # rows first; no three-kernel line is asked for.
+        ch07 = results_csv.read(os.path.join(res, "ch07_anchors.csv"))
+        got = make_plots.tc_pytorch_ms([("vs_pytorch.csv", vs), ("ch07_anchors.csv", ch07)],
+                                       16384, 128, (1, 16), "backward", make_plots.BWD_ANCHORS)
+        self.assertEqual({k: (v[0], v[2]) for k, v in got.items()},
+                         {"FlashAttention-2": (17.5, "vs_pytorch.csv"),
+                          "cuDNN": (11.0, "ch07_anchors.csv")})
+        bwd = make_plots.tc_backward_points(tc)
+        self.assertEqual([(r["variant"], r["head_dim"]) for r, _, _ in bwd],
+                         [("fastest", 64), ("async", 128)])
+        r, x, y = bwd[0]  # FLOPs: 2.5 × the forward's 4·B·H·N²·d
+        self.assertAlmostEqual(x, 2.5 * 4 * 32 * 16384 ** 2 * 64 / 1147142144, delta=1)
+        self.assertAlmostEqual(y, 219.9, delta=0.1)
+        # Chapter 08's workspace, as tensor_core_backward.cu counts it: the float32 dQ
+        # accumulator and D, or D alone (dq_pass); the committed rows agree.
+        self.assertEqual(make_plots.ch08_workspace_bytes("async", 1, 32, 16384, 64),
+                         136314880)
+        self.assertEqual(make_plots.ch08_workspace_bytes("dq_pass", 1, 32, 16384, 64), 2097152)
+        self.assertEqual(make_plots.ch08_workspace_bytes("plain", 1, 16, 16384, 128), 135266304)
+        series = make_plots.ch08_memory_series(tc, {1024: (16, 32), 16384: (1, 32)})
+        self.assertEqual(series["dq_pass"], {1024: (2097152, False), 16384: (2097152, True)})
+        self.assertEqual(sorted(series), ["async", "dq_pass", "plain", "wide_kv"])
+        committed = os.path.join(PLOTS, "results", "h200", "tc_variants.csv")
+        if os.path.isfile(committed):
+            for r in results_csv.read(committed):
+                if r["chapter"] == "08" and r["dtype"] == "bf16" and r["extra_mem_bytes"]:
+                    self.assertEqual(r["extra_mem_bytes"], make_plots.ch08_workspace_bytes(
+                        r["variant"], r["batch"], r["heads"], r["seq_len"], r["head_dim"]),
+                        f"tc_variants.csv line {r['_line']}")
 
 
 class MalformedCsv(unittest.TestCase):
