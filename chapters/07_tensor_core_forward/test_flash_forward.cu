@@ -35,7 +35,10 @@ std::vector<Case> standard_cases() {
       for (const auto& shape : ft::testing::standard_shapes(impl.head_dims))
         if (!sweep || shape.seq_len == 17 || shape.seq_len == 1000 || shape.seq_len == 2048)
           cases.push_back({impl, shape, t});
-      if (in_staircase(impl.variant))  // one size past two 2048-key halves of the L2 model
+      // One size past two 2048-key halves of the L2 model, in bf16 (fp16 runs the same
+      // code on the same tiles: the ragged sizes above cover it; these 4096-key cases were
+      // a tenth of the test command's time on the H200).
+      if (in_staircase(impl.variant) && t == ft::DType::BFloat16)
         for (int d : impl.head_dims)
           for (bool causal : {false, true}) cases.push_back({impl, Shape{4096, d, causal}, t});
     }
