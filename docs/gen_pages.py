@@ -34,10 +34,26 @@ import results_csv  # noqa: E402
 # The shape the per-kernel table shows: the papers' benchmark shape, B=4 H=32 N=4096 d=64,
 # the default of every chapter's program.
 HEADLINE_N, HEADLINE_D = 4096, 64
-FIGURES = [("staircase.png", "The staircase: forward time per chapter and speedup over chapter 01"),
-           ("bytes_vs_n.png", "Bytes through device memory vs N: the model (lines) and Nsight Compute (points)"),
-           ("roofline.png", "Every kernel on the GPU's roofline"),
-           ("memory_vs_n.png", "Extra device memory vs N")]
+# The figures plots/make_plots.py draws: (file, title, caption). The title heads the
+# figure's section of the results page; the caption says what the figure shows (no '"':
+# it goes inside a Doxygen \image command).
+FIGURES = [("staircase.png", "The staircase: time per chapter, forward and backward",
+            "The staircase in three rows, median time per call (the model's DRAM bytes in "
+            "each bar): the forward in float32 on the CUDA cores (chapters 01–04, d = 64, "
+            "N = 4096 and 16384, speedup over chapter 01); the forward in bf16 on the tensor "
+            "cores (chapters 06–07, N = 16384, d = 64 and 128, speedup over chapter 06's "
+            "unfused grid_half); the backward in bf16 on the tensor cores (chapter 08's plain, "
+            "wide_kv, async and dq_pass at the same shapes, speedup over chapter 05's float32 "
+            "flash backward, the first bar). Lines: PyTorch on the same GPU, for scale"),
+           ("bytes_vs_n.png", "Bytes through device memory vs N",
+            "Bytes through device memory vs N, forward and backward, d = 64, non-causal: the "
+            "model (lines) and Nsight Compute (points) for the kernels in traffic.csv, "
+            "chapters 01–05 in float32 and the tensor-core chapters in bf16"),
+           ("roofline.png", "Every kernel on the GPU's roofline",
+            "Every kernel on the GPU's roofline"),
+           ("memory_vs_n.png", "Extra device memory vs N", "Extra device memory vs N")]
+CAPTIONS = {name: caption for name, _, caption in FIGURES}
+TITLES = {name: title for name, title, _ in FIGURES}
 MISSING = "—"  # an unmeasured number
 # Pages made from docs/<id>.md as they are (GitHub markdown made safe, like a README):
 # page id -> the title to use when the file has none.
@@ -157,7 +173,7 @@ class Page:
         full = os.path.normpath(os.path.join(self.dir, src))
         if not os.path.isfile(full):
             name = os.path.basename(src)
-            if name in dict(FIGURES) and os.path.isfile(os.path.join(self.ctx.figures, name)):
+            if name in CAPTIONS and os.path.isfile(os.path.join(self.ctx.figures, name)):
                 full = os.path.join(self.ctx.figures, name)
             else:
                 return note(f"Figure `{name}` is not generated yet.")
@@ -363,7 +379,7 @@ def variant_rows(chapter_rows):
     return out
 
 
-def summary_rows(tour, traffic):
+def summary_rows(tour, traffic, chapters=()):
     """The staircase in numbers for the main page: every tour row at the headline shape,
     with the DRAM bytes of its kernels (traffic.csv) beside the time (markdown lines)."""
     rows = [r for r in tour if (r["seq_len"], r["head_dim"]) == (HEADLINE_N, HEADLINE_D)
@@ -372,11 +388,11 @@ def summary_rows(tour, traffic):
         return [note(f"No rows at N={HEADLINE_N}, d={HEADLINE_D} in `tour.csv` yet.")]
     b, h = rows[0]["batch"], rows[0]["heads"]
     out = [f"Measured on the {gpu_of(tour)} at B={b}, H={h}, N={HEADLINE_N}, d={HEADLINE_D}, "
-           "float32, non-causal (generated from `tour.csv` and `traffic.csv`):", "",
+           f"non-causal: {dtypes_text(rows)} (generated from `tour.csv` and `traffic.csv`):", "",
            "<!-- ft-table: summary -->",
            "| chapter | variant | pass | time (ms) | TFLOP/s | speedup vs ch01 "
-           "| DRAM bytes (model / measured) | extra memory |",
-           "|---|---|---|---|---|---|---|---|"]
+           "| DRAM bytes (model / measured) | extra memory | dtype |",
+           "|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         kernels = [t for t in traffic or [] if t["chapter"] == r["chapter"]
                    and t.get("variant", "") == r["variant"] and same_kernel_problem(t, r)]
@@ -385,8 +401,38 @@ def summary_rows(tour, traffic):
         link = f"\\ref ch{r['chapter']} \"{r['chapter']}\""
         out.append(f"| {link} | {r['variant']} | {r['pass']} | {num(r['ms'], '{:.4g}')} "
                    f"| {num(r['tflops'])} | {num(r['speedup_vs_ch01'], '{:.2f}', '×')} "
-                   f"| {si(model, 'B')} / {si(meas, 'B')} | {si(r.get('extra_mem_bytes'), 'B')} |")
+                   f"| {si(model, 'B')} / {si(meas, 'B')} | {si(r.get('extra_mem_bytes'), 'B')} "
+                   f"| {r.get('dtype') or 'float32'} |")
+    shown = {r["chapter"] for r in rows}
+    elsewhere = {}  # chapter -> the sizes its tour.csv rows have, when none is the headline's
+    for r in tour:
+        if r["chapter"] not in shown:
+            elsewhere.setdefault(r["chapter"], set()).add(r["seq_len"])
+    if elsewhere:
+        parts = [(f"\\ref ch{c} \"{c}\"" if c in chapters else c)
+                 + f" (N = {', '.join(str(n) for n in sorted(ns))})"
+                 for c, ns in sorted(elsewhere.items())]
+        out += ["", note("Not in this table, having no row at this shape in `tour.csv`: "
+                         f"chapter{'s' if len(parts) > 1 else ''} " + ", ".join(parts)
+                         + f"; {'each' if len(parts) > 1 else 'the'} chapter's page has its rows.")]
     return out
+
+
+def dtypes_text(rows):
+    """'float32 for chapters 01–05; bf16 for chapters 06–07': each dtype of the rows with its
+    chapters, in the chapters' order."""
+    chapters, order = {}, sorted({r["chapter"] for r in rows})
+    for r in rows:
+        chapters.setdefault(r.get("dtype") or "float32", set()).add(r["chapter"])
+    parts = []
+    for dtype, chs in chapters.items():
+        chs = sorted(chs)
+        # A span only where no chapter of another dtype lies inside it.
+        whole = order[order.index(chs[0]):order.index(chs[-1]) + 1] == chs
+        span = (chs[0] if len(chs) == 1 else f"{chs[0]}–{chs[-1]}" if whole
+                else ", ".join(chs))
+        parts.append(f"{dtype} for chapter{'s' if len(chs) > 1 else ''} {span}")
+    return "; ".join(parts)
 
 
 def same_kernel_problem(t, r):
@@ -494,7 +540,8 @@ class Context:
         path = os.path.join(self.figures, name)
         if os.path.isfile(path):
             return f'\\image html {self.copy_image(path)} "{caption}" width=900px'
-        return note(f"Figure `plots/figures/{name}` ({caption.lower()}) is not generated yet: "
+        title = TITLES.get(name, caption)
+        return note(f"Figure `plots/figures/{name}` ({title[0].lower() + title[1:]}) is not generated yet: "
                     "`cmake --build build --target plots` draws it from the committed CSVs.")
 
     def chapter_title(self, chapter):
@@ -537,10 +584,10 @@ def main_page(ctx, template):
     text = re.sub(r"\{\{ch:(\d\d)\}\}",
                   lambda m: f'\\ref ch{m.group(1)} "chapter {m.group(1)}"' if m.group(1) in ctx.chapters
                   else f"chapter {m.group(1)}", text)
-    summary = summary_rows(ctx.tour, ctx.traffic) if ctx.tour is not None else \
+    summary = summary_rows(ctx.tour, ctx.traffic, ctx.chapters) if ctx.tour is not None else \
         [note("No `tour.csv` committed yet: the measured staircase appears here after the GPU run.")]
     text = text.replace("@@SUMMARY@@", "\n".join(summary))
-    text = re.sub(r"@@FIGURE ([\w.]+)@@", lambda m: ctx.figure(m.group(1), dict(FIGURES)[m.group(1)]), text)
+    text = re.sub(r"@@FIGURE ([\w.]+)@@", lambda m: ctx.figure(m.group(1), CAPTIONS[m.group(1)]), text)
     write(os.path.join(ctx.out, "mainpage.md"), [text])
 
 
@@ -548,8 +595,8 @@ def results_page(ctx):
     out = [f"# Results on the {ctx.gpu} {{#results}}", "",
            f"Everything here is drawn or copied from `{ctx.results_rel}/*.csv` when the docs are "
            "built (`plots/make_plots.py` for the figures, `docs/gen_pages.py` for the tables).", ""]
-    for name, caption in FIGURES:
-        out += [f"# {caption} {{#results_{name[:-4]}}}", "", ctx.figure(name, caption), ""]
+    for name, title, caption in FIGURES:
+        out += [f"# {title} {{#results_{name[:-4]}}}", "", ctx.figure(name, caption), ""]
     out += ["# Every timed row {#results_tour}", ""]
     if ctx.tour is None:
         out.append(note("No `tour.csv` committed yet."))

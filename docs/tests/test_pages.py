@@ -130,7 +130,24 @@ class FixtureSite(unittest.TestCase):
         with open(os.path.join(self.gen, "ch03.md")) as fh:
             self.assertIn("| row_softmax_online | softmax | B=16384 H=1 N=16384 | no |", fh.read())
         with open(os.path.join(self.gen, "mainpage.md")) as fh:
-            self.assertIn("<!-- ft-table: summary -->", fh.read())
+            main = fh.read()
+        self.assertIn("<!-- ft-table: summary -->", main)
+        self.assertIn("non-causal: float32 for chapters 01–05 (generated", main)
+
+    def test_summary_names_each_dtype_and_the_chapters_it_leaves_out(self):
+        sys.path.insert(0, DOCS)
+        import gen_pages
+        def row(chapter, dtype, n):
+            return {"chapter": chapter, "variant": "v", "pass": "forward", "dtype": dtype,
+                    "batch": 4, "heads": 32, "seq_len": n, "head_dim": 64, "causal": False,
+                    "ms": 1.0, "tflops": 1.0, "speedup_vs_ch01": None, "extra_mem_bytes": 0}
+        tour = [row("01", "float32", 4096), row("02", "", 4096), row("06", "bf16", 4096),
+                row("07", "float32", 4096), row("08", "bf16", 16384), row("09", "bf16", 1024)]
+        text = "\n".join(gen_pages.summary_rows(tour, [], {"08": "chapters/08_x"}))
+        self.assertIn("non-causal: float32 for chapters 01, 02, 07; bf16 for chapter 06 (", text)
+        self.assertRegex(text, r"\| 0 B \| float32 \|\n.*\| 0 B \| float32 \|\n.*\| bf16 \|")
+        # 08 is a chapter of the site (a link), 09 is not (plain text).
+        self.assertIn('chapters \\ref ch08 "08" (N = 16384), 09 (N = 1024); each chapter', text)
 
     def test_a_missing_page_fails(self):
         gen = self.copy_of_pages()
