@@ -562,7 +562,8 @@ def plot_bytes_vs_n(traffic, gpu, path):
                label="measured, Nsight Compute (point)")]
     fig.legend(handles=handles, loc="lower center", ncol=3, fontsize=9, frameon=False)
     sub = shape_text(rows) if rows else ""
-    fig.suptitle(f"Bytes through device memory vs N on the {gpu}: float32, d={HEAD_DIM}, "
+    fig.suptitle(f"Bytes through device memory vs N on the {gpu}: float32 (01-05), bf16 "
+                 f"(06-08), d={HEAD_DIM}, "
                  "non-causal" + (f",\n{sub}: " if sub else "\n")
                  + "N² terms grow with N, N·d terms stay flat", fontsize=11)
     rows_of_legend = math.ceil(len(handles) / 3)
