@@ -18,6 +18,7 @@
 
 #include <cstdint>
 
+#include "02_tiled/slabs.cuh"  // load_slab
 #include "02_tiled/tiled_matmul.cuh"
 
 namespace ch02 {
@@ -49,25 +50,6 @@ constexpr int kMinBlocksPerSm = 4;
 
 using Slab = float[kSlab][kTile + kPad];
 
-/// Copies the kSlab×kTile slab of one operand into shared memory as slab[k][t], where t is
-/// the row of op(A) (m) or the column of op(B) (n), with zeros outside the matrix. The
-/// operand is stored T×K (k contiguous, kKContiguous) or K×T (t contiguous); either way
-/// consecutive threads read consecutive addresses, so the loads are coalesced.
-template <bool kKContiguous>
-__device__ __forceinline__ void load_slab(Slab& slab, const float* X, int T, int K, int t0,
-                                          int k0) {
-#pragma unroll
-  for (int r = 0; r < kSlab * kTile / kThreads; ++r) {  // 4 elements per thread
-    const int e = r * kThreads + threadIdx.x;
-    const int t = kKContiguous ? e / kSlab : e % kTile;
-    const int k = kKContiguous ? e % kSlab : e / kTile;
-    const int gt = t0 + t, gk = k0 + k;
-    float v = 0.f;
-    if (gt < T && gk < K) v = kKContiguous ? X[int64_t(gt) * K + gk] : X[int64_t(gk) * T + gt];
-    slab[k][t] = v;
-  }
-}
-
 /// C[b] = alpha · op(A[b]) · op(B[b]) for the tile (blockIdx.y, blockIdx.x) of every
 /// matrix b = blockIdx.z, blockIdx.z + gridDim.z, …
 template <bool kTransA, bool kTransB>
@@ -85,9 +67,9 @@ __global__ void __launch_bounds__(kThreads, kMinBlocksPerSm)
     float acc[kMicro][kMicro] = {};
     for (int k0 = 0; k0 < K; k0 += kSlab) {
       // op(A) is M×K: A holds it M×K (k contiguous) or, transposed, K×M.
-      load_slab<!kTransA>(As, A + b * stride_a, M, K, m0, k0);
+      load_slab<!kTransA, kTile, kThreads>(As, A + b * stride_a, M, K, m0, k0);
       // op(B) is K×N: B holds it K×N (n contiguous) or, transposed, N×K (k contiguous).
-      load_slab<kTransB>(Bs, B + b * stride_b, N, K, n0, k0);
+      load_slab<kTransB, kTile, kThreads>(Bs, B + b * stride_b, N, K, n0, k0);
       __syncthreads();  // the slabs are complete
 #pragma unroll
       for (int k = 0; k < kSlab; ++k) {
