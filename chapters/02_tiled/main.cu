@@ -6,6 +6,10 @@
 //   P = softmax(S)    a block of 256 threads per row, coalesced, warp-shuffle reductions
 //   O = P·V           the same tiled_matmul
 //
+// Variants (--variant): `smem_tiles`, the products with 16×16 shared-memory tiles and one
+// output a thread (the classic kernel), and `tiled`, the products above with their 4×4
+// register patches (the kernel chapters 03 and 05 call). Both run the same softmax.
+//
 // What changes from chapter 01: Q, K and V are no longer fetched from device memory once
 // per output element, and the softmax reads its rows coalesced. What does not: the N×N
 // grid is still written, read three times, written again and read back.

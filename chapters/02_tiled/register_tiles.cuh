@@ -9,6 +9,9 @@
 /// the 16×64 slab of op(B) into shared memory together (coalesced, each element once),
 /// wait, and then every thread multiplies from shared memory into a 4×4 patch of C held in
 /// registers. Each element fetched from global memory now serves 64 outputs instead of 1.
+/// What changed from the variant `smem_tiles` (smem_tiles.cuh: 16×16 tiles, one element of
+/// C a thread): the register patch, and the wider tile it allows with the same 256 threads:
+/// `diff smem_tiles.cuh register_tiles.cuh`.
 ///
 /// Run it: ./build/chapters/02_tiled/ch02_tiled --variant tiled
 /// (tiled_matmul.cu launches it; this file is included there only.)

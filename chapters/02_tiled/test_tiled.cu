@@ -1,6 +1,7 @@
-// GPU tests of chapter 02: the tiled matrix product on its own (all four transpose
-// combinations, ragged sizes, batches past the grid limit, strided batches), and the
-// tiled forward against the float64 reference.
+// GPU tests of chapter 02: both matrix products on their own, tiled_matmul and the
+// smem_tiles variant's smem_tiles_matmul (all four transpose combinations, ragged sizes,
+// batches past the grid limit, strided batches), and every variant's forward against the
+// float64 reference.
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -19,7 +20,11 @@ namespace {
 
 using ft::testing::Shape;
 
-// ---- tiled_matmul against a float64 CPU product -------------------------------------------
+// ---- tiled_matmul and smem_tiles_matmul against a float64 CPU product ----------------------
+
+/// ch02::tiled_matmul or ch02::smem_tiles_matmul (the same arguments).
+using MatmulFn = void (*)(bool, bool, int, int, int, float, const float*, int64_t,
+                          const float*, int64_t, float*, int64_t, int64_t, cudaStream_t);
 
 struct MatmulCase {
   int M, N, K;
@@ -33,10 +38,10 @@ std::string case_name(const MatmulCase& c) {
          std::to_string(c.batch);
 }
 
-/// Runs tiled_matmul on random operands with C poisoned, matrices `gap` elements apart
-/// beyond their own size, and compares with a float64 product. The gaps between the
-/// matrices of C must keep their poison (nothing written outside C[b]).
-void expect_matmul_correct(const MatmulCase& c, float alpha, int64_t gap = 0) {
+/// Runs `matmul` on random operands with C poisoned, matrices `gap` elements apart beyond
+/// their own size, and compares with a float64 product. The gaps between the matrices of C
+/// must keep their poison (nothing written outside C[b]).
+void expect_matmul_correct(MatmulFn matmul, const MatmulCase& c, float alpha, int64_t gap = 0) {
   SCOPED_TRACE(case_name(c) + " alpha=" + std::to_string(alpha) + " gap=" + std::to_string(gap));
   const int64_t sa = int64_t(c.M) * c.K + gap, sb = int64_t(c.K) * c.N + gap,
                 sc = int64_t(c.M) * c.N + gap;
@@ -46,8 +51,8 @@ void expect_matmul_correct(const MatmulCase& c, float alpha, int64_t gap = 0) {
   dA.upload(A);
   dB.upload(B);
   dC.poison();
-  ch02::tiled_matmul(c.trans_a, c.trans_b, c.M, c.N, c.K, alpha, dA.get(), sa, dB.get(), sb,
-                     dC.get(), sc, c.batch, 0);
+  matmul(c.trans_a, c.trans_b, c.M, c.N, c.K, alpha, dA.get(), sa, dB.get(), sb, dC.get(), sc,
+         c.batch, 0);
   CUDA_CHECK(cudaDeviceSynchronize());
   const std::vector<float> C = dC.download();
 
@@ -91,7 +96,16 @@ class TiledMatmul : public ::testing::TestWithParam<MatmulCase> {};
 
 TEST_P(TiledMatmul, MatchesFloat64) {
   FT_REQUIRE_GPU();
-  expect_matmul_correct(GetParam(), 0.75f);
+  expect_matmul_correct(ch02::tiled_matmul, GetParam(), 0.75f);
+}
+
+// The same cases for the smem_tiles variant's kernel (16×16 tiles: the sizes cross several
+// of its tiles and steps along K where they cross one of tiled_matmul's).
+class SmemTilesMatmul : public ::testing::TestWithParam<MatmulCase> {};
+
+TEST_P(SmemTilesMatmul, MatchesFloat64) {
+  FT_REQUIRE_GPU();
+  expect_matmul_correct(ch02::smem_tiles_matmul, GetParam(), 0.75f);
 }
 
 std::vector<MatmulCase> matmul_cases() {
@@ -116,58 +130,95 @@ std::vector<MatmulCase> matmul_cases() {
 
 INSTANTIATE_TEST_SUITE_P(Cases, TiledMatmul, ::testing::ValuesIn(matmul_cases()),
                          [](const auto& info) { return case_name(info.param); });
+INSTANTIATE_TEST_SUITE_P(Cases, SmemTilesMatmul, ::testing::ValuesIn(matmul_cases()),
+                         [](const auto& info) { return case_name(info.param); });
 
-// Matrices of a batch further apart than their size: the strides, not the sizes, place them.
-TEST(TiledMatmulStrides, GapsBetweenMatricesStayUntouched) {
-  FT_REQUIRE_GPU();
+/// Matrices of a batch further apart than their size: the strides, not the sizes, place them.
+void expect_gaps_untouched(MatmulFn matmul) {
   for (bool ta : {false, true})
     for (bool tb : {false, true}) {
-      expect_matmul_correct({37, 70, 19, 3, ta, tb}, 1.f, 5);   // odd gap: element-wise stores
-      expect_matmul_correct({40, 64, 20, 3, ta, tb}, 1.f, 12);  // aligned gap: float4 stores
+      expect_matmul_correct(matmul, {37, 70, 19, 3, ta, tb}, 1.f, 5);   // odd gap: element-wise stores
+      expect_matmul_correct(matmul, {40, 64, 20, 3, ta, tb}, 1.f, 12);  // aligned gap: float4 stores
     }
+}
+
+TEST(TiledMatmulStrides, GapsBetweenMatricesStayUntouched) {
+  FT_REQUIRE_GPU();
+  expect_gaps_untouched(ch02::tiled_matmul);
+}
+
+TEST(SmemTilesMatmulStrides, GapsBetweenMatricesStayUntouched) {
+  FT_REQUIRE_GPU();
+  expect_gaps_untouched(ch02::smem_tiles_matmul);  // (its stores are element-wise in both)
 }
 
 // More matrices than the 65535 blocks grid.z allows: the kernel loops over the batch.
 TEST(TiledMatmulStrides, BatchBeyondGridLimit) {
   FT_REQUIRE_GPU();
-  expect_matmul_correct({3, 5, 2, 70000, false, true}, 2.f);
+  expect_matmul_correct(ch02::tiled_matmul, {3, 5, 2, 70000, false, true}, 2.f);
 }
 
-// ---- the forward pass ---------------------------------------------------------------------
+TEST(SmemTilesMatmulStrides, BatchBeyondGridLimit) {
+  FT_REQUIRE_GPU();
+  expect_matmul_correct(ch02::smem_tiles_matmul, {3, 5, 2, 70000, false, true}, 2.f);
+}
 
-class Ch02Forward : public ::testing::TestWithParam<Shape> {};
+// ---- the forward pass, every variant --------------------------------------------------------
+
+struct Case {
+  ft::ForwardImpl impl;
+  Shape shape;
+};
+
+std::string forward_case_name(const ::testing::TestParamInfo<Case>& info) {
+  return info.param.impl.variant + "_" + ft::testing::shape_name(info.param.shape);
+}
+
+/// Every variant × `shapes`.
+std::vector<Case> cases_of(const std::vector<Shape>& shapes) {
+  std::vector<Case> cases;
+  for (const auto& impl : ch02::forward_impls())
+    for (const Shape& shape : shapes) cases.push_back({impl, shape});
+  return cases;
+}
+
+class Ch02Forward : public ::testing::TestWithParam<Case> {};
 
 TEST_P(Ch02Forward, MatchesReference) {
   FT_REQUIRE_GPU();
-  ft::testing::expect_forward_correct(ch02::tiled(), GetParam().problem());
+  ft::testing::expect_forward_correct(GetParam().impl, GetParam().shape.problem());
 }
 
 INSTANTIATE_TEST_SUITE_P(StandardShapes, Ch02Forward,
-                         ::testing::ValuesIn(ft::testing::standard_shapes()),
-                         [](const auto& info) { return ft::testing::shape_name(info.param); });
+                         ::testing::ValuesIn(cases_of(ft::testing::standard_shapes())),
+                         forward_case_name);
 
 // Scores near ±1e4: exp overflows float32 unless the row maximum is subtracted first.
 // O and lse are also held to 2x the float32 unfused computation's error on the same inputs
 // (testing.hpp), under the kLargeScoreTolerance cap.
-class Ch02LargeScores : public ::testing::TestWithParam<Shape> {};
+class Ch02LargeScores : public ::testing::TestWithParam<Case> {};
 
 TEST_P(Ch02LargeScores, StaysFiniteAndAccurate) {
   FT_REQUIRE_GPU();
-  ft::testing::expect_forward_correct(ch02::tiled(), GetParam().problem(),
+  ft::testing::expect_forward_correct(GetParam().impl, GetParam().shape.problem(),
                                       ft::InputKind::LargeScores,
                                       ft::testing::kLargeScoreTolerance);
 }
 
 INSTANTIATE_TEST_SUITE_P(Shapes, Ch02LargeScores,
-                         ::testing::Values(Shape{17, 64, false}, Shape{17, 64, true},
-                                           Shape{1000, 64, false}, Shape{1000, 64, true}),
-                         [](const auto& info) { return ft::testing::shape_name(info.param); });
+                         ::testing::ValuesIn(cases_of({Shape{17, 64, false}, Shape{17, 64, true},
+                                                       Shape{1000, 64, false},
+                                                       Shape{1000, 64, true}})),
+                         forward_case_name);
 
 // Head dimensions that are not a multiple of 4 or of the tile (element-wise stores in P·V).
 TEST(Ch02Forward, UnusualHeadDims) {
   FT_REQUIRE_GPU();
-  for (int d : {1, 7, 100})
-    ft::testing::expect_forward_correct(ch02::tiled(), Shape{33, d, true}.problem());
+  for (const auto& impl : ch02::forward_impls())
+    for (int d : {1, 7, 100}) {
+      SCOPED_TRACE(impl.variant + " d=" + std::to_string(d));
+      ft::testing::expect_forward_correct(impl, Shape{33, d, true}.problem());
+    }
 }
 
 }  // namespace

@@ -5,6 +5,10 @@
 ///   P = softmax(S)    softmax_rows_kernel      a block of 256 threads per row
 ///   O = P·V           tiled_matmul             the same kernel
 ///
+/// That is variant `tiled`. Variant `smem_tiles` runs the same passes with the products'
+/// first step only (smem_tiles_matmul: 16×16 tiles in shared memory, one output element a
+/// thread), so that the two show what the register micro-tiles add.
+///
 /// The grid still goes through device memory: that is chapter 03's and 04's business.
 #include <algorithm>
 #include <climits>
@@ -50,6 +54,13 @@ __global__ void __launch_bounds__(kSoftmaxThreads)
   if (lse != nullptr && threadIdx.x == 0) lse[row] = m + logf(l);
 }
 
+/// tiled_matmul or smem_tiles_matmul (the same arguments).
+using MatmulFn = void (*)(bool, bool, int, int, int, float, const float*, int64_t,
+                          const float*, int64_t, float*, int64_t, int64_t, cudaStream_t);
+/// tiled_matmul_traffic or smem_tiles_matmul_traffic.
+using MatmulTrafficFn = ft::KernelTraffic (*)(const char*, int, int, int, int64_t, bool);
+
+template <MatmulFn kMatmul>
 void forward(const ft::Problem& p, const ft::ForwardArgs& a, cudaStream_t stream) {
   const int N = p.seq_len, d = p.head_dim;
   const int64_t BH = p.heads_total();
@@ -57,27 +68,16 @@ void forward(const ft::Problem& p, const ft::ForwardArgs& a, cudaStream_t stream
   const int64_t grid = int64_t(N) * N;  // elements of one head's S or P
   float* S = static_cast<float*>(a.workspace);
   // S = scale·Q·Kᵀ: op(B) = Kᵀ, so K (N×d) is passed with trans_b.
-  tiled_matmul(false, true, N, N, d, p.softmax_scale(), a.Q, head, a.K, head, S, grid, BH,
-               stream);
+  kMatmul(false, true, N, N, d, p.softmax_scale(), a.Q, head, a.K, head, S, grid, BH, stream);
   softmax_rows(S, S, a.lse, p.rows(), N, p.causal, stream);
-  tiled_matmul(false, false, N, d, N, 1.f, S, grid, a.V, head, a.O, head, BH, stream);
+  kMatmul(false, false, N, d, N, 1.f, S, grid, a.V, head, a.O, head, BH, stream);
 }
 
 size_t workspace_bytes(const ft::Problem& p) { return p.grid_bytes(); }
 
-}  // namespace
-
-void softmax_rows(const float* in, float* out, float* lse, int64_t rows, int cols, bool causal,
-                  cudaStream_t stream) {
-  if (rows < 0 || cols < 1) throw ft::Unsupported("softmax_rows: need rows >= 0 and cols >= 1");
-  if (rows == 0) return;
-  if (rows > INT_MAX)
-    throw ft::Unsupported("softmax_rows: " + std::to_string(rows) + " rows exceed one grid");
-  softmax_rows_kernel<<<unsigned(rows), kSoftmaxThreads, 0, stream>>>(in, out, lse, cols, causal);
-  CUDA_CHECK_LAUNCH();
-}
-
-std::vector<ft::KernelTraffic> traffic(const ft::Problem& p) {
+/// The ledger of either variant: its two products' lines around the softmax's.
+template <MatmulTrafficFn kMatmulTraffic>
+std::vector<ft::KernelTraffic> passes_traffic(const ft::Problem& p) {
   using ft::kFloatBytes;
   const double BH = double(p.heads_total()), N = p.seq_len;
   const double grid = ft::matrix_bytes(BH * N, N);
@@ -88,8 +88,8 @@ std::vector<ft::KernelTraffic> traffic(const ft::Problem& p) {
   const bool head_fits = ft::fits_l2(ft::matrix_bytes(N, p.head_dim));
   const double matmul_flops = p.forward_flops() / 2;  // papers' count: halved when causal
 
-  ft::KernelTraffic qk = tiled_matmul_traffic("S = scale·Q·Kᵀ", p.seq_len, p.seq_len,
-                                              p.head_dim, p.heads_total(), head_fits);
+  ft::KernelTraffic qk = kMatmulTraffic("S = scale·Q·Kᵀ", p.seq_len, p.seq_len, p.head_dim,
+                                        p.heads_total(), head_fits);
   qk.flops = matmul_flops;
 
   // The rows in flight (one per block) must stay in L2 between the passes for the second
@@ -108,10 +108,26 @@ std::vector<ft::KernelTraffic> traffic(const ft::Problem& p) {
             (rows_fit ? ", they fit in L2: passes 2 and 3 hit L2, the grid is read from DRAM once"
                       : ", more than L2 holds: all three passes reach DRAM");
 
-  ft::KernelTraffic pv = tiled_matmul_traffic("O = P·V", p.seq_len, p.head_dim, p.seq_len,
-                                              p.heads_total(), head_fits);
+  ft::KernelTraffic pv = kMatmulTraffic("O = P·V", p.seq_len, p.head_dim, p.seq_len,
+                                        p.heads_total(), head_fits);
   pv.flops = matmul_flops;
   return {qk, sm, pv};
+}
+
+}  // namespace
+
+void softmax_rows(const float* in, float* out, float* lse, int64_t rows, int cols, bool causal,
+                  cudaStream_t stream) {
+  if (rows < 0 || cols < 1) throw ft::Unsupported("softmax_rows: need rows >= 0 and cols >= 1");
+  if (rows == 0) return;
+  if (rows > INT_MAX)
+    throw ft::Unsupported("softmax_rows: " + std::to_string(rows) + " rows exceed one grid");
+  softmax_rows_kernel<<<unsigned(rows), kSoftmaxThreads, 0, stream>>>(in, out, lse, cols, causal);
+  CUDA_CHECK_LAUNCH();
+}
+
+std::vector<ft::KernelTraffic> traffic(const ft::Problem& p) {
+  return passes_traffic<tiled_matmul_traffic>(p);
 }
 
 const ft::ForwardImpl& tiled() {
@@ -120,12 +136,23 @@ const ft::ForwardImpl& tiled() {
                                     "shared-memory tiled products, a block per softmax row",
                                     {},
                                     workspace_bytes,
-                                    forward,
+                                    forward<tiled_matmul>,
                                     traffic};
   return impl;
 }
 
-std::vector<ft::ForwardImpl> forward_impls() { return {tiled()}; }
+const ft::ForwardImpl& smem_tiles() {
+  static const ft::ForwardImpl impl{"02",
+                                    "smem_tiles",
+                                    "16x16 smem tiles, an output a thread (no micro-tiles)",
+                                    {},
+                                    workspace_bytes,
+                                    forward<smem_tiles_matmul>,
+                                    passes_traffic<smem_tiles_matmul_traffic>};
+  return impl;
+}
+
+std::vector<ft::ForwardImpl> forward_impls() { return {smem_tiles(), tiled()}; }
 
 }  // namespace ch02
 

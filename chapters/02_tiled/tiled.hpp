@@ -1,6 +1,7 @@
 /// @file tiled.hpp
 /// @brief Chapter 02: the same three passes as chapter 01, with shared-memory tiled matrix
-/// products (tiled_matmul.cuh) and a softmax that gives each row a block of threads.
+/// products (tiled_matmul.cuh) and a softmax that gives each row a block of threads; two
+/// variants, the products with and without register micro-tiles.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -18,10 +19,16 @@ namespace ch02 {
 /// Workspace: the B·H·N·N float grid, S then P in place.
 const ft::ForwardImpl& tiled();
 
-/// Every forward implementation of this chapter (just tiled()).
+/// The same passes with the products' shared-memory tiles only (variant "smem_tiles":
+/// smem_tiles_matmul, one output element a thread, no register micro-tiles), the step
+/// before tiled(). Same workspace; its ledger is traffic()'s with 16-wide tiles.
+const ft::ForwardImpl& smem_tiles();
+
+/// Every forward implementation of this chapter: smem_tiles(), tiled(), the order the
+/// program runs and prints them.
 std::vector<ft::ForwardImpl> forward_impls();
 
-/// The chapter's memory ledger: one line per kernel.
+/// The chapter's memory ledger (tiled()'s, which chapter 03 builds on): one line per kernel.
 std::vector<ft::KernelTraffic> traffic(const ft::Problem& p);
 
 /// Threads that share one row in the block-per-row softmax (here and in chapter 03): 8
