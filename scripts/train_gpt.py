@@ -516,8 +516,12 @@ def main(argv=None):
             wall = (time.perf_counter() - t0) * 1e3 / args.profile
         sort = "cuda_time_total" if args.device == "cuda" else "cpu_time_total"
         print(prof.key_averages().table(sort_by=sort, row_limit=15), flush=True)
+        # The kernels alone (device-side events): the operators' rows carry their kernels'
+        # time again, so summing every row would count it twice.
+        from torch.autograd import DeviceType
         gpu_ms = sum(getattr(e, "self_device_time_total", getattr(e, "self_cuda_time_total", 0))
-                     for e in prof.key_averages()) / 1e3  # self times: each kernel once
+                     for e in prof.key_averages()
+                     if getattr(e, "device_type", None) == DeviceType.CUDA) / 1e3
         print(f"train_gpt: profile: {args.profile} steps (forward+backward, no optimizer): wall "
               f"{wall:.2f} ms a step, kernels {gpu_ms / args.profile:.2f} ms a step", flush=True)
 
