@@ -20,6 +20,7 @@
 #include <cstdint>
 
 #include "04_fused_forward/tile_ops.cuh"  // Split, load_fragment, store_fragment, mma_tile
+#include "05_backward/copy_async.cuh"      // CopyAsync (and CopySync, copy_sync.cuh)
 #include "online_softmax.cuh"                // ft::kLog2e
 
 namespace ch05 {
@@ -152,49 +153,14 @@ __device__ __forceinline__ void atomic_add_cols(float* row, const float (&v)[T::
     atomic_add_run<Cols::kVec>(row + Cols::at(tx, e), v + e);
 }
 
-// ---- Asynchronous copies into shared memory ------------------------------------------------
-// cp.async (sm_80+) copies global memory straight into shared memory without passing through
-// registers, and the thread goes on while the copy is in flight: the way to load the next
-// tile while computing on this one without the registers a prefetch would need (a 64 KB
-// Q/dO tile is 64 floats for each of 256 threads). A copy is complete for its thread after
-// copy_wait_all(), for the block after the __syncthreads() that follows.
-
-/// Copies 16 bytes (or, if !in_range, writes 16 zero bytes) to shared memory, asynchronously.
-/// .cg: cached in L2 only, as these tiles are never re-read through L1.
-/// (Built for a GPU older than sm_80, these become plain synchronous copies: the same
-/// bytes in the same places, just without the overlap.)
-__device__ __forceinline__ void copy_async_16(float* dst, const float* src, bool in_range) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 800
-  *reinterpret_cast<float4*>(dst) =
-      in_range ? *reinterpret_cast<const float4*>(src) : make_float4(0.f, 0.f, 0.f, 0.f);
-#else
-  const unsigned to = static_cast<unsigned>(__cvta_generic_to_shared(dst));
-  const int src_bytes = in_range ? 16 : 0;  // bytes read; the rest of the 16 are zero-filled
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(to), "l"(src),
-               "r"(src_bytes));
-#endif
-}
-/// The same for 4 bytes (.ca: the only cache mode 4-byte copies allow).
-__device__ __forceinline__ void copy_async_4(float* dst, const float* src, bool in_range) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 800
-  *dst = in_range ? *src : 0.f;
-#else
-  const unsigned to = static_cast<unsigned>(__cvta_generic_to_shared(dst));
-  asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(to), "l"(src),
-               "r"(in_range ? 4 : 0));
-#endif
-}
-/// Waits until this thread's copies have landed.
-__device__ __forceinline__ void copy_wait_all() {
-#if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 800
-  asm volatile("cp.async.wait_all;\n" ::: "memory");
-#endif
-}
+// ---- Copies into shared memory --------------------------------------------------------------
+// Copy is CopyAsync (copy_async.cuh: cp.async, every kernel but flash_sync's) or CopySync
+// (copy_sync.cuh: plain loads and stores).
 
 /// Starts copying rows [row0, row0 + kRows) of a [N][d] head into shared memory (stride
 /// d + 4), 16 bytes a thread at a time, neighbouring threads on neighbouring addresses; rows
 /// past N become zeros (a partial last tile), read from nowhere.
-template <class T, int kRows>
+template <class T, int kRows, class Copy>
 __device__ __forceinline__ void load_tile(float* dst, const float* head, int row0, int N) {
   constexpr int kVecs = T::d / 4;                 // 16-byte pieces per row
   constexpr int kRowsPerPass = kThreads / kVecs;  // rows the block copies per pass: 8 to 32
@@ -203,19 +169,19 @@ __device__ __forceinline__ void load_tile(float* dst, const float* head, int row
 #pragma unroll
   for (int r = threadIdx.x / kVecs; r < kRows; r += kRowsPerPass) {
     const bool in = row0 + r < N;
-    copy_async_16(dst + r * T::kLd + c, in ? head + int64_t(row0 + r) * T::d + c : head, in);
+    Copy::copy_16(dst + r * T::kLd + c, in ? head + int64_t(row0 + r) * T::d + c : head, in);
   }
 }
 
 /// Starts copying the query tile's per-row statistics: the log-sum-exp L and D (zeros past N).
-template <class T>
+template <class T, class Copy>
 __device__ __forceinline__ void load_row_stats(const Smem<T>& s, const float* lse_head,
                                                const float* D_head, int row0, int N) {
   const int r = threadIdx.x;
   if (r < T::Br) {
     const bool in = row0 + r < N;
-    copy_async_4(s.lse + r, lse_head + (in ? row0 + r : 0), in);
-    copy_async_4(s.D + r, D_head + (in ? row0 + r : 0), in);
+    Copy::copy_4(s.lse + r, lse_head + (in ? row0 + r : 0), in);
+    Copy::copy_4(s.D + r, D_head + (in ? row0 + r : 0), in);
   }
 }
 
@@ -231,12 +197,12 @@ struct BackwardParams {
 /// Starts copying what a block needs of query tile q0 of head `head` (its first row):
 /// Q, dO, L, D. (The pointers come from the kernel parameters each time: holding them in
 /// registers across the loop would cost registers that d = 64 does not have.)
-template <class T>
+template <class T, class Copy>
 __device__ __forceinline__ void load_query_tile(const Smem<T>& s, const BackwardParams& p,
                                                 int64_t head, int q0) {
-  load_tile<T, T::Br>(s.Q, p.Q + head * T::d, q0, p.N);
-  load_tile<T, T::Br>(s.dO, p.dO + head * T::d, q0, p.N);
-  load_row_stats<T>(s, p.lse + head, p.D + head, q0, p.N);
+  load_tile<T, T::Br, Copy>(s.Q, p.Q + head * T::d, q0, p.N);
+  load_tile<T, T::Br, Copy>(s.dO, p.dO + head * T::d, q0, p.N);
+  load_row_stats<T, Copy>(s, p.lse + head, p.D + head, q0, p.N);
 }
 
 // ---- The three register-tiled products ---------------------------------------------------
@@ -346,7 +312,8 @@ __device__ __forceinline__ void store_tile(float* dst, const float (&v)[T::kTM][
 /// The body of both dK/dV kernels. Block = (key tile, head): K_j, V_j stay in shared
 /// memory, dK_j and dV_j in registers; for each query tile i (causal: from the tile holding
 /// key k0, the first that can see it) recompute P and dS from Q_i, dO_i, L_i, D_i and
-/// accumulate. kAtomicDq: also add dS·K_j into dQ_i in device memory with atomics.
+/// accumulate. kAtomicDq: also add dS·K_j into dQ_i in device memory with atomics. Copy:
+/// how the tiles reach shared memory (CopyAsync, or CopySync for flash_sync).
 ///
 /// Q_i and dO_i are last read by the dV and dK products, so the copy of tile i+1 starts
 /// right after them and lands while dQ is being formed: at d = 128 one block fills an SM,
@@ -354,7 +321,7 @@ __device__ __forceinline__ void store_tile(float* dst, const float (&v)[T::kTM][
 /// the GPU, N = 16384, all 132 blocks walk its query tiles in step and load together). The
 /// dK/dV-only kernel has no dQ product to hide the copy behind; for it the copy is simply
 /// a load.
-template <class T, bool kAtomicDq>
+template <class T, bool kAtomicDq, class Copy>
 __device__ __forceinline__ void dkdv_block(const BackwardParams& p, float* smem) {
   const Smem<T> s(smem);
   const ThreadPos t = thread_pos();
@@ -362,14 +329,14 @@ __device__ __forceinline__ void dkdv_block(const BackwardParams& p, float* smem)
   const int k0 = (int(blockIdx.x) % n_kv) * T::Bc;  // a head's key tiles run side by side,
   const int64_t head = int64_t(blockIdx.x / n_kv) * p.N;  // the longest (causal: k0 = 0) first
   const int i_first = p.causal ? k0 / T::Br : 0;
-  load_tile<T, T::Bc>(s.K, p.K + head * T::d, k0, p.N);
-  load_tile<T, T::Bc>(s.V, p.V + head * T::d, k0, p.N);
-  load_query_tile<T>(s, p, head, i_first * T::Br);
+  load_tile<T, T::Bc, Copy>(s.K, p.K + head * T::d, k0, p.N);
+  load_tile<T, T::Bc, Copy>(s.V, p.V + head * T::d, k0, p.N);
+  load_query_tile<T, Copy>(s, p, head, i_first * T::Br);
 
   float dK[T::kTN][T::kPer] = {}, dV[T::kTN][T::kPer] = {};
   for (int i = i_first; i < n_q; ++i) {
     const int q0 = i * T::Br;
-    copy_wait_all();
+    Copy::wait_all();
     __syncthreads();  // tile i is in for everyone; nobody reads the previous dS any more
 
     float P[T::kTM][T::kTN], dS[T::kTM][T::kTN];
@@ -381,7 +348,7 @@ __device__ __forceinline__ void dkdv_block(const BackwardParams& p, float* smem)
     mma_atb<T>(dV, s.P, s.dO, t);  // dV_j += P_ijᵀ·dO_i
     mma_atb<T>(dK, s.dS, s.Q, t);  // dK_j += dS_ijᵀ·Q_i   (scale is inside dS)
     __syncthreads();               // Q_i, dO_i, L_i, D_i are free: start copying tile i+1
-    if (i + 1 < n_q) load_query_tile<T>(s, p, head, q0 + T::Br);
+    if (i + 1 < n_q) load_query_tile<T, Copy>(s, p, head, q0 + T::Br);
     if constexpr (kAtomicDq) {     // dQ_i += dS_ij·K_j, summed over key tiles in device memory
       float dQ[T::kTM][T::kPer] = {};
       mma_ab<T>(dQ, s.dS, s.K, t);
@@ -407,7 +374,7 @@ template <class T>
 __global__ void __launch_bounds__(kThreads, T::min_blocks(true))
     flash_backward_atomic_dq(BackwardParams p) {
   extern __shared__ float4 smem_atomic[];  // float4: 16-byte aligned for the vector accesses
-  dkdv_block<T, true>(p, reinterpret_cast<float*>(smem_atomic));
+  dkdv_block<T, true, CopyAsync>(p, reinterpret_cast<float*>(smem_atomic));
 }
 
 /// dK and dV only (the first kernel of the separate-dQ-pass variant).
@@ -415,7 +382,7 @@ template <class T>
 __global__ void __launch_bounds__(kThreads, T::min_blocks(true))
     flash_backward_dkdv(BackwardParams p) {
   extern __shared__ float4 smem_dkdv[];
-  dkdv_block<T, false>(p, reinterpret_cast<float*>(smem_dkdv));
+  dkdv_block<T, false, CopyAsync>(p, reinterpret_cast<float*>(smem_dkdv));
 }
 
 /// dQ without atomics. Block = (query tile, head): Q_i, dO_i, L_i, D_i stay in shared
@@ -431,7 +398,7 @@ __global__ void __launch_bounds__(kThreads, T::min_blocks(false))
   const int n_kv = (p.N + T::Bc - 1) / T::Bc, n_q = (p.N + T::Br - 1) / T::Br;
   const int q0 = (n_q - 1 - int(blockIdx.x) % n_q) * T::Br;
   const int64_t head = int64_t(blockIdx.x / n_q) * p.N;
-  load_query_tile<T>(s, p, head, q0);
+  load_query_tile<T, CopyAsync>(s, p, head, q0);
 
   float dQ[T::kTM][T::kPer] = {};
   const int last_query = min(q0 + T::Br, p.N) - 1;
@@ -439,9 +406,9 @@ __global__ void __launch_bounds__(kThreads, T::min_blocks(false))
   for (int j = 0; j < j_end; ++j) {
     const int k0 = j * T::Bc;
     __syncthreads();  // everyone is done reading the previous K, V, dS
-    load_tile<T, T::Bc>(s.K, p.K + head * T::d, k0, p.N);
-    load_tile<T, T::Bc>(s.V, p.V + head * T::d, k0, p.N);
-    copy_wait_all();  // (the first time also Q_i, dO_i, L_i, D_i)
+    load_tile<T, T::Bc, CopyAsync>(s.K, p.K + head * T::d, k0, p.N);
+    load_tile<T, T::Bc, CopyAsync>(s.V, p.V + head * T::d, k0, p.N);
+    CopyAsync::wait_all();  // (the first time also Q_i, dO_i, L_i, D_i)
     __syncthreads();
 
     float P[T::kTM][T::kTN], dS[T::kTM][T::kTN];
