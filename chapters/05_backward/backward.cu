@@ -1,13 +1,14 @@
 /// @file backward.cu
 /// @brief Chapter 05's implementations: the materializing baseline (P stored between the
-/// passes), the flash backward (P recomputed) in two dQ strategies, their memory ledgers and
-/// their C API.
+/// passes), the flash backward (P recomputed) in two dQ strategies (and with two ways of
+/// copying tiles), their memory ledgers and their C API.
 #include "05_backward/backward.hpp"
 
 #include <algorithm>
 #include <climits>
 #include <cstdint>
 #include <string>
+#include <type_traits>
 
 #include "02_tiled/tiled_matmul.cuh"
 #include "03_online_softmax/online_softmax.hpp"
@@ -129,14 +130,26 @@ int grid_size(const ft::Problem& p, int tile) {
   return int(blocks);
 }
 
-template <class T, DqStrategy kDq>
+/// The atomic-dQ kernel for tile shape T whose copies are Copy's: flash_backward_atomic_dq
+/// (cp.async) or flash_backward_atomic_dq_sync (plain loads, variant flash_sync).
+template <class T, class Copy>
+auto atomic_dq_kernel() {
+  if constexpr (std::is_same_v<Copy, CopySync>)
+    return flash_backward_atomic_dq_sync<T>;
+  else
+    return flash_backward_atomic_dq<T>;
+}
+
+template <class T, DqStrategy kDq, class Copy>
 void launch_flash(const ft::Problem& p, const BackwardParams& bp, cudaStream_t st) {
   const size_t smem = T::smem_bytes(true);
   if constexpr (kDq == DqStrategy::kAtomic) {
-    ft::allow_dynamic_smem(flash_backward_atomic_dq<T>, smem, "ch05 flash backward");
-    flash_backward_atomic_dq<T><<<grid_size(p, T::Bc), kThreads, smem, st>>>(bp);
+    auto* kernel = atomic_dq_kernel<T, Copy>();
+    ft::allow_dynamic_smem(kernel, smem, "ch05 flash backward");
+    kernel<<<grid_size(p, T::Bc), kThreads, smem, st>>>(bp);
     CUDA_CHECK_LAUNCH();
   } else {
+    static_assert(std::is_same_v<Copy, CopyAsync>, "the dQ-pass kernels copy by cp.async");
     ft::allow_dynamic_smem(flash_backward_dkdv<T>, smem, "ch05 flash backward (dK, dV)");
     flash_backward_dkdv<T><<<grid_size(p, T::Bc), kThreads, smem, st>>>(bp);
     CUDA_CHECK_LAUNCH();
@@ -148,8 +161,8 @@ void launch_flash(const ft::Problem& p, const BackwardParams& bp, cudaStream_t s
 }
 
 /// D = rowsum(dO∘O), dQ = 0 when it is summed by atomics, then the kernels for tile shape
-/// Shape<d>.
-template <template <int> class Shape, DqStrategy kDq>
+/// Shape<d>, copying by Copy (CopyAsync; CopySync for flash_sync).
+template <template <int> class Shape, DqStrategy kDq, class Copy = CopyAsync>
 void flash_run(const ft::Problem& p, const ft::BackwardArgs& a, cudaStream_t st) {
   if (p.head_dim != 32 && p.head_dim != 64 && p.head_dim != 128)
     throw ft::Unsupported("flash backward: d must be 32, 64 or 128");  // before any launch
@@ -166,9 +179,9 @@ void flash_run(const ft::Problem& p, const ft::BackwardArgs& a, cudaStream_t st)
   const BackwardParams bp{a.Q, a.K, a.V, a.dO, a.lse, D, a.dQ, a.dK, a.dV,
                           p.seq_len, p.causal, p.softmax_scale()};
   switch (p.head_dim) {
-    case 32: launch_flash<Shape<32>, kDq>(p, bp, st); break;
-    case 64: launch_flash<Shape<64>, kDq>(p, bp, st); break;
-    case 128: launch_flash<Shape<128>, kDq>(p, bp, st); break;
+    case 32: launch_flash<Shape<32>, kDq, Copy>(p, bp, st); break;
+    case 64: launch_flash<Shape<64>, kDq, Copy>(p, bp, st); break;
+    case 128: launch_flash<Shape<128>, kDq, Copy>(p, bp, st); break;
     default: break;  // checked above
   }
 }
@@ -296,6 +309,12 @@ std::vector<ft::KernelTraffic> flash_traffic(const ft::Problem& p) {
   return {dot_dO_O_traffic(p, true), dkdv_traffic(p, true, Br, Bc)};
 }
 
+std::vector<ft::KernelTraffic> flash_sync_traffic(const ft::Problem& p) {
+  std::vector<ft::KernelTraffic> ledger = flash_traffic(p);
+  ledger.back().kernel = "flash_backward_atomic_dq_sync";  // the same loads, made otherwise
+  return ledger;
+}
+
 std::vector<ft::KernelTraffic> flash_wide_keys_traffic(const ft::Problem& p) {
   const int Br = WideKeyTiles<64>::Br;
   const int Bc = p.head_dim <= 64 ? WideKeyTiles<64>::Bc : WideKeyTiles<128>::Bc;
@@ -335,6 +354,14 @@ const ft::BackwardImpl& flash() {
   return impl;
 }
 
+const ft::BackwardImpl& flash_sync() {
+  static const ft::BackwardImpl impl{
+      "05", "flash_sync", "as flash, plain loads instead of cp.async (no overlap)", {32, 64, 128},
+      flash_workspace_bytes, ch04::fast().run,
+      flash_run<DefaultTiles, DqStrategy::kAtomic, CopySync>, flash_sync_traffic};
+  return impl;
+}
+
 const ft::BackwardImpl& flash_dq_pass() {
   static const ft::BackwardImpl impl{
       "05", "flash_dq_pass", "P recomputed; dQ in a second kernel, no atomics", {32, 64, 128},
@@ -352,7 +379,7 @@ const ft::BackwardImpl& flash_wide_keys() {
 }
 
 std::vector<ft::BackwardImpl> backward_impls() {
-  return {materialize(), flash(), flash_dq_pass(), flash_wide_keys()};
+  return {materialize(), flash(), flash_sync(), flash_dq_pass(), flash_wide_keys()};
 }
 
 }  // namespace ch05

@@ -25,6 +25,12 @@ const ft::BackwardImpl& materialize();
 /// Workspace O(N): D.
 const ft::BackwardImpl& flash();
 
+/// flash() with plain loads and stores instead of cp.async (variant "flash_sync",
+/// copy_sync.cuh against copy_async.cuh): the next query tile is still loaded right after
+/// dK, but through registers, so the threads wait for it instead of forming dQ meanwhile.
+/// The same bytes, the same kernel otherwise: what the overlapped copy buys.
+const ft::BackwardImpl& flash_sync();
+
 /// Like flash(), but dQ comes from a second kernel that owns a query tile and loops over the
 /// key tiles (no atomics, deterministic; S, P and dP are recomputed a second time).
 const ft::BackwardImpl& flash_dq_pass();
@@ -35,14 +41,14 @@ const ft::BackwardImpl& flash_dq_pass();
 /// point for the GPU run to settle.
 const ft::BackwardImpl& flash_wide_keys();
 
-/// materialize(), flash(), flash_dq_pass(), flash_wide_keys(): the order the program runs
-/// and prints them.
+/// materialize(), flash(), flash_sync(), flash_dq_pass(), flash_wide_keys(): the order the
+/// program runs and prints them.
 std::vector<ft::BackwardImpl> backward_impls();
 
 /// The flash backward's tile (flash_backward.cuh: `Tiles<d, Br, Bc>`, which checks any
 /// shape with its static_asserts): kFlashBr query rows and kFlashBc keys per tile at every d
-/// (flash, flash_dq_pass); flash_wide_keys() has kWideKeysBc keys a block at d ≤ 64. The
-/// ledgers read them, and so do the ledger tests (test_ledger.cpp).
+/// (flash, flash_sync, flash_dq_pass); flash_wide_keys() has kWideKeysBc keys a block at
+/// d ≤ 64. The ledgers read them, and so do the ledger tests (test_ledger.cpp).
 constexpr int kFlashBr = 64;
 constexpr int kFlashBc = 64;
 constexpr int kWideKeysBc = 128;
@@ -61,7 +67,7 @@ void compute_D(const float* O, const float* dO, float* D, int64_t rows, int d,
 
 /// Workspace of materialize(): P and dP (B·H·N² floats each) plus D (B·H·N floats).
 size_t materialize_workspace_bytes(const ft::Problem& p);
-/// Workspace of flash() and flash_dq_pass(): D only (B·H·N floats).
+/// Workspace of flash(), flash_sync() and flash_dq_pass(): D only (B·H·N floats).
 size_t flash_workspace_bytes(const ft::Problem& p);
 
 /// The materializing forward's kernels: S = scale·Q·Kᵀ, the in-place softmax, O = P·V.
@@ -70,6 +76,8 @@ std::vector<ft::KernelTraffic> materialize_forward_traffic(const ft::Problem& p)
 std::vector<ft::KernelTraffic> materialize_traffic(const ft::Problem& p);
 /// flash()'s backward: D (clearing dQ), flash_backward_atomic_dq.
 std::vector<ft::KernelTraffic> flash_traffic(const ft::Problem& p);
+/// flash_sync()'s backward: flash_traffic(), its kernel flash_backward_atomic_dq_sync.
+std::vector<ft::KernelTraffic> flash_sync_traffic(const ft::Problem& p);
 /// flash_dq_pass()'s backward: D, flash_backward_dkdv, flash_backward_dq.
 std::vector<ft::KernelTraffic> flash_dq_pass_traffic(const ft::Problem& p);
 /// flash_wide_keys()'s backward: as flash_traffic() with Bc = 128.

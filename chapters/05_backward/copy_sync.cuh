@@ -12,9 +12,12 @@ namespace ch05 {
 
 // A plain copy passes through a register: the thread loads from global memory, and its
 // store to shared memory has to wait for the load to arrive, so the thread stalls there
-// (other warps of the SM may run meanwhile). The store is complete for its thread when
-// the thread passes it, for the block after the next __syncthreads(): the same
-// synchronisation as cp.async's, with wait_all() left with nothing to wait for.
+// (other warps of the SM may run meanwhile). In load_tile every row a thread copies sits
+// behind the loop's bound check, so the compiler keeps each load next to its store
+// (cuobjdump -sass: each LDG.E.128 followed by its STS.128): one memory latency per row, 4
+// rows of Q and 4 of dO a thread at d = 64, 8 and 8 at d = 128. The store is complete for
+// its thread when the thread passes it, for the block after the next __syncthreads(): the
+// same synchronisation as cp.async's, with wait_all() left with nothing to wait for.
 
 /// The copies of flash_backward.cuh's load_tile and load_row_stats, by plain loads and
 /// stores.

@@ -2,10 +2,13 @@
 /// @brief Chapter 05's flash backward kernels (float32, CUDA cores): P is recomputed from
 /// Q, K and the saved log-sum-exp tile by tile, never stored.
 ///
-/// Tiles reach shared memory by cp.async, and a dK/dV block copies its next query tile
-/// while it computes dQ on the current one. Three kernels share the pieces in this file:
+/// Tiles reach shared memory by cp.async (copy_async.cuh), and a dK/dV block copies its next
+/// query tile while it computes dQ on the current one. Four kernels share the pieces in this
+/// file:
 /// - flash_backward_atomic_dq: a block owns Bc keys, keeps dK and dV in registers, loops
 ///   over the query tiles and adds each tile's share of dQ into device memory with atomics;
+/// - flash_backward_atomic_dq_sync (variant flash_sync): the same kernel with plain loads
+///   and stores instead of cp.async (copy_sync.cuh), to show what the overlap buys;
 /// - flash_backward_dkdv + flash_backward_dq: the same dK/dV kernel without dQ, and a second
 ///   kernel where a block owns Br queries and loops over the key tiles to form dQ in
 ///   registers (no atomics, deterministic, but S, P and dP are recomputed a second time).
@@ -309,7 +312,7 @@ __device__ __forceinline__ void store_tile(float* dst, const float (&v)[T::kTM][
 
 // ---- The kernels ----------------------------------------------------------------------------
 
-/// The body of both dK/dV kernels. Block = (key tile, head): K_j, V_j stay in shared
+/// The body of the three dK/dV kernels. Block = (key tile, head): K_j, V_j stay in shared
 /// memory, dK_j and dV_j in registers; for each query tile i (causal: from the tile holding
 /// key k0, the first that can see it) recompute P and dS from Q_i, dO_i, L_i, D_i and
 /// accumulate. kAtomicDq: also add dS·K_j into dQ_i in device memory with atomics. Copy:
@@ -320,7 +323,8 @@ __device__ __forceinline__ void store_tile(float* dst, const float (&v)[T::kTM][
 /// and a load nothing overlaps would idle the whole SM (and when one head's key tiles fill
 /// the GPU, N = 16384, all 132 blocks walk its query tiles in step and load together). The
 /// dK/dV-only kernel has no dQ product to hide the copy behind; for it the copy is simply
-/// a load.
+/// a load. With CopySync nothing is in flight: the loads of tile i+1 go through registers,
+/// and the thread's stores wait for them before dQ can start.
 template <class T, bool kAtomicDq, class Copy>
 __device__ __forceinline__ void dkdv_block(const BackwardParams& p, float* smem) {
   const Smem<T> s(smem);
@@ -375,6 +379,15 @@ __global__ void __launch_bounds__(kThreads, T::min_blocks(true))
     flash_backward_atomic_dq(BackwardParams p) {
   extern __shared__ float4 smem_atomic[];  // float4: 16-byte aligned for the vector accesses
   dkdv_block<T, true, CopyAsync>(p, reinterpret_cast<float*>(smem_atomic));
+}
+
+/// flash_backward_atomic_dq with plain loads and stores for every tile (CopySync), variant
+/// flash_sync: the same bytes, the same barriers, no copy in flight.
+template <class T>
+__global__ void __launch_bounds__(kThreads, T::min_blocks(true))
+    flash_backward_atomic_dq_sync(BackwardParams p) {
+  extern __shared__ float4 smem_atomic_sync[];
+  dkdv_block<T, true, CopySync>(p, reinterpret_cast<float*>(smem_atomic_sync));
 }
 
 /// dK and dV only (the first kernel of the separate-dQ-pass variant).

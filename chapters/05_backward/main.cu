@@ -11,6 +11,8 @@
 // and the log-sum-exp L from chapter 04's forward and recomputes P tile by tile on chip
 // ("flash": dQ summed with atomicAdd; "flash_dq_pass": dQ from a second kernel, no
 // atomics): O(N) extra memory, and the N×N grids never reach device memory.
+// "flash_sync" is "flash" with plain loads instead of cp.async (what the overlapped copy
+// of the next query tile buys), "flash_bc128" "flash" with 128 keys a block.
 // Every variant is verified against the float64 CPU reference before it is timed.
 #include "05_backward/backward.hpp"
 #include "program.hpp"

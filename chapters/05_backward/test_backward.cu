@@ -126,6 +126,25 @@ TEST(Ch05Determinism, RerunsRepeatBitForBitExceptAtomicDq) {
   expect_close("dQ (atomic, rerun)", c.dQ, e.dQ, 1e-6);  // only the rounding order may differ
 }
 
+// ---- flash_sync: the copies differ, nothing computed does ------------------------------------
+
+// flash_sync is flash with plain loads instead of cp.async (copy_sync.cuh against
+// copy_async.cuh): the same arithmetic in the same order, so dK and dV (summed in registers)
+// must come out bit for bit the same as flash's, and dQ (atomics) up to the order of its adds.
+TEST(Ch05FlashSync, ComputesWhatFlashComputes) {
+  FT_REQUIRE_GPU();
+  for (const Shape& shape : {Shape{17, 32, false}, Shape{1000, 64, false}, Shape{1000, 128, true}}) {
+    SCOPED_TRACE(ft::testing::shape_name(shape));
+    const ft::Problem p = shape.problem();
+    const ft::AttentionInputs in = ft::make_inputs(p, ft::InputKind::Uniform, 12);
+    const auto async = ft::testing::run_backward(ch05::flash(), p, in);
+    const auto sync = ft::testing::run_backward(ch05::flash_sync(), p, in);
+    EXPECT_EQ(sync.dK, async.dK);
+    EXPECT_EQ(sync.dV, async.dV);
+    expect_close("dQ (flash_sync against flash)", sync.dQ, async.dQ, 1e-6);
+  }
+}
+
 // ---- The D kernel alone ----------------------------------------------------------------------
 
 TEST(Ch05ComputeD, MatchesCpuRowDotsAndClearsDq) {
@@ -166,6 +185,7 @@ TEST(Ch05Flash, RefusesOtherHeadDims) {
   p.head_dim = 48;
   ft::BackwardArgs a{};
   EXPECT_THROW(ch05::flash().run(p, a, 0), ft::Unsupported);
+  EXPECT_THROW(ch05::flash_sync().run(p, a, 0), ft::Unsupported);
   EXPECT_THROW(ch05::flash_dq_pass().run(p, a, 0), ft::Unsupported);
   EXPECT_THROW(ch05::flash_wide_keys().run(p, a, 0), ft::Unsupported);
 }

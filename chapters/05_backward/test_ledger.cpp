@@ -70,6 +70,7 @@ TEST(Ch05Workspace, MaterializeIsTwoGridsPlusD) {
 TEST(Ch05Workspace, FlashIsOnlyD) {
   const ft::Problem p = ft::make_problem(2, 3, 1000, 64, true);
   EXPECT_EQ(ch05::flash().workspace_bytes(p), 24000u);
+  EXPECT_EQ(ch05::flash_sync().workspace_bytes(p), 24000u);
   EXPECT_EQ(ch05::flash_dq_pass().workspace_bytes(p), 24000u);
   // O(N): doubling N doubles it (materialize quadruples).
   const ft::Problem p2 = ft::make_problem(2, 3, 2000, 64, true);
@@ -94,6 +95,30 @@ TEST(Ch05Ledger, FlashAtomicSmallNonCausal) {
   EXPECT_DOUBLE_EQ(k.dram_read_bytes, 131072.0 + 1024 + 32768);
   EXPECT_DOUBLE_EQ(k.dram_write_bytes, 65536.0 + 32768);
   EXPECT_DOUBLE_EQ(k.flops, 10.0 * 128 * 128 * 64);  // 2.5 × the forward's 4·N²·d
+}
+
+TEST(Ch05Ledger, FlashSyncMovesFlashsBytes) {
+  // flash_sync copies the same tiles with plain loads instead of cp.async: its ledger is
+  // flash's line for line (N = 130 causal: 198 query rows loaded, RowsLoadedByHand), only
+  // the kernel's name differs.
+  for (const bool causal : {false, true}) {
+    const ft::Problem p = ft::make_problem(1, 1, 130, 64, causal);
+    const auto sync = ch05::flash_sync_traffic(p), async = ch05::flash_traffic(p);
+    ASSERT_EQ(sync.size(), 2u);
+    ASSERT_EQ(async.size(), 2u);
+    EXPECT_EQ(sync[0].kernel, "dot_dO_O");
+    EXPECT_EQ(sync[1].kernel, "flash_backward_atomic_dq_sync");
+    for (size_t i = 0; i < 2; ++i) {
+      EXPECT_DOUBLE_EQ(sync[i].read_bytes, async[i].read_bytes);
+      EXPECT_DOUBLE_EQ(sync[i].write_bytes, async[i].write_bytes);
+      EXPECT_DOUBLE_EQ(sync[i].dram_read_bytes, async[i].dram_read_bytes);
+      EXPECT_DOUBLE_EQ(sync[i].dram_write_bytes, async[i].dram_write_bytes);
+      EXPECT_DOUBLE_EQ(sync[i].flops, async[i].flops);
+    }
+    const double rows = query_rows_loaded(130, kFlashBr, kFlashBc, causal);  // 198 causal
+    EXPECT_DOUBLE_EQ(sync[1].read_bytes, 2.0 * 130 * 64 * 4 + rows * 130 * 4);
+  }
+  EXPECT_EQ(ch05::flash_sync().traffic, &ch05::flash_sync_traffic);  // what the program prints
 }
 
 TEST(Ch05Ledger, FlashCausalRaggedTiles) {
