@@ -32,35 +32,36 @@ double bytes_loaded(int M, int N, int K, int tile, int slab) {
   return elements * 4;
 }
 
-TEST(Ch02Ledger, TiledMatmulByHand) {
-  // 100×70 = 100×16 · 16×70 in 64×64 tiles, 2 matrices: 2 column tiles re-read A,
-  // 2 row tiles re-read B.
-  const ft::KernelTraffic t = ch02::tiled_matmul_traffic("test", 100, 70, 16, 2, true);
-  EXPECT_EQ(t.kernel, "tiled_matmul_kernel");
-  EXPECT_DOUBLE_EQ(t.read_bytes, 2 * (tiles(70) * 100 * 16 * 4.0 + tiles(100) * 16 * 70 * 4.0));
+/// The ledger line of a 100×70 = 100×16 · 16×70 product, 2 matrices, by `traffic`
+/// (tiled_matmul_traffic or smem_tiles_matmul_traffic), whose tiles cover 70 columns in
+/// `col_tiles` and 100 rows in `row_tiles`: A is re-read by every column of tiles, B by
+/// every row of them.
+void expect_100x70_product(decltype(&ch02::tiled_matmul_traffic) traffic, const char* kernel,
+                           double col_tiles, double row_tiles) {
+  const ft::KernelTraffic t = traffic("test", 100, 70, 16, 2, true);
+  EXPECT_EQ(t.kernel, kernel);
+  EXPECT_DOUBLE_EQ(t.read_bytes, 2 * (col_tiles * 100 * 16 * 4.0 + row_tiles * 16 * 70 * 4.0));
   EXPECT_DOUBLE_EQ(t.write_bytes, 2 * 100 * 70 * 4.0);
   EXPECT_DOUBLE_EQ(t.dram_read_bytes, 2 * (100 * 16 * 4.0 + 16 * 70 * 4.0));  // each once
   EXPECT_DOUBLE_EQ(t.dram_write_bytes, t.write_bytes);
   EXPECT_DOUBLE_EQ(t.flops, 2.0 * 100 * 70 * 16 * 2);
-  const ft::KernelTraffic spill = ch02::tiled_matmul_traffic("test", 100, 70, 16, 2, false);
+  const ft::KernelTraffic spill = traffic("test", 100, 70, 16, 2, false);
   EXPECT_DOUBLE_EQ(spill.dram_read_bytes, spill.read_bytes);
 }
 
+TEST(Ch02Ledger, TiledMatmulByHand) {
+  // In 64×64 tiles: 2 column tiles re-read A, 2 row tiles re-read B.
+  expect_100x70_product(ch02::tiled_matmul_traffic, "tiled_matmul_kernel", tiles(70),
+                        tiles(100));
+}
+
 TEST(Ch02Ledger, SmemTilesMatmulByHand) {
-  // The same 100×70 = 100×16 · 16×70 product, 2 matrices, in 16×16 tiles: a block reads
-  // its 16 rows of op(A) and 16 columns of op(B) in full, one 16×16 tile of each per step
-  // along K, so A is read once per column of tiles (5) and B once per row of tiles (7):
-  // 2 · (5 · 6400 + 7 · 4480) = 126 720 bytes, 2.9× tiled_matmul's 43 520.
-  const ft::KernelTraffic t = ch02::smem_tiles_matmul_traffic("test", 100, 70, 16, 2, true);
-  EXPECT_EQ(t.kernel, "smem_tiles_kernel");
-  EXPECT_DOUBLE_EQ(t.read_bytes,
-                   2 * (smem_tiles(70) * 100 * 16 * 4.0 + smem_tiles(100) * 16 * 70 * 4.0));
-  EXPECT_DOUBLE_EQ(t.write_bytes, 2 * 100 * 70 * 4.0);
-  EXPECT_DOUBLE_EQ(t.dram_read_bytes, 2 * (100 * 16 * 4.0 + 16 * 70 * 4.0));  // each once
-  EXPECT_DOUBLE_EQ(t.dram_write_bytes, t.write_bytes);
-  EXPECT_DOUBLE_EQ(t.flops, 2.0 * 100 * 70 * 16 * 2);
-  const ft::KernelTraffic spill = ch02::smem_tiles_matmul_traffic("test", 100, 70, 16, 2, false);
-  EXPECT_DOUBLE_EQ(spill.dram_read_bytes, spill.read_bytes);
+  // In 16×16 tiles: a block reads its 16 rows of op(A) and 16 columns of op(B) in full, one
+  // 16×16 tile of each per step along K, so A is read once per column of tiles (5) and B
+  // once per row of tiles (7): 2 · (5 · 6400 + 7 · 4480) = 126 720 bytes, 2.9×
+  // tiled_matmul's 2 · (2 · 6400 + 2 · 4480) = 43 520.
+  expect_100x70_product(ch02::smem_tiles_matmul_traffic, "smem_tiles_kernel", smem_tiles(70),
+                        smem_tiles(100));
 }
 
 TEST(Ch02Ledger, ProductsReadWhatTheirBlocksLoad) {
