@@ -33,6 +33,7 @@ import os
 import sys
 import textwrap
 from collections import defaultdict
+from typing import Callable, NamedTuple
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import results_csv  # noqa: E402
@@ -285,6 +286,29 @@ def row_legend(sub, seen, title):
                title=title, title_fontsize=9)
 
 
+def one_problem(rows, order):
+    """A panel's rows at the (B, H) most of them were timed at, the latest of each variant,
+    sorted by `order` (a sort key); and that shape (None: no rows)."""
+    shape = main_shape(rows)  # one problem per panel
+    kept = latest([r for r in rows if (r["batch"], r["heads"]) == shape],
+                  key=lambda r: (r["chapter"], r["variant"]))
+    kept.sort(key=order)
+    return kept, shape
+
+
+def panel_head(ax, heading, rows, missing):
+    """A staircase panel's title (`heading` and the shape its rows share), log time axis and
+    grid; without rows, the sentence `missing` where the bars would be. Returns whether
+    there are bars to draw."""
+    ax.set_title(heading + (f", {shape_text(rows)}" if rows else ""), fontsize=11)
+    ax.set_yscale("log")
+    ax.grid(axis="y", which="major", alpha=0.35)
+    if not rows:
+        ax.set_xticks([])
+        note(ax, missing)
+    return bool(rows)
+
+
 def staircase_float32(sub, tour, anchors, gpu):
     """The float32 row (chapters 01-05, CUDA cores): d=64 at STAIR_N, speedup over chapter 01.
     Returns a one-line summary of what it drew."""
@@ -293,17 +317,10 @@ def staircase_float32(sub, tour, anchors, gpu):
            and not r["causal"] and r["ms"] is not None and r["dtype"] in ("float32", "")]
     seen_anchor, bottoms, drawn = {}, [], []
     for ax, n in zip(axes, STAIR_N):
-        at_n = [r for r in fwd if r["seq_len"] == n]
-        shape = main_shape(at_n)  # one problem per panel
-        rows = latest([r for r in at_n if (r["batch"], r["heads"]) == shape],
-                      key=lambda r: (r["chapter"], r["variant"]))
-        rows.sort(key=lambda r: (r["chapter"], -r["ms"]))
-        ax.set_title(f"N = {n}" + (f", {shape_text(rows)}" if rows else ""), fontsize=11)
-        ax.set_yscale("log")
-        ax.grid(axis="y", which="major", alpha=0.35)
-        if not rows:
-            ax.set_xticks([])
-            note(ax, f"no measured forward rows\nat N={n}, d={HEAD_DIM}\nin tour.csv yet")
+        rows, shape = one_problem([r for r in fwd if r["seq_len"] == n],
+                                  lambda r: (r["chapter"], -r["ms"]))
+        if not panel_head(ax, f"N = {n}", rows,
+                          f"no measured forward rows\nat N={n}, d={HEAD_DIM}\nin tour.csv yet"):
             continue
         base = [r["ms"] for r in rows if r["chapter"] == "01"]
         draw_bars(ax, rows, [r["speedup_vs_ch01"] or (base[0] / r["ms"] if base else None)
@@ -333,63 +350,43 @@ def staircase_float32(sub, tour, anchors, gpu):
     return "float32 (tour.csv): " + ("; ".join(drawn) or "no bars")
 
 
-def staircase_bf16(sub, tc, sources, gpu):
-    """The bf16 row (chapters 06 and 07, tensor cores): N=STAIR_TC_N, d=64 and d=128, bars
-    from tc_variants.csv in STAIR_TC's order, speedup over TC_BASELINE (the unfused
-    pipeline), PyTorch's bf16 backends for scale. Returns a one-line summary."""
-    axes = sub.subplots(1, len(STAIR_TC_DIMS), sharey=True)
-    fwd = [r for r in tc if r["pass"] == "forward" and r["dtype"] == TC_DTYPE
-           and not r["causal"] and r["seq_len"] == STAIR_TC_N and r["ms"] is not None
-           and (r["chapter"], r["variant"]) in STAIR_TC]
-    seen, lows, tops, drawn, files = {}, [], [], [], set()
-    for ax, d in zip(axes, STAIR_TC_DIMS):
-        at_d = [r for r in fwd if r["head_dim"] == d]
-        shape = main_shape(at_d)
-        rows = latest([r for r in at_d if (r["batch"], r["heads"]) == shape],
-                      key=lambda r: (r["chapter"], r["variant"]))
-        rows.sort(key=lambda r: STAIR_TC.index((r["chapter"], r["variant"])))
-        ax.set_title(f"d = {d}" + (f", {shape_text(rows)}" if rows else ""), fontsize=11)
-        ax.set_yscale("log")
-        ax.grid(axis="y", which="major", alpha=0.35)
-        if not rows:
-            ax.set_xticks([])
-            note(ax, f"no measured {TC_DTYPE} forward rows\nat N={STAIR_TC_N}, d={d}\n"
-                     "in tc_variants.csv yet")
-            continue
-        base = [r["ms"] for r in rows if (r["chapter"], r["variant"]) == TC_BASELINE]
-        draw_bars(ax, rows, [base[0] / r["ms"] if base else None for r in rows])
-        found = tc_pytorch_ms(sources, STAIR_TC_N, d, shape)
-        labels = {short: label for _, _, short, label, _ in BF16_ANCHORS}
-        for short, (ms, style, name) in found.items():
-            ax.axhline(ms, color="0.15", ls=style, lw=1.3, zorder=3)
-            seen.setdefault(labels[short], (style, []))[1].append((f"{ms:.3g} ms at d={d}", name))
-            lows.append(ms / 1.5)
-            tops.append(ms)
-            files.add(name)
-        lows.append(min(r["ms"] for r in rows) / 3)
-        tops += [r["ms"] for r in rows]
-        absent = [f"{ch} {v}" for ch, v in STAIR_TC if (ch, v) not in
-                  {(r["chapter"], r["variant"]) for r in rows}]
-        lacking = [short for _, _, short, _, _ in BF16_ANCHORS if short not in found]
-        text = (["not in tc_variants.csv:"] + absent if absent else []) + \
-               (["no PyTorch row here:"] + lacking if lacking else []) + \
-               ([f"no {TC_BASELINE[0]} {TC_BASELINE[1]}: no speedups"] if not base else [])
-        if text:
-            ax.text(0.98, 0.98, "\n".join(text), transform=ax.transAxes, ha="right", va="top",
-                    fontsize=8, color="0.3", zorder=5,
-                    bbox=dict(boxstyle="square,pad=0.2", facecolor="white", edgecolor="none",
-                              alpha=0.85))
-        pt = ", ".join(f"{short} {ms:.3g} ms ({name})" for short, (ms, _, name) in found.items())
-        drawn.append(f"d={d}: {len(rows)} bars" + (f"; PyTorch {pt}" if pt else ""))
-    if lows:
-        axes[0].set_ylim(min(lows), max(tops) * 3)
-    log_ticks_125(axes[0].yaxis)
-    axes[0].set_ylabel("forward time per call (ms, log scale)")
-    sub.suptitle(f"The same on the tensor cores: {TC_DTYPE}, N={STAIR_TC_N}, non-causal; "
-                 "unfused (06) and fused (07)\ninside the bars: time and DRAM bytes, as above; "
-                 f"above: speedup over {TC_BASELINE[0]} {TC_BASELINE[1]} (unfused)", fontsize=12)
-    pytorch_legend(sub, seen, files)
-    return f"{TC_DTYPE} (tc_variants.csv): " + ("; ".join(drawn) or "no bars")
+class TcPass(NamedTuple):
+    """What a tensor-core row takes from its pass: the pass ("forward" or "backward"), its
+    variants in the order drawn, baseline(d, shape, rows) -> (bars, ms) (a panel's bars: its
+    rows, after any bar from another file; the time its speedups are over, None when none is
+    measured), what a panel without that time says (lines), what the summary adds with one,
+    and PyTorch's backends for scale (BF16_ANCHORS' rows)."""
+    pass_: str
+    order: tuple
+    baseline: Callable
+    no_baseline: list
+    with_baseline: str
+    backends: tuple
+
+
+def pytorch_lines(ax, found, labels, d, seen, files):
+    """PyTorch's times ({short name: (ms, style, file)}) as lines across a tensor-core panel,
+    each noted in `seen` (the legend's, by `labels`) and its file in `files`."""
+    for short, (ms, style, name) in found.items():
+        ax.axhline(ms, color="0.15", ls=style, lw=1.3, zorder=3)
+        seen.setdefault(labels[short], (style, []))[1].append((f"{ms:.3g} ms at d={d}", name))
+        files.add(name)
+
+
+def tc_panel_notes(ax, spec, rows, found, base):
+    """The top right corner of a tensor-core panel: the variants tc_variants.csv lacks, the
+    PyTorch backends no file gives, and the speedups' baseline when it is missing."""
+    absent = [f"{ch} {v}" for ch, v in spec.order if (ch, v) not in
+              {(r["chapter"], r["variant"]) for r in rows}]
+    lacking = [short for _, _, short, _, _ in spec.backends if short not in found]
+    text = (["not in tc_variants.csv:"] + absent if absent else []) + \
+           (["no PyTorch row here:"] + lacking if lacking else []) + \
+           (spec.no_baseline if base is None else [])
+    if text:
+        ax.text(0.98, 0.98, "\n".join(text), transform=ax.transAxes, ha="right", va="top",
+                fontsize=8, color="0.3", zorder=5,
+                bbox=dict(boxstyle="square,pad=0.2", facecolor="white", edgecolor="none",
+                          alpha=0.85))
 
 
 def pytorch_legend(sub, seen, files):
@@ -408,74 +405,92 @@ def pytorch_legend(sub, seen, files):
                f"{older}:")
 
 
+def staircase_tc(sub, tc, spec, sources, title):
+    """A tensor-core row: bf16 at N=STAIR_TC_N, one panel per head dimension of
+    STAIR_TC_DIMS, spec's pass and variants from tc_variants.csv after its baseline's bars,
+    the speedups over that baseline, PyTorch's backends (from the first of `sources` that
+    has each) for scale; `title` above. Returns the panels' summaries."""
+    axes = sub.subplots(1, len(STAIR_TC_DIMS), sharey=True)
+    measured = [r for r in tc if r["pass"] == spec.pass_ and r["dtype"] == TC_DTYPE
+                and not r["causal"] and r["seq_len"] == STAIR_TC_N and r["ms"] is not None
+                and (r["chapter"], r["variant"]) in spec.order]
+    # The legend names the pass unless it is the forward ("PyTorch bf16 SDPA, cuDNN, backward").
+    suffix = "" if spec.pass_ == "forward" else f", {spec.pass_}"
+    labels = {short: label + suffix for _, _, short, label, _ in spec.backends}
+    seen, lows, tops, drawn, files = {}, [], [], [], set()
+    for ax, d in zip(axes, STAIR_TC_DIMS):
+        rows, shape = one_problem([r for r in measured if r["head_dim"] == d],
+                                  lambda r: spec.order.index((r["chapter"], r["variant"])))
+        missing = (f"no measured {TC_DTYPE} {spec.pass_} rows\nat N={STAIR_TC_N}, d={d}\n"
+                   "in tc_variants.csv yet")
+        if not panel_head(ax, f"d = {d}", rows, missing):
+            continue
+        bars, base = spec.baseline(d, shape, rows)
+        draw_bars(ax, bars, [base / r["ms"] if base is not None else None for r in bars])
+        found = tc_pytorch_ms(sources, STAIR_TC_N, d, shape, spec.pass_, spec.backends)
+        pytorch_lines(ax, found, labels, d, seen, files)
+        lows += [ms / 1.5 for ms, _, _ in found.values()] + [min(r["ms"] for r in bars) / 3]
+        tops += [ms for ms, _, _ in found.values()] + [r["ms"] for r in bars]
+        tc_panel_notes(ax, spec, rows, found, base)
+        pt = ", ".join(f"{short} {ms:.3g} ms ({name})" for short, (ms, _, name) in found.items())
+        drawn.append(f"d={d}: {len(rows)} bars"
+                     + (spec.with_baseline if base is not None else "")
+                     + (f"; PyTorch {pt}" if pt else ""))
+    if lows:
+        axes[0].set_ylim(min(lows), max(tops) * 3)
+    log_ticks_125(axes[0].yaxis)
+    axes[0].set_ylabel(f"{spec.pass_} time per call (ms, log scale)")
+    sub.suptitle(title, fontsize=12)
+    pytorch_legend(sub, seen, files)
+    return drawn
+
+
+def staircase_bf16(sub, tc, sources, gpu):
+    """The bf16 row (chapters 06 and 07, tensor cores): N=STAIR_TC_N, d=64 and d=128, bars
+    from tc_variants.csv in STAIR_TC's order, speedup over TC_BASELINE (the unfused
+    pipeline), PyTorch's bf16 backends for scale. Returns a one-line summary."""
+    def baseline(d, shape, rows):
+        """The unfused pipeline is one of the row's own bars."""
+        base = [r["ms"] for r in rows if (r["chapter"], r["variant"]) == TC_BASELINE]
+        return rows, (base[0] if base else None)
+
+    spec = TcPass("forward", STAIR_TC, baseline,
+                  [f"no {TC_BASELINE[0]} {TC_BASELINE[1]}: no speedups"], "", BF16_ANCHORS)
+    drawn = staircase_tc(
+        sub, tc, spec, sources,
+        f"The same on the tensor cores: {TC_DTYPE}, N={STAIR_TC_N}, non-causal; "
+        "unfused (06) and fused (07)\ninside the bars: time and DRAM bytes, as above; "
+        f"above: speedup over {TC_BASELINE[0]} {TC_BASELINE[1]} (unfused)")
+    return f"{TC_DTYPE} (tc_variants.csv): " + ("; ".join(drawn) or "no bars")
+
+
 def staircase_backward(sub, tour, tc, sources, gpu):
     """The backward row: chapter 08 in bf16 on the tensor cores (tc_variants.csv, STAIR_BWD's
     order) at N=STAIR_TC_N, d=64 and d=128, after chapter 05's float32 flash backward at the
     same problem (tour.csv), the baseline of the speedups; PyTorch's bf16 FlashAttention-2
     and cuDNN backwards for scale. Returns a one-line summary."""
-    axes = sub.subplots(1, len(STAIR_TC_DIMS), sharey=True)
-    bwd = [r for r in tc if r["pass"] == "backward" and r["dtype"] == TC_DTYPE
-           and not r["causal"] and r["seq_len"] == STAIR_TC_N and r["ms"] is not None
-           and (r["chapter"], r["variant"]) in STAIR_BWD]
     ch05 = [r for r in tour if r["pass"] == "backward" and r["dtype"] in ("float32", "")
             and not r["causal"] and r["seq_len"] == STAIR_TC_N and r["ms"] is not None
             and (r["chapter"], r["variant"]) == BWD_BASELINE]
-    labels = {short: label + ", backward" for _, _, short, label, _ in BWD_ANCHORS}
-    seen, lows, tops, drawn, files = {}, [], [], [], set()
-    for ax, d in zip(axes, STAIR_TC_DIMS):
-        at_d = [r for r in bwd if r["head_dim"] == d]
-        shape = main_shape(at_d)
-        rows = latest([r for r in at_d if (r["batch"], r["heads"]) == shape],
-                      key=lambda r: (r["chapter"], r["variant"]))
-        rows.sort(key=lambda r: STAIR_BWD.index((r["chapter"], r["variant"])))
-        ax.set_title(f"d = {d}" + (f", {shape_text(rows)}" if rows else ""), fontsize=11)
-        ax.set_yscale("log")
-        ax.grid(axis="y", which="major", alpha=0.35)
-        if not rows:
-            ax.set_xticks([])
-            note(ax, f"no measured {TC_DTYPE} backward rows\nat N={STAIR_TC_N}, d={d}\n"
-                     "in tc_variants.csv yet")
-            continue
+
+    def baseline(d, shape, rows):
+        """Chapter 05's flash backward at the panel's problem, a bar before the row's."""
         base = latest([r for r in ch05
                        if r["head_dim"] == d and (r["batch"], r["heads"]) == shape],
                       key=lambda r: r["variant"])
+        if not base:
+            return rows, None
         # The float32 bar says so under it: the others are bf16.
-        bars = [dict(base[0], variant=f"{BWD_BASELINE[1]}\n(float32)")] if base else []
-        bars += rows
-        draw_bars(ax, bars, [base[0]["ms"] / r["ms"] if base else None for r in bars])
-        found = tc_pytorch_ms(sources, STAIR_TC_N, d, shape, "backward", BWD_ANCHORS)
-        for short, (ms, style, name) in found.items():
-            ax.axhline(ms, color="0.15", ls=style, lw=1.3, zorder=3)
-            seen.setdefault(labels[short], (style, []))[1].append((f"{ms:.3g} ms at d={d}", name))
-            lows.append(ms / 1.5)
-            tops.append(ms)
-            files.add(name)
-        lows.append(min(r["ms"] for r in bars) / 3)
-        tops += [r["ms"] for r in bars]
-        absent = [f"{ch} {v}" for ch, v in STAIR_BWD if (ch, v) not in
-                  {(r["chapter"], r["variant"]) for r in rows}]
-        lacking = [short for _, _, short, _, _ in BWD_ANCHORS if short not in found]
-        text = (["not in tc_variants.csv:"] + absent if absent else []) + \
-               (["no PyTorch row here:"] + lacking if lacking else []) + \
-               ([f"no {BWD_BASELINE[0]} {BWD_BASELINE[1]} in tour.csv:", "no speedups"]
-                if not base else [])
-        if text:
-            ax.text(0.98, 0.98, "\n".join(text), transform=ax.transAxes, ha="right", va="top",
-                    fontsize=8, color="0.3", zorder=5,
-                    bbox=dict(boxstyle="square,pad=0.2", facecolor="white", edgecolor="none",
-                              alpha=0.85))
-        pt = ", ".join(f"{short} {ms:.3g} ms ({name})" for short, (ms, _, name) in found.items())
-        drawn.append(f"d={d}: {len(rows)} bars" + (f" + {BWD_BASELINE[0]} {BWD_BASELINE[1]}"
-                                                    if base else "")
-                     + (f"; PyTorch {pt}" if pt else ""))
-    if lows:
-        axes[0].set_ylim(min(lows), max(tops) * 3)
-    log_ticks_125(axes[0].yaxis)
-    axes[0].set_ylabel("backward time per call (ms, log scale)")
-    sub.suptitle(f"The backward (dQ, dK, dV): {TC_DTYPE} on the tensor cores (08), "
-                 f"N={STAIR_TC_N}, non-causal\ninside the bars: time and DRAM bytes, as above; above: speedup "
-                 f"over {BWD_BASELINE[0]} {BWD_BASELINE[1]} (float32)", fontsize=12)
-    pytorch_legend(sub, seen, files)
+        return [dict(base[0], variant=f"{BWD_BASELINE[1]}\n(float32)")] + rows, base[0]["ms"]
+
+    spec = TcPass("backward", STAIR_BWD, baseline,
+                  [f"no {BWD_BASELINE[0]} {BWD_BASELINE[1]} in tour.csv:", "no speedups"],
+                  f" + {BWD_BASELINE[0]} {BWD_BASELINE[1]}", BWD_ANCHORS)
+    drawn = staircase_tc(
+        sub, tc, spec, sources,
+        f"The backward (dQ, dK, dV): {TC_DTYPE} on the tensor cores (08), "
+        f"N={STAIR_TC_N}, non-causal\ninside the bars: time and DRAM bytes, as above; above: "
+        f"speedup over {BWD_BASELINE[0]} {BWD_BASELINE[1]} (float32)")
     return f"{TC_DTYPE} (tc_variants.csv, tour.csv): " + ("; ".join(drawn) or "no bars")
 
 

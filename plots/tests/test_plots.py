@@ -193,42 +193,38 @@ class TensorCorePanels(unittest.TestCase):
         self.assertEqual(lines["staircase float32"],
                          "staircase float32 (tour.csv): N=4096: 5 bars; N=16384: 5 bars")
 
-    def check_vs_pytorch(self, bf16):
+    def check_vs_pytorch(self, lines, cudnn_backward_d128=""):
+        """Both tensor-core rows' summaries with vs_pytorch.csv laid over the fixtures;
+        cudnn_backward_d128: what the backward's d=128 panel adds for cuDNN, which
+        vs_pytorch.csv has no row for."""
         # Same-run numbers where vs_pytorch.csv has them; torch_naive at d=128 is not in
         # it, so that one line comes from anchors.csv. Causal and fp16 rows are not taken.
         self.assertEqual(
-            bf16,
+            lines["staircase bf16"],
             "staircase bf16 (tc_variants.csv): d=64: 8 bars; PyTorch three kernels 31 ms "
             "(vs_pytorch.csv), FlashAttention-2 7.1 ms (vs_pytorch.csv), cuDNN 5.1 ms "
             "(vs_pytorch.csv); d=128: 8 bars; PyTorch three kernels 17 ms (anchors.csv), "
             "FlashAttention-2 6.2 ms (vs_pytorch.csv), cuDNN 3.6 ms (vs_pytorch.csv)")
+        # The backward's: vs_pytorch.csv's backward rows (not the causal one, not ours).
+        self.assertEqual(
+            lines["staircase backward"],
+            "staircase backward bf16 (tc_variants.csv, tour.csv): d=64: 4 bars + 05 flash; "
+            "PyTorch FlashAttention-2 19 ms (vs_pytorch.csv), cuDNN 12 ms (vs_pytorch.csv); "
+            "d=128: 4 bars; PyTorch FlashAttention-2 17.5 ms (vs_pytorch.csv)"
+            + cudnn_backward_d128)
 
     def test_fixture_with_vs_pytorch(self):
         with tempfile.TemporaryDirectory() as tmp:
-            # ch07_anchors.csv is not needed once vs_pytorch.csv is there.
+            # ch07_anchors.csv is not needed once vs_pytorch.csv is there; without it no
+            # file gives cuDNN's backward at d=128.
             res = fixture_copy(tmp, with_vs_pytorch=True, drop=("ch07_anchors.csv",))
-            lines = summary(self, res)
-            self.check_vs_pytorch(lines["staircase bf16"])
-            # The backward's: vs_pytorch.csv's backward rows (not the causal one, not ours);
-            # cuDNN has none at d=128 there, and no other file gives it.
-            self.assertEqual(
-                lines["staircase backward"],
-                "staircase backward bf16 (tc_variants.csv, tour.csv): d=64: 4 bars + 05 flash; "
-                "PyTorch FlashAttention-2 19 ms (vs_pytorch.csv), cuDNN 12 ms (vs_pytorch.csv); "
-                "d=128: 4 bars; PyTorch FlashAttention-2 17.5 ms (vs_pytorch.csv)")
+            self.check_vs_pytorch(summary(self, res))
 
     def test_vs_pytorch_preferred_over_ch07_anchors(self):
         with tempfile.TemporaryDirectory() as tmp:
             res = fixture_copy(tmp, with_vs_pytorch=True)
-            lines = summary(self, res)
-            self.check_vs_pytorch(lines["staircase bf16"])
             # Backend by backend: cuDNN at d=128 falls back to ch07_anchors.csv's bwd_ms.
-            self.assertEqual(
-                lines["staircase backward"],
-                "staircase backward bf16 (tc_variants.csv, tour.csv): d=64: 4 bars + 05 flash; "
-                "PyTorch FlashAttention-2 19 ms (vs_pytorch.csv), cuDNN 12 ms (vs_pytorch.csv); "
-                "d=128: 4 bars; PyTorch FlashAttention-2 17.5 ms (vs_pytorch.csv), cuDNN 11 ms "
-                "(ch07_anchors.csv)")
+            self.check_vs_pytorch(summary(self, res), ", cuDNN 11 ms (ch07_anchors.csv)")
 
     def test_no_pytorch_row_is_said(self):
         # Without anchors.csv the three-kernel line has no source: the panel says so.
