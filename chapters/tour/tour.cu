@@ -20,6 +20,7 @@
 #include "05_backward/backward.hpp"
 #include "06_tensor_cores/tensor_cores.hpp"
 #include "07_tensor_core_forward/flash_forward.hpp"
+#include "08_tensor_core_backward/tensor_core_backward.hpp"
 #include "check.cuh"
 #include "harness.hpp"
 #include "options.hpp"
@@ -27,12 +28,13 @@
 namespace {
 
 /// The staircase, in order. Forward steps first (chapters 01–04 in float32 on the CUDA
-/// cores, then the tensor-core chapters in bf16); then the two backward passes of chapter 05.
+/// cores, then the tensor-core chapters in bf16); then the backward passes: chapter 05's
+/// two in float32, chapter 08's fastest in bf16.
 struct Steps {
   std::vector<ft::ForwardImpl> forwards{ch01::naive(), ch02::tiled(),  ch03::online(),
                                         ch04::simple(), ch04::fast(),  ch06::fastest(),
                                         ch07::fastest()};
-  std::vector<ft::BackwardImpl> backwards{ch05::materialize(), ch05::flash()};
+  std::vector<ft::BackwardImpl> backwards{ch05::materialize(), ch05::flash(), ch08::fastest()};
 };
 
 /// The tour's problem as a step runs it: in the step's own first dtype when it does not
