@@ -56,13 +56,20 @@ bool all_zero(const std::vector<double>& x) {
   return true;
 }
 
+/// The rule's limit for one tensor: allowed_error, plus the backward's extra terms (none
+/// where the reference is exactly zero: the cap alone).
+double tensor_limit(const std::vector<double>& ref, double baseline, DType storage, double cap,
+                    double extra) {
+  const bool zero = all_zero(ref);
+  return allowed_error(baseline, storage, cap, zero) + (zero ? 0.0 : extra);
+}
+
 /// Checks one tensor under the rule; returns its relative error.
 double check(const char* name, const std::vector<float>& got, const std::vector<double>& ref,
              double baseline, DType storage, DType problem_dtype, double cap,
              double lse_term = 0.0, double stored_o_term = 0.0) {
   const bool zero = all_zero(ref);
-  const double limit =
-      allowed_error(baseline, storage, cap, zero) + (zero ? 0.0 : lse_term + stored_o_term);
+  const double limit = tensor_limit(ref, baseline, storage, cap, lse_term + stored_o_term);
   const VerifyResult v = verify(name, got.data(), ref.data(), got.size(), limit);
   char why[320];
   if (zero)
@@ -172,9 +179,7 @@ double expect_backward_correct(const BackwardImpl& impl, const Problem& p, Input
   // The term costs O(N²d) on the CPU, so it is computed only where dQ or dK would fail
   // without it (the verdict is the same: a tensor within the smaller limit is within this).
   const auto within = [&](const std::vector<float>& g, const std::vector<double>& ref, double b) {
-    const bool zero = all_zero(ref);
-    const double limit = allowed_error(b, t, cap, zero) + (zero ? 0.0 : lse_term);
-    return verify("", g.data(), ref.data(), g.size(), limit).ok;
+    return verify("", g.data(), ref.data(), g.size(), tensor_limit(ref, b, t, cap, lse_term)).ok;
   };
   const bool need_o_term = p_source == PSource::kFromLse &&
                            !(within(got.dQ, r.dQ, b.dQ) && within(got.dK, r.dK, b.dK));

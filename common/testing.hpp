@@ -64,10 +64,11 @@ std::vector<Shape> standard_shapes(const std::vector<int>& head_dims = {32, 64, 
 /// "N1000_d64_causal" ("N1000_d64_causal_bf16" for a 16-bit shape): a test-name suffix.
 std::string shape_name(const Shape& s);
 
-/// One implementation on one shape in one dtype: the parameter of the tensor-core chapters'
-/// parameterized tests.
-struct ForwardCase {
-  ForwardImpl impl;
+/// One implementation (a ForwardImpl or a BackwardImpl) on one shape in one dtype: the
+/// parameter of the tensor-core chapters' parameterized tests.
+template <class Impl>
+struct ImplCase {
+  Impl impl;
   Shape shape;
   DType dtype;
   Problem problem() const {
@@ -76,16 +77,23 @@ struct ForwardCase {
     return p;
   }
 };
+using ForwardCase = ImplCase<ForwardImpl>;
+using BackwardCase = ImplCase<BackwardImpl>;
 
-inline void PrintTo(const ForwardCase& c, std::ostream* os) {
+template <class Impl>
+void PrintTo(const ImplCase<Impl>& c, std::ostream* os) {
   *os << c.impl.variant << ' ' << dtype_name(c.dtype) << ' ';
   PrintTo(c.shape, os);
 }
 
-/// "tuned_bf16_N1000_d64_causal": the test-name suffix of a ForwardCase.
-inline std::string case_name(const ::testing::TestParamInfo<ForwardCase>& info) {
-  return info.param.impl.variant + "_" + dtype_name(info.param.dtype) + "_" +
-         shape_name(info.param.shape);
+/// "tuned_bf16_N1000_d64_causal": the test-name suffix of a case ("plain_N1000_d64_causal_bf16"
+/// when the shape names the dtype itself). Pass `&case_name<ForwardImpl>` (or BackwardImpl)
+/// to INSTANTIATE_TEST_SUITE_P.
+template <class Impl>
+std::string case_name(const ::testing::TestParamInfo<ImplCase<Impl>>& info) {
+  const ImplCase<Impl>& c = info.param;
+  const std::string dtype = c.shape.dtype == c.dtype ? "" : std::string(dtype_name(c.dtype)) + "_";
+  return c.impl.variant + "_" + dtype + shape_name(c.shape);
 }
 
 /// The same-precision factor: an implementation may be this many times as far from the

@@ -15,6 +15,7 @@
 
 #include <cstdint>
 
+#include "exp2.cuh"
 #include "reduce.cuh"
 
 namespace ch04 {
@@ -154,15 +155,8 @@ __device__ __forceinline__ void load_tile_transposed(float* dst, const float* sr
   }
 }
 
-/// 2^x in one instruction (MUFU.EX2). exp2f() wraps that instruction in a range check (a
-/// compare and two multiplies) so that results below 2^-126 come out as exact denormals; a
-/// softmax weight that small adds nothing next to the row's largest weight, 2^0 = 1, so
-/// flushing it to zero (ftz) loses nothing. exp2(-inf) = 0, as a masked score needs.
-__device__ __forceinline__ float exp2_ftz(float x) {
-  float y;
-  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
-  return y;
-}
+/// 2^x in one instruction (MUFU.EX2, common/exp2.cuh says why not exp2f).
+using ft::exp2_ftz;
 
 /// Max over the T lanes that share a row (T consecutive lanes, T a power of two ≤ 32):
 /// a butterfly of log2(T) shuffles; every lane of the group gets the result.

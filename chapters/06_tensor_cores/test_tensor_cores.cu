@@ -21,7 +21,7 @@ namespace {
 using ft::testing::Shape;
 
 using Case = ft::testing::ForwardCase;
-using ft::testing::case_name;
+constexpr auto case_name = &ft::testing::case_name<ft::ForwardImpl>;
 
 std::vector<Case> standard_cases() {
   std::vector<Case> cases;

@@ -14,6 +14,7 @@
 #include <type_traits>
 
 #include "07_tensor_core_forward/forward_traits.cuh"
+#include "exp2.cuh"  // ft::exp2_ftz: one MUFU.EX2 per score
 #include "online_softmax.cuh"
 #include "tc/cp_async.cuh"
 #include "tc/ldmatrix.cuh"
@@ -40,15 +41,6 @@ struct Params {
   bool causal;
   float scale_log2;  ///< softmax scale · log2(e): scores in base-2 units, every exp an exp2
 };
-
-/// 2^x on the exponential unit (MUFU.EX2), flushing subnormal results to zero. exp2f
-/// without fast-math wraps the same instruction in a range fix-up for subnormals that the
-/// softmax does not need: its largest weight is 2^0 = 1 and tiny weights are noise anyway.
-__device__ __forceinline__ float exp2_approx(float x) {
-  float y;
-  asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
-  return y;
-}
 
 /// The max (or sum) of a row across the 4 lanes that hold it (tc/fragment.hpp: lanes
 /// 4g..4g+3 share row g of every accumulator block).
@@ -227,7 +219,7 @@ __global__ void __launch_bounds__(Tr::kThreads) flash_forward_tc(const Params<ty
         for (int nt = 0; nt < Tr::kSTiles; ++nt)
 #pragma unroll
           for (int e = 2 * h; e < 2 * h + 2; ++e) {
-            s[mt][nt].c[e] = exp2_approx(fmaf(s[mt][nt].c[e], p.scale_log2, -base));
+            s[mt][nt].c[e] = ft::exp2_ftz(fmaf(s[mt][nt].c[e], p.scale_log2, -base));
             sum += s[mt][nt].c[e];
           }
         row[mt][h].l += sum;

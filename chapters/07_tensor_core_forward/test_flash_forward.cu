@@ -17,7 +17,7 @@ namespace {
 using ft::testing::Shape;
 
 using Case = ft::testing::ForwardCase;
-using ft::testing::case_name;
+constexpr auto case_name = &ft::testing::case_name<ft::ForwardImpl>;
 
 bool in_staircase(const std::string& v) {
   return v == "plain" || v == "padded" || v == "swizzled" || v == "async" || v == "tuned" ||

@@ -35,11 +35,11 @@
 #include <cuda_fp16.h>
 
 #include <cstdint>
-#include <cstring>
 #include <type_traits>
 
 #include "07_tensor_core_forward/forward_traits.cuh"  // ch07::Copy
 #include "08_tensor_core_backward/transposed_fragments.hpp"
+#include "exp2.cuh"            // ft::exp2_ftz
 #include "online_softmax.cuh"  // ft::kLog2e
 #include "reduce.cuh"          // ft::warp_sum
 #include "tc/cp_async.cuh"
@@ -146,27 +146,7 @@ __device__ __forceinline__ T from_float(float x) {
   else return __float2half_rn(x);
 }
 
-/// The two elements of a packed register (low half first), back in float32.
-template <class T>
-__device__ __forceinline__ float2 unpack2(uint32_t r) {
-  if constexpr (std::is_same_v<T, __nv_bfloat16>) {
-    __nv_bfloat162 v;
-    memcpy(&v, &r, sizeof(r));
-    return __bfloat1622float2(v);
-  } else {
-    __half2 v;
-    memcpy(&v, &r, sizeof(r));
-    return __half22float2(v);
-  }
-}
 
-/// 2^x on the exponential unit, subnormal results flushed to zero (as chapter 07's
-/// exp2_approx: a weight below 2^-126 is noise to every product here).
-__device__ __forceinline__ float exp2_ftz(float x) {
-  float y;
-  asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
-  return y;
-}
 
 /// Adds (a, b) to dst[0], dst[1] (8-byte aligned): one float2 atomic on sm_90, two before.
 __device__ __forceinline__ void atomic_add2(float* dst, float a, float b) {
@@ -313,7 +293,7 @@ __global__ void __launch_bounds__(Tr::kThreads) flash_backward_tc(const Params<t
       for (int e = 0; e < ft::tc::kCElems; ++e) {
         const RowCol at = ft::tc::mma_c_coord(lane, e);
         const int qr = nt * 8 + at.col;  // query row in the tile
-        float prob = exp2_ftz(fmaf(sc[nt].c[e], p.scale_log2, -Ls[qr] * ft::kLog2e));
+        float prob = ft::exp2_ftz(fmaf(sc[nt].c[e], p.scale_log2, -Ls[qr] * ft::kLog2e));
         if (masked) {
           const int key = k0 + warp_key0 + at.row, query = q0 + qr;
           if (key >= N || query >= N || (p.causal && key > query)) prob = 0.f;
@@ -363,7 +343,7 @@ __global__ void __launch_bounds__(Tr::kThreads) flash_backward_tc(const Params<t
 #pragma unroll
       for (int h = 0; h < ft::tc::kMBlocks; ++h) {
         const PackedPair at = packed_pair(nt, h);
-        const float2 prob = unpack2<T>(pa[at.kk].r[at.reg]);
+        const float2 prob = ft::tc::unpack2<T>(pa[at.kk].r[at.reg]);
         const int qr = nt * 8 + ft::tc::mma_c_coord(lane, 2 * h).col;  // queries qr, qr + 1
         dsa[at.kk].r[at.reg] =
             ft::tc::pack2<T>(p.scale * prob.x * (dpt[nt].c[2 * h] - Ds[qr]),
@@ -540,7 +520,7 @@ __global__ void __launch_bounds__(Tr::kThreads) flash_backward_dq_tc(const Param
       for (int e = 0; e < ft::tc::kCElems; ++e) {
         const int h = e / ft::tc::kPair;  // c0, c1: row g; c2, c3: row g + 8
         const RowCol at = ft::tc::mma_c_coord(lane, e);
-        float prob = exp2_ftz(fmaf(sc[nt].c[e], p.scale_log2, -l2[h]));
+        float prob = ft::exp2_ftz(fmaf(sc[nt].c[e], p.scale_log2, -l2[h]));
         if (masked) {
           const int key = k0 + nt * 8 + at.col, query = q0 + warp_q0 + at.row;
           if (key >= N || (p.causal && key > query)) prob = 0.f;

@@ -20,27 +20,8 @@ namespace {
 
 using ft::testing::PSource;
 using ft::testing::Shape;
-
-/// One implementation on one shape in one dtype (testing.hpp's ForwardCase, for a backward).
-struct Case {
-  ft::BackwardImpl impl;
-  Shape shape;
-  ft::DType dtype;
-  ft::Problem problem() const {
-    ft::Problem p = shape.problem();
-    p.dtype = dtype;
-    return p;
-  }
-};
-
-void PrintTo(const Case& c, std::ostream* os) {
-  *os << c.impl.variant << ' ' << ft::dtype_name(c.dtype) << ' ';
-  ft::testing::PrintTo(c.shape, os);
-}
-
-std::string case_name(const ::testing::TestParamInfo<Case>& info) {
-  return info.param.impl.variant + "_" + ft::testing::shape_name(info.param.shape);  // has dtype
-}
+using Case = ft::testing::BackwardCase;
+constexpr auto case_name = &ft::testing::case_name<ft::BackwardImpl>;
 
 /// The variants whose code is tested on every standard shape in both dtypes: one per
 /// distinct code path (synchronous copies; cp.async; the separate dQ pass). The others are

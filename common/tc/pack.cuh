@@ -1,10 +1,12 @@
 /// @file pack.cuh
 /// @brief Two floats → one 32-bit register of two bf16 or fp16 (`cvt.rn.bf16x2.f32`,
-/// `cvt.rn.f16x2.f32`, sm_80+), and with it P = softmax(S) from its float accumulator
+/// `cvt.rn.f16x2.f32`, sm_80+) and back, and with it P = softmax(S) from its float accumulator
 /// fragments to the A operand of P·V, in registers.
 #pragma once
 
 #include <cstdint>
+#include <cstring>
+#include <type_traits>
 
 #include "tc/fragment.hpp"
 #include "tc/mma.cuh"  // kIsTensorCoreElement
@@ -27,6 +29,22 @@ __device__ __forceinline__ uint32_t pack2(float lo, float hi) {
     asm("cvt.rn.f16x2.f32 %0, %1, %2;\n" : "=r"(r) : "f"(hi), "f"(lo));
 #endif
   return r;
+}
+
+/// The inverse of pack2: the two elements of a packed register (low half first), back in
+/// float32 (exact: every bf16 and fp16 value is a float).
+template <class T>
+__device__ __forceinline__ float2 unpack2(uint32_t r) {
+  static_assert(kIsTensorCoreElement<T>, "bf16 or fp16");
+  if constexpr (std::is_same_v<T, __nv_bfloat16>) {
+    __nv_bfloat162 v;
+    memcpy(&v, &r, sizeof(r));
+    return __bfloat1622float2(v);
+  } else {
+    __half2 v;
+    memcpy(&v, &r, sizeof(r));
+    return __half22float2(v);
+  }
 }
 
 /// P's A fragment for 16 keys from the two accumulator tiles that hold them (keys 0-7 and
