@@ -7,10 +7,12 @@
 #include <climits>
 #include <cstdint>
 #include <string>
+#include <type_traits>
 
 #include "04_fused_forward/ledger.hpp"
 #include "07_tensor_core_forward/flash_forward.hpp"
 #include "08_tensor_core_backward/flash_backward_tc.cuh"
+#include "08_tensor_core_backward/flash_backward_warp_tiles.cuh"
 #include "capi.hpp"
 #include "check.cuh"
 #include "launch.cuh"
@@ -47,6 +49,24 @@ template <class T, int D> using DqPassKernel = DqTraits<T, D, 64, 64>;
 // Tile-shape sweep around async: 32 queries at d = 64 too; 64 keys with 4 warps.
 template <class T, int D> using AsyncBr32 = Shape<128, 8, Copy::kAsync, DQ::kAtomics, 32, 32>::type<T, D>;
 template <class T, int D> using AsyncBc64 = Shape<64, 4, Copy::kAsync>::type<T, D>;
+// warp_tiles: async's pipeline with Pᵀ and dSᵀ through shared memory, every product split
+// over the 8 warps in tiles 32 rows tall (flash_backward_warp_tiles.cuh); 128 queries a tile
+// at d = 64, 64 at d = 128.
+template <class T, int D> using WarpTiles = WarpTileTraits<T, D>;
+// fastest: the faster of async and warp_tiles at each d, in the same run (tc_variants.csv,
+// bf16, N = 1024, 4096 and 16384, causal and not): async at d = 64, where warp_tiles is
+// 11-17% slower; warp_tiles at d = 128, 2-4% faster.
+template <class T, int D> using Fastest = std::conditional_t<D == 128, WarpTiles<T, D>, Async<T, D>>;
+
+/// The key-block kernel of a variant's traits: one kernel template per traits family.
+template <class T, int D, int Br, int Bc, int W, Copy C, DQ Q>
+auto key_block_kernel(BackwardTraits<T, D, Br, Bc, W, C, Q>*) {
+  return flash_backward_tc<BackwardTraits<T, D, Br, Bc, W, C, Q>>;
+}
+template <class T, int D>
+auto key_block_kernel(WarpTileTraits<T, D>*) {
+  return flash_backward_warp_tiles<WarpTileTraits<T, D>>;
+}
 
 /// The workspace. With dQ by atomics: [dQ accumulator: rows·d floats | D: rows floats], the
 /// accumulator first, at the workspace's own (16-byte) alignment, for its float2 atomics.
@@ -66,7 +86,8 @@ void launch(const ft::Problem& p, const ft::BackwardArgs& a, cudaStream_t stream
   constexpr bool kAtomics = Tr::kDq == DQ::kAtomics;
   using DqTr = DqPassKernel<T, Tr::D>;
   ft::require_sm(kMinSm, "chapter 08");
-  ft::allow_dynamic_smem(flash_backward_tc<Tr>, Tr::kSmemBytes, "chapter 08 backward");
+  const auto kernel = key_block_kernel(static_cast<Tr*>(nullptr));
+  ft::allow_dynamic_smem(kernel, Tr::kSmemBytes, "chapter 08 backward");
   if constexpr (!kAtomics)
     ft::allow_dynamic_smem(flash_backward_dq_tc<DqTr>, DqTr::kSmemBytes, "chapter 08 dQ pass");
   const int num_kv_tiles = (p.seq_len + Tr::Bc - 1) / Tr::Bc;
@@ -88,7 +109,7 @@ void launch(const ft::Problem& p, const ft::BackwardArgs& a, cudaStream_t stream
                          a.lse,       w.D,          w.dq_acc,     a.dK.as<T>(),
                          a.dV.as<T>(), p.seq_len,   num_kv_tiles, p.causal,
                          p.softmax_scale(), p.softmax_scale() * ft::kLog2e};
-  flash_backward_tc<Tr><<<int(blocks), Tr::kThreads, Tr::kSmemBytes, stream>>>(params);
+  kernel<<<int(blocks), Tr::kThreads, Tr::kSmemBytes, stream>>>(params);
   CUDA_CHECK_LAUNCH();
 
   if constexpr (kAtomics) {
@@ -144,7 +165,8 @@ ft::KernelTraffic dot_traffic(const ft::Problem& p, bool atomics) {
 
 /// The key-block kernel: K, V in and dK, dV out once; every block reads the query tiles it
 /// visits (Q, dO, L, D) and, with atomics, adds a float32 dQ share for each.
-ft::KernelTraffic main_traffic(const ft::Problem& p, int Br, int Bc, bool atomics) {
+ft::KernelTraffic main_traffic(const ft::Problem& p, int Br, int Bc, bool atomics,
+                               const char* kernel = "flash_backward_tc") {
   const int N = p.seq_len;
   const double d = p.head_dim, bh = double(p.heads_total()), fb = ft::kFloatBytes;
   const double eb = double(ft::dtype_bytes(p.dtype));
@@ -153,7 +175,7 @@ ft::KernelTraffic main_traffic(const ft::Problem& p, int Br, int Bc, bool atomic
     q_rows_loaded += tile_rows(N, Br, i) * blocks_visiting_query_tile(p, i, Br, Bc);
   const double kv = 2 * double(p.tensor_bytes());  // K, V in; dK, dV out: once each
   ft::KernelTraffic t;
-  t.kernel = "flash_backward_tc";
+  t.kernel = kernel;
   t.read_bytes = kv + bh * q_rows_loaded * (2 * d * eb + 2 * fb);            // Q, dO; L, D
   t.write_bytes = kv + (atomics ? bh * q_rows_loaded * d * fb : 0.0);       // dQ atomics
   // The five products, 2·N²·d each (halved causal); without dQ's, four of them.
@@ -208,17 +230,25 @@ namespace {
 
 size_t dq_pass_workspace_bytes(const ft::Problem& p) { return size_t(p.rows()) * sizeof(float); }
 
+/// The ledger of one (dtype-independent) instance: async's bytes with its tiles, named after
+/// the kernel that moves them; a separate dQ pass moves none of the atomics' bytes.
+template <class Tr>
+std::vector<ft::KernelTraffic> traffic_of(const ft::Problem& p) {
+  constexpr bool kWarpTiles = std::is_same_v<Tr, WarpTileTraits<__nv_bfloat16, Tr::D>>;
+  if constexpr (Tr::kDq == DQ::kSeparatePass)
+    return {dot_traffic(p, false), main_traffic(p, Tr::Br, Tr::Bc, false),
+            dq_pass_traffic(p, DqPassKernel<__nv_bfloat16, 64>::Br, DqPassKernel<__nv_bfloat16, 64>::Bc)};
+  else
+    return {dot_traffic(p, true),
+            main_traffic(p, Tr::Br, Tr::Bc, true,
+                         kWarpTiles ? "flash_backward_warp_tiles" : "flash_backward_tc"),
+            convert_traffic(p)};
+}
+
 template <template <class, int> class Variant>
 std::vector<ft::KernelTraffic> traffic(const ft::Problem& p) {
-  using T64 = Variant<__nv_bfloat16, 64>;
-  using T128 = Variant<__nv_bfloat16, 128>;
-  const bool d128 = p.head_dim == 128;
-  const int Br = d128 ? T128::Br : T64::Br, Bc = T64::Bc;
-  if constexpr (T64::kDq == DQ::kAtomics)
-    return {dot_traffic(p, true), main_traffic(p, Br, Bc, true), convert_traffic(p)};
-  else
-    return {dot_traffic(p, false), main_traffic(p, Br, Bc, false),
-            dq_pass_traffic(p, DqPassKernel<__nv_bfloat16, 64>::Br, DqPassKernel<__nv_bfloat16, 64>::Bc)};
+  return p.head_dim == 128 ? traffic_of<Variant<__nv_bfloat16, 128>>(p)
+                           : traffic_of<Variant<__nv_bfloat16, 64>>(p);
 }
 
 template <template <class, int> class Variant>
@@ -245,7 +275,8 @@ const ft::BackwardImpl& plain() {
 }
 
 const ft::BackwardImpl& fastest() {
-  static const ft::BackwardImpl i = impl<Async>("fastest", "async: the fastest measured");
+  static const ft::BackwardImpl i =
+      impl<Fastest>("fastest", "async at d=64, warp_tiles at d=128: the fastest measured");
   return i;
 }
 
@@ -256,7 +287,8 @@ std::vector<ft::BackwardImpl> backward_impls() {
           impl<DqPass>("dq_pass", "async, dQ by a second pass per query tile, no atomics"),
           fastest(),
           impl<AsyncBr32>("async_br32", "async with 32-query tiles at d=64 too"),
-          impl<AsyncBc64>("async_bc64", "async with 64 keys a block, 4 warps")};
+          impl<AsyncBc64>("async_bc64", "async with 64 keys a block, 4 warps"),
+          impl<WarpTiles>("warp_tiles", "async, P^T/dS^T via shared memory: 32-row warp tiles in every product")};
 }
 
 }  // namespace ch08

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "08_tensor_core_backward/tensor_core_backward.hpp"
@@ -183,6 +184,31 @@ TEST(Ch08Fragments, PackedPairIsTheAccumulatorPair) {
         EXPECT_EQ(s.index, 2 * h + j) << "nt " << nt << " h " << h;
       }
     }
+}
+
+// The warp_tiles kernel's map of warps to tiles (warp_tile_corners): for both of its shapes
+// (Br = 128 at d = 64, 64 at d = 128; Bc = 128, 8 warps), the 8 warps' tiles of Sᵀ (32 keys ×
+// Br/2 queries), of dK/dV (32 keys × d/2) and of dQ (32 queries × the rest of d) cover each
+// product's every element exactly once.
+TEST(Ch08Fragments, WarpTilesCoverEveryProductOnce) {
+  constexpr int kWarps = 8, Bc = 128;
+  for (const auto [Br, d] : {std::pair{128, 64}, std::pair{64, 128}}) {
+    SCOPED_TRACE("Br=" + std::to_string(Br) + " d=" + std::to_string(d));
+    const int cols = ch08::key_col_warps(kWarps, Bc), dq_cols = ch08::dq_col_warps(kWarps, Br);
+    ASSERT_EQ(cols, 2);
+    ASSERT_EQ(dq_cols, kWarps * ch08::kWarpTileRows / Br);
+    std::vector<int> st(Bc * Br, 0), dkv(Bc * d, 0), dq(Br * d, 0);
+    for (int w = 0; w < kWarps; ++w) {
+      const ch08::WarpTileCorners c = ch08::warp_tile_corners(w, kWarps, Br, Bc, d);
+      for (int r = 0; r < ch08::kWarpTileRows; ++r) {
+        for (int q = 0; q < Br / cols; ++q) ++st.at((c.key0 + r) * Br + c.query0 + q);
+        for (int x = 0; x < d / cols; ++x) ++dkv.at((c.key0 + r) * d + c.dcol0 + x);
+        for (int x = 0; x < d / dq_cols; ++x) ++dq.at((c.dq_query0 + r) * d + c.dq_col0 + x);
+      }
+    }
+    for (const auto* v : {&st, &dkv, &dq})
+      for (size_t i = 0; i < v->size(); ++i) ASSERT_EQ((*v)[i], 1) << "element " << i;
+  }
 }
 
 }  // namespace

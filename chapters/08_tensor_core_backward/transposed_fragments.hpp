@@ -41,4 +41,26 @@ FT_TC_HD constexpr PackedPair packed_pair(int nt, int half) {
   return {nt / 2, (ft::tc::kCElems * (nt % 2) + ft::tc::kPair * half) / ft::tc::kPair};
 }
 
+/// The warp_tiles kernel (flash_backward_warp_tiles.cuh): where warp `warp`'s tile of each
+/// product starts, for a block of `warps` warps, Bc keys, Br queries and head dimension d.
+/// Every warp tile is kWarpTileRows = 32 rows tall. Sᵀ, dPᵀ (keys × queries) and dK, dV
+/// (keys × d): Bc/32 warps down the keys, the rest across the columns; dQ (queries × d):
+/// Br/32 warps down the queries, the rest across d. The CPU test checks that the tiles
+/// cover each product exactly once.
+constexpr int kWarpTileRows = 32;
+struct WarpTileCorners {
+  int key0;       ///< Sᵀ, dPᵀ, dK, dV: the warp's first key (row)
+  int query0;     ///< Sᵀ, dPᵀ: its first query (column)
+  int dcol0;      ///< dK, dV: its first column of d
+  int dq_query0;  ///< dQ: its first query (row)
+  int dq_col0;    ///< dQ: its first column of d
+};
+FT_TC_HD constexpr int key_col_warps(int warps, int Bc) { return warps / (Bc / kWarpTileRows); }
+FT_TC_HD constexpr int dq_col_warps(int warps, int Br) { return warps / (Br / kWarpTileRows); }
+FT_TC_HD constexpr WarpTileCorners warp_tile_corners(int warp, int warps, int Br, int Bc, int d) {
+  const int cols = key_col_warps(warps, Bc), dq_cols = dq_col_warps(warps, Br);
+  return {(warp / cols) * kWarpTileRows, (warp % cols) * (Br / cols), (warp % cols) * (d / cols),
+          (warp / dq_cols) * kWarpTileRows, (warp % dq_cols) * (d / dq_cols)};
+}
+
 }  // namespace ch08

@@ -147,8 +147,10 @@ class TensorCorePanels(unittest.TestCase):
         self.assertIn("08 fastest d=64 at ", roof)
         self.assertIn("08 fastest d=128 at ", roof)
         memory = lines["memory_vs_n"]
-        self.assertIn("08 plain, wide_kv, async: 136 MB at N=16384 (tc_variants.csv)", memory)
-        self.assertIn("08 dq_pass: 2.1 MB at N=16384 (tc_variants.csv)", memory)
+        self.assertIn("08 plain, wide_kv, async: 136 MB at N=1024, 136 MB at N=4096, "
+                      "136 MB at N=16384 (tc_variants.csv)", memory)
+        self.assertIn("08 dq_pass: 2.1 MB at N=1024, 2.1 MB at N=4096, 2.1 MB at N=16384 "
+                      "(tc_variants.csv)", memory)
 
     def test_fixture_without_vs_pytorch(self):
         # 8 bars a panel: every staircase variant of chapters 06 and 07, and not the sweep

@@ -1,0 +1,265 @@
+/// @file flash_backward_warp_tiles.cuh
+/// @brief Variant `warp_tiles`: chapter 08's backward with Pᵀ and dSᵀ through shared memory,
+/// so that every product gives each warp a tile 32 rows tall (FlashAttention-2's layout).
+///
+/// What changed from `async` (flash_backward_tc.cuh), and why. There, warp w owns 16 keys
+/// and keeps Pᵀ and dSᵀ in registers as the A operands of dV and dK: no shared memory for
+/// them, but every product is 16 rows tall, and a 16-row warp tile reads its B operand (all
+/// Br queries of Q or dO, all d columns of dO or Q) for only one mma row. Nsight Compute
+/// (profiles/profile_ch08_async_d128.txt) shows the cost: ldmatrix keeps the shared-memory
+/// pipe 74-81% busy while the tensor cores are 34-36% busy; 104 ldmatrix.x4 per 160 mma
+/// per warp and query tile at d = 128.
+///
+/// Here a block of 8 warps owns Bc = 128 keys, and each product is split over the warps
+/// its own way, every warp tile 32 rows (two mma rows) tall:
+///
+///     product         C tile [rows × cols]   warps (rows × cols)   a warp's tile
+///     Sᵀ  = K·Qᵀ      Bc × Br                4 × 2                 32 keys × Br/2 queries
+///     dPᵀ = V·dOᵀ     Bc × Br                4 × 2                 (the same)
+///     dV += Pᵀ·dO     Bc × d                 4 × 2                 32 keys × d/2
+///     dK += dSᵀ·Q     Bc × d                 4 × 2                 32 keys × d/2
+///     dQ  = dS·K      Br × d                 Br/32 × 8·32/Br       32 queries × the rest
+///
+/// The warp that computes a piece of Pᵀ is not the one that needs it as an A operand
+/// (dV's warp needs all Br queries of its keys, Sᵀ's warp has half of them), so Pᵀ and dSᵀ
+/// go to shared memory ([key][query] tiles), and after one barrier every warp reads what its
+/// tile of dV, dK and dQ needs: Pᵀ and dSᵀ as stored (ldmatrix), dS transposed
+/// (ldmatrix.trans). The count per warp and query tile, d = 128 (Br = 64): Sᵀ and dPᵀ 32
+/// ldmatrix.x4 each, dV and dK 24 each, dQ 32: 144 for 320 mma, 0.45 per mma where `async`
+/// needs 0.65, plus 32 32-bit stores of Pᵀ and dSᵀ. At d = 64 (Br = 128): 144 for 320
+/// mma, 0.45 against 0.60, plus 64 stores.
+///
+/// Run: ./build/chapters/08_tensor_core_backward/ch08_tensor_core_backward --variant warp_tiles
+#pragma once
+
+#include "08_tensor_core_backward/flash_backward_tc.cuh"  // Params, dot_dO_O_tc, convert_dq
+
+namespace ch08 {
+
+/// The warp_tiles kernel's shape. Br: 128 queries at d = 64 and 64 at d = 128, so that the
+/// warps' accumulators (Sᵀ, dPᵀ, dK, dV) fit 255 registers either way (static_assert below).
+template <class Element, int D_>
+struct WarpTileTraits {
+  using T = Element;
+  static constexpr int D = D_;
+  static constexpr int Br = D == 64 ? 128 : 64;  ///< queries per query tile
+  static constexpr int Bc = 128;                 ///< keys per block: 4 warp rows of 32
+  static constexpr int kWarps = 8;
+  static constexpr int kThreads = kWarps * ft::tc::kLanes;
+  static constexpr Copy kCopy = Copy::kAsync;  ///< the next query tile lands while this one is used
+  static constexpr DQ kDq = DQ::kAtomics;
+  static constexpr int kStages = 2;
+  using Tile = ft::tc::SwizzledTile<D>;   ///< Q, dO, K, V: rows of d elements
+  using PdsTile = ft::tc::SwizzledTile<Br>;  ///< Pᵀ, dSᵀ: [key][query], rows of Br elements
+
+  /// Where each warp's tiles are: transposed_fragments.hpp, warp_tile_corners.
+  static constexpr int kRowTiles = kWarpTileRows / ft::tc::kMmaM;  ///< 2 mma rows a warp
+  static constexpr int kColWarps = key_col_warps(kWarps, Bc);      ///< 2: across queries or d
+  static constexpr int kDqColWarps = dq_col_warps(kWarps, Br);     ///< dQ: across d
+  static constexpr int kQTiles = Br / kColWarps / ft::tc::kMmaN;   ///< 8-query tiles of Sᵀ a warp
+  static constexpr int kDTiles = D / kColWarps / ft::tc::kMmaN;    ///< 8-column tiles of dK, dV
+  static constexpr int kDqTiles = D / kDqColWarps / ft::tc::kMmaN;  ///< 8-column tiles of dQ a warp
+  static constexpr int kDSteps = D / ft::tc::kMmaK;    ///< k-steps over d (Sᵀ, dPᵀ)
+  static constexpr int kQSteps = Br / ft::tc::kMmaK;   ///< over the queries (dV, dK)
+  static constexpr int kKeySteps = Bc / ft::tc::kMmaK; ///< over the keys (dQ)
+  /// dSᵀ needs the rounded P that dV uses: kept packed in registers (16 a lane at d = 128),
+  /// or, at d = 64 where that is 32 registers and ptxas spills 40 bytes with them, read back
+  /// from the words this lane stored to Pt (4 bytes spilled instead; 32 more 4-byte loads).
+  static constexpr bool kRereadP = D == 64;
+
+  static constexpr int kQBytes = ft::tc::tile_bytes<Tile>(Br);
+  static constexpr int kKBytes = ft::tc::tile_bytes<Tile>(Bc);
+  static constexpr int kPdsBytes = ft::tc::tile_bytes<PdsTile>(Bc);
+  static constexpr int kRowStatBytes = Br * int(sizeof(float));
+  static constexpr int kStageBytes = 2 * kQBytes + 2 * kRowStatBytes;  ///< Q, dO, L, D
+  /// K, V, Pᵀ, dSᵀ, then two stages.
+  static constexpr size_t kSmemBytes = size_t(2 * kKBytes + 2 * kPdsBytes + kStages * kStageBytes);
+
+  static_assert(Bc / kWarpTileRows * kColWarps == kWarps && Br / kWarpTileRows * kDqColWarps == kWarps,
+                "the warps tile every product exactly");
+  static_assert(kQTiles % 2 == 0 && kDTiles % 2 == 0 && kDqTiles % 2 == 0,
+                "B fragments are loaded in pairs (x4)");
+  static_assert(kRowTiles * (2 * kQTiles + 2 * kDTiles) * ft::tc::kCElems <= 192,
+                "Sᵀ, dPᵀ, dK, dV accumulators must leave registers for the rest (255 max)");
+  static_assert(kSmemBytes <= 227 * 1024, "at most 227 KB of shared memory per block (sm_90)");
+};
+
+/// acc[i][j] += A_i·B_j over kSteps k-steps for a warp tile of kM × kN mma tiles:
+/// load_a(a, i, ks) fetches A's i-th 16-row fragment, load_b(b, j, ks) B's fragments j, j+1
+/// (one ldmatrix.x4). Each A fragment is used kN times and each B pair kM times: the reuse
+/// that a taller warp tile buys.
+template <class T, int kM, int kN, int kSteps, class LoadA, class LoadB>
+__device__ __forceinline__ void warp_product(FragC (&acc)[kM][kN], LoadA load_a, LoadB load_b) {
+#pragma unroll
+  for (int ks = 0; ks < kSteps; ++ks) {
+    FragA a[kM];
+#pragma unroll
+    for (int i = 0; i < kM; ++i) load_a(a[i], i, ks);
+#pragma unroll
+    for (int j = 0; j < kN; j += 2) {
+      FragB b[2];
+      load_b(b, j, ks);
+#pragma unroll
+      for (int i = 0; i < kM; ++i) {
+        ft::tc::mma_m16n8k16<T>(acc[i][j], a[i], b[0]);
+        ft::tc::mma_m16n8k16<T>(acc[i][j + 1], a[i], b[1]);
+      }
+    }
+  }
+}
+
+template <class Tr>
+__global__ void __launch_bounds__(Tr::kThreads) flash_backward_warp_tiles(const Params<typename Tr::T> p) {
+  using T = typename Tr::T;
+  using Tile = typename Tr::Tile;
+  using PdsTile = typename Tr::PdsTile;
+  constexpr int D = Tr::D, Br = Tr::Br, Bc = Tr::Bc, kM = Tr::kRowTiles;
+
+  extern __shared__ uint4 smem_raw[];
+  T* Ks = reinterpret_cast<T*>(smem_raw);  // [Bc][D]
+  T* Vs = Ks + Bc * Tile::kRowStride;      // [Bc][D]
+  T* Pt = Vs + Bc * Tile::kRowStride;      // [Bc][Br]: Pᵀ
+  T* dSt = Pt + Bc * PdsTile::kRowStride;  // [Bc][Br]: dSᵀ
+  unsigned char* stages = reinterpret_cast<unsigned char*>(dSt + Bc * PdsTile::kRowStride);
+  auto stage_q = [&](int st) { return reinterpret_cast<T*>(stages + st * Tr::kStageBytes); };
+  auto stage_do = [&](int st) { return stage_q(st) + Br * Tile::kRowStride; };
+  auto stage_l = [&](int st) { return reinterpret_cast<float*>(stage_do(st) + Br * Tile::kRowStride); };
+  auto stage_d = [&](int st) { return stage_l(st) + Br; };
+
+  const int lane = ft::tc::lane_id(), warp = threadIdx.x / ft::tc::kLanes;
+  const int k0 = int(blockIdx.x % p.num_kv_tiles) * Bc;
+  const int64_t head = blockIdx.x / p.num_kv_tiles;
+  const int N = p.N;
+  const int64_t head_rows = head * N;
+  const T* Q = p.Q + head_rows * D;
+  const T* dO = p.dO + head_rows * D;
+  // This warp's place in each product (the table in the file comment).
+  const WarpTileCorners at0 = warp_tile_corners(warp, Tr::kWarps, Br, Bc, D);
+  const int key0 = at0.key0, qcol0 = at0.query0, dcol0 = at0.dcol0;
+  const int dq_row0 = at0.dq_query0, dq_col0 = at0.dq_col0;
+
+  auto load_query_tile = [&](int i, int st) {  // Q, dO, L, D of query tile i, by cp.async
+    const int q0 = i * Br;
+    ft::tc::copy_tile_async<Tile, Br, Tr::kThreads>(stage_q(st), Q, q0, N);
+    ft::tc::copy_tile_async<Tile, Br, Tr::kThreads>(stage_do(st), dO, q0, N);
+    for (int r = threadIdx.x; r < 2 * Br; r += Tr::kThreads) {
+      const int row = r % Br;
+      const bool in = q0 + row < N;
+      const float* src = (r < Br ? p.lse : p.Drow) + head_rows + (in ? q0 + row : 0);
+      ft::tc::cp_async_4((r < Br ? stage_l(st) : stage_d(st)) + row, src, in);
+    }
+    ft::tc::cp_async_commit();
+  };
+
+  const int num_q_tiles = (N + Br - 1) / Br;
+  const int i_first = p.causal ? k0 / Br : 0;
+  load_query_tile(i_first, 0);
+  ft::tc::copy_tile_sync<Tile, Bc, Tr::kThreads>(Ks, p.K + head_rows * D, k0, N);
+  ft::tc::copy_tile_sync<Tile, Bc, Tr::kThreads>(Vs, p.V + head_rows * D, k0, N);
+
+  FragC dk[kM][Tr::kDTiles] = {}, dv[kM][Tr::kDTiles] = {};  // 32 keys × d/2, float32
+
+  for (int i = i_first; i < num_q_tiles; ++i) {
+    const int q0 = i * Br, st = (i - i_first) % 2;
+    ft::tc::cp_async_wait<0>();
+    __syncthreads();  // tile i is in; every warp is done with tile i−1, its Pᵀ and dSᵀ
+    if (i + 1 < num_q_tiles) load_query_tile(i + 1, 1 - st);
+    const T* Qs = stage_q(st);
+    const T* dOs = stage_do(st);
+    const float* Ls = stage_l(st);
+    const float* Ds = stage_d(st);
+
+    // Sᵀ = K·Qᵀ for this warp's 32 keys × Br/2 queries (A: K's rows; B: Q's rows).
+    FragC sc[kM][Tr::kQTiles] = {};
+    warp_product<T, kM, Tr::kQTiles, Tr::kDSteps>(
+        sc, [&](FragA& a, int m, int ks) { ft::tc::load_a<Tile>(a, Ks, key0 + 16 * m, 16 * ks); },
+        [&](FragB (&b)[2], int n, int ks) { ft::tc::load_b_x4<Tile>(b, Qs, qcol0 + 8 * n, 16 * ks); });
+
+    // Pᵀ = exp2(Sᵀ·scale·log2e − L·log2e), 0 where masked (as in flash_backward_tc), packed
+    // in pairs (two queries of one key), stored to Pt (and kept, unless kRereadP).
+    const bool masked = k0 + Bc > N || q0 + Br > N || (p.causal && k0 + Bc - 1 > q0);
+    uint32_t pp[kM][Tr::kQTiles][ft::tc::kMBlocks];
+#pragma unroll
+    for (int m = 0; m < kM; ++m)
+#pragma unroll
+      for (int n = 0; n < Tr::kQTiles; ++n)
+#pragma unroll
+        for (int h = 0; h < ft::tc::kMBlocks; ++h) {
+          const RowCol at = ft::tc::mma_c_coord(lane, 2 * h) + RowCol{key0 + 16 * m, qcol0 + 8 * n};
+          float prob[2];
+#pragma unroll
+          for (int e = 0; e < 2; ++e) {
+            prob[e] = ft::exp2_ftz(fmaf(sc[m][n].c[2 * h + e], p.scale_log2, -Ls[at.col + e] * ft::kLog2e));
+            const int key = k0 + at.row, query = q0 + at.col + e;
+            if (masked && (key >= N || query >= N || (p.causal && key > query))) prob[e] = 0.f;
+          }
+          pp[m][n][h] = ft::tc::pack2<T>(prob[0], prob[1]);
+          *reinterpret_cast<uint32_t*>(Pt + PdsTile::offset(at.row, at.col)) = pp[m][n][h];
+        }
+
+    // dPᵀ = V·dOᵀ, then dSᵀ = scale·Pᵀ∘(dPᵀ − D) with the rounded P that dV will use (read
+    // back, with kRereadP, from the very words this lane stored: no barrier needed).
+    FragC dpt[kM][Tr::kQTiles] = {};
+    warp_product<T, kM, Tr::kQTiles, Tr::kDSteps>(
+        dpt, [&](FragA& a, int m, int ks) { ft::tc::load_a<Tile>(a, Vs, key0 + 16 * m, 16 * ks); },
+        [&](FragB (&b)[2], int n, int ks) { ft::tc::load_b_x4<Tile>(b, dOs, qcol0 + 8 * n, 16 * ks); });
+#pragma unroll
+    for (int m = 0; m < kM; ++m)
+#pragma unroll
+      for (int n = 0; n < Tr::kQTiles; ++n)
+#pragma unroll
+        for (int h = 0; h < ft::tc::kMBlocks; ++h) {
+          const RowCol at = ft::tc::mma_c_coord(lane, 2 * h) + RowCol{key0 + 16 * m, qcol0 + 8 * n};
+          const float2 prob = ft::tc::unpack2<T>(
+              Tr::kRereadP ? *reinterpret_cast<const uint32_t*>(Pt + PdsTile::offset(at.row, at.col))
+                           : pp[m][n][h]);
+          *reinterpret_cast<uint32_t*>(dSt + PdsTile::offset(at.row, at.col)) = ft::tc::pack2<T>(
+              p.scale * prob.x * (dpt[m][n].c[2 * h] - Ds[at.col]),
+              p.scale * prob.y * (dpt[m][n].c[2 * h + 1] - Ds[at.col + 1]));
+        }
+    __syncthreads();  // all of Pᵀ and dSᵀ is stored
+
+    // dV += Pᵀ·dO and dK += dSᵀ·Q for 32 keys × d/2: A as stored, B transposed from rows.
+    warp_product<T, kM, Tr::kDTiles, Tr::kQSteps>(
+        dv, [&](FragA& a, int m, int ks) { ft::tc::load_a<PdsTile>(a, Pt, key0 + 16 * m, 16 * ks); },
+        [&](FragB (&b)[2], int n, int ks) { ft::tc::load_b_trans_x4<Tile>(b, dOs, 16 * ks, dcol0 + 8 * n); });
+    warp_product<T, kM, Tr::kDTiles, Tr::kQSteps>(
+        dk, [&](FragA& a, int m, int ks) { ft::tc::load_a<PdsTile>(a, dSt, key0 + 16 * m, 16 * ks); },
+        [&](FragB (&b)[2], int n, int ks) { ft::tc::load_b_trans_x4<Tile>(b, Qs, 16 * ks, dcol0 + 8 * n); });
+
+    // dQ's share of these keys, dS·K for 32 queries × this warp's columns: dS read
+    // transposed from the [key][query] tile, K transposed from its rows; float2 atomics.
+    FragC dq[kM][Tr::kDqTiles] = {};
+    warp_product<T, kM, Tr::kDqTiles, Tr::kKeySteps>(
+        dq, [&](FragA& a, int m, int ks) { ft::tc::load_a_trans<PdsTile>(a, dSt, 16 * ks, dq_row0 + 16 * m); },
+        [&](FragB (&b)[2], int n, int ks) { ft::tc::load_b_trans_x4<Tile>(b, Ks, 16 * ks, dq_col0 + 8 * n); });
+#pragma unroll
+    for (int m = 0; m < kM; ++m)
+#pragma unroll
+      for (int n = 0; n < Tr::kDqTiles; ++n)
+#pragma unroll
+        for (int h = 0; h < ft::tc::kMBlocks; ++h) {
+          const RowCol at = ft::tc::mma_c_coord(lane, 2 * h) + RowCol{dq_row0 + 16 * m, dq_col0 + 8 * n};
+          if (q0 + at.row < N)
+            atomic_add2(p.dq_acc + (head_rows + q0 + at.row) * D + at.col, dq[m][n].c[2 * h],
+                        dq[m][n].c[2 * h + 1]);
+        }
+  }
+
+  // dK, dV of this warp's 32 keys × d/2 columns, each element written once.
+#pragma unroll
+  for (int m = 0; m < kM; ++m)
+#pragma unroll
+    for (int n = 0; n < Tr::kDTiles; ++n)
+#pragma unroll
+      for (int h = 0; h < ft::tc::kMBlocks; ++h) {
+        const RowCol at = ft::tc::mma_c_coord(lane, 2 * h) + RowCol{key0 + 16 * m, dcol0 + 8 * n};
+        if (k0 + at.row < N) {
+          const int64_t at_row = (head_rows + k0 + at.row) * D + at.col;
+          *reinterpret_cast<uint32_t*>(p.dK + at_row) = ft::tc::pack2<T>(dk[m][n].c[2 * h], dk[m][n].c[2 * h + 1]);
+          *reinterpret_cast<uint32_t*>(p.dV + at_row) = ft::tc::pack2<T>(dv[m][n].c[2 * h], dv[m][n].c[2 * h + 1]);
+        }
+      }
+}
+
+}  // namespace ch08
