@@ -24,7 +24,8 @@
 # "64 128", "0 1"); FT_SANITIZE lists the chapters compute-sanitizer checks (default all),
 # FT_SANITIZE_DIMS the head dimensions it runs them at (default 64; "64 128" also covers the
 # kernels' d = 128 instantiations, chapter 05's one-block-per-SM shape among them);
-# FT_SANITIZE_ARGS adds flags to those runs (e.g. "--variant fastest"), FT_SANITIZE_TAG
+# FT_SANITIZE_ARGS adds flags to those runs (e.g. "--variant fastest"), FT_SANITIZE_VARIANT
+# picks one variant per chapter as FT_TC_VARIANT does (e.g. "06:warp_rows 08:warp_tiles"), FT_SANITIZE_TAG
 # names their logs apart, FT_SANITIZE_TIMEOUT bounds each run (default 120 s). FT_TC_CHAPTERS narrows the tc stage (e.g. "08_tensor_core_backward").
 set -uo pipefail
 OUT=$(realpath -m "${1:?usage: gpu_run.sh OUT_DIR [BUILD_DIR] [STAGES]}")
@@ -122,6 +123,9 @@ if want ctest; then
   grep -E "Failure|Expected|Which is|rel_l2|max_abs|error:" "$LOGS/ctest.log" | head -60 | tee -a "$SUMMARY"
 fi
 
+# FT_TC_VARIANT="06:grid_half 07:fastest" runs one variant per chapter instead of all.
+tc_variant() { for cv in $FT_TC_VARIANT; do [ "${cv%%:*}" = "${1:0:2}" ] && echo "${cv#*:}"; done; }
+
 if want sanitizer; then
   say "== compute-sanitizer (small problems: B=1 H=2 N=200, d in {$SANITIZE_DIMS}, causal and not)"
   for ch in $SANITIZE; do
@@ -131,8 +135,10 @@ if want sanitizer; then
       for tool in memcheck racecheck synccheck; do
         for c in "" "--causal"; do
           log="$LOGS/sanitizer_${ch}_d${d}_${tool}${c:+_causal}${FT_SANITIZE_TAG:-}.log"
+          v=$(FT_TC_VARIANT="${FT_SANITIZE_VARIANT:-}" tc_variant "$ch")
           timeout "${FT_SANITIZE_TIMEOUT:-120}" compute-sanitizer --tool "$tool" --error-exitcode 9 "$p" --batch 1 --heads 2 \
-            --seq-len 200 --head-dim "$d" $c --iters 1 --warmup 0 --no-baseline ${FT_SANITIZE_ARGS:-} >"$log" 2>&1
+            --seq-len 200 --head-dim "$d" $c --iters 1 --warmup 0 --no-baseline ${v:+--variant $v} \
+            ${FT_SANITIZE_ARGS:-} >"$log" 2>&1
           rc=$?
           say "$ch d=$d $tool ${c:-non-causal}: rc=$rc $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$log" | tail -n 1)"
         done
@@ -184,8 +190,6 @@ if want chapters; then
   done
 fi
 
-# FT_TC_VARIANT="06:grid_half 07:fastest" runs one variant per chapter instead of all.
-tc_variant() { for cv in $FT_TC_VARIANT; do [ "${cv%%:*}" = "${1:0:2}" ] && echo "${cv#*:}"; done; }
 if want tc; then
   say "== tensor-core chapters: every variant (bf16; FT_TC_DTYPES to change), 16384 tokens"
   rm -f "$OUT/tc.csv"
