@@ -53,8 +53,9 @@ ft::KernelTraffic scores_line(const ft::Problem& p, ScoreStorage storage) {
 }
 
 /// row_softmax_tc. Row i reads the 16-byte pieces that hold its visible scores, writes
-/// p_columns_written(i) elements of P and one float of lse.
-ft::KernelTraffic softmax_line(const ft::Problem& p, ScoreStorage storage) {
+/// p_columns_written(i) elements of P and one float of lse. warp_softmax_tc (a warp per row,
+/// for rows that fit: warp_softmax_fits) reads and writes exactly the same pieces, once.
+ft::KernelTraffic softmax_line(const ft::Problem& p, ScoreStorage storage, SoftmaxKernel softmax) {
   const int N = p.seq_len, ld = grid_row_stride(N);
   const double es = score_bytes(p, storage);
   const int vec = int(16 / es);  // scores per 16-byte load
@@ -80,6 +81,10 @@ ft::KernelTraffic softmax_line(const ft::Problem& p, ScoreStorage storage) {
   k.note = in_registers ? "the row read once into registers, P written over S in the dtype"
                         : std::string("rows past the registers: two reads, ") +
                               (reread_hits ? "the second from L2" : "both from DRAM");
+  if (softmax == SoftmaxKernel::WarpPerRow && warp_softmax_fits(ld)) {  // in_registers too
+    k.kernel = "warp_softmax_tc";
+    k.note = "a warp per row: the row read once into a warp's registers, P written over S";
+  }
   return k;
 }
 
@@ -114,8 +119,9 @@ size_t workspace_bytes(const ft::Problem& p, ScoreStorage storage) {
   return size_t(p.rows()) * size_t(grid_row_stride(p.seq_len)) * size_t(score_bytes(p, storage));
 }
 
-std::vector<ft::KernelTraffic> traffic(const ft::Problem& p, ScoreStorage storage) {
-  return {scores_line(p, storage), softmax_line(p, storage), pv_line(p)};
+std::vector<ft::KernelTraffic> traffic(const ft::Problem& p, ScoreStorage storage,
+                                       SoftmaxKernel softmax) {
+  return {scores_line(p, storage), softmax_line(p, storage, softmax), pv_line(p)};
 }
 
 }  // namespace ch06

@@ -16,7 +16,9 @@
 // time: the ledger printed first (the grid's bytes over the copy bandwidth) is the forecast.
 //
 // Variants (--variant): grid_f32 keeps S in float32 in the grid (4 bytes a score), grid_half
-// rounds S to the dtype (2 bytes); P is in the dtype in both. Needs an sm_80 GPU or newer.
+// rounds S to the dtype (2 bytes); P is in the dtype in both. warp_rows is grid_half with a
+// warp per softmax row for rows of up to 2048 scores (warp_softmax.cuh; try it with
+// --seq-len 1024 --batch 16 --variant warp_rows). Needs an sm_80 GPU or newer.
 // Without a GPU the program prints the ledger and exits with code 3.
 #include "06_tensor_cores/tensor_cores.hpp"
 #include "program.hpp"

@@ -9,7 +9,9 @@
 //
 // Two variants, one question: what the grid costs when S is stored as float32 (grid_f32)
 // or rounded to the dtype (grid_half). The kernels are qk_scores.cuh, row_softmax.cuh and
-// pv_output.cuh; the ledger is ledger.cpp.
+// pv_output.cuh; the ledger is ledger.cpp. A third, warp_rows, is grid_half with another
+// softmax kernel (warp_softmax.cuh: a warp per row for rows of up to 2048 elements, the same
+// bytes with less work per row), row_softmax_tc past that.
 #include <climits>
 #include <string>
 
@@ -17,6 +19,7 @@
 #include "06_tensor_cores/qk_scores.cuh"
 #include "06_tensor_cores/row_softmax.cuh"
 #include "06_tensor_cores/tensor_cores.hpp"
+#include "06_tensor_cores/warp_softmax.cuh"
 #include "capi.hpp"
 #include "check.cuh"
 #include "launch.cuh"
@@ -49,7 +52,7 @@ void launch_softmax(const SoftmaxParams<Score, T>& sp, int64_t rows, cudaStream_
   CUDA_CHECK_LAUNCH();
 }
 
-template <class T, class Score, int D>
+template <class T, class Score, int D, SoftmaxKernel kSoftmax>
 void forward(const ft::Problem& p, const ft::ForwardArgs& a, cudaStream_t stream) {
   ft::require_sm(kMinSm, "chapter 06");
   const int N = p.seq_len, ld = grid_row_stride(N);
@@ -71,10 +74,19 @@ void forward(const ft::Problem& p, const ft::ForwardArgs& a, cudaStream_t stream
   T* P = reinterpret_cast<T*>(S);
   const int p_ld = ld * int(sizeof(Score) / sizeof(T));
   const SoftmaxParams<Score, T> sp{S, P, a.lse, N, ld, p_ld, p.causal};
-  switch (softmax_regs(ld)) {
-    case 16: launch_softmax<Score, T, 16>(sp, p.rows(), stream); break;
-    case 32: launch_softmax<Score, T, 32>(sp, p.rows(), stream); break;
-    default: launch_softmax<Score, T, kSoftmaxMaxRegs>(sp, p.rows(), stream); break;
+  bool by_warp = false;  // warp_rows: a warp per row where the row fits (ld ≤ 2048)
+  if constexpr (kSoftmax == SoftmaxKernel::WarpPerRow) {
+    by_warp = warp_softmax_fits(ld);
+    if (by_warp)
+      launch_warp_softmax(sp, p.rows(), blocks_or_throw(warp_softmax_blocks(p.rows()), "warp_softmax_tc"),
+                          stream);
+  }
+  if (!by_warp) {
+    switch (softmax_regs(ld)) {
+      case 16: launch_softmax<Score, T, 16>(sp, p.rows(), stream); break;
+      case 32: launch_softmax<Score, T, 32>(sp, p.rows(), stream); break;
+      default: launch_softmax<Score, T, kSoftmaxMaxRegs>(sp, p.rows(), stream); break;
+    }
   }
 
   // 3. O = P·V.
@@ -86,8 +98,9 @@ void forward(const ft::Problem& p, const ft::ForwardArgs& a, cudaStream_t stream
   CUDA_CHECK_LAUNCH();
 }
 
-/// One variant: the dtype and d pick the instance; kStorage says what S is stored as.
-template <ScoreStorage kStorage>
+/// One variant: the dtype and d pick the instance; kStorage says what S is stored as,
+/// kSoftmax which kernel turns it into P.
+template <ScoreStorage kStorage, SoftmaxKernel kSoftmax>
 void run(const ft::Problem& p, const ft::ForwardArgs& a, cudaStream_t stream) {
   const bool bf16 = p.dtype == ft::DType::BFloat16;
   if (!bf16 && p.dtype != ft::DType::Float16)
@@ -98,8 +111,10 @@ void run(const ft::Problem& p, const ft::ForwardArgs& a, cudaStream_t stream) {
   using SBf = std::conditional_t<f32, float, Bf>;  // the score type for each element type
   using SHf = std::conditional_t<f32, float, Hf>;
   switch (p.head_dim) {
-    case 64: return bf16 ? forward<Bf, SBf, 64>(p, a, stream) : forward<Hf, SHf, 64>(p, a, stream);
-    case 128: return bf16 ? forward<Bf, SBf, 128>(p, a, stream) : forward<Hf, SHf, 128>(p, a, stream);
+    case 64:
+      return bf16 ? forward<Bf, SBf, 64, kSoftmax>(p, a, stream) : forward<Hf, SHf, 64, kSoftmax>(p, a, stream);
+    case 128:
+      return bf16 ? forward<Bf, SBf, 128, kSoftmax>(p, a, stream) : forward<Hf, SHf, 128, kSoftmax>(p, a, stream);
   }
   throw ft::Unsupported("chapter 06: head_dim must be 64 or 128");
 }
@@ -112,14 +127,14 @@ size_t workspace(const ft::Problem& p) {
   return workspace_bytes(p, kStorage);
 }
 
-template <ScoreStorage kStorage>
-std::vector<ft::KernelTraffic> ledger(const ft::Problem& p) { return traffic(p, kStorage); }
+template <ScoreStorage kStorage, SoftmaxKernel kSoftmax>
+std::vector<ft::KernelTraffic> ledger(const ft::Problem& p) { return traffic(p, kStorage, kSoftmax); }
 
-template <ScoreStorage kStorage>
+template <ScoreStorage kStorage, SoftmaxKernel kSoftmax = SoftmaxKernel::BlockPerRow>
 ft::ForwardImpl impl(const std::string& variant, const std::string& what) {
   return {"06",       variant,           what,
-          {64, 128},  workspace<kStorage>, run<kStorage>,
-          ledger<kStorage>, {ft::DType::BFloat16, ft::DType::Float16}, kMinSm};
+          {64, 128},  workspace<kStorage>, run<kStorage, kSoftmax>,
+          ledger<kStorage, kSoftmax>, {ft::DType::BFloat16, ft::DType::Float16}, kMinSm};
 }
 
 }  // namespace
@@ -136,9 +151,16 @@ const ft::ForwardImpl& grid_half() {
   return i;
 }
 
+const ft::ForwardImpl& warp_rows() {
+  static const ft::ForwardImpl i = impl<ScoreStorage::Half, SoftmaxKernel::WarpPerRow>(
+      "warp_rows", "grid_half with a warp per softmax row (rows up to 2048), no barrier");
+  return i;
+}
+
+// grid_half until warp_rows is measured (the same bytes: the ledger cannot tell them apart).
 const ft::ForwardImpl& fastest() { return grid_half(); }
 
-std::vector<ft::ForwardImpl> forward_impls() { return {grid_f32(), grid_half()}; }
+std::vector<ft::ForwardImpl> forward_impls() { return {grid_f32(), grid_half(), warp_rows()}; }
 
 }  // namespace ch06
 

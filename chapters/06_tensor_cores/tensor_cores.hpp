@@ -88,6 +88,36 @@ CH06_HD constexpr int softmax_regs(int ld) {
 /// True when a row of `ld` elements fits the softmax's registers (one read of S).
 CH06_HD constexpr bool softmax_row_in_registers(int ld) { return ld <= kSoftmaxThreads * kSoftmaxMaxRegs; }
 
+/// The warp-per-row softmax (warp_softmax.cuh, variant warp_rows): one warp owns a row of
+/// the grid and a block owns kWarpSoftmaxRows rows. 8 warps make the same 256-thread block as
+/// every other kernel of the chapter, so that occupancy compares; no barrier ties the warps
+/// of a block together, so the number only groups rows into blocks.
+constexpr int kWarpSoftmaxRows = 8;
+/// Threads of a warp_softmax_tc block: 32 lanes (a warp) for each of its rows.
+constexpr int kWarpSoftmaxThreads = kWarpSoftmaxRows * ft::tc::kLanes;
+/// Scores a lane keeps in registers, at most: rows of up to 32 · 64 = 2048 elements go to a
+/// warp. 64 floats a thread is also row_softmax_tc's largest instance, which fits without
+/// spilling; past 2048 a lane would need 128, and at N = 4096 row_softmax_tc is already
+/// within 1.4× its bytes time (README, lab notes), so longer rows fall back to it.
+constexpr int kWarpSoftmaxMaxRegs = 64;
+/// Scores a lane of warp_softmax_tc holds for rows of `ld` elements: 8, 16, 32 or 64 (one
+/// instance each: rows up to 256, 512, 1024, 2048), the smallest that covers the row, so a
+/// short row does not pay for a long one's registers. 8 is one 16-byte load of bf16 a lane,
+/// the least a lane can hold with the chapter's 16-byte loads (two of float32).
+CH06_HD constexpr int warp_softmax_regs(int ld) {
+  constexpr int w = ft::tc::kLanes;
+  return ld <= w * 8 ? 8 : ld <= w * 16 ? 16 : ld <= w * 32 ? 32 : kWarpSoftmaxMaxRegs;
+}
+/// True when a row of `ld` elements fits one warp's registers (warp_rows uses
+/// warp_softmax_tc for it; row_softmax_tc otherwise).
+CH06_HD constexpr bool warp_softmax_fits(int ld) { return ld <= ft::tc::kLanes * kWarpSoftmaxMaxRegs; }
+
+/// Which softmax kernel a variant runs.
+enum class SoftmaxKernel {
+  BlockPerRow,  ///< row_softmax_tc for every row (grid_f32, grid_half)
+  WarpPerRow,   ///< warp_softmax_tc for rows that fit a warp, row_softmax_tc past them (warp_rows)
+};
+
 /// Columns of P row i (of a head) the softmax writes: all ld when not causal; causal, up to
 /// the end of the key tiles O = P·V reads for i's query tile (zeros past the diagonal),
 /// i.e. min(ld, ⌈(i+1)/kPvRows⌉·kPvRows). Tiles of P further right are never read.
@@ -102,19 +132,24 @@ CH06_HD constexpr int p_columns_written(int N, bool causal, int i) {
 /// S in place, row by row (in float32 storage, P row i fills the first half of S row i).
 size_t workspace_bytes(const ft::Problem& p, ScoreStorage storage);
 
-/// The memory ledger: three lines, qk_scores_tc, row_softmax_tc, pv_output_tc.
-std::vector<ft::KernelTraffic> traffic(const ft::Problem& p, ScoreStorage storage);
+/// The memory ledger: three lines, qk_scores_tc, row_softmax_tc (or warp_softmax_tc, for a
+/// WarpPerRow softmax on rows that fit a warp: the same bytes), pv_output_tc.
+std::vector<ft::KernelTraffic> traffic(const ft::Problem& p, ScoreStorage storage,
+                                       SoftmaxKernel softmax = SoftmaxKernel::BlockPerRow);
 
 /// S kept in float32: the softmax reads 4-byte scores and writes P in the dtype.
 const ft::ForwardImpl& grid_f32();
 /// S rounded to the dtype: 2-byte scores, half of grid_f32's S traffic, 8 (bf16) or 11
 /// (fp16) significant bits of each score going into the exponential.
 const ft::ForwardImpl& grid_half();
-/// The variant the ledger predicts fastest (grid_half: fewest bytes); the C API's
-/// ft_ch06_forward.
+/// grid_half with a warp per softmax row (warp_softmax.cuh) for rows of up to 2048 elements,
+/// row_softmax_tc past them: the same bytes, less work per row.
+const ft::ForwardImpl& warp_rows();
+/// The variant the ledger predicts fastest (grid_half: fewest bytes; warp_rows moves the
+/// same bytes and is not yet measured); the C API's ft_ch06_forward.
 const ft::ForwardImpl& fastest();
 
-/// grid_f32, grid_half.
+/// grid_f32, grid_half, warp_rows.
 std::vector<ft::ForwardImpl> forward_impls();
 
 }  // namespace ch06

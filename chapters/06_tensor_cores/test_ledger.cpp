@@ -1,8 +1,10 @@
 // CPU tests of chapter 06's bookkeeping: the ledger's byte counts worked out by hand for
 // small bf16 problems (2-byte elements, float32 lse; S in 4 or 2 bytes), the grid's row
-// padding, the workspace, what the variants list, and the C API's refusals.
+// padding, the softmax instances by row length, warp_rows' ledger against grid_half's, the
+// workspace, what the variants list, and the C API's refusals.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -30,6 +32,17 @@ TEST(Ch06Grid, RowsPaddedToSixteenBytes) {
   EXPECT_EQ(ch06::softmax_regs(4096), 16);
   EXPECT_EQ(ch06::softmax_regs(4104), 32);
   EXPECT_EQ(ch06::softmax_regs(16384), 64);
+  // warp_rows: a warp's 32 lanes hold 8, 16, 32 or 64 scores each, rows up to 2048.
+  EXPECT_EQ(ch06::warp_softmax_regs(8), 8);
+  EXPECT_EQ(ch06::warp_softmax_regs(256), 8);
+  EXPECT_EQ(ch06::warp_softmax_regs(264), 16);
+  EXPECT_EQ(ch06::warp_softmax_regs(1000), 32);
+  EXPECT_EQ(ch06::warp_softmax_regs(1024), 32);
+  EXPECT_EQ(ch06::warp_softmax_regs(1032), 64);
+  EXPECT_EQ(ch06::warp_softmax_regs(2048), 64);
+  EXPECT_TRUE(ch06::warp_softmax_fits(2048));
+  EXPECT_FALSE(ch06::warp_softmax_fits(2056));
+  EXPECT_EQ(ch06::kWarpSoftmaxThreads, 8 * 32);
 }
 
 TEST(Ch06Ledger, TinyProblemByHand) {
@@ -110,6 +123,38 @@ TEST(Ch06Ledger, LongRowsAreReadTwice) {
   EXPECT_TRUE(k.dram_read_bytes == row_reads || k.dram_read_bytes == 2 * row_reads);
 }
 
+TEST(Ch06Ledger, WarpRowsMovesGridHalfsBytes) {
+  // warp_rows reads and writes the softmax's pieces exactly as grid_half does, at every
+  // shape (ragged, causal, past the warp's 2048 columns, past the block's registers); only
+  // the kernel's name differs, and only where the row fits a warp.
+  const auto& impls = ch06::forward_impls();
+  const auto half = std::find_if(impls.begin(), impls.end(), [](const auto& i) { return i.variant == "grid_half"; });
+  const auto warp = std::find_if(impls.begin(), impls.end(), [](const auto& i) { return i.variant == "warp_rows"; });
+  ASSERT_NE(half, impls.end());
+  ASSERT_NE(warp, impls.end());
+  for (int N : {1, 17, 300, 1000, 1024, 2048, 2049, 4096, 32768})
+    for (int d : {64, 128})
+      for (bool causal : {false, true}) {
+        const auto p = ft::make_problem(2, 3, N, d, causal, ft::DType::BFloat16);
+        SCOPED_TRACE(p.describe());
+        const auto a = half->traffic(p), b = warp->traffic(p);
+        ASSERT_EQ(a.size(), 3u);
+        ASSERT_EQ(b.size(), 3u);
+        for (size_t k = 0; k < 3; ++k) {
+          EXPECT_DOUBLE_EQ(b[k].read_bytes, a[k].read_bytes) << b[k].kernel;
+          EXPECT_DOUBLE_EQ(b[k].write_bytes, a[k].write_bytes) << b[k].kernel;
+          EXPECT_DOUBLE_EQ(b[k].dram_read_bytes, a[k].dram_read_bytes) << b[k].kernel;
+          EXPECT_DOUBLE_EQ(b[k].dram_write_bytes, a[k].dram_write_bytes) << b[k].kernel;
+          EXPECT_DOUBLE_EQ(b[k].flops, a[k].flops) << b[k].kernel;
+          if (k != 1) {
+            EXPECT_EQ(b[k].kernel, a[k].kernel);
+          }
+        }
+        EXPECT_EQ(b[1].kernel, N <= 2048 ? "warp_softmax_tc" : "row_softmax_tc");
+        EXPECT_EQ(warp->workspace_bytes(p), half->workspace_bytes(p));
+      }
+}
+
 TEST(Ch06Scores, StagingTileCoveredOnceWithoutBankConflicts) {
   // qk_scores_tc's epilogue, emulated: 8 warps in a 4 × 2 grid of 32×64 pieces, 2 × 8
   // accumulator tiles each (as qk_scores.cuh), write their pairs into ScoreStage; then
@@ -172,9 +217,11 @@ TEST(Ch06Scores, StagingTileCoveredOnceWithoutBankConflicts) {
 
 TEST(Ch06Impls, ListWhatTheyCompile) {
   const auto impls = ch06::forward_impls();
-  ASSERT_EQ(impls.size(), 2u);
+  ASSERT_EQ(impls.size(), 3u);
   EXPECT_EQ(impls[0].variant, "grid_f32");
   EXPECT_EQ(impls[1].variant, "grid_half");
+  EXPECT_EQ(impls[2].variant, "warp_rows");
+  EXPECT_EQ(ch06::warp_rows().variant, "warp_rows");
   EXPECT_EQ(ch06::fastest().variant, "grid_half");
   const auto p = ft::make_problem(2, 3, 100, 64, false, ft::DType::BFloat16);  // ld = 104
   for (const auto& impl : impls) {
@@ -186,6 +233,7 @@ TEST(Ch06Impls, ListWhatTheyCompile) {
   }
   EXPECT_EQ(impls[0].workspace_bytes(p), size_t(600 * 104 * 4));
   EXPECT_EQ(impls[1].workspace_bytes(p), size_t(600 * 104 * 2));
+  EXPECT_EQ(impls[2].workspace_bytes(p), size_t(600 * 104 * 2));  // grid_half's grid
 }
 
 TEST(Ch06CApi, RefusesFloat32AndOddHeadDims) {
