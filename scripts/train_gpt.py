@@ -216,7 +216,17 @@ def build_model(torch, args, attend):
         def forward(self, x):
             b, n, c = x.shape
             h = args.heads
-            # [B, N, 3C] -> three [B, H, N, d] views (strided: the usual input to attention)
+            # [B, N, 3C] -> three [B, H, N, d] views (strided: the usual input to attention).
+            # FlashAttention-2 reads them through their strides and returns O laid out as
+            # [B, N, H, d], so for it the output's transpose and reshape below are views and
+            # the backward's gradients come back in the projection's layout. The tutorial's
+            # kernels read and write contiguous [B, H, N, d]: attention() copies q, k and v,
+            # the reshape below copies O, and in the backward dO and the three gradients are
+            # copied back (chapter 08's README, the training section, measures them). This
+            # code cannot avoid them for one path without changing it for both: a Linear's
+            # output rows are tokens, so heads come out inside tokens, and putting them
+            # outside is a transpose, the same bytes copied, which SDPA would then pay too.
+            # Kernels that take a row stride would (chapter 08, Exercise 5).
             q, k, v = (t.view(b, n, h, c // h).transpose(1, 2)
                        for t in self.qkv(self.ln1(x)).split(c, dim=2))
             y = attend(q, k, v).transpose(1, 2).reshape(b, n, c)

@@ -25,11 +25,19 @@ What happens in one call, in order (each step is a function below, so you can re
 3. :func:`workspace_bytes` asks the library how much scratch memory the implementation needs
    (``FT_WORKSPACE_ERROR`` becomes a :class:`FlashtutError` carrying ``ft_last_error()``:
    an unsupported head dimension is found here, before anything is allocated).
-4. The outputs and the workspace are allocated with ``torch.empty`` on the inputs' device.
-   The library allocates nothing itself.
+4. The outputs and the workspace are allocated with ``torch.empty_like``/``new_empty`` on
+   the inputs' device. The library allocates nothing itself.
 5. The C function is called with the tensors' device addresses and PyTorch's current
    stream, so the kernels queue behind whatever PyTorch queued before; a nonzero return
    becomes a :class:`FlashtutError` (a :class:`RuntimeError`) with ``ft_last_error()``.
+
+Steps 1 to 3 depend only on the problem (impl, shape, dtype, device, causal, scale), so a
+pass does them in full the first time it sees a problem and keeps what they produced; later
+calls of that problem check each tensor against it (same shape, dtype and device,
+contiguous, aligned: a comparison each) and go back to step 1, with its messages, at the
+first difference (``_Call`` below says more). On the CPU machine of ``python/README.md``
+this took a call's Python and ctypes time from 28 to 8.5 µs (forward) and from 45 to 11 µs
+(backward), with a stub library (``python/tests/bench_overhead.py``).
 
 Nothing here imports torch at module level: the ctypes declarations and the checks work
 (and are tested, ``python/tests/test_flashtut.py``) on a machine with neither PyTorch nor a
@@ -259,6 +267,8 @@ def load(path=None):
             f"{ctypes.sizeof(Problem)} in flashtut.Problem: the struct changed without a new "
             f"API version; make Problem._fields_ match common/flashtut.h")
     _lib, _lib_path = lib, where
+    _FORWARD_CALLS.clear()  # what was worked out with another library (see _Call)
+    _BACKWARD_CALLS.clear()
     return lib
 
 
@@ -427,22 +437,137 @@ def _problem_of(q, ft_dtype, causal, scale):
     return problem(b, h, n, d, causal=causal, scale=scale, dtype=ft_dtype)
 
 
+# ---- What a call works out, kept for the next call of the same problem ---------------------
+#
+# A training step calls the same pass on tensors of the same shape over and over. All that a
+# call works out before the library runs (the full checks, the ctypes struct, the C function,
+# the workspace size) depends only on the implementation, the tensors' shape, dtype and
+# device, causal and scale. So the first call of each such problem does it in full and keeps
+# the result, a _Call; a later call of the same problem looks it up and then checks, for each
+# tensor, what a kept _Call cannot vouch for: the same shape, dtype and device as the first
+# (one comparison each), contiguous, 16-byte aligned. Anything else, or nothing kept, and the
+# call takes the full path, check_tensors(), which raises the error that says what to change.
+# Every check still runs on every call; what is skipped is the work of building messages and
+# of finding the one to give. (Measured on a CPU machine with a stub library, see
+# python/README.md: 12 µs of checks for q, k, v became 2 µs.)
+
+_FORWARD_CALLS, _BACKWARD_CALLS = {}, {}  # key -> _Call, key as _lookup() makes it
+_KEEP = 64  # problems kept per table; past that the table starts again (a sweep, a test)
+
+
+class _Call:
+    """What one problem needs from the library, worked out once: the C function (``fn``) and
+    its name, the :class:`Problem`, the workspace bytes, the CUDA device's index; for a
+    backward, the lse's shape and dtype, and ``first``, the (name, function) of the forward
+    the materializing baseline runs before it (None for the others)."""
+    __slots__ = ("function", "fn", "prob", "nbytes", "device_index", "lse_shape", "lse_dtype",
+                 "first")
+
+    def __init__(self, function, fn, prob, nbytes, device_index, lse_shape, lse_dtype=None,
+                 first=None):
+        self.function, self.fn, self.prob, self.nbytes = function, fn, prob, nbytes
+        self.device_index, self.lse_shape, self.lse_dtype = device_index, lse_shape, lse_dtype
+        self.first = first
+
+
+def _lookup(calls, impl, tensors, causal, scale, lse=None):
+    """(the kept _Call, or None; the key to keep a new one under, or None if there is none).
+
+    The _Call is returned only when every tensor (and lse) has what it was checked for."""
+    q = tensors[0]
+    try:
+        shape, dtype, device = q.shape, q.dtype, q.device
+        key = (impl, shape, dtype, device, causal, scale)
+        call = calls.get(key)
+    except (AttributeError, TypeError):  # not a tensor, or a stand-in that cannot be a key
+        return None, None
+    if call is None:
+        return None, key
+    try:
+        for t in tensors:
+            if (t.shape != shape or t.dtype != dtype or t.device != device
+                    or not t.is_contiguous() or t.data_ptr() % ALIGNMENT):
+                return None, key
+        if lse is not None and (lse.shape != call.lse_shape or lse.dtype != call.lse_dtype
+                                or lse.device != device or not lse.is_contiguous()
+                                or lse.data_ptr() % ALIGNMENT):
+            return None, key
+    except AttributeError:  # k, v, ... not a tensor: check_tensors says so
+        return None, key
+    return call, key
+
+
+def _keep(calls, key, call):
+    if key is not None:
+        if len(calls) >= _KEEP:
+            calls.clear()
+        calls[key] = call
+
+
+def _forward_call(impl, q, k, v, causal, scale):
+    """The full path of :func:`forward`: every check with its message, the struct, the
+    function, the workspace query (which refuses an unsupported problem)."""
+    spec = _impl(FORWARDS, impl, "forward")
+    ft_dtype = check_tensors([("q", q), ("k", k), ("v", v)], dtypes=spec.dtypes,
+                             who=_who(impl, spec))
+    prob = _problem_of(q, ft_dtype, causal, scale)
+    fn, _ = _functions(spec, impl, "forward")
+    nbytes = workspace_bytes(spec.function, prob)  # refuses an unsupported problem here
+    return _Call(spec.function, fn, prob, nbytes, getattr(q.device, "index", None),
+                 _shape(q)[:3])
+
+
+def _backward_call(impl, q, k, v, o, lse, do, causal, scale):
+    """The full path of :func:`backward` (see :func:`_forward_call`)."""
+    spec = _impl(BACKWARDS, impl, "backward")
+    ft_dtype = check_tensors([("q", q), ("k", k), ("v", v), ("o", o), ("do", do)],
+                             dtypes=spec.dtypes, who=_who(impl, spec))
+    _check_lse(lse, q)
+    prob = _problem_of(q, ft_dtype, causal, scale)
+    fn, _ = _functions(spec, impl, "backward")
+    nbytes = workspace_bytes(spec.function, prob)
+    first = None
+    if spec.forward == "ch05_materialize":  # the workspace must come from that forward
+        paired = FORWARDS[spec.forward]
+        fwd, _ = _functions(paired, spec.forward, "forward")
+        nbytes = max(nbytes, workspace_bytes(paired.function, prob))
+        first = (paired.function, fwd)
+    return _Call(spec.function, fn, prob, nbytes, getattr(q.device, "index", None),
+                 _shape(q)[:3], lse.dtype, first)
+
+
 # ---- The passes (torch from here on) -------------------------------------------------------
+
+_torch_module = None   # torch, once a pass has needed it
+_current_stream = None  # device index -> the address of PyTorch's current stream there
 
 
 def _torch():
-    try:
-        import torch
-    except ImportError as e:
-        raise ImportError(f"flashtut's passes allocate their outputs with PyTorch: "
-                          f"install it (pip install torch) ({e})") from None
-    return torch
+    """torch, imported on the first pass (later calls read it from here: an `import` of a
+    loaded module still goes through the import machinery, about half a µs)."""
+    global _torch_module, _current_stream
+    if _torch_module is None:
+        try:
+            import torch
+        except ImportError as e:
+            raise ImportError(f"flashtut's passes allocate their outputs with PyTorch: "
+                              f"install it (pip install torch) ({e})") from None
+        # torch.cuda.current_stream(i).cuda_stream builds a torch.cuda.Stream (Python) to
+        # read one integer, 2-3 µs; torch._C._cuda_getCurrentRawStream(i) returns the integer
+        # (it is what PyTorch's own compiler emits for its kernels). Private, hence the
+        # fallback to the public way should a PyTorch not have it.
+        raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)
+        _current_stream = raw or (lambda index: torch.cuda.current_stream(index).cuda_stream)
+        _torch_module = torch
+    return _torch_module
 
 
-def _workspace(torch, nbytes, device):
-    """A workspace of `nbytes` (None for 0). PyTorch's caching allocator frees it for reuse
-    on this same stream only, in order, so dropping it once the call is queued is safe."""
-    return torch.empty(nbytes, dtype=torch.uint8, device=device) if nbytes else None
+def _workspace(torch, nbytes, like):
+    """A workspace of `nbytes` (None for 0) on `like`'s device. PyTorch's caching allocator
+    hands a freed block back out only for work queued after the free on this same stream, so
+    dropping the workspace once the call is queued is safe (and reusing one tensor across
+    calls would not be cheaper: the allocator's free list is a lookup)."""
+    return like.new_empty(nbytes, dtype=torch.uint8) if nbytes else None
 
 
 def _ptr(t):
@@ -461,20 +586,20 @@ def forward(q, k, v, *, causal=False, scale=None, impl="ch07"):
     ``lse_i = m_i + ln l_i``. Queued on PyTorch's current stream (asynchronous, like any
     torch operation).
     """
-    spec = _impl(FORWARDS, impl, "forward")
-    who = _who(impl, spec)
-    ft_dtype = check_tensors([("q", q), ("k", k), ("v", v)], dtypes=spec.dtypes, who=who)
-    prob = _problem_of(q, ft_dtype, causal, scale)
-    fn, _ = _functions(spec, impl, "forward")
-    nbytes = workspace_bytes(spec.function, prob)  # refuses an unsupported problem here
+    causal, scale = bool(causal), None if scale is None else float(scale)  # what Problem holds
+    call, key = _lookup(_FORWARD_CALLS, impl, (q, k, v), causal, scale)
+    if call is None:
+        call = _forward_call(impl, q, k, v, causal, scale)
+        _keep(_FORWARD_CALLS, key, call)
     torch = _torch()
-    with torch.cuda.device(q.device):
-        o = torch.empty(q.shape, dtype=q.dtype, device=q.device)
-        lse = torch.empty(q.shape[:3], dtype=torch.float32, device=q.device)
-        ws = _workspace(torch, nbytes, q.device)
-        stream = torch.cuda.current_stream(q.device).cuda_stream
-        _check_status(spec.function, fn(prob, q.data_ptr(), k.data_ptr(), v.data_ptr(),
-                                        o.data_ptr(), lse.data_ptr(), _ptr(ws), stream))
+    o = torch.empty_like(q)  # q is contiguous (checked), so o is too
+    lse = q.new_empty(call.lse_shape, dtype=torch.float32)
+    ws = _workspace(torch, call.nbytes, q)
+    # The library launches on the current device, into a stream of q's device: make them one.
+    with torch.cuda.device(call.device_index):
+        rc = call.fn(call.prob, q.data_ptr(), k.data_ptr(), v.data_ptr(), o.data_ptr(),
+                     lse.data_ptr(), _ptr(ws), _current_stream(call.device_index))
+    _check_status(call.function, rc)
     return o, lse
 
 
@@ -493,32 +618,25 @@ def backward(q, k, v, o, lse, do, *, causal=False, scale=None, impl="ch05"):
 
     Returns ``(dq, dk, dv)``, each like q.
     """
-    spec = _impl(BACKWARDS, impl, "backward")
-    who = _who(impl, spec)
-    ft_dtype = check_tensors([("q", q), ("k", k), ("v", v), ("o", o), ("do", do)],
-                             dtypes=spec.dtypes, who=who)
-    _check_lse(lse, q)
-    prob = _problem_of(q, ft_dtype, causal, scale)
-    fn, _ = _functions(spec, impl, "backward")
-    nbytes = workspace_bytes(spec.function, prob)
-    paired = FORWARDS[spec.forward]
-    keeps_p = spec.forward == "ch05_materialize"  # the workspace must come from that forward
-    if keeps_p:
-        fwd, _ = _functions(paired, spec.forward, "forward")
-        nbytes = max(nbytes, workspace_bytes(paired.function, prob))
+    causal, scale = bool(causal), None if scale is None else float(scale)
+    call, key = _lookup(_BACKWARD_CALLS, impl, (q, k, v, o, do), causal, scale, lse)
+    if call is None:
+        call = _backward_call(impl, q, k, v, o, lse, do, causal, scale)
+        _keep(_BACKWARD_CALLS, key, call)
     torch = _torch()
-    with torch.cuda.device(q.device):
-        dq, dk, dv = (torch.empty(q.shape, dtype=q.dtype, device=q.device) for _ in range(3))
-        ws = _workspace(torch, nbytes, q.device)
-        stream = torch.cuda.current_stream(q.device).cuda_stream
-        if keeps_p:
+    dq, dk, dv = torch.empty_like(q), torch.empty_like(q), torch.empty_like(q)
+    ws = _workspace(torch, call.nbytes, q)
+    with torch.cuda.device(call.device_index):
+        stream = _current_stream(call.device_index)
+        if call.first is not None:  # the baseline: its forward leaves P in the workspace
+            function, fwd = call.first
             o_p, lse_p = torch.empty_like(o), torch.empty_like(lse)
-            _check_status(paired.function, fwd(prob, q.data_ptr(), k.data_ptr(), v.data_ptr(),
-                                               o_p.data_ptr(), lse_p.data_ptr(), _ptr(ws), stream))
-        _check_status(spec.function, fn(prob, q.data_ptr(), k.data_ptr(), v.data_ptr(),
-                                        o.data_ptr(), lse.data_ptr(), do.data_ptr(),
-                                        dq.data_ptr(), dk.data_ptr(), dv.data_ptr(), _ptr(ws),
-                                        stream))
+            _check_status(function, fwd(call.prob, q.data_ptr(), k.data_ptr(), v.data_ptr(),
+                                        o_p.data_ptr(), lse_p.data_ptr(), _ptr(ws), stream))
+        rc = call.fn(call.prob, q.data_ptr(), k.data_ptr(), v.data_ptr(), o.data_ptr(),
+                     lse.data_ptr(), do.data_ptr(), dq.data_ptr(), dk.data_ptr(), dv.data_ptr(),
+                     _ptr(ws), stream)
+    _check_status(call.function, rc)
     return dq, dk, dv
 
 

@@ -33,10 +33,14 @@ flow back through that copy to the views as usual.
 backward calls :func:`flashtut.backward` with ``impl="ch08"`` (which recomputes P from q, k
 and the log-sum-exp) on the incoming gradient made contiguous, and returns None for every
 input that does not need a gradient. It is once-differentiable (no double backward). Both
-halves run on PyTorch's current stream. Under autocast the Function is decorated with
-``torch.amp.custom_fwd``/``custom_bwd`` (device "cuda", no ``cast_inputs``): the casting is
-done by :func:`attention` itself, to the autocast dtype (bf16 or fp16, whichever autocast
-was asked for), and the backward runs in the autocast state of the forward.
+halves run on PyTorch's current stream. Under autocast the casting is done by
+:func:`attention` itself, to the autocast dtype (bf16 or fp16, whichever autocast was asked
+for); the Function runs no operation autocast would change, so it goes without
+``torch.amp.custom_fwd``/``custom_bwd`` and the autocast context they would enter on every
+backward (the comment in the class says when it would need them).
+
+What a call costs on the CPU (Python and ctypes; the GPU's work aside) is measured by
+``python/tests/bench_overhead.py`` and given in ``python/README.md``.
 
 This module imports torch (it is a PyTorch module); ``import flashtut`` alone does not.
 """
@@ -63,21 +67,8 @@ DTYPES = (torch.bfloat16, torch.float16)  #: the dtypes chapters 07 and 08 compu
 
 
 # ---- autocast, across PyTorch versions -------------------------------------------------------
-# torch.amp.custom_fwd(device_type=...), torch.is_autocast_enabled(device_type) and
-# torch.get_autocast_dtype(device_type) are PyTorch 2.4's; before it the same lived in
-# torch.cuda.amp and took no device.
-
-def _custom_fwd(fn):
-    if hasattr(torch.amp, "custom_fwd"):
-        return torch.amp.custom_fwd(device_type="cuda")(fn)
-    return torch.cuda.amp.custom_fwd(fn)  # pragma: no cover - PyTorch < 2.4
-
-
-def _custom_bwd(fn):
-    if hasattr(torch.amp, "custom_bwd"):
-        return torch.amp.custom_bwd(device_type="cuda")(fn)
-    return torch.cuda.amp.custom_bwd(fn)  # pragma: no cover - PyTorch < 2.4
-
+# torch.is_autocast_enabled(device_type) and torch.get_autocast_dtype(device_type) are
+# PyTorch 2.4's; before it the same took no device.
 
 def _autocast_dtype():
     """The dtype CUDA autocast casts to when it is on here, else None."""
@@ -104,8 +95,14 @@ class FlashAttention(torch.autograd.Function):
     :func:`attention`, which checks and prepares the inputs, rather than this directly.
     """
 
+    # No torch.amp.custom_fwd/custom_bwd: they make the backward run in the forward's autocast
+    # state, which matters to a backward that runs operations autocast casts (a matmul, say).
+    # Neither half here runs one (a dtype cast, a copy, allocations and the library's call,
+    # which takes the dtype it is given), and attention() does the casting autocast would;
+    # what custom_bwd would add is a torch.autocast context entered and left on every
+    # backward call (4 µs a call on the CPU machine of python/README.md). A Function that
+    # added such an operation to either half would need the two decorators back.
     @staticmethod
-    @_custom_fwd
     def forward(ctx, q, k, v, causal, scale):
         o, lse = _ft.forward(q, k, v, causal=causal, scale=scale, impl=FORWARD_IMPL)
         ctx.save_for_backward(q, k, v, o, lse)
@@ -113,7 +110,6 @@ class FlashAttention(torch.autograd.Function):
         return o
 
     @staticmethod
-    @_custom_bwd
     @once_differentiable
     def backward(ctx, do):
         q, k, v, o, lse = ctx.saved_tensors
@@ -123,7 +119,9 @@ class FlashAttention(torch.autograd.Function):
         # The incoming gradient is whatever the graph above produced: often a strided view
         # (o.transpose(1, 2) before the output projection), sometimes an expanded scalar
         # (o.sum()), in the autocast dtype or not. The kernel wants o's dtype and layout.
-        do = do.to(dtype=o.dtype).contiguous()
+        if do.dtype != o.dtype:
+            do = do.to(o.dtype)
+        do = do.contiguous()  # a copy only when it is not (a no-op call otherwise)
         if do.data_ptr() % _ft.ALIGNMENT:
             do = do.clone()
         dq, dk, dv = _ft.backward(q, k, v, o, lse, do, causal=ctx.causal, scale=ctx.scale,
@@ -235,8 +233,11 @@ def attention(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False,
     tensors = (query, key, value)
     if all(isinstance(t, torch.Tensor) for t in tensors):
         cast = _autocast_dtype()
-        if cast is not None:  # what autocast does to SDPA's floating CUDA inputs
-            tensors = tuple(t.to(cast) if t.is_cuda and t.is_floating_point()
+        # What autocast does to SDPA's floating CUDA inputs. In a model under autocast they
+        # come from a Linear that autocast ran, already in its dtype: then no .to() (which
+        # would return the same tensor, after a µs of dispatch).
+        if cast is not None:
+            tensors = tuple(t.to(cast) if t.dtype != cast and t.is_cuda and t.is_floating_point()
                             and t.dtype != torch.float64 else t for t in tensors)
     _check(tensors, attn_mask, dropout_p, is_causal, scale, enable_gqa)
     q, k, v = (_prepared(t) for t in tensors)

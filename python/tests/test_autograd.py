@@ -18,8 +18,8 @@ without a GPU.
     reference on the CPU and the device check lifted: the impls it asks for (ch07, ch08),
     causal and scale passed through, the inputs made contiguous (transposed views, as from
     a Linear) and the incoming gradient too, gradients equal to autograd's through
-    ``F.scaled_dot_product_attention``'s math, None for inputs that need none, autocast's
-    bookkeeping in the backward.
+    ``F.scaled_dot_product_attention``'s math, None for inputs that need none, no double
+    backward.
 """
 import os
 import subprocess

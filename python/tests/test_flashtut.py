@@ -472,6 +472,130 @@ class Checks(unittest.TestCase):
         self.assertIn("seq_len=4096", repr(p))
 
 
+class Reached(Exception):
+    """Raised by the stand-in for flashtut._torch: the checks passed and torch came next."""
+
+
+@need_lib
+class KeptCalls(unittest.TestCase):
+    """A pass works its problem out once (the full checks, the struct, the workspace query)
+    and keeps it; later calls of that problem check each tensor against it and take the full
+    path, with its messages, as soon as one differs. What is pinned here is that: not a time."""
+
+    def setUp(self):
+        ft._FORWARD_CALLS.clear()
+        ft._BACKWARD_CALLS.clear()
+        self.dtype, self.device = FakeDtype("float32"), FakeDevice("cuda:0")
+        self.checks = mock.patch.object(ft, "check_tensors", wraps=ft.check_tensors)
+        self.queries = mock.patch.object(ft, "workspace_bytes", wraps=ft.workspace_bytes)
+        for p in (self.checks, self.queries, mock.patch.object(ft, "_torch", side_effect=Reached)):
+            p.start()
+            self.addCleanup(p.stop)
+        self.addCleanup(ft._FORWARD_CALLS.clear)
+        self.addCleanup(ft._BACKWARD_CALLS.clear)
+
+    def tensor(self, shape=(2, 3, 64, 64), **kw):
+        # One dtype and one device object for all, as torch has: the kept problem's key.
+        t = FakeTensor(shape=shape, **kw)
+        t.dtype, t.device = self.dtype, self.device
+        return t
+
+    def qkv(self):
+        return self.tensor(), self.tensor(), self.tensor()
+
+    def forward(self, *tensors, **kw):
+        with self.assertRaises(Reached):
+            ft.forward(*tensors, impl="ch04", **kw)
+
+    def counts(self):
+        return ft.check_tensors.call_count, ft.workspace_bytes.call_count
+
+    def test_the_problem_is_worked_out_once(self):
+        self.forward(*self.qkv(), causal=True)
+        self.assertEqual(self.counts(), (1, 1))
+        self.forward(*self.qkv(), causal=True)  # new tensors, the same problem
+        self.forward(*self.qkv(), causal=1)     # the same causal, spelled otherwise
+        self.assertEqual(self.counts(), (1, 1))
+        (call,) = ft._FORWARD_CALLS.values()
+        self.assertEqual((call.prob.batch, call.prob.seq_len, call.prob.causal), (2, 64, 1))
+        self.assertEqual(call.function, "ft_ch04_forward")
+
+    def test_another_problem_is_worked_out_again(self):
+        self.forward(*self.qkv(), causal=True)
+        self.forward(*self.qkv(), causal=False)
+        self.forward(*self.qkv(), causal=True, scale=0.5)
+        self.forward(self.tensor((2, 3, 32, 64)), self.tensor((2, 3, 32, 64)),
+                     self.tensor((2, 3, 32, 64)), causal=True)
+        self.assertEqual(self.counts(), (4, 4))
+        self.assertEqual(len(ft._FORWARD_CALLS), 4)
+
+    def test_a_kept_problem_still_refuses_what_is_wrong(self):
+        self.forward(*self.qkv(), causal=True)
+
+        def raises(exc, text, *tensors):
+            with self.assertRaises(exc) as c:
+                ft.forward(*tensors, causal=True, impl="ch04")
+            self.assertIn(text, str(c.exception))
+
+        q, k, v = self.qkv()
+        k._contiguous = False
+        raises(ValueError, "k is not contiguous: call k.contiguous()", q, k, v)
+        q, k, v = self.qkv()
+        v._ptr += 4
+        raises(ValueError, "v.data_ptr() is not 16-byte aligned", q, k, v)
+        q, k, v = self.qkv()
+        k.dtype = FakeDtype("bfloat16")
+        raises(TypeError, "k is torch.bfloat16 but q is torch.float32", q, k, v)
+        q, k, v = self.qkv()
+        v.device = FakeDevice("cuda:1")
+        raises(ValueError, "v is on cuda:1 but q on cuda:0", q, k, v)
+        q, k, v = self.qkv()
+        v.device = FakeDevice("cpu")
+        raises(ValueError, "v is on cpu, the kernels run on a CUDA device", q, k, v)
+        q, k, v = self.qkv()
+        v.shape = (2, 3, 65, 64)
+        raises(ValueError, "v has shape (2, 3, 65, 64) but q (2, 3, 64, 64)", q, k, v)
+        q, _, v = self.qkv()
+        raises(TypeError, "k must be a torch.Tensor, got list", q, [1], v)
+        q, k, v = self.qkv()
+        q._contiguous = False
+        raises(ValueError, "q is not contiguous", q, k, v)
+        self.assertEqual(len(ft._FORWARD_CALLS), 1)  # and nothing wrong was kept
+
+    def test_backward_checks_lse_against_the_kept_problem(self):
+        lse = lambda **kw: self.tensor((2, 3, 64), **kw)  # noqa: E731
+        q, k, v = self.qkv()
+        with self.assertRaises(Reached):
+            ft.backward(q, k, v, self.tensor(), lse(), self.tensor(), causal=True)
+        with self.assertRaises(Reached):
+            ft.backward(q, k, v, self.tensor(), lse(), self.tensor(), causal=True)
+        self.assertEqual(self.counts(), (1, 1))
+        bad = lse()
+        bad.dtype = FakeDtype("bfloat16")
+        with self.assertRaisesRegex(TypeError, "lse is torch.bfloat16: the log-sum-exp is float32"):
+            ft.backward(q, k, v, self.tensor(), bad, self.tensor(), causal=True)
+        with self.assertRaisesRegex(ValueError, "lse.data_ptr\\(\\) is not 16-byte aligned"):
+            ft.backward(q, k, v, self.tensor(), lse(ptr=0x7F0000000004), self.tensor(), causal=True)
+        with self.assertRaisesRegex(ValueError, "expected \\(2, 3, 64\\)"):
+            ft.backward(q, k, v, self.tensor(), self.tensor((2, 3, 63)), self.tensor(), causal=True)
+        with self.assertRaisesRegex(ValueError, "do is not contiguous"):
+            ft.backward(q, k, v, self.tensor(), lse(), self.tensor(contiguous=False), causal=True)
+
+    def test_a_refused_problem_is_not_kept(self):
+        q, k, v = (self.tensor((1, 2, 64, 48)) for _ in range(3))
+        for _ in range(2):  # the library refuses head_dim 48 each time, asked each time
+            with self.assertRaisesRegex(ft.FlashtutError, "head_dim 48"):
+                ft.forward(q, k, v, impl="ch04")
+        self.assertEqual(self.counts(), (2, 2))
+        self.assertEqual(len(ft._FORWARD_CALLS), 0)
+
+    def test_loading_a_library_forgets_what_was_kept(self):
+        self.forward(*self.qkv())
+        with mock.patch.object(ft, "_lib", None):
+            ft.load(LIB)
+        self.assertEqual(len(ft._FORWARD_CALLS), 0)
+
+
 if __name__ == "__main__":
     ap = argparse.ArgumentParser(add_help=False)
     ap.add_argument("--lib", help="libflashtut.so to test against (default: $FLASHTUT_LIB, "
