@@ -134,7 +134,7 @@ FORWARDS = {
     "ch05_materialize": Impl("ft_ch05_forward_materialize", "05", "materialize_forward", _F32, None),
     # Chapter 06: the three-pass version on the tensor cores, S and P in a grid of the dtype.
     # Newer than the rest: a library built before it lacks it (see available()).
-    "ch06": Impl("ft_ch06_forward", "06", "grid_half", _HALF, None),
+    "ch06": Impl("ft_ch06_forward", "06", "warp_rows", _HALF, None),
     "ch07": Impl("ft_ch07_forward", "07", "fastest", _HALF, None),
 }
 

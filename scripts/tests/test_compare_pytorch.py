@@ -51,7 +51,7 @@ class CommandLine(unittest.TestCase):
         r = run("--list")
         self.assertEqual(r.returncode, 0, r.stderr)
         lines = r.stdout.splitlines()
-        ours = [n for n in ("ch07_fastest", "ch06_grid_half")
+        ours = [n for n in ("ch07_fastest", "ch06_warp_rows")
                 if not HAVE_LIB or cp.OURS[n][1] in self.exported()]
         # bf16 by default: 2 head dims x causal and not x 3 lengths x (5 of PyTorch's + ours)
         self.assertEqual(len(lines), 2 * 2 * 3 * (5 + len(ours)))
@@ -437,7 +437,7 @@ class WholeRun(unittest.TestCase):
             ["--sizes", "64", "--dims", "64", "--causal", "0,1", "--dtypes", "bf16,float32",
              "--backward", "--ref-heads", "2"])
         self.assertEqual(rc, 0, out + err)
-        ours_half = ["ch07_fastest", "ch06_grid_half", "ch08_fastest"]  # ch08: backward
+        ours_half = ["ch07_fastest", "ch06_warp_rows", "ch08_fastest"]  # ch08: backward
         # bf16: 5 of PyTorch's x (forward, backward) + ours; float32: flash and cudnn refuse.
         self.assertEqual(len(rows), 2 * (10 + len(ours_half)) + 2 * (6 + 2))
         passes = {(r["impl"], r["pass"]) for r in rows}
