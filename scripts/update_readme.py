@@ -93,12 +93,12 @@ def tensor_cores():
              if a["backend"].startswith("torch-naive") and a["dtype"] == "bfloat16" and a["N"] == "16384"}
     out = [f"**On the tensor cores** (bf16 in and out, float32 accumulation; N = 16384, 16384 tokens; "
            f"forward TFLOP/s from {source}; PyTorch's three-kernel bf16 path from `anchors.csv`):", "",
-           "| d | causal | ch06 unfused (grid_half) | PyTorch 3 kernels | ch07 fused (fastest) | FlashAttention-2 | ch07 / FA2 | cuDNN |",
+           "| d | causal | ch06 unfused (warp_rows) | PyTorch 3 kernels | ch07 fused (fastest) | FlashAttention-2 | ch07 / FA2 | cuDNN |",
            "|---:|---|---:|---:|---:|---:|---:|---:|"]
     for d in ("64", "128"):
         for c in ("0", "1"):
             f07, fa2 = fast07(d), table.get(("torch_flash", d, c))
-            u06, cud = table.get(("ch06_grid_half", d, c)), table.get(("torch_cudnn", d, c))
+            u06, cud = table.get(("ch06_warp_rows", d, c)), table.get(("torch_cudnn", d, c))
             nv = naive.get((d, c == "1"))
             if f07 is None or fa2 is None:
                 continue
