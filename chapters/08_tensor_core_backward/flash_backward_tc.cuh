@@ -180,6 +180,38 @@ __global__ void dot_dO_O_tc(const T* O, const T* dO, float* D, float* dq_acc, in
   if (lane == 0) D[row] = sum;
 }
 
+// ---- A query tile in shared memory: the stages both key-block kernels walk --------------
+
+/// Stage st (of one or two, back to back from `base`): Q [Br][D], dO [Br][D], then L [Br]
+/// (the lse, natural log) and D [Br].
+template <class T, class Tile, int Br>
+struct QueryStages {
+  static constexpr int kBytes = 2 * ft::tc::tile_bytes<Tile>(Br) + 2 * Br * int(sizeof(float));
+  unsigned char* base;
+  __device__ T* q(int st) const { return reinterpret_cast<T*>(base + st * kBytes); }
+  __device__ T* dO(int st) const { return q(st) + Br * Tile::kRowStride; }
+  __device__ float* l(int st) const { return reinterpret_cast<float*>(dO(st) + Br * Tile::kRowStride); }
+  __device__ float* d(int st) const { return l(st) + Br; }
+};
+
+/// Starts copying the query tile from row q0 of one head (Q, dO; L and D by 4-byte
+/// cp.async; rows past N become zeros) into stage st, as one commit group.
+template <int THREADS, class T, class Tile, int Br>
+__device__ __forceinline__ void load_query_tile_async(const QueryStages<T, Tile, Br>& s, int st,
+                                                      const T* Q, const T* dO, const float* lse,
+                                                      const float* Drow, int64_t head_rows,
+                                                      int q0, int N) {
+  ft::tc::copy_tile_async<Tile, Br, THREADS>(s.q(st), Q, q0, N);
+  ft::tc::copy_tile_async<Tile, Br, THREADS>(s.dO(st), dO, q0, N);
+  for (int r = threadIdx.x; r < 2 * Br; r += THREADS) {
+    const int row = r % Br;
+    const bool in = q0 + row < N;
+    const float* src = (r < Br ? lse : Drow) + head_rows + (in ? q0 + row : 0);
+    ft::tc::cp_async_4((r < Br ? s.l(st) : s.d(st)) + row, src, in);
+  }
+  ft::tc::cp_async_commit();
+}
+
 // ---- 2. dK, dV in registers; dQ's share by atomics ------------------------------------------
 
 template <class Tr>
@@ -193,12 +225,9 @@ __global__ void __launch_bounds__(Tr::kThreads) flash_backward_tc(const Params<t
   T* Ks = reinterpret_cast<T*>(smem_raw);     // [Bc][D]
   T* Vs = Ks + Bc * Tile::kRowStride;         // [Bc][D]
   T* dSt = Vs + Bc * Tile::kRowStride;        // [Bc][Br]: dSᵀ, keys × queries (kAtomics)
-  unsigned char* stages = reinterpret_cast<unsigned char*>(smem_raw) + 2 * Tr::kKBytes + Tr::kDsBytes;
-  // Stage s: Q [Br][D], dO [Br][D], then L [Br] (the lse, natural log) and D [Br].
-  auto stage_q = [&](int st) { return reinterpret_cast<T*>(stages + st * Tr::kStageBytes); };
-  auto stage_do = [&](int st) { return stage_q(st) + Br * Tile::kRowStride; };
-  auto stage_l = [&](int st) { return reinterpret_cast<float*>(stage_do(st) + Br * Tile::kRowStride); };
-  auto stage_d = [&](int st) { return stage_l(st) + Br; };
+  const QueryStages<T, Tile, Br> stage{reinterpret_cast<unsigned char*>(smem_raw) + 2 * Tr::kKBytes +
+                                       Tr::kDsBytes};
+  static_assert(decltype(stage)::kBytes == Tr::kStageBytes, "one layout of a stage");
 
   const int lane = ft::tc::lane_id(), warp = threadIdx.x / ft::tc::kLanes;
   // A head's key blocks are adjacent on grid.x, key tile 0 first: under the causal mask it
@@ -215,22 +244,14 @@ __global__ void __launch_bounds__(Tr::kThreads) flash_backward_tc(const Params<t
   auto load_query_tile = [&](int i, int st) {
     const int q0 = i * Br;
     if constexpr (Tr::kCopy == Copy::kAsync) {
-      ft::tc::copy_tile_async<Tile, Br, Tr::kThreads>(stage_q(st), Q, q0, N);
-      ft::tc::copy_tile_async<Tile, Br, Tr::kThreads>(stage_do(st), dO, q0, N);
-      for (int r = threadIdx.x; r < 2 * Br; r += Tr::kThreads) {
-        const int row = r % Br;
-        const bool in = q0 + row < N;
-        const float* src = (r < Br ? p.lse : p.Drow) + head_rows + (in ? q0 + row : 0);
-        ft::tc::cp_async_4((r < Br ? stage_l(st) : stage_d(st)) + row, src, in);
-      }
-      ft::tc::cp_async_commit();
+      load_query_tile_async<Tr::kThreads>(stage, st, Q, dO, p.lse, p.Drow, head_rows, q0, N);
     } else {
-      ft::tc::copy_tile_sync<Tile, Br, Tr::kThreads>(stage_q(st), Q, q0, N);
-      ft::tc::copy_tile_sync<Tile, Br, Tr::kThreads>(stage_do(st), dO, q0, N);
+      ft::tc::copy_tile_sync<Tile, Br, Tr::kThreads>(stage.q(st), Q, q0, N);
+      ft::tc::copy_tile_sync<Tile, Br, Tr::kThreads>(stage.dO(st), dO, q0, N);
       for (int r = threadIdx.x; r < Br; r += Tr::kThreads) {
         const bool in = q0 + r < N;
-        stage_l(st)[r] = in ? p.lse[head_rows + q0 + r] : 0.f;
-        stage_d(st)[r] = in ? p.Drow[head_rows + q0 + r] : 0.f;
+        stage.l(st)[r] = in ? p.lse[head_rows + q0 + r] : 0.f;
+        stage.d(st)[r] = in ? p.Drow[head_rows + q0 + r] : 0.f;
       }
     }
   };
@@ -260,10 +281,10 @@ __global__ void __launch_bounds__(Tr::kThreads) flash_backward_tc(const Params<t
       load_query_tile(i, 0);
       __syncthreads();  // the query tile is in shared memory (and K, V the first time)
     }
-    const T* Qs = stage_q(st);
-    const T* dOs = stage_do(st);
-    const float* Ls = stage_l(st);
-    const float* Ds = stage_d(st);
+    const T* Qs = stage.q(st);
+    const T* dOs = stage.dO(st);
+    const float* Ls = stage.l(st);
+    const float* Ds = stage.d(st);
 
     // Sᵀ = K_w·Qᵀ: per k-step of 16 columns of d, one A fragment from this warp's rows of
     // K, and Qᵀ's B fragments from Q's rows without a transpose, exactly as chapter 07 reads

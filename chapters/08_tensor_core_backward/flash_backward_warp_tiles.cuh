@@ -120,11 +120,8 @@ __global__ void __launch_bounds__(Tr::kThreads) flash_backward_warp_tiles(const 
   T* Vs = Ks + Bc * Tile::kRowStride;      // [Bc][D]
   T* Pt = Vs + Bc * Tile::kRowStride;      // [Bc][Br]: Pᵀ
   T* dSt = Pt + Bc * PdsTile::kRowStride;  // [Bc][Br]: dSᵀ
-  unsigned char* stages = reinterpret_cast<unsigned char*>(dSt + Bc * PdsTile::kRowStride);
-  auto stage_q = [&](int st) { return reinterpret_cast<T*>(stages + st * Tr::kStageBytes); };
-  auto stage_do = [&](int st) { return stage_q(st) + Br * Tile::kRowStride; };
-  auto stage_l = [&](int st) { return reinterpret_cast<float*>(stage_do(st) + Br * Tile::kRowStride); };
-  auto stage_d = [&](int st) { return stage_l(st) + Br; };
+  const QueryStages<T, Tile, Br> stage{reinterpret_cast<unsigned char*>(dSt + Bc * PdsTile::kRowStride)};
+  static_assert(decltype(stage)::kBytes == Tr::kStageBytes, "one layout of a stage");
 
   const int lane = ft::tc::lane_id(), warp = threadIdx.x / ft::tc::kLanes;
   const int k0 = int(blockIdx.x % p.num_kv_tiles) * Bc;
@@ -139,16 +136,7 @@ __global__ void __launch_bounds__(Tr::kThreads) flash_backward_warp_tiles(const 
   const int dq_row0 = at0.dq_query0, dq_col0 = at0.dq_col0;
 
   auto load_query_tile = [&](int i, int st) {  // Q, dO, L, D of query tile i, by cp.async
-    const int q0 = i * Br;
-    ft::tc::copy_tile_async<Tile, Br, Tr::kThreads>(stage_q(st), Q, q0, N);
-    ft::tc::copy_tile_async<Tile, Br, Tr::kThreads>(stage_do(st), dO, q0, N);
-    for (int r = threadIdx.x; r < 2 * Br; r += Tr::kThreads) {
-      const int row = r % Br;
-      const bool in = q0 + row < N;
-      const float* src = (r < Br ? p.lse : p.Drow) + head_rows + (in ? q0 + row : 0);
-      ft::tc::cp_async_4((r < Br ? stage_l(st) : stage_d(st)) + row, src, in);
-    }
-    ft::tc::cp_async_commit();
+    load_query_tile_async<Tr::kThreads>(stage, st, Q, dO, p.lse, p.Drow, head_rows, i * Br, N);
   };
 
   const int num_q_tiles = (N + Br - 1) / Br;
@@ -164,10 +152,10 @@ __global__ void __launch_bounds__(Tr::kThreads) flash_backward_warp_tiles(const 
     ft::tc::cp_async_wait<0>();
     __syncthreads();  // tile i is in; every warp is done with tile i−1, its Pᵀ and dSᵀ
     if (i + 1 < num_q_tiles) load_query_tile(i + 1, 1 - st);
-    const T* Qs = stage_q(st);
-    const T* dOs = stage_do(st);
-    const float* Ls = stage_l(st);
-    const float* Ds = stage_d(st);
+    const T* Qs = stage.q(st);
+    const T* dOs = stage.dO(st);
+    const float* Ls = stage.l(st);
+    const float* Ds = stage.d(st);
 
     // Sᵀ = K·Qᵀ for this warp's 32 keys × Br/2 queries (A: K's rows; B: Q's rows).
     FragC sc[kM][Tr::kQTiles] = {};
