@@ -47,6 +47,39 @@ __device__ __forceinline__ void unpack(const uint4& raw, float (&x)[V]) {
   }
 }
 
+/// The 16-byte piece of scores at column c0 into x (kVec floats); columns at or past
+/// `visible` become -inf (weight 0) without being read.
+template <class Score, int V>
+__device__ __forceinline__ void load_piece(const Score* s, int c0, int visible, float (&x)[V]) {
+  if (c0 < visible) unpack<Score>(*reinterpret_cast<const uint4*>(s + c0), x);
+#pragma unroll
+  for (int e = 0; e < V; ++e)
+    if (c0 + e >= visible) x[e] = -INFINITY;
+}
+
+/// One thread's fold of the scores it holds into its running (m, l): their max, then
+/// their exponentials against it, which replace the scores in x and add up to l. Base-2
+/// units: 2^(s·log2 e − m) = e^(s − m/log2 e).
+template <int kItems, int kVec>
+__device__ __forceinline__ void fold_scores(ft::OnlineSoftmax& mine, float (&x)[kItems][kVec]) {
+  float m = -INFINITY;
+#pragma unroll
+  for (int it = 0; it < kItems; ++it)
+#pragma unroll
+    for (int e = 0; e < kVec; ++e) m = fmaxf(m, x[it][e]);
+  ft::online_rescale(mine, m * ft::kLog2e);
+  const float base = ft::online_exp_base(mine.m);
+  float l = 0.f;
+#pragma unroll
+  for (int it = 0; it < kItems; ++it)
+#pragma unroll
+    for (int e = 0; e < kVec; ++e) {
+      x[it][e] = exp2f(fmaf(x[it][e], ft::kLog2e, -base));
+      l += x[it][e];
+    }
+  mine.l += l;
+}
+
 /// Blocks per SM each instance is built for: registers of row data (kRegs) plus about 30 of
 /// bookkeeping must fit 65536 / (256 · blocks).
 constexpr int softmax_min_blocks(int regs) { return regs <= 16 ? 4 : regs <= 32 ? 3 : kSoftmaxMinBlocks; }
@@ -75,11 +108,8 @@ __global__ void __launch_bounds__(kSoftmaxThreads, softmax_min_blocks(kRegs))
   auto load = [&](int sweep) {
 #pragma unroll
     for (int it = 0; it < kItems; ++it) {
-      const int c0 = sweep * kSweep + (it * kSoftmaxThreads + int(threadIdx.x)) * kVec;
-      if (c0 < visible) unpack<Score>(*reinterpret_cast<const uint4*>(s + c0), x[it]);
-#pragma unroll
-      for (int e = 0; e < kVec; ++e)
-        if (c0 + e >= visible) x[it][e] = -INFINITY;
+      load_piece<Score>(s, sweep * kSweep + (it * kSoftmaxThreads + int(threadIdx.x)) * kVec,
+                        visible, x[it]);
     }
   };
   // P for columns below `written` (zeros past `visible`), kVec values per store.
@@ -96,27 +126,11 @@ __global__ void __launch_bounds__(kSoftmaxThreads, softmax_min_blocks(kRegs))
     }
   };
 
-  // The one read (per sweep): this thread's max, then its exponentials against it, which
-  // replace the scores in x and add up to l. Base-2 units: 2^(s·log2 e − m) = e^(s − m/log2 e).
+  // The one read (per sweep), folded into this thread's running (m, l) (fold_scores).
   ft::OnlineSoftmax mine = ft::online_softmax_empty();
   for (int sweep = 0; sweep < sweeps; ++sweep) {
     load(sweep);
-    float m = -INFINITY;
-#pragma unroll
-    for (int it = 0; it < kItems; ++it)
-#pragma unroll
-      for (int e = 0; e < kVec; ++e) m = fmaxf(m, x[it][e]);
-    ft::online_rescale(mine, m * ft::kLog2e);
-    const float base = ft::online_exp_base(mine.m);
-    float l = 0.f;
-#pragma unroll
-    for (int it = 0; it < kItems; ++it)
-#pragma unroll
-      for (int e = 0; e < kVec; ++e) {
-        x[it][e] = exp2f(fmaf(x[it][e], ft::kLog2e, -base));
-        l += x[it][e];
-      }
-    mine.l += l;
+    fold_scores(mine, x);
   }
   // The 256 states merge into the row's (m, l); the barriers inside also mean that every
   // thread has read its scores before any thread writes P over them.

@@ -69,33 +69,13 @@ __global__ void __launch_bounds__(kWarpSoftmaxThreads, warp_softmax_min_blocks(k
   // (weight 0) without being read.
   float x[kItems][kVec];
 #pragma unroll
-  for (int it = 0; it < kItems; ++it) {
-    const int c0 = (it * ft::kWarpSize + lane) * kVec;
-    if (c0 < visible) unpack<Score>(*reinterpret_cast<const uint4*>(s + c0), x[it]);
-#pragma unroll
-    for (int e = 0; e < kVec; ++e)
-      if (c0 + e >= visible) x[it][e] = -INFINITY;
-  }
+  for (int it = 0; it < kItems; ++it)
+    load_piece<Score>(s, (it * ft::kWarpSize + lane) * kVec, visible, x[it]);
 
-  // This lane's max, then its exponentials against it, which replace the scores in x and
-  // add up to l: a thread of row_softmax_tc, line for line. Base-2 units, as there.
+  // This lane's max, then its exponentials against it (fold_scores, as a thread of
+  // row_softmax_tc does).
   ft::OnlineSoftmax mine = ft::online_softmax_empty();
-  float m = -INFINITY;
-#pragma unroll
-  for (int it = 0; it < kItems; ++it)
-#pragma unroll
-    for (int e = 0; e < kVec; ++e) m = fmaxf(m, x[it][e]);
-  ft::online_rescale(mine, m * ft::kLog2e);
-  const float base = ft::online_exp_base(mine.m);
-  float l = 0.f;
-#pragma unroll
-  for (int it = 0; it < kItems; ++it)
-#pragma unroll
-    for (int e = 0; e < kVec; ++e) {
-      x[it][e] = exp2f(fmaf(x[it][e], ft::kLog2e, -base));
-      l += x[it][e];
-    }
-  mine.l += l;
+  fold_scores(mine, x);
 
   // The 32 states merge by shuffles into the row's (m, l), every lane getting it. Every
   // lane's stores below depend on every other lane's loaded scores through these shuffles,
