@@ -18,6 +18,10 @@ void Problem::validate() const {
   if (int(dtype) < 0 || int(dtype) > int(DType::Float16))
     fail("dtype must be 0 (float32), 1 (bf16) or 2 (fp16), got " + std::to_string(int(dtype)));
   if (!std::isfinite(scale)) fail("scale must be finite (0 means 1/sqrt(head_dim))");
+  // The fused kernels track the running maximum of the raw scores Q·Kᵀ and mask with −∞
+  // before scaling: both are right only for a positive scale (a negative one turns −∞ into
+  // +∞ and the maximum into the minimum).
+  if (scale < 0) fail("scale must be >= 0 (0 means 1/sqrt(head_dim)), got " + std::to_string(scale));
   // B and H are below 2^31 each, so B·H is exact in 64 bits; B·H·N is checked without
   // forming it when it could overflow: B·H > kMaxRows / N already means too many rows.
   if (int64_t(batch) * heads > kMaxRows / seq_len)

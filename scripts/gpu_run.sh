@@ -292,23 +292,36 @@ fi
 
 if want profiles; then
   # Nsight Compute sections of the kernels the chapter READMEs discuss, at N = 4096 (B = 4,
-  # H = 2048/d): the second launch of the kernel (the first is the verifying call).
-  # FT_PROFILES: "chapter:variant:kernel:d ..." (default below). Written to logs/profiles/.
+  # H = 2048/d): the second launch of the kernel (the first is the verifying call), with
+  # each warp-stall reason's share of the cycles between a warp's instructions (the
+  # WarpStateStats section's breakdown, which the command line does not print by itself).
+  # FT_PROFILES: "chapter:variant:kernel:d ..." (default below); "torch:BACKEND:kernel:d"
+  # profiles PyTorch's backend instead (scripts/sdpa_once.py, bf16), e.g.
+  # "torch:FLASH_ATTENTION:flash_bwd_dq_dk_dv:128" for FlashAttention-2's backward.
+  # Written to logs/profiles/.
   say "== Nsight Compute profiles"
   mkdir -p "$LOGS/profiles"
   for spec in ${FT_PROFILES:-04:simple:fused_forward_simple_kernel:64 04:fast:fused_forward_kernel:64
       04:fast:fused_forward_kernel:128 05:flash:flash_backward_atomic_dq:64
       05:flash:flash_backward_atomic_dq:128}; do
     IFS=: read -r ch v k d <<<"$spec"
-    p=$(prog "$(basename "$ROOT"/chapters/"$ch"_*)")
+    if [ "$ch" = torch ]; then
+      cmd=(python3 "$ROOT/scripts/sdpa_once.py" --backend "$v" --batch 4 --heads $((2048 / d))
+           --seq-len 4096 --head-dim "$d" --iters 2)
+    else
+      cmd=("$(prog "$(basename "$ROOT"/chapters/"$ch"_*)")" --seq-len 4096 --batch 4 --heads $((2048 / d))
+           --head-dim "$d" --variant "$v" --iters 1 --warmup 0 --no-verify --no-baseline)
+    fi
+    out="$LOGS/profiles/profile_${ch}_${v}_d${d}.txt"
     timeout 300 ncu --clock-control none --section SpeedOfLight --section Occupancy \
       --section WarpStateStats --section ComputeWorkloadAnalysis --section MemoryWorkloadAnalysis \
       --section LaunchStats --section InstructionStats --section MemoryWorkloadAnalysis_Tables \
-      --section SourceCounters -k "regex:$k" --launch-skip 1 \
-      --launch-count 1 "$p" --seq-len 4096 --batch 4 --heads $((2048 / d)) --head-dim "$d" \
-      --variant "$v" --iters 1 --warmup 0 --no-verify --no-baseline \
-      >"$LOGS/profiles/profile_${v}_d${d}.txt" 2>&1
-    say "profile $ch $v d=$d: rc=$? $(grep -E ' Duration ' "$LOGS/profiles/profile_${v}_d${d}.txt" | head -1)"
+      --section SourceCounters --metrics "regex:^smsp__average_warps_issue_stalled_.*_per_issue_active\.ratio$" \
+      -k "regex:$k" --launch-skip 1 --launch-count 1 "${cmd[@]}" >"$out" 2>&1
+    say "profile $ch $v d=$d: rc=$? $(grep -E ' Duration ' "$out" | head -1)"
+    # The stall reasons, largest first: cycles a warp waits, per instruction it issues.
+    grep -E "smsp__average_warps_issue_stalled_" "$out" | awk '{print $NF, $1}' | sort -rn | head -8 |
+      sed 's/^/    /' | tee -a "$SUMMARY"
   done
 fi
 

@@ -194,23 +194,31 @@ struct QueryStages {
   __device__ float* d(int st) const { return l(st) + Br; }
 };
 
-/// Starts copying the query tile from row q0 of one head (Q, dO; L and D by 4-byte
-/// cp.async; rows past N become zeros) into stage st, as one commit group.
+/// Copies a query tile from row q0 of one head (Q, dO; L and D by 4-byte cp.async; rows past
+/// N become zeros) into stage st, as one commit group. Constructed once per kernel: each
+/// thread's offsets are computed then (tc::TileCopy), not at every tile.
 template <int THREADS, class T, class Tile, int Br>
-__device__ __forceinline__ void load_query_tile_async(const QueryStages<T, Tile, Br>& s, int st,
-                                                      const T* Q, const T* dO, const float* lse,
-                                                      const float* Drow, int64_t head_rows,
-                                                      int q0, int N) {
-  ft::tc::copy_tile_async<Tile, Br, THREADS>(s.q(st), Q, q0, N);
-  ft::tc::copy_tile_async<Tile, Br, THREADS>(s.dO(st), dO, q0, N);
-  for (int r = threadIdx.x; r < 2 * Br; r += THREADS) {
-    const int row = r % Br;
-    const bool in = q0 + row < N;
-    const float* src = (r < Br ? lse : Drow) + head_rows + (in ? q0 + row : 0);
-    ft::tc::cp_async_4((r < Br ? s.l(st) : s.d(st)) + row, src, in);
+struct QueryTileLoader {
+  ft::tc::TileCopy<Tile, Br, THREADS> rows;
+  __device__ __forceinline__ void operator()(const QueryStages<T, Tile, Br>& s, int st, const T* Q,
+                                             const T* dO, const float* lse, const float* Drow,
+                                             int64_t head_rows, int q0, int N) const {
+    rows(s.q(st), Q, q0, N);
+    rows(s.dO(st), dO, q0, N);
+    // A compile-time count of rounds (the kernels run THREADS threads), not a loop on
+    // threadIdx.x that the compiler cannot bound.
+#pragma unroll
+    for (int round = 0; round < (2 * Br + THREADS - 1) / THREADS; ++round) {
+      const int r = int(threadIdx.x) + round * THREADS;
+      if (2 * Br % THREADS != 0 && r >= 2 * Br) break;
+      const int row = r % Br;
+      const bool in = q0 + row < N;
+      const float* src = (r < Br ? lse : Drow) + head_rows + (in ? q0 + row : 0);
+      ft::tc::cp_async_4((r < Br ? s.l(st) : s.d(st)) + row, src, in);
+    }
+    ft::tc::cp_async_commit();
   }
-  ft::tc::cp_async_commit();
-}
+};
 
 // ---- 2. dK, dV in registers; dQ's share by atomics ------------------------------------------
 
@@ -241,10 +249,11 @@ __global__ void __launch_bounds__(Tr::kThreads) flash_backward_tc(const Params<t
   const int warp_key0 = warp * Tr::kKeysPerWarp;  // this warp's keys in the block's tile
 
   // Query tile i (Q, dO, and L, D of its rows; rows past N: zeros) into stage st.
+  const QueryTileLoader<Tr::kThreads, T, Tile, Br> load_async{};
   auto load_query_tile = [&](int i, int st) {
     const int q0 = i * Br;
     if constexpr (Tr::kCopy == Copy::kAsync) {
-      load_query_tile_async<Tr::kThreads>(stage, st, Q, dO, p.lse, p.Drow, head_rows, q0, N);
+      load_async(stage, st, Q, dO, p.lse, p.Drow, head_rows, q0, N);
     } else {
       ft::tc::copy_tile_sync<Tile, Br, Tr::kThreads>(stage.q(st), Q, q0, N);
       ft::tc::copy_tile_sync<Tile, Br, Tr::kThreads>(stage.dO(st), dO, q0, N);

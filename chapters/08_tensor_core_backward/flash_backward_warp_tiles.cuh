@@ -66,6 +66,11 @@ struct WarpTileTraits {
   /// or, at d = 64 where that is 32 registers and ptxas spills 40 bytes with them, read back
   /// from the words this lane stored to Pt (4 bytes spilled instead; 32 more 4-byte loads).
   static constexpr bool kRereadP = D == 64;
+  /// Where a lane's element of each fragment is (tc/swizzle.hpp): Tile::offset of the warp's
+  /// corner, the fragment's place and the lane's, at every load. (The variant `hoisted`,
+  /// flash_backward_hoisted.cuh, computes the lane's part of the swizzle once.)
+  template <class Layout>
+  using Lane = ft::tc::LaneOffsets<Layout>;
 
   static constexpr int kQBytes = ft::tc::tile_bytes<Tile>(Br);
   static constexpr int kKBytes = ft::tc::tile_bytes<Tile>(Bc);
@@ -134,9 +139,25 @@ __global__ void __launch_bounds__(Tr::kThreads) flash_backward_warp_tiles(const 
   const WarpTileCorners at0 = warp_tile_corners(warp, Tr::kWarps, Br, Bc, D);
   const int key0 = at0.key0, qcol0 = at0.query0, dcol0 = at0.dcol0;
   const int dq_row0 = at0.dq_query0, dq_col0 = at0.dq_col0;
+  // This lane's element of each fragment of those tiles: fragment (dr, dc) of a warp tile
+  // is at tile + lanes(dr, dc). (row, col) of the corners are as the tiles are stored.
+  using TileLane = typename Tr::template Lane<Tile>;
+  using PdsLane = typename Tr::template Lane<PdsTile>;
+  const TileLane kv_a({key0, 0}, ft::tc::ldmatrix_src_a(lane));              // Sᵀ, dPᵀ: A = K, V
+  const TileLane qdo_b({qcol0, 0}, ft::tc::ldmatrix_src_b_x4(lane));         // Sᵀ, dPᵀ: B = Qᵀ, dOᵀ
+  const PdsLane pds_c({key0, qcol0}, ft::tc::mma_c_coord(lane, 0));          // Pᵀ, dSᵀ stored
+  const PdsLane pds_a({key0, 0}, ft::tc::ldmatrix_src_a(lane));              // dV, dK: A = Pᵀ, dSᵀ
+  const TileLane qdo_bt({0, dcol0}, ft::tc::ldmatrix_src_b_trans_x4(lane));  // dV, dK: B = dO, Q
+  const PdsLane ds_at({0, dq_row0}, ft::tc::ldmatrix_src_a_trans(lane));     // dQ: A = dS
+  const TileLane k_bt({0, dq_col0}, ft::tc::ldmatrix_src_b_trans_x4(lane));  // dQ: B = K
 
+  // The lane's first element of dQ's accumulator in query tile 0: (row, col) of its first pair.
+  const RowCol dq_c = ft::tc::mma_c_coord(lane, 0) + RowCol{dq_row0, dq_col0};
+  float* const dq_lane = p.dq_acc + (head_rows + dq_c.row) * D + dq_c.col;
+
+  const QueryTileLoader<Tr::kThreads, T, Tile, Br> load_async{};
   auto load_query_tile = [&](int i, int st) {  // Q, dO, L, D of query tile i, by cp.async
-    load_query_tile_async<Tr::kThreads>(stage, st, Q, dO, p.lse, p.Drow, head_rows, i * Br, N);
+    load_async(stage, st, Q, dO, p.lse, p.Drow, head_rows, i * Br, N);
   };
 
   const int num_q_tiles = (N + Br - 1) / Br;
@@ -160,12 +181,36 @@ __global__ void __launch_bounds__(Tr::kThreads) flash_backward_warp_tiles(const 
     // Sᵀ = K·Qᵀ for this warp's 32 keys × Br/2 queries (A: K's rows; B: Q's rows).
     FragC sc[kM][Tr::kQTiles] = {};
     warp_product<T, kM, Tr::kQTiles, Tr::kDSteps>(
-        sc, [&](FragA& a, int m, int ks) { ft::tc::load_a<Tile>(a, Ks, key0 + 16 * m, 16 * ks); },
-        [&](FragB (&b)[2], int n, int ks) { ft::tc::load_b_x4<Tile>(b, Qs, qcol0 + 8 * n, 16 * ks); });
+        sc, [&](FragA& a, int m, int ks) { ft::tc::load_a(a, Ks + kv_a(16 * m, 16 * ks)); },
+        [&](FragB (&b)[2], int n, int ks) { ft::tc::load_b_x4(b, Qs + qdo_b(8 * n, 16 * ks)); });
 
-    // Pᵀ = exp2(Sᵀ·scale·log2e − L·log2e), 0 where masked (as in flash_backward_tc), packed
-    // in pairs (two queries of one key), stored to Pt (and kept, unless kRereadP).
-    const bool masked = k0 + Bc > N || q0 + Br > N || (p.causal && k0 + Bc - 1 > q0);
+    // Pᵀ = exp2(Sᵀ·scale·log2e − L·log2e), 0 where masked. The exponents first (L·log2e of
+    // this lane's queries read once, before the stores to Pt below, after each of which the
+    // compiler would otherwise reload Ls); then, only in tiles that cross N or the diagonal
+    // (one branch a tile), masked exponents become −∞, so that the exponentials are one
+    // straight run of code: exp2(−∞) = 0, the P = 0 of flash_backward_tc.
+    const int lane_q = qcol0 + ft::tc::mma_c_coord(lane, 0).col;  // the lane's first query
+#pragma unroll
+    for (int n = 0; n < Tr::kQTiles; ++n) {
+      const float2 l = *reinterpret_cast<const float2*>(Ls + lane_q + 8 * n);
+#pragma unroll
+      for (int m = 0; m < kM; ++m)
+#pragma unroll
+        for (int i = 0; i < ft::tc::kCElems; ++i)
+          sc[m][n].c[i] = fmaf(sc[m][n].c[i], p.scale_log2, -(i % 2 ? l.y : l.x) * ft::kLog2e);
+    }
+    if (k0 + Bc > N || q0 + Br > N || (p.causal && k0 + Bc - 1 > q0)) {
+#pragma unroll
+      for (int m = 0; m < kM; ++m)
+#pragma unroll
+        for (int n = 0; n < Tr::kQTiles; ++n)
+#pragma unroll
+          for (int i = 0; i < ft::tc::kCElems; ++i) {
+            const RowCol at = ft::tc::mma_c_coord(lane, i) + RowCol{k0 + key0 + 16 * m, q0 + qcol0 + 8 * n};
+            if (at.row >= N || at.col >= N || (p.causal && at.row > at.col)) sc[m][n].c[i] = -INFINITY;
+          }
+    }
+    // Packed in pairs (two queries of one key), stored to Pt, and kept unless kRereadP.
     uint32_t pp[kM][Tr::kQTiles][ft::tc::kMBlocks];
 #pragma unroll
     for (int m = 0; m < kM; ++m)
@@ -173,64 +218,61 @@ __global__ void __launch_bounds__(Tr::kThreads) flash_backward_warp_tiles(const 
       for (int n = 0; n < Tr::kQTiles; ++n)
 #pragma unroll
         for (int h = 0; h < ft::tc::kMBlocks; ++h) {
-          const RowCol at = ft::tc::mma_c_coord(lane, 2 * h) + RowCol{key0 + 16 * m, qcol0 + 8 * n};
-          float prob[2];
-#pragma unroll
-          for (int e = 0; e < 2; ++e) {
-            prob[e] = ft::exp2_ftz(fmaf(sc[m][n].c[2 * h + e], p.scale_log2, -Ls[at.col + e] * ft::kLog2e));
-            const int key = k0 + at.row, query = q0 + at.col + e;
-            if (masked && (key >= N || query >= N || (p.causal && key > query))) prob[e] = 0.f;
-          }
-          pp[m][n][h] = ft::tc::pack2<T>(prob[0], prob[1]);
-          *reinterpret_cast<uint32_t*>(Pt + PdsTile::offset(at.row, at.col)) = pp[m][n][h];
+          pp[m][n][h] = ft::tc::pack2<T>(ft::exp2_ftz(sc[m][n].c[2 * h]), ft::exp2_ftz(sc[m][n].c[2 * h + 1]));
+          *reinterpret_cast<uint32_t*>(Pt + pds_c(16 * m + 8 * h, 8 * n)) = pp[m][n][h];
         }
 
     // dPᵀ = V·dOᵀ, then dSᵀ = scale·Pᵀ∘(dPᵀ − D) with the rounded P that dV will use (read
     // back, with kRereadP, from the very words this lane stored: no barrier needed).
     FragC dpt[kM][Tr::kQTiles] = {};
     warp_product<T, kM, Tr::kQTiles, Tr::kDSteps>(
-        dpt, [&](FragA& a, int m, int ks) { ft::tc::load_a<Tile>(a, Vs, key0 + 16 * m, 16 * ks); },
-        [&](FragB (&b)[2], int n, int ks) { ft::tc::load_b_x4<Tile>(b, dOs, qcol0 + 8 * n, 16 * ks); });
+        dpt, [&](FragA& a, int m, int ks) { ft::tc::load_a(a, Vs + kv_a(16 * m, 16 * ks)); },
+        [&](FragB (&b)[2], int n, int ks) { ft::tc::load_b_x4(b, dOs + qdo_b(8 * n, 16 * ks)); });
+    float2 dq_d[Tr::kQTiles];  // D of the lane's queries, once (as L above)
+#pragma unroll
+    for (int n = 0; n < Tr::kQTiles; ++n) dq_d[n] = *reinterpret_cast<const float2*>(Ds + lane_q + 8 * n);
 #pragma unroll
     for (int m = 0; m < kM; ++m)
 #pragma unroll
       for (int n = 0; n < Tr::kQTiles; ++n)
 #pragma unroll
         for (int h = 0; h < ft::tc::kMBlocks; ++h) {
-          const RowCol at = ft::tc::mma_c_coord(lane, 2 * h) + RowCol{key0 + 16 * m, qcol0 + 8 * n};
+          const int stored = pds_c(16 * m + 8 * h, 8 * n);  // this lane's pair, as stored
           const float2 prob = ft::tc::unpack2<T>(
-              Tr::kRereadP ? *reinterpret_cast<const uint32_t*>(Pt + PdsTile::offset(at.row, at.col))
-                           : pp[m][n][h]);
-          *reinterpret_cast<uint32_t*>(dSt + PdsTile::offset(at.row, at.col)) = ft::tc::pack2<T>(
-              p.scale * prob.x * (dpt[m][n].c[2 * h] - Ds[at.col]),
-              p.scale * prob.y * (dpt[m][n].c[2 * h + 1] - Ds[at.col + 1]));
+              Tr::kRereadP ? *reinterpret_cast<const uint32_t*>(Pt + stored) : pp[m][n][h]);
+          *reinterpret_cast<uint32_t*>(dSt + stored) = ft::tc::pack2<T>(
+              p.scale * prob.x * (dpt[m][n].c[2 * h] - dq_d[n].x),
+              p.scale * prob.y * (dpt[m][n].c[2 * h + 1] - dq_d[n].y));
         }
     __syncthreads();  // all of Pᵀ and dSᵀ is stored
 
     // dV += Pᵀ·dO and dK += dSᵀ·Q for 32 keys × d/2: A as stored, B transposed from rows.
     warp_product<T, kM, Tr::kDTiles, Tr::kQSteps>(
-        dv, [&](FragA& a, int m, int ks) { ft::tc::load_a<PdsTile>(a, Pt, key0 + 16 * m, 16 * ks); },
-        [&](FragB (&b)[2], int n, int ks) { ft::tc::load_b_trans_x4<Tile>(b, dOs, 16 * ks, dcol0 + 8 * n); });
+        dv, [&](FragA& a, int m, int ks) { ft::tc::load_a(a, Pt + pds_a(16 * m, 16 * ks)); },
+        [&](FragB (&b)[2], int n, int ks) { ft::tc::load_b_trans_x4(b, dOs + qdo_bt(16 * ks, 8 * n)); });
     warp_product<T, kM, Tr::kDTiles, Tr::kQSteps>(
-        dk, [&](FragA& a, int m, int ks) { ft::tc::load_a<PdsTile>(a, dSt, key0 + 16 * m, 16 * ks); },
-        [&](FragB (&b)[2], int n, int ks) { ft::tc::load_b_trans_x4<Tile>(b, Qs, 16 * ks, dcol0 + 8 * n); });
+        dk, [&](FragA& a, int m, int ks) { ft::tc::load_a(a, dSt + pds_a(16 * m, 16 * ks)); },
+        [&](FragB (&b)[2], int n, int ks) { ft::tc::load_b_trans_x4(b, Qs + qdo_bt(16 * ks, 8 * n)); });
 
     // dQ's share of these keys, dS·K for 32 queries × this warp's columns: dS read
     // transposed from the [key][query] tile, K transposed from its rows; float2 atomics.
     FragC dq[kM][Tr::kDqTiles] = {};
     warp_product<T, kM, Tr::kDqTiles, Tr::kKeySteps>(
-        dq, [&](FragA& a, int m, int ks) { ft::tc::load_a_trans<PdsTile>(a, dSt, 16 * ks, dq_row0 + 16 * m); },
-        [&](FragB (&b)[2], int n, int ks) { ft::tc::load_b_trans_x4<Tile>(b, Ks, 16 * ks, dq_col0 + 8 * n); });
+        dq, [&](FragA& a, int m, int ks) { ft::tc::load_a_trans(a, dSt + ds_at(16 * ks, 16 * m)); },
+        [&](FragB (&b)[2], int n, int ks) { ft::tc::load_b_trans_x4(b, Ks + k_bt(16 * ks, 8 * n)); });
+    // From the lane's first element (dq_lane), each pair is a constant offset away; only the
+    // last query tile can reach past N.
+    float* const dq_tile = dq_lane + int64_t(q0) * D;
+    const bool whole = q0 + Br <= N;
 #pragma unroll
     for (int m = 0; m < kM; ++m)
 #pragma unroll
       for (int n = 0; n < Tr::kDqTiles; ++n)
 #pragma unroll
         for (int h = 0; h < ft::tc::kMBlocks; ++h) {
-          const RowCol at = ft::tc::mma_c_coord(lane, 2 * h) + RowCol{dq_row0 + 16 * m, dq_col0 + 8 * n};
-          if (q0 + at.row < N)
-            atomic_add2(p.dq_acc + (head_rows + q0 + at.row) * D + at.col, dq[m][n].c[2 * h],
-                        dq[m][n].c[2 * h + 1]);
+          const RowCol step = ft::tc::c_block(h) + RowCol{16 * m, 8 * n};  // from the lane's first pair
+          if (whole || q0 + dq_c.row + step.row < N)
+            atomic_add2(dq_tile + step.row * D + step.col, dq[m][n].c[2 * h], dq[m][n].c[2 * h + 1]);
         }
   }
 

@@ -12,6 +12,7 @@
 #include "04_fused_forward/ledger.hpp"
 #include "07_tensor_core_forward/flash_forward.hpp"
 #include "08_tensor_core_backward/flash_backward_tc.cuh"
+#include "08_tensor_core_backward/flash_backward_hoisted.cuh"
 #include "08_tensor_core_backward/flash_backward_warp_tiles.cuh"
 #include "capi.hpp"
 #include "check.cuh"
@@ -53,19 +54,25 @@ template <class T, int D> using AsyncBc64 = Shape<64, 4, Copy::kAsync>::type<T, 
 // over the 8 warps in tiles 32 rows tall (flash_backward_warp_tiles.cuh); 128 queries a tile
 // at d = 64, 64 at d = 128.
 template <class T, int D> using WarpTiles = WarpTileTraits<T, D>;
+// hoisted: warp_tiles with each lane's part of the swizzle computed once, before the loop
+// (flash_backward_hoisted.cuh): one XOR with a constant per load instead of Tile::offset.
+template <class T, int D> using Hoisted = HoistedTraits<T, D>;
 // fastest: the faster of async and warp_tiles at each d, in the same run (tc_variants.csv,
 // bf16, N = 1024, 4096 and 16384, causal and not): async at d = 64, where warp_tiles is
 // 11-17% slower; warp_tiles at d = 128, 2-4% faster.
 template <class T, int D> using Fastest = std::conditional_t<D == 128, WarpTiles<T, D>, Async<T, D>>;
 
+/// Whether a variant's traits are warp_tiles' family (its kernel), or BackwardTraits.
+template <class Tr>
+constexpr bool kWarpTileKernel = std::is_base_of_v<WarpTileTraits<typename Tr::T, Tr::D>, Tr>;
+
 /// The key-block kernel of a variant's traits: one kernel template per traits family.
-template <class T, int D, int Br, int Bc, int W, Copy C, DQ Q>
-auto key_block_kernel(BackwardTraits<T, D, Br, Bc, W, C, Q>*) {
-  return flash_backward_tc<BackwardTraits<T, D, Br, Bc, W, C, Q>>;
-}
-template <class T, int D>
-auto key_block_kernel(WarpTileTraits<T, D>*) {
-  return flash_backward_warp_tiles<WarpTileTraits<T, D>>;
+template <class Tr>
+auto key_block_kernel() {
+  if constexpr (kWarpTileKernel<Tr>)
+    return flash_backward_warp_tiles<Tr>;
+  else
+    return flash_backward_tc<Tr>;
 }
 
 /// The workspace. With dQ by atomics: [dQ accumulator: rows·d floats | D: rows floats], the
@@ -86,7 +93,7 @@ void launch(const ft::Problem& p, const ft::BackwardArgs& a, cudaStream_t stream
   constexpr bool kAtomics = Tr::kDq == DQ::kAtomics;
   using DqTr = DqPassKernel<T, Tr::D>;
   ft::require_sm(kMinSm, "chapter 08");
-  const auto kernel = key_block_kernel(static_cast<Tr*>(nullptr));
+  const auto kernel = key_block_kernel<Tr>();
   ft::allow_dynamic_smem(kernel, Tr::kSmemBytes, "chapter 08 backward");
   if constexpr (!kAtomics)
     ft::allow_dynamic_smem(flash_backward_dq_tc<DqTr>, DqTr::kSmemBytes, "chapter 08 dQ pass");
@@ -234,14 +241,13 @@ size_t dq_pass_workspace_bytes(const ft::Problem& p) { return size_t(p.rows()) *
 /// the kernel that moves them; a separate dQ pass moves none of the atomics' bytes.
 template <class Tr>
 std::vector<ft::KernelTraffic> traffic_of(const ft::Problem& p) {
-  constexpr bool kWarpTiles = std::is_same_v<Tr, WarpTileTraits<__nv_bfloat16, Tr::D>>;
   if constexpr (Tr::kDq == DQ::kSeparatePass)
     return {dot_traffic(p, false), main_traffic(p, Tr::Br, Tr::Bc, false),
             dq_pass_traffic(p, DqPassKernel<__nv_bfloat16, 64>::Br, DqPassKernel<__nv_bfloat16, 64>::Bc)};
   else
     return {dot_traffic(p, true),
             main_traffic(p, Tr::Br, Tr::Bc, true,
-                         kWarpTiles ? "flash_backward_warp_tiles" : "flash_backward_tc"),
+                         kWarpTileKernel<Tr> ? "flash_backward_warp_tiles" : "flash_backward_tc"),
             convert_traffic(p)};
 }
 
@@ -288,7 +294,8 @@ std::vector<ft::BackwardImpl> backward_impls() {
           fastest(),
           impl<AsyncBr32>("async_br32", "async with 32-query tiles at d=64 too"),
           impl<AsyncBc64>("async_bc64", "async with 64 keys a block, 4 warps"),
-          impl<WarpTiles>("warp_tiles", "async, P^T/dS^T via shared memory: 32-row warp tiles in every product")};
+          impl<WarpTiles>("warp_tiles", "async, P^T/dS^T via shared memory: 32-row warp tiles in every product"),
+          impl<Hoisted>("hoisted", "warp_tiles, each lane's swizzle computed once: one XOR per load")};
 }
 
 }  // namespace ch08

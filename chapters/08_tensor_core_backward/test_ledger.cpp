@@ -211,4 +211,78 @@ TEST(Ch08Fragments, WarpTilesCoverEveryProductOnce) {
   }
 }
 
+// The variant `hoisted` (flash_backward_hoisted.cuh) computes each lane's part of the
+// swizzle once (tc::HoistedLaneOffsets) and adds the fragment's place (dr, dc) at each load.
+// That is only right when dr is a multiple of 8 and dc/8 shares no bit with the lane's
+// chunk: here, for both shapes, every warp, lane and load of the warp_tiles kernel, the
+// condition holds and the offsets equal SwizzledTile::offset (tc::LaneOffsets, which
+// warp_tiles uses). Each load is listed as the kernel makes it: the warp's corner, the
+// lane's place (which ldmatrix form), and the fragments' (dr, dc).
+template <class Tile>
+void expect_hoisted_equals_offset(RowCol corner, RowCol (*lane_place)(int), std::vector<int> drs,
+                                  std::vector<int> dcs, const char* load) {
+  SCOPED_TRACE(load);
+  for (int lane = 0; lane < 32; ++lane) {
+    const ft::tc::HoistedLaneOffsets<Tile> hoisted(corner, lane_place(lane));
+    const ft::tc::LaneOffsets<Tile> plain(corner, lane_place(lane));
+    for (int dr : drs)
+      for (int dc : dcs) {
+        ASSERT_TRUE(ft::tc::HoistedLaneOffsets<Tile>::hoistable(corner, lane_place(lane), dr, dc))
+            << "lane " << lane << " dr " << dr << " dc " << dc;
+        ASSERT_EQ(hoisted(dr, dc), plain(dr, dc)) << "lane " << lane << " dr " << dr << " dc " << dc;
+      }
+  }
+}
+
+std::vector<int> steps(int count, int step) {
+  std::vector<int> v;
+  for (int i = 0; i < count; ++i) v.push_back(i * step);
+  return v;
+}
+
+template <int Br, int D>
+void expect_every_warp_tiles_load_hoistable() {
+  using Tile = ft::tc::SwizzledTile<D>;
+  using PdsTile = ft::tc::SwizzledTile<Br>;
+  constexpr int kWarps = 8, Bc = 128, kM = 2;
+  constexpr int cols = ch08::key_col_warps(kWarps, Bc), dq_cols = ch08::dq_col_warps(kWarps, Br);
+  constexpr int q_tiles = Br / cols / 8, d_tiles = D / cols / 8, dq_tiles = D / dq_cols / 8;
+  const auto c_place = [](int lane) { return ft::tc::mma_c_coord(lane, 0); };
+  for (int w = 0; w < kWarps; ++w) {
+    SCOPED_TRACE("warp " + std::to_string(w));
+    const ch08::WarpTileCorners c = ch08::warp_tile_corners(w, kWarps, Br, Bc, D);
+    // Sᵀ, dPᵀ: A = K, V rows (16 keys a fragment, 16 of d a k-step); B = Q, dO rows (16 queries an x4).
+    expect_hoisted_equals_offset<Tile>({c.key0, 0}, ft::tc::ldmatrix_src_a, steps(kM, 16), steps(D / 16, 16), "K, V as A");
+    expect_hoisted_equals_offset<Tile>({c.query0, 0}, ft::tc::ldmatrix_src_b_x4, steps(q_tiles / 2, 16),
+                                       steps(D / 16, 16), "Q, dO as B");
+    // The stores of Pᵀ and dSᵀ: accumulator pairs, rows 16·m + 8·h, columns 8·n.
+    expect_hoisted_equals_offset<PdsTile>({c.key0, c.query0}, c_place, steps(2 * kM, 8), steps(q_tiles, 8), "Pt, dSt stores");
+    // dV, dK: A = Pᵀ, dSᵀ as stored; B = dO, Q transposed (16 of d an x4, 16 queries a k-step).
+    expect_hoisted_equals_offset<PdsTile>({c.key0, 0}, ft::tc::ldmatrix_src_a, steps(kM, 16), steps(Br / 16, 16), "Pt, dSt as A");
+    expect_hoisted_equals_offset<Tile>({0, c.dcol0}, ft::tc::ldmatrix_src_b_trans_x4, steps(Br / 16, 16),
+                                       steps(d_tiles / 2, 16), "dO, Q as B (trans)");
+    // dQ: A = dS from dSᵀ (trans; 16 keys a k-step, 16 queries a fragment); B = K (trans).
+    expect_hoisted_equals_offset<PdsTile>({0, c.dq_query0}, ft::tc::ldmatrix_src_a_trans, steps(Bc / 16, 16),
+                                          steps(kM, 16), "dS as A (trans)");
+    expect_hoisted_equals_offset<Tile>({0, c.dq_col0}, ft::tc::ldmatrix_src_b_trans_x4, steps(Bc / 16, 16),
+                                       steps(dq_tiles / 2, 16), "K as B (trans)");
+  }
+}
+
+TEST(Ch08Fragments, HoistedOffsetsEqualTheSwizzleForEveryLoad) {
+  expect_every_warp_tiles_load_hoistable<128, 64>();
+  expect_every_warp_tiles_load_hoistable<64, 128>();
+}
+
+// And the condition matters: a fragment place whose chunk bits meet the lane's (dc = 8 for
+// a lane in chunk 1) is not hoistable, and there the hoisted formula is wrong.
+TEST(Ch08Fragments, HoistingNeedsDisjointChunkBits) {
+  using Tile = ft::tc::SwizzledTile<64>;
+  const RowCol corner{0, 0}, lane{3, 8};  // row 3, logical chunk 1
+  EXPECT_FALSE(ft::tc::HoistedLaneOffsets<Tile>::hoistable(corner, lane, 0, 8));
+  EXPECT_NE(ft::tc::HoistedLaneOffsets<Tile>(corner, lane)(0, 8), ft::tc::LaneOffsets<Tile>(corner, lane)(0, 8));
+  EXPECT_FALSE(ft::tc::HoistedLaneOffsets<Tile>::hoistable(corner, lane, 4, 0));  // rows not by 8
+  EXPECT_TRUE(ft::tc::HoistedLaneOffsets<Tile>::hoistable(corner, lane, 8, 16));
+}
+
 }  // namespace

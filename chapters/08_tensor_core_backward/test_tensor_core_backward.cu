@@ -1,4 +1,4 @@
-// GPU tests of chapter 08: each distinct code path (plain, async, dq_pass, warp_tiles) in bf16 and fp16
+// GPU tests of chapter 08: each distinct code path (plain, async, dq_pass, warp_tiles, hoisted) in bf16 and fp16
 // on the ragged standard sizes (N = 1, 17, 64, 1000, 2048), the tile-shape variants on
 // N = 17 and 1000 in bf16, d = 64 and 128, causal and not, B·H = 6, against the float64
 // reference of the rounded inputs under the same-precision rule (common/testing.hpp), P
@@ -25,13 +25,13 @@ constexpr auto case_name = &ft::testing::case_name<ft::BackwardImpl>;
 
 /// The variants whose code is tested on every standard shape in both dtypes: one per
 /// distinct code path (synchronous copies; cp.async; the separate dQ pass; Pᵀ and dSᵀ
-/// through shared memory in the warp_tiles kernel). The others are
+/// through shared memory in the warp_tiles kernel; its lanes' offsets hoisted). The others are
 /// the same kernel with other tile constants, tested on the ragged shapes in bf16; and
 /// "fastest" runs two of the full ones' kernels (FastestIsAsyncAtD64AndWarpTilesAtD128), its
 /// own dispatch tested on the ragged shapes.
 bool fully_tested(const std::string& variant) {
   return variant == "plain" || variant == "async" || variant == "dq_pass" ||
-         variant == "warp_tiles";
+         variant == "warp_tiles" || variant == "hoisted";
 }
 
 std::vector<Case> standard_cases() {
@@ -39,9 +39,10 @@ std::vector<Case> standard_cases() {
   for (const auto& impl : ch08::backward_impls()) {
     const bool full = fully_tested(impl.variant);
     for (ft::DType t : impl.dtypes) {
-      // warp_tiles in fp16: the ragged shapes only (fp16 and bf16 differ in the conversions
-      // and the mma's type, which the other full variants test on every shape).
-      const bool full_here = full && !(impl.variant == "warp_tiles" && t == ft::DType::Float16);
+      // warp_tiles and hoisted in fp16: the ragged shapes only (fp16 and bf16 differ in the
+      // conversions and the mma's type, which the other full variants test on every shape).
+      const bool warp_tile_kernel = impl.variant == "warp_tiles" || impl.variant == "hoisted";
+      const bool full_here = full && !(warp_tile_kernel && t == ft::DType::Float16);
       if (!full && t != ft::DType::BFloat16) continue;
       for (const auto& shape : ft::testing::standard_shapes(impl.head_dims, t))
         if (full_here || shape.seq_len == 17 || shape.seq_len == 1000) cases.push_back({impl, shape, t});

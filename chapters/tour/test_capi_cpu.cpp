@@ -65,6 +65,9 @@ TEST(CApiErrors, LimitsOfTheCommandLineHoldHere) {
   p.scale = INFINITY;
   EXPECT_EQ(call_ch04(p), -1);
   EXPECT_TRUE(says("scale must be finite")) << ft_last_error();
+  p.scale = -0.125f;  // the fused kernels' masks and running maxima assume scale > 0
+  EXPECT_EQ(call_ch04(p), -1);
+  EXPECT_TRUE(says("scale must be >= 0")) << ft_last_error();
 }
 
 // B·H·N·N·4 at B = 4, N = 2^30 wraps past 2^64 to exactly 0: the workspace query must not

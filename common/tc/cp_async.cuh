@@ -89,4 +89,45 @@ __device__ __forceinline__ void copy_tile_async(T* tile, const T* src, int row0,
   }
 }
 
+/// copy_tile_async for a kernel that copies such a tile at every step of its loop (chapter
+/// 08's query tiles): the thread's offsets computed once, when it is constructed, and a whole
+/// tile copied without a test per chunk. Then a chunk costs one cp.async whose addresses are
+/// the thread's first ones plus constants, where copy_tile_async recomputes both and selects
+/// each source pointer on a test. A pass must cover whole swizzle periods (8 rows), so that
+/// a chunk's place in the tile is the first one's plus a constant.
+template <class Tile, int ROWS, int THREADS>
+struct TileCopy {
+  static constexpr int kChunksPerRow = Tile::kCols / kChunkElems;
+  static constexpr int kRowsPerPass = THREADS / kChunksPerRow;
+  static_assert(THREADS % kChunksPerRow == 0 && ROWS % kRowsPerPass == 0,
+                "every thread copies the same column of chunks, the same count");
+  static_assert(kRowsPerPass % kSwizzleRows == 0, "passes of whole swizzle periods");
+  int row;  ///< the thread's first row in the tile
+  int src;  ///< its first chunk's offset (elements) from the start of the tile's first row
+  int dst;  ///< ... and in the tile
+  __device__ TileCopy()
+      : row(int(threadIdx.x) / kChunksPerRow),
+        src(row * Tile::kCols + int(threadIdx.x) % kChunksPerRow * kChunkElems),
+        dst(Tile::offset(row, int(threadIdx.x) % kChunksPerRow * kChunkElems)) {}
+
+  /// Starts copying rows [row0, row0 + ROWS) of the row-major [N][Tile::kCols] matrix M into
+  /// `tile`; rows at or past N become zeros. Call cp_async_commit() after.
+  template <class T>
+  __device__ __forceinline__ void operator()(T* tile, const T* M, int row0, int N) const {
+    constexpr int kSrcStep = kRowsPerPass * Tile::kCols, kDstStep = kRowsPerPass * Tile::kRowStride;
+    const T* from = M + int64_t(row0) * Tile::kCols + src;
+    T* to = tile + dst;
+    if (row0 + ROWS <= N) {
+#pragma unroll
+      for (int it = 0; it < ROWS / kRowsPerPass; ++it) cp_async_16(to + it * kDstStep, from + it * kSrcStep, true);
+    } else {
+#pragma unroll
+      for (int it = 0; it < ROWS / kRowsPerPass; ++it) {
+        const bool inside = row0 + row + it * kRowsPerPass < N;  // else: zeros, M's row 0 named
+        cp_async_16(to + it * kDstStep, inside ? from + it * kSrcStep : M, inside);
+      }
+    }
+  }
+};
+
 }  // namespace ft::tc

@@ -48,17 +48,23 @@ __device__ __forceinline__ const T* lane_row(const T* tile, int row0, int col0, 
   return tile + Tile::offset(row0 + at.row, col0 + at.col);
 }
 
-// The loaders. (row0, col0) is always the fragment's corner in the tile AS STORED.
+// The loaders. Each comes in two forms: given this lane's row address (a kernel that keeps
+// its lanes' offsets, tc/swizzle.hpp's LaneOffsets or HoistedLaneOffsets), or given the
+// tile and the fragment's corner (row0, col0), always the corner in the tile AS STORED.
 
 /// A (16×16) from a tile stored [m][k]: rows m of Q (S = Q·Kᵀ), of dO (dP = dO·Vᵀ), of dS.
+template <class T>
+__device__ __forceinline__ void load_a(FragA& a, const T* lane_row) { ldmatrix_x4(a.r, lane_row); }
 template <class Tile, class T>
 __device__ __forceinline__ void load_a(FragA& a, const T* tile, int row0, int col0) {
-  ldmatrix_x4(a.r, lane_row<Tile>(tile, row0, col0, ldmatrix_src_a(lane_id())));
+  load_a(a, lane_row<Tile>(tile, row0, col0, ldmatrix_src_a(lane_id())));
 }
 /// A from a tile stored [k][m], transposed on the way: Pᵀ or dSᵀ from P or dS (backward).
+template <class T>
+__device__ __forceinline__ void load_a_trans(FragA& a, const T* lane_row) { ldmatrix_x4_trans(a.r, lane_row); }
 template <class Tile, class T>
 __device__ __forceinline__ void load_a_trans(FragA& a, const T* tile, int row0, int col0) {
-  ldmatrix_x4_trans(a.r, lane_row<Tile>(tile, row0, col0, ldmatrix_src_a_trans(lane_id())));
+  load_a_trans(a, lane_row<Tile>(tile, row0, col0, ldmatrix_src_a_trans(lane_id())));
 }
 /// B (16×8) = Kᵀ from K's rows, stored [n][k]: no transpose needed.
 template <class Tile, class T>
@@ -66,11 +72,15 @@ __device__ __forceinline__ void load_b(FragB& b, const T* tile, int row0, int co
   ldmatrix_x2(b.r, lane_row<Tile>(tile, row0, col0, ldmatrix_src_b(lane_id())));
 }
 /// Two B fragments (n 0-7 and n 8-15, i.e. 16 keys) from [n][k] in one instruction.
+template <class T>
+__device__ __forceinline__ void load_b_x4(FragB (&b)[2], const T* lane_row) {
+  uint32_t r[4];
+  ldmatrix_x4(r, lane_row);
+  b[0] = {{r[0], r[1]}}, b[1] = {{r[2], r[3]}};
+}
 template <class Tile, class T>
 __device__ __forceinline__ void load_b_x4(FragB (&b)[2], const T* tile, int row0, int col0) {
-  uint32_t r[4];
-  ldmatrix_x4(r, lane_row<Tile>(tile, row0, col0, ldmatrix_src_b_x4(lane_id())));
-  b[0] = {{r[0], r[1]}}, b[1] = {{r[2], r[3]}};
+  load_b_x4(b, lane_row<Tile>(tile, row0, col0, ldmatrix_src_b_x4(lane_id())));
 }
 /// B (16×8) = V from V's rows, stored [k][n]: transposed on the way.
 template <class Tile, class T>
@@ -78,11 +88,15 @@ __device__ __forceinline__ void load_b_trans(FragB& b, const T* tile, int row0, 
   ldmatrix_x2_trans(b.r, lane_row<Tile>(tile, row0, col0, ldmatrix_src_b_trans(lane_id())));
 }
 /// Two B fragments (n 0-7 and n 8-15: 16 columns of d) from [k][n] in one instruction.
+template <class T>
+__device__ __forceinline__ void load_b_trans_x4(FragB (&b)[2], const T* lane_row) {
+  uint32_t r[4];
+  ldmatrix_x4_trans(r, lane_row);
+  b[0] = {{r[0], r[1]}}, b[1] = {{r[2], r[3]}};
+}
 template <class Tile, class T>
 __device__ __forceinline__ void load_b_trans_x4(FragB (&b)[2], const T* tile, int row0, int col0) {
-  uint32_t r[4];
-  ldmatrix_x4_trans(r, lane_row<Tile>(tile, row0, col0, ldmatrix_src_b_trans_x4(lane_id())));
-  b[0] = {{r[0], r[1]}}, b[1] = {{r[2], r[3]}};
+  load_b_trans_x4(b, lane_row<Tile>(tile, row0, col0, ldmatrix_src_b_trans_x4(lane_id())));
 }
 
 }  // namespace ft::tc

@@ -77,6 +77,53 @@ struct SwizzledTile {
 template <class Tile>
 FT_TC_HD constexpr int tile_bytes(int rows) { return rows * Tile::kRowStride * kElemBytes; }
 
+// ---- One lane's offsets in a warp's tile -----------------------------------------------
+// A warp tile is read (ldmatrix) and written (accumulator pairs) as fragments at fixed
+// places (dr, dc) from the warp's corner: compile-time constants of the unrolled loops. A
+// lane's own element of each is Tile::offset(corner + lane + (dr, dc)), where corner is
+// known only at run time (it depends on the warp) and lane is its place in a fragment
+// (ldmatrix_src_*, mma_c_coord). The two types below give the same numbers; they differ in
+// what each use costs once compiled.
+
+/// Recomputes Tile::offset at every use: a row, a division, a modulo and an XOR per load,
+/// about five integer instructions, since the corner is not a constant.
+template <class Tile>
+struct LaneOffsets {
+  RowCol at;  ///< corner + lane
+  FT_TC_HD constexpr LaneOffsets(RowCol corner, RowCol lane) : at(corner + lane) {}
+  FT_TC_HD constexpr int operator()(int dr, int dc) const { return Tile::offset(at.row + dr, at.col + dc); }
+};
+
+/// The same offsets in a SwizzledTile with the lane's part of the swizzle computed once.
+/// With r = corner.row + lane.row and c = corner.col + lane.col,
+///     offset(r + dr, c + dc) = (r + dr)·COLS + (((c + dc)/8) XOR ((r + dr) % 8))·8 + c % 8.
+/// When dr % 8 == 0 the row's XOR term (r + dr) % 8 is r % 8; when dc % 8 == 0 and dc/8 has
+/// no bit in common with c/8 (the warp's corner and the fragments' places are powers of two
+/// apart), (c + dc)/8 = c/8 XOR dc/8. So
+///     offset = [r·COLS + c % 8] + dr·COLS + ([c/8 XOR r % 8] XOR dc/8)·8,
+/// the brackets computed once (two registers), the rest one XOR with a constant and an
+/// immediate offset in the instruction. hoistable() states the condition; the CPU tests
+/// check it, and the equality, for every load of the kernels that use this.
+template <class Tile>
+struct HoistedLaneOffsets {
+  static_assert(Tile::kRowStride == Tile::kCols && Tile::offset(1, 0) == Tile::kCols + kChunkElems,
+                "a swizzled tile (SwizzledTile): dense rows, chunk c of row 1 stored at c XOR 1");
+  int row;    ///< r·COLS + c % 8
+  int chunk;  ///< where logical chunk c/8 of row r is stored: c/8 XOR (r % 8)
+  FT_TC_HD constexpr HoistedLaneOffsets(RowCol corner, RowCol lane)
+      : row((corner.row + lane.row) * Tile::kRowStride + (corner.col + lane.col) % kChunkElems),
+        chunk(swizzle_chunk(corner.row + lane.row, (corner.col + lane.col) / kChunkElems)) {}
+  FT_TC_HD constexpr int operator()(int dr, int dc) const {
+    return row + dr * Tile::kRowStride + (chunk ^ (dc / kChunkElems)) * kChunkElems;
+  }
+  /// Whether operator()(dr, dc) equals Tile::offset for this corner and lane.
+  FT_TC_HD static constexpr bool hoistable(RowCol corner, RowCol lane, int dr, int dc) {
+    const int c = corner.col + lane.col;
+    return dr % kSwizzleRows == 0 && dc % kChunkElems == 0 &&
+           ((c / kChunkElems) & (dc / kChunkElems)) == 0 && c + dc < Tile::kCols;
+  }
+};
+
 /// How many passes shared memory needs to serve accesses that arrive together (the 8 row
 /// reads of one ldmatrix matrix, say): `count` accesses of `bytes_each` bytes at the given
 /// byte addresses (at most 32 accesses of at most 16 bytes). Each bank delivers one 4-byte word per pass, the same word to any number

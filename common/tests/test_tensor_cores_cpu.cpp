@@ -375,4 +375,45 @@ TEST(Swizzle, TileCopyWritesConflictFree) {
   EXPECT_EQ(worst_row_write_ways<PaddedTile<64>>(), 1);
 }
 
+// tc::TileCopy moves a thread's chunk `it` to its first chunk's place plus it·R rows, and
+// tc::HoistedLaneOffsets adds dr rows the same way: right for a swizzled tile exactly when
+// the step is a whole number of swizzle periods (8 rows), always for padded and plain rows.
+template <class Tile>
+bool rows_step_by_a_constant(int rows_step) {
+  for (int row = 0; row < 64; ++row)
+    for (int col = 0; col < Tile::kCols; col += kChunkElems)
+      if (Tile::offset(row + rows_step, col) != Tile::offset(row, col) + rows_step * Tile::kRowStride)
+        return false;
+  return true;
+}
+
+TEST(Swizzle, WholePeriodsOfRowsStepByAConstant) {
+  for (int step : {8, 16, 32}) {
+    EXPECT_TRUE(rows_step_by_a_constant<SwizzledTile<64>>(step)) << step;
+    EXPECT_TRUE(rows_step_by_a_constant<SwizzledTile<128>>(step)) << step;
+  }
+  EXPECT_FALSE(rows_step_by_a_constant<SwizzledTile<64>>(4));  // half a period: chunks move
+  EXPECT_TRUE(rows_step_by_a_constant<PaddedTile<64>>(4));
+}
+
+// HoistedLaneOffsets against Tile::offset over every lane place and fragment place that
+// meets hoistable(): the algebra of swizzle.hpp, for any corner a multiple of 8 rows and a
+// power-of-two span of columns.
+TEST(Swizzle, HoistedLaneOffsetsWhereHoistable) {
+  using Tile = SwizzledTile<128>;
+  int checked = 0;
+  for (RowCol corner : {RowCol{0, 0}, RowCol{32, 64}, RowCol{96, 32}})
+    for (int r = 0; r < 16; ++r)
+      for (int c = 0; c < 16; c += kChunkElems / 4)  // lane places, including inside a chunk
+        for (int dr = 0; dr < 32; dr += 8)
+          for (int dc = 0; corner.col + c + dc < Tile::kCols; dc += kChunkElems)
+            if (HoistedLaneOffsets<Tile>::hoistable(corner, {r, c}, dr, dc)) {
+              ++checked;
+              ASSERT_EQ(HoistedLaneOffsets<Tile>(corner, {r, c})(dr, dc),
+                        Tile::offset(corner.row + r + dr, corner.col + c + dc))
+                  << corner.row << "," << corner.col << " lane " << r << "," << c << " dr " << dr << " dc " << dc;
+            }
+  EXPECT_GT(checked, 1000);
+}
+
 }  // namespace

@@ -1,0 +1,41 @@
+/// @file flash_backward_hoisted.cuh
+/// @brief Variant `hoisted`: warp_tiles with each lane's part of the swizzle computed once,
+/// so that a fragment load costs one XOR with a constant instead of a fresh Tile::offset.
+///
+/// What changed from `warp_tiles`, and why. The kernel is the same (flash_backward_warp_tiles
+/// .cuh); only the type that says where a lane's element of a fragment is differs. warp_tiles
+/// asks SwizzledTile::offset(corner + lane + (dr, dc)) at every load, and since the warp's
+/// corner is known only at run time, nothing of it folds: a row product, a division, a
+/// modulo and the XOR, again for each of the 144 ldmatrix and 64 stores of a query tile, with
+/// too few registers left (the accumulators take 192 of 255) to keep the results. Counted in
+/// the SASS of the main loop at d = 128 (cuobjdump -sass; the README's lab notes): 1987
+/// instructions for 320 mma, of which about 800 integer, where FlashAttention-2's backward
+/// (the same tile shape and the same 144 ldmatrix) has 1003, about 150 integer. With 8 warps
+/// an SM the integer chains that feed each ldmatrix are latency the other warps cannot hide:
+/// Nsight Compute puts 2.0 of the 6.5 cycles between a warp's instructions on waiting for
+/// fixed-latency results (profiles/profile_ch08_warp_tiles_d128.txt).
+///
+/// tc::HoistedLaneOffsets splits the swizzle. For a lane at row r, column c of a fragment
+/// whose place in the warp tile is (dr, dc), with dr a multiple of 8 and dc/8 sharing no bit
+/// with c/8 (true of every load here: the warps' corners and the fragments' places are
+/// powers of two apart; the CPU test checks every one), the stored offset is
+///     [r·COLS + c % 8] + dr·COLS + ([c/8 XOR r % 8] XOR dc/8)·8:
+/// two numbers per kind of load computed before the loop, then per load one LOP3 with a
+/// constant and an immediate in the ldmatrix. The products, the barriers, the bytes: as
+/// warp_tiles.
+///
+/// Run: ./build/chapters/08_tensor_core_backward/ch08_tensor_core_backward --variant hoisted
+#pragma once
+
+#include "08_tensor_core_backward/flash_backward_warp_tiles.cuh"
+
+namespace ch08 {
+
+/// warp_tiles' tiles and warps, with the lane's swizzle hoisted out of the loads.
+template <class Element, int D_>
+struct HoistedTraits : WarpTileTraits<Element, D_> {
+  template <class Layout>
+  using Lane = ft::tc::HoistedLaneOffsets<Layout>;
+};
+
+}  // namespace ch08
