@@ -36,6 +36,16 @@ template <class Element, int D_>
 struct HoistedTraits : WarpTileTraits<Element, D_> {
   template <class Layout>
   using Lane = ft::tc::HoistedLaneOffsets<Layout>;
+  /// The registers the addresses no longer take keep the rounded P in registers at d = 64
+  /// too (ptxas -v: 255 registers, no spill; warp_tiles re-reads it from Pt there, 32 more
+  /// shared-memory loads a tile, in a kernel whose MIO queue is its second-largest stall).
+  static constexpr bool kRereadP = false;
+};
+
+/// (Experiment, this session: hoisted with warp_tiles' re-read of P at d = 64.)
+template <class Element, int D_>
+struct HoistedRereadTraits : HoistedTraits<Element, D_> {
+  static constexpr bool kRereadP = D_ == 64;
 };
 
 }  // namespace ch08

@@ -27,7 +27,7 @@ constexpr auto case_name = &ft::testing::case_name<ft::BackwardImpl>;
 /// distinct code path (synchronous copies; cp.async; the separate dQ pass; Pᵀ and dSᵀ
 /// through shared memory in the warp_tiles kernel; its lanes' offsets hoisted). The others are
 /// the same kernel with other tile constants, tested on the ragged shapes in bf16; and
-/// "fastest" runs two of the full ones' kernels (FastestIsAsyncAtD64AndWarpTilesAtD128), its
+/// "fastest" runs one of the full ones' kernels (FastestIsHoisted), its
 /// own dispatch tested on the ragged shapes.
 bool fully_tested(const std::string& variant) {
   return variant == "plain" || variant == "async" || variant == "dq_pass" ||
@@ -51,19 +51,18 @@ std::vector<Case> standard_cases() {
   return cases;
 }
 
-// The C API and the Python module call fastest(): async's kernel at d = 64 and warp_tiles's
-// at d = 128 (the same template instances, which the standard cases cover in full); its own
-// dispatch is tested on the ragged shapes (standard_cases). Its ledger names those kernels.
-TEST(Ch08, FastestIsAsyncAtD64AndWarpTilesAtD128) {
+// The C API and the Python module call fastest(): hoisted's kernel at both d (the same
+// template instances, which the standard cases cover in full); its own dispatch is tested
+// on the ragged shapes (standard_cases). Its ledger names that kernel.
+TEST(Ch08, FastestIsHoisted) {
   const auto kernels = [](int d) {
     std::vector<std::string> names;
     const ft::Problem p = ft::make_problem(1, 1, 256, d, false, ft::DType::BFloat16);
     for (const auto& t : ch08::fastest().traffic(p)) names.push_back(t.kernel);
     return names;
   };
-  EXPECT_EQ(kernels(64), (std::vector<std::string>{"dot_dO_O_tc", "flash_backward_tc", "convert_dq"}));
-  EXPECT_EQ(kernels(128),
-            (std::vector<std::string>{"dot_dO_O_tc", "flash_backward_warp_tiles", "convert_dq"}));
+  for (int d : {64, 128})
+    EXPECT_EQ(kernels(d), (std::vector<std::string>{"dot_dO_O_tc", "flash_backward_warp_tiles", "convert_dq"}));
 }
 
 class Ch08Standard : public ::testing::TestWithParam<Case> {};
