@@ -57,9 +57,9 @@ template <class T, int D> using WarpTiles = WarpTileTraits<T, D>;
 // hoisted: warp_tiles with each lane's part of the swizzle computed once, before the loop
 // (flash_backward_hoisted.cuh): one XOR with a constant per load instead of Tile::offset.
 template <class T, int D> using Hoisted = HoistedTraits<T, D>;
-template <class T, int D> using HoistedReread = HoistedRereadTraits<T, D>;
-// fastest: hoisted at both d (tc_variants.csv, bf16, N = 16384, causal and not: 7-8% faster
-// than warp_tiles at d = 128, level with async at d = 64).
+// fastest: hoisted at both d (tc_variants.csv, bf16, N = 1024, 4096 and 16384, causal and
+// not: 5-7% faster than warp_tiles at d = 128, 7-11% at d = 64, where it also passes async;
+// async_bc64 is 3.5% faster at d = 64, N = 1024 causal only).
 template <class T, int D> using Fastest = Hoisted<T, D>;
 
 /// Whether a variant's traits are warp_tiles' family (its kernel), or BackwardTraits.
@@ -295,8 +295,7 @@ std::vector<ft::BackwardImpl> backward_impls() {
           impl<AsyncBr32>("async_br32", "async with 32-query tiles at d=64 too"),
           impl<AsyncBc64>("async_bc64", "async with 64 keys a block, 4 warps"),
           impl<WarpTiles>("warp_tiles", "async, P^T/dS^T via shared memory: 32-row warp tiles in every product"),
-          impl<Hoisted>("hoisted", "warp_tiles, each lane's swizzle computed once: one XOR per load"),
-          impl<HoistedReread>("hoisted_reread", "(experiment) hoisted, P re-read from shared memory at d=64")};
+          impl<Hoisted>("hoisted", "warp_tiles, each lane's swizzle computed once: one XOR per load")};
 }
 
 }  // namespace ch08
