@@ -50,6 +50,21 @@ void require_sm(int min_sm, const std::string& who) {
   }
 }
 
+size_t max_dynamic_smem() {
+  // Asked once per device, as require_sm's answer (a dispatch calls this before each launch).
+  static std::mutex mutex;
+  static std::map<int, size_t> optin_of_device;
+  const int device = current_device();
+  const std::lock_guard<std::mutex> lock(mutex);
+  auto it = optin_of_device.find(device);
+  if (it == optin_of_device.end()) {
+    int optin = 0;
+    CUDA_CHECK(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
+    it = optin_of_device.emplace(device, size_t(optin)).first;
+  }
+  return it->second;
+}
+
 void allow_dynamic_smem(const void* kernel, size_t bytes, const std::string& who) {
   // Which (kernel, device) pairs have their attribute set, to how many bytes.
   static std::mutex mutex;

@@ -15,6 +15,11 @@ namespace ft {
 /// minor) is at least `min_sm`, e.g. 80 for the tensor-core chapters' mma.sync and cp.async.
 void require_sm(int min_sm, const std::string& who);
 
+/// The most dynamic shared memory one block of the current device may opt in to
+/// (cudaDevAttrMaxSharedMemoryPerBlockOptin): 227 KB on an H100 or H200, 163 KB on an A100,
+/// 99 KB on the sm_86 and sm_89 GPUs. For a dispatch that picks the fastest kernel that fits.
+size_t max_dynamic_smem();
+
 /// Lets `kernel` (a pointer to a __global__ function) use `bytes` of dynamic shared memory
 /// and prefer shared memory to L1 in the SM's carveout. Throws ft::DeviceTooSmall when the
 /// device grants a block less (`who` names the kernel in the message). Queries and sets

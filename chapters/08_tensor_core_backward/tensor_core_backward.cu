@@ -132,16 +132,22 @@ void launch(const ft::Problem& p, const ft::BackwardArgs& a, cudaStream_t stream
 }
 
 /// A variant: for each (dtype, d), which traits. Shape<T, D> names the BackwardTraits.
-template <template <class, int> class Shape>
-void run(const ft::Problem& p, const ft::BackwardArgs& a, cudaStream_t stream) {
-  const bool bf16 = p.dtype == ft::DType::BFloat16;
-  if (!bf16 && p.dtype != ft::DType::Float16)
+/// What every variant refuses before it touches the GPU: a dtype, head dim or alignment it
+/// cannot serve (ft::Unsupported).
+void check_args(const ft::Problem& p, const ft::BackwardArgs& a) {
+  if (p.dtype != ft::DType::BFloat16 && p.dtype != ft::DType::Float16)
     throw ft::Unsupported("chapter 08: dtype must be bf16 or fp16");
   if (p.head_dim != 64 && p.head_dim != 128)
     throw ft::Unsupported("chapter 08: head_dim must be 64 or 128");
   for (const void* ptr : {a.Q.get(), a.K.get(), a.V.get(), a.dO.get(), static_cast<const void*>(a.workspace)})
     if (reinterpret_cast<uintptr_t>(ptr) % 16 != 0)
       throw ft::Unsupported("chapter 08: tensors and workspace must be 16-byte aligned");
+}
+
+template <template <class, int> class Shape>
+void run(const ft::Problem& p, const ft::BackwardArgs& a, cudaStream_t stream) {
+  check_args(p, a);
+  const bool bf16 = p.dtype == ft::DType::BFloat16;
   if (p.head_dim == 64)
     return bf16 ? launch<Shape<__nv_bfloat16, 64>>(p, a, stream)
                 : launch<Shape<__half, 64>>(p, a, stream);
@@ -280,9 +286,28 @@ const ft::BackwardImpl& plain() {
   return i;
 }
 
+const char* fastest_variant(int head_dim, size_t smem_optin) {
+  const size_t hoisted = head_dim == 128 ? Hoisted<__nv_bfloat16, 128>::kSmemBytes
+                                         : Hoisted<__nv_bfloat16, 64>::kSmemBytes;
+  return smem_optin >= hoisted ? "hoisted" : "async";
+}
+
+namespace {
+void run_fastest(const ft::Problem& p, const ft::BackwardArgs& a, cudaStream_t stream) {
+  check_args(p, a);  // the problem first, then the device
+  if (std::string(fastest_variant(p.head_dim, ft::max_dynamic_smem())) == "hoisted")
+    run<Fastest>(p, a, stream);
+  else
+    run<Async>(p, a, stream);
+}
+}  // namespace
+
 const ft::BackwardImpl& fastest() {
-  static const ft::BackwardImpl i =
-      impl<Fastest>("fastest", "hoisted: the fastest measured");
+  static const ft::BackwardImpl i = [] {
+    ft::BackwardImpl f = impl<Fastest>("fastest", "hoisted (async where its shared memory does not fit)");
+    f.run = run_fastest;
+    return f;
+  }();
   return i;
 }
 

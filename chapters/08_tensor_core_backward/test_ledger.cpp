@@ -192,7 +192,7 @@ TEST(Ch08Fragments, PackedPairIsTheAccumulatorPair) {
 // product's every element exactly once.
 TEST(Ch08Fragments, WarpTilesCoverEveryProductOnce) {
   constexpr int kWarps = 8, Bc = 128;
-  for (const auto [Br, d] : {std::pair{128, 64}, std::pair{64, 128}}) {
+  for (const auto& [Br, d] : {std::pair{128, 64}, std::pair{64, 128}}) {
     SCOPED_TRACE("Br=" + std::to_string(Br) + " d=" + std::to_string(d));
     const int cols = ch08::key_col_warps(kWarps, Bc), dq_cols = ch08::dq_col_warps(kWarps, Br);
     ASSERT_EQ(cols, 2);
@@ -283,6 +283,19 @@ TEST(Ch08Fragments, HoistingNeedsDisjointChunkBits) {
   EXPECT_NE(ft::tc::HoistedLaneOffsets<Tile>(corner, lane)(0, 8), ft::tc::LaneOffsets<Tile>(corner, lane)(0, 8));
   EXPECT_FALSE(ft::tc::HoistedLaneOffsets<Tile>::hoistable(corner, lane, 4, 0));  // rows not by 8
   EXPECT_TRUE(ft::tc::HoistedLaneOffsets<Tile>::hoistable(corner, lane, 8, 16));
+}
+
+// fastest() runs hoisted where a block may have its 161-162 KB of shared memory (H100, H200:
+// 227 KB; A100: 163 KB) and async elsewhere (the sm_86/sm_89 GPUs' 99 KB: async's 81 KB at
+// d = 64 fit; at d = 128 its 106.5 KB do not, which its launch reports).
+TEST(Ch08Fastest, HoistedWhereItsSharedMemoryFitsElseAsync) {
+  for (int d : {64, 128}) {
+    EXPECT_STREQ(ch08::fastest_variant(d, 227 * 1024), "hoisted") << d;
+    EXPECT_STREQ(ch08::fastest_variant(d, 163 * 1024), "hoisted") << d;
+    EXPECT_STREQ(ch08::fastest_variant(d, 99 * 1024), "async") << d;
+  }
+  EXPECT_STREQ(ch08::fastest_variant(64, 165888), "hoisted");  // exactly its 162 KB
+  EXPECT_STREQ(ch08::fastest_variant(64, 165887), "async");
 }
 
 }  // namespace
