@@ -74,13 +74,12 @@ void allow_dynamic_smem(const void* kernel, size_t bytes, const std::string& who
   auto it = granted.find({kernel, device});
   if (it != granted.end() && it->second >= bytes) return;
 
-  int optin = 0;
-  CUDA_CHECK(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
-  if (bytes > size_t(optin)) {
+  const size_t optin = max_dynamic_smem();
+  if (bytes > optin) {
     cudaDeviceProp prop{};
     CUDA_CHECK(cudaGetDeviceProperties(&prop, device));
     throw DeviceTooSmall(who + " needs " + kb(bytes) + " of shared memory per block; " +
-                         prop.name + " grants " + kb(size_t(optin)) +
+                         prop.name + " grants " + kb(optin) +
                          " (choose a smaller head_dim or tile, see the chapter README)");
   }
   CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(bytes)));

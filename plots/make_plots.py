@@ -86,7 +86,7 @@ BF16_ANCHORS = (("torch_naive", "torch-naive(3 kernels)", "three kernels",
                  "PyTorch bf16 SDPA, FlashAttention-2", "--"),
                 ("torch_cudnn", "cudnn", "cuDNN", "PyTorch bf16 SDPA, cuDNN", "-."))
 # The staircase's third row: chapter 08's backward in bf16 at the same N and head dimensions,
-# its variants in the chapter's order (the tile-shape variants and `fastest`, async's code,
+# its variants in the chapter's order (the tile-shape variants and `fastest`, hoisted's code,
 # left out), after chapter 05's float32 flash backward (tour.csv), the baseline of its
 # speedups; PyTorch's FlashAttention-2 and cuDNN backwards for scale (vs_pytorch.csv's
 # backward rows, else ch07_anchors.csv's bwd_ms).

@@ -6,8 +6,9 @@
 /// .cuh); only the type that says where a lane's element of a fragment is differs. warp_tiles
 /// asks SwizzledTile::offset(corner + lane + (dr, dc)) at every load, and since the warp's
 /// corner is known only at run time, little of it folds: a row product, a division, a modulo
-/// and the XOR, again for each of the 144 ldmatrix and 64 stores of a query tile, with too
-/// few registers left (the accumulators take 192 of 255) to keep the results. Before this
+/// and the XOR, again for each of the 144 ldmatrix and 32 (d = 128) or 64 (d = 64) stores of
+/// a query tile, with too few registers left (the accumulators take 192 of 255) to keep the
+/// results. Before this
 /// step Nsight Compute counted 1.59e9 executed instructions for warp_tiles at B = 4, H = 16,
 /// N = 4096, d = 128 against 1.07e9 for FlashAttention-2's backward (the same tile shape and
 /// the same 144 ldmatrix and 320 mma a tile), and put 2.0 of the 6.5 cycles between a warp's
@@ -21,9 +22,9 @@
 ///     [r·COLS + c % 8] + dr·COLS + ([c/8 XOR r % 8] XOR dc/8)·8:
 /// two numbers per kind of load computed before the loop, then per load one LOP3 with a
 /// constant and an immediate in the ldmatrix. The products, the barriers, the bytes: as
-/// warp_tiles. The main loop at d = 128 (cuobjdump -sass, static count): 1728 instructions
-/// for warp_tiles, 1452 for hoisted; executed, 1.10e9 at the shape above, level with
-/// FlashAttention-2's 1.07e9.
+/// warp_tiles. The main loop at d = 128 (cuobjdump -sass, static count): 1665 instructions
+/// for warp_tiles (after this step's fixes to the kernel they share), 1452 for hoisted;
+/// executed, 1.10e9 at the shape above, level with FlashAttention-2's 1.07e9.
 ///
 /// Run: ./build/chapters/08_tensor_core_backward/ch08_tensor_core_backward --variant hoisted
 #pragma once

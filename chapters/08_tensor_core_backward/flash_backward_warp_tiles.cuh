@@ -63,8 +63,9 @@ struct WarpTileTraits {
   static constexpr int kQSteps = Br / ft::tc::kMmaK;   ///< over the queries (dV, dK)
   static constexpr int kKeySteps = Bc / ft::tc::kMmaK; ///< over the keys (dQ)
   /// dSᵀ needs the rounded P that dV uses: kept packed in registers (16 a lane at d = 128),
-  /// or, at d = 64 where that is 32 registers and ptxas spills 40 bytes with them, read back
-  /// from the words this lane stored to Pt (4 bytes spilled instead; 32 more 4-byte loads).
+  /// or, at d = 64 where that is 32 registers and ptxas (sm_90) spills 68 bytes with them,
+  /// read back from the words this lane stored to Pt (no spill; 32 more 4-byte loads).
+  /// hoisted, whose addresses take fewer registers, keeps them at d = 64 too.
   static constexpr bool kRereadP = D == 64;
   /// Where a lane's element of each fragment is (tc/swizzle.hpp): Tile::offset of the warp's
   /// corner, the fragment's place and the lane's, at every load. (The variant `hoisted`,

@@ -1,10 +1,13 @@
 /// @file tensor_core_backward.cu
-/// @brief Chapter 08's implementation: the launches of flash_backward_tc.cuh's three
-/// kernels per (dtype, d), the workspace, the ledger and the C API.
+/// @brief Chapter 08's implementation: for each variant and (dtype, d), the launches of
+/// D's kernel, the key-block kernel (flash_backward_tc.cuh's, or
+/// flash_backward_warp_tiles.cuh's for warp_tiles and hoisted) and dQ's conversion or pass;
+/// the workspace, the ledger, fastest's dispatch and the C API.
 #include "08_tensor_core_backward/tensor_core_backward.hpp"
 
 #include <algorithm>
 #include <climits>
+#include <cstring>
 #include <cstdint>
 #include <string>
 #include <type_traits>
@@ -131,7 +134,6 @@ void launch(const ft::Problem& p, const ft::BackwardArgs& a, cudaStream_t stream
   CUDA_CHECK_LAUNCH();
 }
 
-/// A variant: for each (dtype, d), which traits. Shape<T, D> names the BackwardTraits.
 /// What every variant refuses before it touches the GPU: a dtype, head dim or alignment it
 /// cannot serve (ft::Unsupported).
 void check_args(const ft::Problem& p, const ft::BackwardArgs& a) {
@@ -144,6 +146,7 @@ void check_args(const ft::Problem& p, const ft::BackwardArgs& a) {
       throw ft::Unsupported("chapter 08: tensors and workspace must be 16-byte aligned");
 }
 
+/// A variant: for each (dtype, d), which traits. Shape<T, D> names the traits.
 template <template <class, int> class Shape>
 void run(const ft::Problem& p, const ft::BackwardArgs& a, cudaStream_t stream) {
   check_args(p, a);
@@ -286,25 +289,31 @@ const ft::BackwardImpl& plain() {
   return i;
 }
 
+// async_bc64 fits every sm_80+ GPU's opt-in shared memory (99 KB and up).
+static_assert(AsyncBc64<__nv_bfloat16, 64>::kSmemBytes <= 99 * 1024 &&
+                  AsyncBc64<__nv_bfloat16, 128>::kSmemBytes <= 99 * 1024,
+              "fastest's fallback fits the smallest sm_80+ GPU");
+
 const char* fastest_variant(int head_dim, size_t smem_optin) {
   const size_t hoisted = head_dim == 128 ? Hoisted<__nv_bfloat16, 128>::kSmemBytes
                                          : Hoisted<__nv_bfloat16, 64>::kSmemBytes;
-  return smem_optin >= hoisted ? "hoisted" : "async";
+  return smem_optin >= hoisted ? "hoisted" : "async_bc64";
 }
 
 namespace {
 void run_fastest(const ft::Problem& p, const ft::BackwardArgs& a, cudaStream_t stream) {
   check_args(p, a);  // the problem first, then the device
-  if (std::string(fastest_variant(p.head_dim, ft::max_dynamic_smem())) == "hoisted")
+  if (std::strcmp(fastest_variant(p.head_dim, ft::max_dynamic_smem()), "hoisted") == 0)
     run<Fastest>(p, a, stream);
   else
-    run<Async>(p, a, stream);
+    run<AsyncBc64>(p, a, stream);
 }
 }  // namespace
 
+// Its ledger is hoisted's, the kernel of the GPUs this chapter measured (H100, H200; A100).
 const ft::BackwardImpl& fastest() {
   static const ft::BackwardImpl i = [] {
-    ft::BackwardImpl f = impl<Fastest>("fastest", "hoisted (async where its shared memory does not fit)");
+    ft::BackwardImpl f = impl<Fastest>("fastest", "hoisted (async_bc64 where its shared memory does not fit)");
     f.run = run_fastest;
     return f;
   }();

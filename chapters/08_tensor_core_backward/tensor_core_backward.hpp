@@ -19,13 +19,14 @@ const ft::BackwardImpl& plain();
 
 /// The fastest measured variant (README, "The staircase"): the one the C API exports
 /// (ft_ch08_backward) and the Python module calls. `hoisted`, on a GPU that grants a block
-/// its shared memory; else `async` (fastest_variant).
+/// its shared memory; else `async_bc64` (fastest_variant). Its ledger is hoisted's.
 const ft::BackwardImpl& fastest();
 
 /// Which variant fastest() runs at head dim d on a GPU whose blocks may opt in to
-/// `smem_optin` bytes of shared memory: "hoisted" (162 KB at d = 64, 161 KB at d = 128) where
-/// it fits, as on the H100, H200 and A100; else "async" (81 KB at d = 64: the sm_86 and
-/// sm_89 GPUs' 99 KB take it; its 106.5 KB at d = 128 do not, and the launch says so).
+/// `smem_optin` bytes of shared memory: "hoisted" (165,888 bytes at d = 64, 164,864 at
+/// d = 128) where it fits, as on the H100, H200 and A100; else "async_bc64" (58,368 and
+/// 71,168 bytes: the sm_86 and sm_89 GPUs' 99 KB take it), the fastest variant measured
+/// that fits there.
 const char* fastest_variant(int head_dim, size_t smem_optin);
 
 /// Every variant, in the order the program runs them (each changes one thing: README).

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "08_tensor_core_backward/tensor_core_backward.hpp"
+#include "launch.cuh"  // ft::max_dynamic_smem
 #include "check.cuh"
 #include "precision.hpp"
 #include "testing.hpp"
@@ -63,6 +64,33 @@ TEST(Ch08, FastestIsHoisted) {
   };
   for (int d : {64, 128})
     EXPECT_EQ(kernels(d), (std::vector<std::string>{"dot_dO_O_tc", "flash_backward_warp_tiles", "convert_dq"}));
+}
+
+// On this GPU fastest's dispatch picks hoisted when the GPU grants a block its shared
+// memory (the H100 and H200 do), async_bc64 when not, and either way computes what the
+// variant it picked computes.
+TEST(Ch08, FastestRunsTheVariantItsDispatchPicks) {
+  FT_REQUIRE_GPU();
+  for (int d : {64, 128}) {
+    const std::string picked = ch08::fastest_variant(d, ft::max_dynamic_smem());
+    SCOPED_TRACE("d=" + std::to_string(d) + " picked " + picked);
+    EXPECT_TRUE(picked == "hoisted" || picked == "async_bc64");
+    const auto impls = ch08::backward_impls();
+    const auto it = std::find_if(impls.begin(), impls.end(),
+                                 [&](const ft::BackwardImpl& i) { return i.variant == picked; });
+    ASSERT_NE(it, impls.end());
+    const ft::Problem p = ft::make_problem(1, 2, 300, d, true, ft::DType::BFloat16);
+    const auto in = ft::reference_inputs(p, ft::InputKind::Uniform, 7);
+    const auto fast = ft::testing::run_backward(ch08::fastest(), p, in);
+    const auto same = ft::testing::run_backward(*it, p, in);
+    // The same kernels on the same inputs: dK, dV (each written once) bit for bit; dQ, whose
+    // float32 atomics land in whatever order, to its last bits.
+    EXPECT_EQ(fast.dK, same.dK);
+    EXPECT_EQ(fast.dV, same.dV);
+    std::vector<double> dq(same.dQ.begin(), same.dQ.end());
+    const ft::VerifyResult v = ft::verify("dQ", fast.dQ.data(), dq.data(), dq.size(), 1e-3);
+    EXPECT_TRUE(v.ok) << v.message;
+  }
 }
 
 class Ch08Standard : public ::testing::TestWithParam<Case> {};

@@ -92,9 +92,10 @@ __device__ __forceinline__ void copy_tile_async(T* tile, const T* src, int row0,
 /// copy_tile_async for a kernel that copies such a tile at every step of its loop (chapter
 /// 08's query tiles): the thread's offsets computed once, when it is constructed, and a whole
 /// tile copied without a test per chunk. Then a chunk costs one cp.async whose addresses are
-/// the thread's first ones plus constants, where copy_tile_async recomputes both and selects
-/// each source pointer on a test. A pass must cover whole swizzle periods (8 rows), so that
-/// a chunk's place in the tile is the first one's plus a constant.
+/// the thread's first ones plus constants, where copy_tile_async recomputes each chunk's
+/// place in the (swizzled) tile and selects its source pointer on a test. A pass must cover
+/// whole swizzle periods (8 rows), so that a chunk's place is the first one's plus a constant.
+/// (chapters 06 and 07 keep copy_tile_async: their measured kernels are compiled from it.)
 template <class Tile, int ROWS, int THREADS>
 struct TileCopy {
   static constexpr int kChunksPerRow = Tile::kCols / kChunkElems;
