@@ -23,24 +23,26 @@ std::string kb(size_t bytes) {
 }
 }  // namespace
 
+/// A device attribute of the current device, asked of the driver once per (device,
+/// attribute): the callers run before every launch, inside the timed region.
+static int device_attribute(cudaDeviceAttr attr, int device) {
+  static std::mutex mutex;
+  static std::map<std::pair<int, int>, int> known;
+  const std::lock_guard<std::mutex> lock(mutex);
+  auto it = known.find({device, int(attr)});
+  if (it == known.end()) {
+    int value = 0;
+    CUDA_CHECK(cudaDeviceGetAttribute(&value, attr, device));
+    it = known.emplace(std::pair{device, int(attr)}, value).first;
+  }
+  return it->second;
+}
+
 void require_sm(int min_sm, const std::string& who) {
   if (min_sm <= 0) return;
-  // Asked once per device (this runs before every launch, inside the timed region).
-  static std::mutex mutex;
-  static std::map<int, int> sm_of_device;
   const int device = current_device();
-  int sm = 0;
-  {
-    const std::lock_guard<std::mutex> lock(mutex);
-    auto it = sm_of_device.find(device);
-    if (it == sm_of_device.end()) {
-      int major = 0, minor = 0;
-      CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
-      CUDA_CHECK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device));
-      it = sm_of_device.emplace(device, major * 10 + minor).first;
-    }
-    sm = it->second;
-  }
+  const int sm = device_attribute(cudaDevAttrComputeCapabilityMajor, device) * 10 +
+                 device_attribute(cudaDevAttrComputeCapabilityMinor, device);
   if (sm < min_sm) {
     cudaDeviceProp prop{};
     CUDA_CHECK(cudaGetDeviceProperties(&prop, device));
@@ -51,18 +53,7 @@ void require_sm(int min_sm, const std::string& who) {
 }
 
 size_t max_dynamic_smem() {
-  // Asked once per device, as require_sm's answer (a dispatch calls this before each launch).
-  static std::mutex mutex;
-  static std::map<int, size_t> optin_of_device;
-  const int device = current_device();
-  const std::lock_guard<std::mutex> lock(mutex);
-  auto it = optin_of_device.find(device);
-  if (it == optin_of_device.end()) {
-    int optin = 0;
-    CUDA_CHECK(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
-    it = optin_of_device.emplace(device, size_t(optin)).first;
-  }
-  return it->second;
+  return size_t(device_attribute(cudaDevAttrMaxSharedMemoryPerBlockOptin, current_device()));
 }
 
 void allow_dynamic_smem(const void* kernel, size_t bytes, const std::string& who) {

@@ -147,15 +147,21 @@ void check_args(const ft::Problem& p, const ft::BackwardArgs& a) {
 }
 
 /// A variant: for each (dtype, d), which traits. Shape<T, D> names the traits.
+/// The launch of a checked problem (check_args): its (dtype, d)'s instance.
 template <template <class, int> class Shape>
-void run(const ft::Problem& p, const ft::BackwardArgs& a, cudaStream_t stream) {
-  check_args(p, a);
+void launch_checked(const ft::Problem& p, const ft::BackwardArgs& a, cudaStream_t stream) {
   const bool bf16 = p.dtype == ft::DType::BFloat16;
   if (p.head_dim == 64)
     return bf16 ? launch<Shape<__nv_bfloat16, 64>>(p, a, stream)
                 : launch<Shape<__half, 64>>(p, a, stream);
   return bf16 ? launch<Shape<__nv_bfloat16, 128>>(p, a, stream)
               : launch<Shape<__half, 128>>(p, a, stream);
+}
+
+template <template <class, int> class Shape>
+void run(const ft::Problem& p, const ft::BackwardArgs& a, cudaStream_t stream) {
+  check_args(p, a);
+  launch_checked<Shape>(p, a, stream);
 }
 
 // ---- Ledger pieces (chapter 05's flash ledger, with 2-byte tensors and a float32 dQ) -------
@@ -304,9 +310,9 @@ namespace {
 void run_fastest(const ft::Problem& p, const ft::BackwardArgs& a, cudaStream_t stream) {
   check_args(p, a);  // the problem first, then the device
   if (std::strcmp(fastest_variant(p.head_dim, ft::max_dynamic_smem()), "hoisted") == 0)
-    run<Fastest>(p, a, stream);
+    launch_checked<Fastest>(p, a, stream);
   else
-    run<AsyncBc64>(p, a, stream);
+    launch_checked<AsyncBc64>(p, a, stream);
 }
 }  // namespace
 
