@@ -67,6 +67,10 @@ struct WarpTileTraits {
   /// read back from the words this lane stored to Pt (no spill; 32 more 4-byte loads).
   /// hoisted, whose addresses take fewer registers, keeps them at d = 64 too.
   static constexpr bool kRereadP = D == 64;
+  /// dQ's product and its atomics last in each query tile, the atomics back to back before
+  /// the next tile's barrier; spread_atomics (flash_backward_spread_atomics.cuh) moves dQ's
+  /// product before dK's and issues the atomics between dK's k-steps.
+  static constexpr bool kSpreadAtomics = false;
   /// Where a lane's element of each fragment is (tc/swizzle.hpp): Tile::offset of the warp's
   /// corner, the fragment's place and the lane's, at every load. (The variant `hoisted`,
   /// flash_backward_hoisted.cuh, computes the lane's part of the swizzle once.)
@@ -93,11 +97,16 @@ struct WarpTileTraits {
 /// acc[i][j] += A_i·B_j over kSteps k-steps for a warp tile of kM × kN mma tiles:
 /// load_a(a, i, ks) fetches A's i-th 16-row fragment, load_b(b, j, ks) B's fragments j, j+1
 /// (one ldmatrix.x4). Each A fragment is used kN times and each B pair kM times: the reuse
-/// that a taller warp tile buys.
-template <class T, int kM, int kN, int kSteps, class LoadA, class LoadB>
-__device__ __forceinline__ void warp_product(FragC (&acc)[kM][kN], LoadA load_a, LoadB load_b) {
+/// that a taller warp tile buys. before_step(ks), if given, runs before each k-step's loads.
+struct NoStep {
+  __device__ void operator()(int) const {}
+};
+template <class T, int kM, int kN, int kSteps, class LoadA, class LoadB, class BeforeStep = NoStep>
+__device__ __forceinline__ void warp_product(FragC (&acc)[kM][kN], LoadA load_a, LoadB load_b,
+                                             BeforeStep before_step = {}) {
 #pragma unroll
   for (int ks = 0; ks < kSteps; ++ks) {
+    before_step(ks);
     FragA a[kM];
 #pragma unroll
     for (int i = 0; i < kM; ++i) load_a(a[i], i, ks);
@@ -247,13 +256,18 @@ __global__ void __launch_bounds__(Tr::kThreads) flash_backward_warp_tiles(const 
         }
     __syncthreads();  // all of Pᵀ and dSᵀ is stored
 
-    // dV += Pᵀ·dO and dK += dSᵀ·Q for 32 keys × d/2: A as stored, B transposed from rows.
+    // dV += Pᵀ·dO and dK += dSᵀ·Q for 32 keys × d/2: A as stored, B transposed from rows;
+    // dK's before_step(ks) runs before each of its k-steps (spread_atomics' dQ atomics).
     warp_product<T, kM, Tr::kDTiles, Tr::kQSteps>(
         dv, [&](FragA& a, int m, int ks) { ft::tc::load_a(a, Pt + pds_a(16 * m, 16 * ks)); },
         [&](FragB (&b)[2], int n, int ks) { ft::tc::load_b_trans_x4(b, dOs + qdo_bt(16 * ks, 8 * n)); });
-    warp_product<T, kM, Tr::kDTiles, Tr::kQSteps>(
-        dk, [&](FragA& a, int m, int ks) { ft::tc::load_a(a, dSt + pds_a(16 * m, 16 * ks)); },
-        [&](FragB (&b)[2], int n, int ks) { ft::tc::load_b_trans_x4(b, Qs + qdo_bt(16 * ks, 8 * n)); });
+    const auto dk_product = [&](auto before_step) {
+      warp_product<T, kM, Tr::kDTiles, Tr::kQSteps>(
+          dk, [&](FragA& a, int m, int ks) { ft::tc::load_a(a, dSt + pds_a(16 * m, 16 * ks)); },
+          [&](FragB (&b)[2], int n, int ks) { ft::tc::load_b_trans_x4(b, Qs + qdo_bt(16 * ks, 8 * n)); },
+          before_step);
+    };
+    if constexpr (!Tr::kSpreadAtomics) dk_product(NoStep{});
 
     // dQ's share of these keys, dS·K for 32 queries × this warp's columns: dS read
     // transposed from the [key][query] tile, K transposed from its rows; float2 atomics.
@@ -265,16 +279,35 @@ __global__ void __launch_bounds__(Tr::kThreads) flash_backward_warp_tiles(const 
     // last query tile can reach past N.
     float* const dq_tile = dq_lane + int64_t(q0) * D;
     const bool whole = q0 + Br <= N;
+    if constexpr (Tr::kSpreadAtomics) {
+      // The lane's k-th float2 atomic of this tile (k over m, n, h as in the loops below),
+      // kPerStep of them before each of dK's k-steps (flash_backward_spread_atomics.cuh).
+      const auto dq_atomic = [&](int k) {
+        const int m = k / (Tr::kDqTiles * ft::tc::kMBlocks), n = k / ft::tc::kMBlocks % Tr::kDqTiles;
+        const int h = k % ft::tc::kMBlocks;
+        const RowCol step = ft::tc::c_block(h) + RowCol{16 * m, 8 * n};  // from the lane's first pair
+        if (whole || q0 + dq_c.row + step.row < N)
+          atomic_add2(dq_tile + step.row * D + step.col, dq[m][n].c[2 * h], dq[m][n].c[2 * h + 1]);
+      };
+      constexpr int kDqAtomics = kM * Tr::kDqTiles * ft::tc::kMBlocks;  // 16 a lane at either d
+      static_assert(kDqAtomics % Tr::kQSteps == 0, "the atomics spread evenly over dK's k-steps");
+      constexpr int kPerStep = kDqAtomics / Tr::kQSteps;  // 4 at d = 128, 2 at d = 64
+      dk_product([&](int ks) {
 #pragma unroll
-    for (int m = 0; m < kM; ++m)
+        for (int k = 0; k < kPerStep; ++k) dq_atomic(ks * kPerStep + k);
+      });
+    } else {
 #pragma unroll
-      for (int n = 0; n < Tr::kDqTiles; ++n)
+      for (int m = 0; m < kM; ++m)
 #pragma unroll
-        for (int h = 0; h < ft::tc::kMBlocks; ++h) {
-          const RowCol step = ft::tc::c_block(h) + RowCol{16 * m, 8 * n};  // from the lane's first pair
-          if (whole || q0 + dq_c.row + step.row < N)
-            atomic_add2(dq_tile + step.row * D + step.col, dq[m][n].c[2 * h], dq[m][n].c[2 * h + 1]);
-        }
+        for (int n = 0; n < Tr::kDqTiles; ++n)
+#pragma unroll
+          for (int h = 0; h < ft::tc::kMBlocks; ++h) {
+            const RowCol step = ft::tc::c_block(h) + RowCol{16 * m, 8 * n};  // from the lane's first pair
+            if (whole || q0 + dq_c.row + step.row < N)
+              atomic_add2(dq_tile + step.row * D + step.col, dq[m][n].c[2 * h], dq[m][n].c[2 * h + 1]);
+          }
+    }
   }
 
   // dK, dV of this warp's 32 keys × d/2 columns, each element written once.

@@ -1,7 +1,8 @@
 /// @file tensor_core_backward.cu
 /// @brief Chapter 08's implementation: for each variant and (dtype, d), the launches of
 /// D's kernel, the key-block kernel (flash_backward_tc.cuh's, or
-/// flash_backward_warp_tiles.cuh's for warp_tiles and hoisted) and dQ's conversion or pass;
+/// flash_backward_warp_tiles.cuh's for warp_tiles, hoisted and spread_atomics) and dQ's
+/// conversion or pass;
 /// the workspace, the ledger, fastest's dispatch and the C API.
 #include "08_tensor_core_backward/tensor_core_backward.hpp"
 
@@ -16,6 +17,7 @@
 #include "07_tensor_core_forward/flash_forward.hpp"
 #include "08_tensor_core_backward/flash_backward_tc.cuh"
 #include "08_tensor_core_backward/flash_backward_hoisted.cuh"
+#include "08_tensor_core_backward/flash_backward_spread_atomics.cuh"
 #include "08_tensor_core_backward/flash_backward_warp_tiles.cuh"
 #include "capi.hpp"
 #include "check.cuh"
@@ -60,10 +62,12 @@ template <class T, int D> using WarpTiles = WarpTileTraits<T, D>;
 // hoisted: warp_tiles with each lane's part of the swizzle computed once, before the loop
 // (flash_backward_hoisted.cuh): one XOR with a constant per load instead of Tile::offset.
 template <class T, int D> using Hoisted = HoistedTraits<T, D>;
-// fastest: hoisted at both d (tc_variants.csv, bf16, N = 1024, 4096 and 16384, causal and
-// not: 5-7% faster than warp_tiles at d = 128, 7-11% at d = 64, where it also passes async;
-// async_bc64 is 3.5% faster at d = 64, N = 1024 causal only).
-template <class T, int D> using Fastest = Hoisted<T, D>;
+// spread_atomics: hoisted with dQ's product before dK's and its atomics issued a few before
+// each of dK's k-steps (flash_backward_spread_atomics.cuh).
+template <class T, int D> using SpreadAtomics = SpreadAtomicsTraits<T, D>;
+// fastest: spread_atomics at both d (tc_variants.csv, bf16, N = 1024, 4096 and 16384,
+// causal and not: README, "Measured on the H200").
+template <class T, int D> using Fastest = SpreadAtomics<T, D>;
 
 /// Whether a variant's traits are warp_tiles' family (its kernel), or BackwardTraits.
 template <class Tr>
@@ -301,25 +305,25 @@ static_assert(AsyncBc64<__nv_bfloat16, 64>::kSmemBytes <= 99 * 1024 &&
               "fastest's fallback fits the smallest sm_80+ GPU");
 
 const char* fastest_variant(int head_dim, size_t smem_optin) {
-  const size_t hoisted = head_dim == 128 ? Hoisted<__nv_bfloat16, 128>::kSmemBytes
-                                         : Hoisted<__nv_bfloat16, 64>::kSmemBytes;
-  return smem_optin >= hoisted ? "hoisted" : "async_bc64";
+  const size_t fastest = head_dim == 128 ? Fastest<__nv_bfloat16, 128>::kSmemBytes
+                                         : Fastest<__nv_bfloat16, 64>::kSmemBytes;
+  return smem_optin >= fastest ? "spread_atomics" : "async_bc64";
 }
 
 namespace {
 void run_fastest(const ft::Problem& p, const ft::BackwardArgs& a, cudaStream_t stream) {
   check_args(p, a);  // the problem first, then the device
-  if (std::strcmp(fastest_variant(p.head_dim, ft::max_dynamic_smem()), "hoisted") == 0)
+  if (std::strcmp(fastest_variant(p.head_dim, ft::max_dynamic_smem()), "spread_atomics") == 0)
     launch_checked<Fastest>(p, a, stream);
   else
     launch_checked<AsyncBc64>(p, a, stream);
 }
 }  // namespace
 
-// Its ledger is hoisted's, the kernel of the GPUs this chapter measured (H100, H200; A100).
+// Its ledger is spread_atomics', the kernel of the GPUs this chapter measured (H100, H200; A100).
 const ft::BackwardImpl& fastest() {
   static const ft::BackwardImpl i = [] {
-    ft::BackwardImpl f = impl<Fastest>("fastest", "hoisted (async_bc64 where its shared memory does not fit)");
+    ft::BackwardImpl f = impl<Fastest>("fastest", "spread_atomics (async_bc64 where its smem does not fit)");
     f.run = run_fastest;
     return f;
   }();
@@ -335,7 +339,8 @@ std::vector<ft::BackwardImpl> backward_impls() {
           impl<AsyncBr32>("async_br32", "async with 32-query tiles at d=64 too"),
           impl<AsyncBc64>("async_bc64", "async with 64 keys a block, 4 warps"),
           impl<WarpTiles>("warp_tiles", "async, P^T/dS^T via shared memory: 32-row warp tiles in every product"),
-          impl<Hoisted>("hoisted", "warp_tiles, each lane's swizzle computed once: one XOR per load")};
+          impl<Hoisted>("hoisted", "warp_tiles, each lane's swizzle computed once: one XOR per load"),
+          impl<SpreadAtomics>("spread_atomics", "hoisted, dQ before dK, its atomics between dK's k-steps")};
 }
 
 }  // namespace ch08

@@ -1,9 +1,9 @@
-// GPU tests of chapter 08: each distinct code path (plain, async, dq_pass, warp_tiles, hoisted) in bf16 and fp16
-// on the ragged standard sizes (N = 1, 17, 64, 1000, 2048), the tile-shape variants on
-// N = 17 and 1000 in bf16, d = 64 and 128, causal and not, B·H = 6, against the float64
-// reference of the rounded inputs under the same-precision rule (common/testing.hpp), P
-// recomputed from the saved lse (PSource::kFromLse), every output poisoned first; plus large
-// scores and many heads. Without a GPU they skip; the refusals run anywhere.
+// GPU tests of chapter 08: each distinct kernel (plain, async, dq_pass, spread_atomics) in bf16
+// and fp16 on the ragged standard sizes (N = 1, 17, 64, 1000, 2048), the other variants on
+// N = 1, 17 and 1000 in bf16, d = 64 and 128, causal and not, B·H = 6, and fastest at
+// N = 4096 (B·H = 2), against the float64 reference of the rounded inputs under the
+// same-precision rule (common/testing.hpp), P recomputed from the saved lse
+// (PSource::kFromLse), every output poisoned first; plus large scores and many heads. Without a GPU they skip; the refusals run anywhere.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -24,38 +24,42 @@ using ft::testing::Shape;
 using Case = ft::testing::BackwardCase;
 constexpr auto case_name = &ft::testing::case_name<ft::BackwardImpl>;
 
-/// The variants whose code is tested on every standard shape in both dtypes: one per
-/// distinct code path (synchronous copies; cp.async; the separate dQ pass; Pᵀ and dSᵀ
-/// through shared memory in the warp_tiles kernel; its lanes' offsets hoisted). The others are
-/// the same kernel with other tile constants, tested on the ragged shapes in bf16; and
-/// "fastest" runs one of the full ones' kernels (FastestIsHoisted), its
-/// own dispatch tested on the ragged shapes.
+/// The variants whose code is tested on every standard shape: one per kernel (synchronous
+/// copies; cp.async; the separate dQ pass; the warp_tiles kernel, in its fastest form). The
+/// others are one of these kernels with other tile constants (wide_kv, async_br32,
+/// async_bc64), or the warp_tiles kernel one step short of spread_atomics (warp_tiles:
+/// every lane offset recomputed; hoisted: the atomics back to back), whose every load,
+/// product and store spread_atomics runs too: they are tested on the ragged shapes in bf16.
+/// "fastest" runs spread_atomics' kernels (FastestIsSpreadAtomics), its own dispatch tested
+/// on the ragged shapes.
 bool fully_tested(const std::string& variant) {
-  return variant == "plain" || variant == "async" || variant == "dq_pass" ||
-         variant == "warp_tiles" || variant == "hoisted";
+  return variant == "plain" || variant == "async" || variant == "dq_pass" || variant == "spread_atomics";
 }
+
+/// The ragged sizes every variant is tested on: one query, one partial tile, and a
+/// thousand (a partial last tile of every tile shape here).
+bool ragged(int seq_len) { return seq_len == 1 || seq_len == 17 || seq_len == 1000; }
 
 std::vector<Case> standard_cases() {
   std::vector<Case> cases;
   for (const auto& impl : ch08::backward_impls()) {
     const bool full = fully_tested(impl.variant);
     for (ft::DType t : impl.dtypes) {
-      // warp_tiles and hoisted in fp16: the ragged shapes only (fp16 and bf16 differ in the
+      // spread_atomics in fp16: the ragged shapes only (fp16 and bf16 differ in the
       // conversions and the mma's type, which the other full variants test on every shape).
-      const bool warp_tile_kernel = impl.variant == "warp_tiles" || impl.variant == "hoisted";
-      const bool full_here = full && !(warp_tile_kernel && t == ft::DType::Float16);
+      const bool full_here = full && !(impl.variant == "spread_atomics" && t == ft::DType::Float16);
       if (!full && t != ft::DType::BFloat16) continue;
       for (const auto& shape : ft::testing::standard_shapes(impl.head_dims, t))
-        if (full_here || shape.seq_len == 17 || shape.seq_len == 1000) cases.push_back({impl, shape, t});
+        if (full_here || ragged(shape.seq_len)) cases.push_back({impl, shape, t});
     }
   }
   return cases;
 }
 
-// The C API and the Python module call fastest(): hoisted's kernel at both d (the same
+// The C API and the Python module call fastest(): spread_atomics' kernel at both d (the same
 // template instances, which the standard cases cover in full); its own dispatch is tested
 // on the ragged shapes (standard_cases). Its ledger names that kernel.
-TEST(Ch08, FastestIsHoisted) {
+TEST(Ch08, FastestIsSpreadAtomics) {
   const auto kernels = [](int d) {
     std::vector<std::string> names;
     const ft::Problem p = ft::make_problem(1, 1, 256, d, false, ft::DType::BFloat16);
@@ -66,7 +70,7 @@ TEST(Ch08, FastestIsHoisted) {
     EXPECT_EQ(kernels(d), (std::vector<std::string>{"dot_dO_O_tc", "flash_backward_warp_tiles", "convert_dq"}));
 }
 
-// On this GPU fastest's dispatch picks hoisted when the GPU grants a block its shared
+// On this GPU fastest's dispatch picks spread_atomics when the GPU grants a block its shared
 // memory (the H100 and H200 do), async_bc64 when not, and either way computes what the
 // variant it picked computes.
 TEST(Ch08, FastestRunsTheVariantItsDispatchPicks) {
@@ -74,7 +78,7 @@ TEST(Ch08, FastestRunsTheVariantItsDispatchPicks) {
   for (int d : {64, 128}) {
     const std::string picked = ch08::fastest_variant(d, ft::max_dynamic_smem());
     SCOPED_TRACE("d=" + std::to_string(d) + " picked " + picked);
-    EXPECT_TRUE(picked == "hoisted" || picked == "async_bc64");
+    EXPECT_TRUE(picked == "spread_atomics" || picked == "async_bc64");
     const auto impls = ch08::backward_impls();
     const auto it = std::find_if(impls.begin(), impls.end(),
                                  [&](const ft::BackwardImpl& i) { return i.variant == picked; });
@@ -104,6 +108,32 @@ TEST_P(Ch08Standard, MatchesReference) {
 
 INSTANTIATE_TEST_SUITE_P(AllVariants, Ch08Standard, ::testing::ValuesIn(standard_cases()),
                          case_name);
+
+// N = 4096, the shortest sequence of the chapter's performance targets, through fastest (the
+// C API's and Python's kernel) at both d, causal and not, B·H = 2: bf16 without the mask,
+// fp16 with it. (A float64 reference of 4096² scores a head costs about 10 s of CPU, so four
+// cases rather than eight; both dtypes run every shape up to 2048 above.)
+std::vector<Case> long_cases() {
+  std::vector<Case> cases;
+  for (int d : {64, 128})
+    for (bool causal : {false, true}) {
+      const ft::DType t = causal ? ft::DType::Float16 : ft::DType::BFloat16;
+      cases.push_back({ch08::fastest(), Shape{4096, d, causal, t}, t});
+    }
+  return cases;
+}
+
+class Ch08Long : public ::testing::TestWithParam<Case> {};
+
+TEST_P(Ch08Long, MatchesReference) {
+  FT_REQUIRE_GPU();
+  const Shape& s = GetParam().shape;
+  const ft::Problem p = ft::make_problem(1, 2, s.seq_len, s.head_dim, s.causal, s.dtype);
+  ft::testing::expect_backward_correct(GetParam().impl, p, ft::InputKind::Uniform,
+                                       ft::testing::kDtypeTolerance, PSource::kFromLse);
+}
+
+INSTANTIATE_TEST_SUITE_P(Fastest, Ch08Long, ::testing::ValuesIn(long_cases()), case_name);
 
 // Raw scores near ±1e4: P = exp(S·scale − L) overflows unless the saved lse is subtracted
 // inside the exponent (and a masked entry's exp, which may be Inf, must be replaced, not
