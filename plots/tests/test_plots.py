@@ -129,12 +129,12 @@ class TensorCorePanels(unittest.TestCase):
         self.assertEqual(bf16.count("cuDNN "), 2, bf16)
         self.assertEqual(bf16.count("three kernels "), 2, bf16)
         self.assertIn(f"({source})", bf16)
-        # The backward row: chapter 08's six variants (plain, wide_kv, async, dq_pass,
-        # warp_tiles, hoisted) after chapter 05's float32 flash, and PyTorch's two flash
+        # The backward row: chapter 08's seven variants (plain, wide_kv, async, dq_pass,
+        # warp_tiles, hoisted, spread_atomics) after chapter 05's float32 flash, and PyTorch's two flash
         # backwards in each panel.
         bwd = lines["staircase backward"]
-        self.assertIn("d=64: 6 bars + 05 flash;", bwd)
-        self.assertIn("d=128: 6 bars + 05 flash;", bwd)
+        self.assertIn("d=64: 7 bars + 05 flash;", bwd)
+        self.assertIn("d=128: 7 bars + 05 flash;", bwd)
         self.assertEqual(bwd.count("FlashAttention-2 "), 2, bwd)
         self.assertEqual(bwd.count("cuDNN "), 2, bwd)
         self.assertNotIn("three kernels", bwd)
@@ -151,7 +151,7 @@ class TensorCorePanels(unittest.TestCase):
         self.assertIn("08 fastest d=64 at ", roof)
         self.assertIn("08 fastest d=128 at ", roof)
         memory = lines["memory_vs_n"]
-        self.assertIn("08 plain, wide_kv, async, warp_tiles, hoisted: 136 MB at N=1024, 136 MB at N=4096, "
+        self.assertIn("08 plain, wide_kv, async, warp_tiles, hoisted, spread_atomics: 136 MB at N=1024, 136 MB at N=4096, "
                       "136 MB at N=16384 (tc_variants.csv)", memory)
         self.assertIn("08 dq_pass: 2.1 MB at N=1024, 2.1 MB at N=4096, 2.1 MB at N=16384 "
                       "(tc_variants.csv)", memory)
