@@ -8,7 +8,7 @@ folders and tests/fixtures/ folders left out). In each it finds the ctest comman
 code: a line of a fenced code block (a trailing '\\' joins the next line), or an inline
 `code span` that starts with ctest. A command that selects tests (-R, -E, -L, -LE, or
 their long forms) is run again, as the shell would split it, with only its selection
-options, as
+options (once for each distinct selection), as
 
   ctest --test-dir BUILD_DIR --show-only=json-v1 <its -R/-E/-L/-LE/-U options>
 
@@ -183,12 +183,19 @@ def check(commands, listing, out=None):
         return 1
     not_built = sorted(n[:-len("_NOT_BUILT")] for n in everything if n.endswith("_NOT_BUILT"))
     empty, bad = [], []
+    # Each listing runs every test executable (PRE_TEST discovery), so a selection the
+    # Markdown files show several times (the same -R in a README and a docs page) is listed
+    # once: the same ctest command gives the same answer.
+    listed = {}
     for c in todo:
         if c.error:
             bad.append(f"{c.where()}: `{c.text}`: {c.error}")
             continue
+        key = tuple(c.selection)
         try:
-            names = listing.names(c.selection)
+            if key not in listed:
+                listed[key] = listing.names(c.selection)
+            names = listed[key]
         except RuntimeError as e:
             bad.append(f"{c.where()}: `{c.text}`: {e}")
             continue
