@@ -42,7 +42,7 @@ struct HoistedTraits : WarpTileTraits<Element, D_> {
   /// too (ptxas -v: 255 registers, no spill), where warp_tiles re-reads it from Pt: 32
   /// shared-memory loads a tile fewer, in a kernel whose second-largest stall is the MIO
   /// queue (shared-memory instructions). Measured in the same run with the re-read kept
-  /// (tc_variants.csv, this chapter's README): 7% faster at d = 64, N = 16384.
+  /// (ch08_hoisted_reread.csv, this chapter's README): 7% faster at d = 64, N = 16384.
   static constexpr bool kRereadP = false;
 };
 

@@ -12,11 +12,11 @@
 ///
 /// Here the three products after the barrier that publishes Pᵀ and dSᵀ run as dV, dQ, dK
 /// (they read only what that barrier published, so any order computes the same), and dK's
-/// product, which needs neither dQ's registers nor the atomics' results, issues 16 / kQSteps
-/// of them before each of its k-steps: 4 before each of 4 at d = 128, 2 before each of 8 at
-/// d = 64 (warp_product's before_step). Between two batches the warp issues a k-step's
-/// ldmatrix and 16 mma, time in which the queue drains; the last batch is followed by the
-/// last k-step. Moving the atomics alone is not enough: measured in the same run as an
+/// product, which does not depend on dQ's, issues 16 / kQSteps of dQ's atomics before each
+/// of its k-steps: 4 before each of 4 at d = 128, 2 before each of 8 at d = 64
+/// (warp_product's before_step). Between two batches the warp issues a k-step's loads and
+/// mma (6 ldmatrix and 16 mma at d = 128, 4 and 8 at d = 64), time in which the queue
+/// drains; the last batch is followed by the last k-step. Moving the atomics alone is not enough: measured in the same run as an
 /// experiment (`order_vqk`: dV, dQ with its 16 atomics in a row, then dK; README, "Why not
 /// faster"), that ran 2.5% slower than hoisted at d = 128 and 1.6% faster at d = 64, and
 /// Nsight Compute's lg_throttle rose (0.61 at d = 128): the queue is full either way when

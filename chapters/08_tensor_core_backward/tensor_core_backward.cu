@@ -68,6 +68,8 @@ template <class T, int D> using SpreadAtomics = SpreadAtomicsTraits<T, D>;
 // fastest: spread_atomics at both d (tc_variants.csv, bf16, N = 1024, 4096 and 16384,
 // causal and not: README, "Measured on the H200").
 template <class T, int D> using Fastest = SpreadAtomics<T, D>;
+static_assert(std::is_same_v<Fastest<__nv_bfloat16, 64>, SpreadAtomicsTraits<__nv_bfloat16, 64>>,
+              "fastest_variant names spread_atomics: keep the two together");
 
 /// Whether a variant's traits are warp_tiles' family (its kernel), or BackwardTraits.
 template <class Tr>

@@ -1,13 +1,15 @@
-// GPU tests of chapter 08: each distinct kernel (plain, async, dq_pass, spread_atomics) in bf16
-// and fp16 on the ragged standard sizes (N = 1, 17, 64, 1000, 2048), the other variants on
-// N = 1, 17 and 1000 in bf16, d = 64 and 128, causal and not, B = 2 and H = 1, and fastest
-// at N = 4096 (B = 1, H = 2), against the float64 reference of the rounded inputs under the
-// same-precision rule (common/testing.hpp), P recomputed from the saved lse
-// (PSource::kFromLse), every output poisoned first; plus large scores and many heads. The
-// shapes below N = 1000 of a variant and dtype share one test (Ch08SmallShapes). Without a GPU they skip; the refusals run anywhere.
+// GPU tests of chapter 08: each distinct kernel (plain, async, dq_pass, spread_atomics) on
+// the standard sizes (N = 1, 17, 64, 1000, 2048) in bf16 and fp16 (spread_atomics in fp16
+// on the ragged ones, N = 1, 17, 1000), the other variants on the ragged sizes in bf16,
+// d = 64 and 128, causal and not, B = 2 and H = 1, and fastest at N = 4096 (B = 1, H = 2),
+// against the float64 reference of the rounded inputs under the same-precision rule
+// (common/testing.hpp), P recomputed from the saved lse (PSource::kFromLse), every output
+// poisoned first; plus large scores and many heads. The shapes below N = 1000 of a variant
+// and dtype share one test (Ch08SmallShapes). Without a GPU they skip; the refusals run anywhere.
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <ostream>
 #include <string>
 #include <vector>
@@ -29,11 +31,12 @@ constexpr auto case_name = &ft::testing::case_name<ft::BackwardImpl>;
 /// The variants whose code is tested on every standard shape: one per kernel (synchronous
 /// copies; cp.async; the separate dQ pass; the warp_tiles kernel, in its fastest form). The
 /// others are one of these kernels with other tile constants (wide_kv, async_br32,
-/// async_bc64), or the warp_tiles kernel one step short of spread_atomics (warp_tiles:
-/// every lane offset recomputed; hoisted: the atomics back to back), whose every load,
-/// product and store spread_atomics runs too: they are tested on the ragged shapes in bf16.
-/// "fastest" runs spread_atomics' kernels (FastestIsSpreadAtomics), its own dispatch tested
-/// on the ragged shapes.
+/// async_bc64), or the warp_tiles kernel a step or two short of spread_atomics: hoisted
+/// differs from it only in where the atomics go; warp_tiles also in its lane offsets
+/// (LaneOffsets) and, at d = 64, in re-reading P from Pᵀ, so it is also tested on large
+/// scores (large_score_cases). They run the ragged shapes in bf16. "fastest" runs
+/// spread_atomics' kernels (a static_assert in tensor_core_backward.cu), its own dispatch
+/// tested on the ragged shapes.
 bool fully_tested(const std::string& variant) {
   return variant == "plain" || variant == "async" || variant == "dq_pass" || variant == "spread_atomics";
 }
@@ -42,7 +45,7 @@ bool fully_tested(const std::string& variant) {
 /// thousand (a partial last tile of every tile shape here).
 bool ragged(int seq_len) { return seq_len == 1 || seq_len == 17 || seq_len == 1000; }
 
-/// Shapes up to this N take a fraction of a second on the GPU and are run together
+/// Shapes below this N take a fraction of a second on the GPU and are run together
 /// (SmallShapes); from it on, one test a shape.
 constexpr int kOwnTestFrom = 1000;
 
@@ -67,8 +70,8 @@ std::vector<Case> standard_cases(bool small) {
 /// One variant's small standard shapes in one dtype, run by one test. ctest runs every test
 /// in a process of its own (gtest_discover_tests), and a process that touches the GPU took
 /// about 2.5 s to start on the H200 with 15 others beside it (an N = 1 test: 2.4-3.3 s,
-/// readme_test.log at 442e5a3), most of such a test's time and, over 100 of them, of the
-/// README's test command.
+/// plots/results/h200/readme_test_442e5a3.log), most of such a test's time and, over 100 of
+/// them, of the README's test command.
 struct SmallShapes {
   ft::BackwardImpl impl;
   ft::DType dtype;
@@ -90,9 +93,16 @@ std::vector<SmallShapes> small_shape_groups() {
 }
 
 // The C API and the Python module call fastest(): spread_atomics' kernel at both d (the same
-// template instances, which the standard cases cover in full); its own dispatch is tested
-// on the ragged shapes (standard_cases). Its ledger names that kernel.
+// template instances, which the standard cases cover in full; a static_assert in
+// tensor_core_backward.cu ties Fastest to SpreadAtomicsTraits); its own dispatch is tested on
+// the ragged shapes (standard_cases). Its label and its dispatch name that variant, and its
+// ledger that kernel.
 TEST(Ch08, FastestIsSpreadAtomics) {
+  for (int d : {64, 128}) {
+    const std::string picked = ch08::fastest_variant(d, SIZE_MAX);
+    EXPECT_EQ(picked, "spread_atomics");
+    EXPECT_EQ(ch08::fastest().what.rfind(picked + " (", 0), 0u) << ch08::fastest().what;
+  }
   const auto kernels = [](int d) {
     std::vector<std::string> names;
     const ft::Problem p = ft::make_problem(1, 1, 256, d, false, ft::DType::BFloat16);
@@ -131,8 +141,7 @@ TEST(Ch08, FastestRunsTheVariantItsDispatchPicks) {
 }
 
 /// A case's problem with B = 2, H = 1 instead of the standard shapes' B·H = 6: more than
-/// one head (and B ≠ H, so a swapped stride shows) at a third of the float64 reference's CPU
-/// time, which sets the README test command's wall time. (This chapter's kernels see B·H
+/// one head at a third of the float64 reference's CPU time, which sets the README test command's wall time. (This chapter's kernels see B·H
 /// only, as one index; Ch08.ManyHeadsAndCustomScale runs 70 000 heads.)
 ft::Problem two_heads(const Case& c) {
   ft::Problem p = c.problem();
@@ -175,7 +184,8 @@ INSTANTIATE_TEST_SUITE_P(AllVariants, Ch08SmallShapes, ::testing::ValuesIn(small
 // N = 4096, the shortest sequence of the chapter's performance targets, through fastest (the
 // C API's and Python's kernel) at both d, causal and not, B·H = 2: bf16 without the mask,
 // fp16 with it. (A float64 reference of 4096² scores a head costs about 10 s of CPU, so four
-// cases rather than eight; both dtypes run every shape up to 2048 above.)
+// cases rather than eight; the fully tested kernels run every shape up to 2048 in both
+// dtypes above.)
 std::vector<Case> long_cases() {
   std::vector<Case> cases;
   for (int d : {64, 128})
@@ -204,10 +214,14 @@ INSTANTIATE_TEST_SUITE_P(Fastest, Ch08Long, ::testing::ValuesIn(long_cases()), c
 std::vector<Case> large_score_cases() {
   std::vector<Case> cases;
   for (const auto& impl : ch08::backward_impls()) {
-    if (!fully_tested(impl.variant)) continue;
-    for (ft::DType t : impl.dtypes)
+    // warp_tiles in bf16 too: its own address code and, at d = 64, its re-read of P.
+    const bool own_code = impl.variant == "warp_tiles";
+    if (!fully_tested(impl.variant) && !own_code) continue;
+    for (ft::DType t : impl.dtypes) {
+      if (own_code && t != ft::DType::BFloat16) continue;
       for (int n : {17, 1000})
         for (bool causal : {false, true}) cases.push_back({impl, Shape{n, 64, causal, t}, t});
+    }
   }
   return cases;
 }
