@@ -96,6 +96,56 @@ std::string case_name(const ::testing::TestParamInfo<ImplCase<Impl>>& info) {
   return c.impl.variant + "_" + dtype + shape_name(c.shape);
 }
 
+/// Shapes below this N take a fraction of a second on the GPU; the tensor-core chapters run
+/// them together, one test per variant and dtype (ShapeGroup), and larger ones one test each.
+constexpr int kOwnTestFrom = 1000;
+
+/// One implementation's shapes in one dtype, checked by one test. ctest runs every test in a
+/// process of its own (gtest_discover_tests), and a process that touches the GPU took about
+/// 2.5 s to start on the H200 with 15 others beside it (an N = 1 test: 2.4-3.3 s in
+/// plots/results/h200/readme_test_442e5a3.log): most of a small test's time and, over a few
+/// hundred of them, of the README's test command. A failure names its shape (SCOPED_TRACE).
+template <class Impl>
+struct ShapeGroup {
+  Impl impl;
+  DType dtype;
+  std::vector<Shape> shapes;
+  ImplCase<Impl> at(const Shape& s) const { return {impl, s, dtype}; }
+};
+
+template <class Impl>
+void PrintTo(const ShapeGroup<Impl>& g, std::ostream* os) {
+  *os << g.impl.variant << ' ' << dtype_name(g.dtype) << ", " << g.shapes.size() << " shapes";
+}
+
+/// The cases with N below kOwnTestFrom (`small`) or from it on, in their order.
+template <class Impl>
+std::vector<ImplCase<Impl>> cases_by_size(const std::vector<ImplCase<Impl>>& cases, bool small) {
+  std::vector<ImplCase<Impl>> out;
+  for (const auto& c : cases)
+    if ((c.shape.seq_len < kOwnTestFrom) == small) out.push_back(c);
+  return out;
+}
+
+/// The small cases (N below kOwnTestFrom) grouped by variant and dtype, in their order.
+template <class Impl>
+std::vector<ShapeGroup<Impl>> small_shape_groups(const std::vector<ImplCase<Impl>>& cases) {
+  std::vector<ShapeGroup<Impl>> groups;
+  for (const auto& c : cases_by_size(cases, true)) {
+    if (groups.empty() || groups.back().impl.variant != c.impl.variant || groups.back().dtype != c.dtype)
+      groups.push_back({c.impl, c.dtype, {}});
+    groups.back().shapes.push_back(c.shape);
+  }
+  return groups;
+}
+
+/// "tuned_bf16": the test-name suffix of a group. Pass `&group_name<ForwardImpl>` (or
+/// BackwardImpl) to INSTANTIATE_TEST_SUITE_P.
+template <class Impl>
+std::string group_name(const ::testing::TestParamInfo<ShapeGroup<Impl>>& info) {
+  return info.param.impl.variant + "_" + dtype_name(info.param.dtype);
+}
+
 /// The same-precision factor: an implementation may be this many times as far from the
 /// float64 reference as the unfused computation of its dtype.
 constexpr double kSamePrecisionFactor = 2.0;

@@ -2,7 +2,8 @@
 // 1000, 2048 and, for the staircase, 4096), d = 64 and 128, causal and not, B·H = 6,
 // against the float64 reference of the rounded inputs under the same-precision rule
 // (common/testing.hpp: relative L2 ≤ 1e-2 and ≤ 2× the unfused bf16/fp16 computation),
-// with every output poisoned first; plus large scores, many heads and a custom scale.
+// with every output poisoned first; plus large scores, many heads and a custom scale. The
+// shapes below N = 1000 of a variant and dtype share one test (Ch07SmallShapes).
 #include <gtest/gtest.h>
 
 #include <string>
@@ -52,8 +53,27 @@ TEST_P(Ch07Standard, MatchesReference) {
   ft::testing::expect_forward_correct(GetParam().impl, GetParam().problem());
 }
 
-INSTANTIATE_TEST_SUITE_P(AllVariants, Ch07Standard, ::testing::ValuesIn(standard_cases()),
+INSTANTIATE_TEST_SUITE_P(AllVariants, Ch07Standard,
+                         ::testing::ValuesIn(ft::testing::cases_by_size(standard_cases(), false)),
                          case_name);
+
+// The standard cases below N = 1000, one test per variant and dtype (ft::testing::ShapeGroup:
+// a GPU test's process start is most of a small one's time).
+class Ch07SmallShapes : public ::testing::TestWithParam<ft::testing::ShapeGroup<ft::ForwardImpl>> {};
+
+TEST_P(Ch07SmallShapes, MatchReference) {
+  FT_REQUIRE_GPU();
+  const auto& g = GetParam();
+  ASSERT_FALSE(g.shapes.empty());
+  for (const Shape& shape : g.shapes) {
+    SCOPED_TRACE(ft::testing::shape_name(shape));
+    ft::testing::expect_forward_correct(g.impl, g.at(shape).problem());
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(AllVariants, Ch07SmallShapes,
+                         ::testing::ValuesIn(ft::testing::small_shape_groups(standard_cases())),
+                         &ft::testing::group_name<ft::ForwardImpl>);
 
 // Raw scores near ±1e4: exp of them overflows unless the running max is subtracted; in
 // fp16 the inputs themselves are large (about 29), still far inside its range.

@@ -10,7 +10,6 @@
 
 #include <algorithm>
 #include <cstdint>
-#include <ostream>
 #include <string>
 #include <vector>
 
@@ -45,12 +44,8 @@ bool fully_tested(const std::string& variant) {
 /// thousand (a partial last tile of every tile shape here).
 bool ragged(int seq_len) { return seq_len == 1 || seq_len == 17 || seq_len == 1000; }
 
-/// Shapes below this N take a fraction of a second on the GPU and are run together
-/// (SmallShapes); from it on, one test a shape.
-constexpr int kOwnTestFrom = 1000;
-
-/// Every variant's standard cases with N below kOwnTestFrom (`small`) or from it on.
-std::vector<Case> standard_cases(bool small) {
+/// Every variant's standard cases: what it is tested on (the file comment).
+std::vector<Case> standard_cases() {
   std::vector<Case> cases;
   for (const auto& impl : ch08::backward_impls()) {
     const bool full = fully_tested(impl.variant);
@@ -60,36 +55,10 @@ std::vector<Case> standard_cases(bool small) {
       const bool full_here = full && !(impl.variant == "spread_atomics" && t == ft::DType::Float16);
       if (!full && t != ft::DType::BFloat16) continue;
       for (const auto& shape : ft::testing::standard_shapes(impl.head_dims, t))
-        if ((full_here || ragged(shape.seq_len)) && (shape.seq_len < kOwnTestFrom) == small)
-          cases.push_back({impl, shape, t});
+        if (full_here || ragged(shape.seq_len)) cases.push_back({impl, shape, t});
     }
   }
   return cases;
-}
-
-/// One variant's small standard shapes in one dtype, run by one test. ctest runs every test
-/// in a process of its own (gtest_discover_tests), and a process that touches the GPU took
-/// about 2.5 s to start on the H200 with 15 others beside it (an N = 1 test: 2.4-3.3 s,
-/// plots/results/h200/readme_test_442e5a3.log), most of such a test's time and, over 100 of
-/// them, of the README's test command.
-struct SmallShapes {
-  ft::BackwardImpl impl;
-  ft::DType dtype;
-  std::vector<Shape> shapes;
-};
-
-void PrintTo(const SmallShapes& g, std::ostream* os) {
-  *os << g.impl.variant << ' ' << ft::dtype_name(g.dtype) << ", " << g.shapes.size() << " shapes";
-}
-
-std::vector<SmallShapes> small_shape_groups() {
-  std::vector<SmallShapes> groups;
-  for (const Case& c : standard_cases(true)) {
-    if (groups.empty() || groups.back().impl.variant != c.impl.variant || groups.back().dtype != c.dtype)
-      groups.push_back({c.impl, c.dtype, {}});
-    groups.back().shapes.push_back(c.shape);
-  }
-  return groups;
 }
 
 // The C API and the Python module call fastest(): spread_atomics' kernel at both d (the same
@@ -159,27 +128,28 @@ TEST_P(Ch08Standard, MatchesReference) {
                                        PSource::kFromLse);
 }
 
-INSTANTIATE_TEST_SUITE_P(AllVariants, Ch08Standard, ::testing::ValuesIn(standard_cases(false)),
+INSTANTIATE_TEST_SUITE_P(AllVariants, Ch08Standard,
+                         ::testing::ValuesIn(ft::testing::cases_by_size(standard_cases(), false)),
                          case_name);
 
-class Ch08SmallShapes : public ::testing::TestWithParam<SmallShapes> {};
+// The standard cases below N = 1000, one test per variant and dtype (ft::testing::ShapeGroup:
+// a GPU test's process start is most of a small one's time).
+class Ch08SmallShapes : public ::testing::TestWithParam<ft::testing::ShapeGroup<ft::BackwardImpl>> {};
 
 TEST_P(Ch08SmallShapes, MatchReference) {
   FT_REQUIRE_GPU();
-  const SmallShapes& g = GetParam();
+  const auto& g = GetParam();
   ASSERT_FALSE(g.shapes.empty());
   for (const Shape& shape : g.shapes) {
     SCOPED_TRACE(ft::testing::shape_name(shape));
-    ft::testing::expect_backward_correct(g.impl, two_heads({g.impl, shape, g.dtype}),
-                                         ft::InputKind::Uniform, ft::testing::kDtypeTolerance,
-                                         PSource::kFromLse);
+    ft::testing::expect_backward_correct(g.impl, two_heads(g.at(shape)), ft::InputKind::Uniform,
+                                         ft::testing::kDtypeTolerance, PSource::kFromLse);
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(AllVariants, Ch08SmallShapes, ::testing::ValuesIn(small_shape_groups()),
-                         [](const ::testing::TestParamInfo<SmallShapes>& info) {
-                           return info.param.impl.variant + "_" + ft::dtype_name(info.param.dtype);
-                         });
+INSTANTIATE_TEST_SUITE_P(AllVariants, Ch08SmallShapes,
+                         ::testing::ValuesIn(ft::testing::small_shape_groups(standard_cases())),
+                         &ft::testing::group_name<ft::BackwardImpl>);
 
 // N = 4096, the shortest sequence of the chapter's performance targets, through fastest (the
 // C API's and Python's kernel) at both d, causal and not, B·H = 2: bf16 without the mask,
