@@ -139,6 +139,16 @@ std::vector<ShapeGroup<Impl>> small_shape_groups(const std::vector<ImplCase<Impl
   return groups;
 }
 
+/// check(c) for the ImplCase of each of the group's shapes, a failure traced with its shape.
+template <class Impl, class Check>
+void check_each_shape(const ShapeGroup<Impl>& g, Check check) {
+  ASSERT_FALSE(g.shapes.empty());
+  for (const Shape& s : g.shapes) {
+    SCOPED_TRACE(shape_name(s));
+    check(g.at(s));
+  }
+}
+
 /// "tuned_bf16": the test-name suffix of a group. Pass `&group_name<ForwardImpl>` (or
 /// BackwardImpl) to INSTANTIATE_TEST_SUITE_P.
 template <class Impl>

@@ -63,12 +63,9 @@ class Ch07SmallShapes : public ::testing::TestWithParam<ft::testing::ShapeGroup<
 
 TEST_P(Ch07SmallShapes, MatchReference) {
   FT_REQUIRE_GPU();
-  const auto& g = GetParam();
-  ASSERT_FALSE(g.shapes.empty());
-  for (const Shape& shape : g.shapes) {
-    SCOPED_TRACE(ft::testing::shape_name(shape));
-    ft::testing::expect_forward_correct(g.impl, g.at(shape).problem());
-  }
+  ft::testing::check_each_shape(GetParam(), [](const Case& c) {
+    ft::testing::expect_forward_correct(c.impl, c.problem());
+  });
 }
 
 INSTANTIATE_TEST_SUITE_P(AllVariants, Ch07SmallShapes,

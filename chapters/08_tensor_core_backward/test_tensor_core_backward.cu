@@ -5,7 +5,8 @@
 // against the float64 reference of the rounded inputs under the same-precision rule
 // (common/testing.hpp), P recomputed from the saved lse (PSource::kFromLse), every output
 // poisoned first; plus large scores and many heads. The shapes below N = 1000 of a variant
-// and dtype share one test (Ch08SmallShapes). Without a GPU they skip; the refusals run anywhere.
+// and dtype share one test (Ch08SmallShapes). Without a GPU they skip; the refusals run
+// anywhere.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -110,8 +111,9 @@ TEST(Ch08, FastestRunsTheVariantItsDispatchPicks) {
 }
 
 /// A case's problem with B = 2, H = 1 instead of the standard shapes' B·H = 6: more than
-/// one head at a third of the float64 reference's CPU time, which sets the README test command's wall time. (This chapter's kernels see B·H
-/// only, as one index; Ch08.ManyHeadsAndCustomScale runs 70 000 heads.)
+/// one head at a third of the float64 reference's CPU time, which sets the README test
+/// command's wall time. (This chapter's kernels see B·H only, as one index;
+/// Ch08.ManyHeadsAndCustomScale runs 70 000 heads.)
 ft::Problem two_heads(const Case& c) {
   ft::Problem p = c.problem();
   p.batch = 2;
@@ -138,13 +140,10 @@ class Ch08SmallShapes : public ::testing::TestWithParam<ft::testing::ShapeGroup<
 
 TEST_P(Ch08SmallShapes, MatchReference) {
   FT_REQUIRE_GPU();
-  const auto& g = GetParam();
-  ASSERT_FALSE(g.shapes.empty());
-  for (const Shape& shape : g.shapes) {
-    SCOPED_TRACE(ft::testing::shape_name(shape));
-    ft::testing::expect_backward_correct(g.impl, two_heads(g.at(shape)), ft::InputKind::Uniform,
+  ft::testing::check_each_shape(GetParam(), [](const Case& c) {
+    ft::testing::expect_backward_correct(c.impl, two_heads(c), ft::InputKind::Uniform,
                                          ft::testing::kDtypeTolerance, PSource::kFromLse);
-  }
+  });
 }
 
 INSTANTIATE_TEST_SUITE_P(AllVariants, Ch08SmallShapes,
