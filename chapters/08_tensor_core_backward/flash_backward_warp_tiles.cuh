@@ -32,6 +32,7 @@
 /// Run: ./build/chapters/08_tensor_core_backward/ch08_tensor_core_backward --variant warp_tiles
 #pragma once
 
+
 #include "08_tensor_core_backward/flash_backward_tc.cuh"  // Params, dot_dO_O_tc, convert_dq
 
 namespace ch08 {
@@ -71,6 +72,9 @@ struct WarpTileTraits {
   /// the next tile's barrier; spread_atomics (flash_backward_spread_atomics.cuh) moves dQ's
   /// product before dK's and issues the atomics between dK's k-steps.
   static constexpr bool kSpreadAtomics = false;
+  /// With kSpreadAtomics: test once a tile whether it is whole, instead of at each batch of
+  /// atomics (spread_whole, flash_backward_spread_whole.cuh).
+  static constexpr bool kTestOnce = false;
   /// Where a lane's element of each fragment is (tc/swizzle.hpp): Tile::offset of the warp's
   /// corner, the fragment's place and the lane's, at every load. (The variant `hoisted`,
   /// flash_backward_hoisted.cuh, computes the lane's part of the swizzle once.)
@@ -100,6 +104,10 @@ struct WarpTileTraits {
 /// that a taller warp tile buys. before_step(ks), if given, runs before each k-step's loads.
 struct NoStep {
   __device__ void operator()(int) const {}
+};
+/// A query tile known, at compile time, to lie inside N: stands where a runtime test would.
+struct KnownWhole {
+  __device__ constexpr operator bool() const { return true; }
 };
 template <class T, int kM, int kN, int kSteps, class LoadA, class LoadB, class BeforeStep = NoStep>
 __device__ __forceinline__ void warp_product(FragC (&acc)[kM][kN], LoadA load_a, LoadB load_b,
@@ -282,20 +290,33 @@ __global__ void __launch_bounds__(Tr::kThreads) flash_backward_warp_tiles(const 
     if constexpr (Tr::kSpreadAtomics) {
       // The lane's k-th float2 atomic of this tile (k over m, n, h as in the loops below),
       // kPerStep of them before each of dK's k-steps (flash_backward_spread_atomics.cuh).
-      const auto dq_atomic = [&](int k) {
+      // whole_tile: KnownWhole where the caller knows the tile is whole (no row test), else
+      // a bool tested at each atomic.
+      const auto dq_atomic = [&](int k, auto whole_tile) {
         const int m = k / (Tr::kDqTiles * ft::tc::kMBlocks), n = k / ft::tc::kMBlocks % Tr::kDqTiles;
         const int h = k % ft::tc::kMBlocks;
         const RowCol step = ft::tc::c_block(h) + RowCol{16 * m, 8 * n};  // from the lane's first pair
-        if (whole || q0 + dq_c.row + step.row < N)
+        if (whole_tile || q0 + dq_c.row + step.row < N)
           atomic_add2(dq_tile + step.row * D + step.col, dq[m][n].c[2 * h], dq[m][n].c[2 * h + 1]);
       };
       constexpr int kDqAtomics = kM * Tr::kDqTiles * ft::tc::kMBlocks;  // 16 a lane at either d
       static_assert(kDqAtomics % Tr::kQSteps == 0, "the atomics spread evenly over dK's k-steps");
       constexpr int kPerStep = kDqAtomics / Tr::kQSteps;  // 4 at d = 128, 2 at d = 64
-      dk_product([&](int ks) {
+      const auto spread_dk_product = [&](auto whole_tile) {
+        dk_product([&](int ks) {
 #pragma unroll
-        for (int k = 0; k < kPerStep; ++k) dq_atomic(ks * kPerStep + k);
-      });
+          for (int k = 0; k < kPerStep; ++k) dq_atomic(ks * kPerStep + k, whole_tile);
+        });
+      };
+      if constexpr (Tr::kTestOnce) {
+        // One test a tile: dK's product twice in the code, once without row tests.
+        if (whole)
+          spread_dk_product(KnownWhole{});
+        else
+          spread_dk_product(false);
+      } else {
+        spread_dk_product(whole);
+      }
     } else {
 #pragma unroll
       for (int m = 0; m < kM; ++m)

@@ -18,6 +18,7 @@
 #include "08_tensor_core_backward/flash_backward_tc.cuh"
 #include "08_tensor_core_backward/flash_backward_hoisted.cuh"
 #include "08_tensor_core_backward/flash_backward_spread_atomics.cuh"
+#include "08_tensor_core_backward/flash_backward_spread_whole.cuh"
 #include "08_tensor_core_backward/flash_backward_warp_tiles.cuh"
 #include "capi.hpp"
 #include "check.cuh"
@@ -65,6 +66,8 @@ template <class T, int D> using Hoisted = HoistedTraits<T, D>;
 // spread_atomics: hoisted with dQ's product before dK's and its atomics issued a few before
 // each of dK's k-steps (flash_backward_spread_atomics.cuh).
 template <class T, int D> using SpreadAtomics = SpreadAtomicsTraits<T, D>;
+// spread_whole: spread_atomics with one test a tile for the last tile's rows (UNMEASURED).
+template <class T, int D> using SpreadWhole = SpreadWholeTraits<T, D>;
 // fastest: spread_atomics at both d (tc_variants.csv, bf16, N = 1024, 4096 and 16384,
 // causal and not: README, "Measured on the H200").
 template <class T, int D> using Fastest = SpreadAtomics<T, D>;
@@ -342,7 +345,8 @@ std::vector<ft::BackwardImpl> backward_impls() {
           impl<AsyncBc64>("async_bc64", "async with 64 keys a block, 4 warps"),
           impl<WarpTiles>("warp_tiles", "async, P^T/dS^T via shared memory: 32-row warp tiles in every product"),
           impl<Hoisted>("hoisted", "warp_tiles, each lane's swizzle computed once: one XOR per load"),
-          impl<SpreadAtomics>("spread_atomics", "hoisted, dQ before dK, its atomics between dK's k-steps")};
+          impl<SpreadAtomics>("spread_atomics", "hoisted, dQ before dK, its atomics between dK's k-steps"),
+          impl<SpreadWhole>("spread_whole", "spread_atomics, one test a tile for rows past N")};
 }
 
 }  // namespace ch08
