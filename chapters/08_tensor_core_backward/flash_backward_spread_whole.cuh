@@ -28,7 +28,16 @@ namespace ch08 {
 /// spread_atomics with one test a tile for the rows past N.
 template <class Element, int D_>
 struct SpreadWholeTraits : SpreadAtomicsTraits<Element, D_> {
-  static constexpr bool kTestOnce = true;
+  static constexpr RowTests kRowTests = RowTests::kTwoCopies;
+};
+
+/// The alternative (variant spread_pred): each lane's four row tests once a tile, and the
+/// atomics predicated on them: no second copy of dK's product. Static loop, sm_90: 1488
+/// instructions at d = 128, 1965 at d = 64 (a whole tile executes about all of them); no
+/// spill at either d.
+template <class Element, int D_>
+struct SpreadPredTraits : SpreadAtomicsTraits<Element, D_> {
+  static constexpr RowTests kRowTests = RowTests::kPredicates;
 };
 
 }  // namespace ch08

@@ -37,6 +37,13 @@
 
 namespace ch08 {
 
+/// How spread atomics skip the rows past N of the last query tile.
+enum class RowTests {
+  kEachBatch,   ///< spread_atomics: `whole || row < N` before each batch (a branch a batch)
+  kTwoCopies,   ///< spread_whole: one test a tile, dK's product in two copies
+  kPredicates,  ///< spread_pred: each lane's 4 row tests once a tile, predicated atomics
+};
+
 /// The warp_tiles kernel's shape. Br: 128 queries at d = 64 and 64 at d = 128, so that the
 /// warps' accumulators (Sᵀ, dPᵀ, dK, dV) fit 255 registers either way (static_assert below).
 template <class Element, int D_>
@@ -72,9 +79,8 @@ struct WarpTileTraits {
   /// the next tile's barrier; spread_atomics (flash_backward_spread_atomics.cuh) moves dQ's
   /// product before dK's and issues the atomics between dK's k-steps.
   static constexpr bool kSpreadAtomics = false;
-  /// With kSpreadAtomics: test once a tile whether it is whole, instead of at each batch of
-  /// atomics (spread_whole, flash_backward_spread_whole.cuh).
-  static constexpr bool kTestOnce = false;
+  /// With kSpreadAtomics: how the atomics skip rows past N (flash_backward_spread_whole.cuh).
+  static constexpr RowTests kRowTests = RowTests::kEachBatch;
   /// Where a lane's element of each fragment is (tc/swizzle.hpp): Tile::offset of the warp's
   /// corner, the fragment's place and the lane's, at every load. (The variant `hoisted`,
   /// flash_backward_hoisted.cuh, computes the lane's part of the swizzle once.)
@@ -308,12 +314,31 @@ __global__ void __launch_bounds__(Tr::kThreads) flash_backward_warp_tiles(const 
           for (int k = 0; k < kPerStep; ++k) dq_atomic(ks * kPerStep + k, whole_tile);
         });
       };
-      if constexpr (Tr::kTestOnce) {
+      if constexpr (Tr::kRowTests == RowTests::kTwoCopies) {
         // One test a tile: dK's product twice in the code, once without row tests.
         if (whole)
           spread_dk_product(KnownWhole{});
         else
           spread_dk_product(false);
+      } else if constexpr (Tr::kRowTests == RowTests::kPredicates) {
+        // The lane's 4 rows (2 mma rows × 2 halves) tested once a tile; predicated atomics.
+        bool row_ok[kM][ft::tc::kMBlocks];
+#pragma unroll
+        for (int m = 0; m < kM; ++m)
+#pragma unroll
+          for (int h = 0; h < ft::tc::kMBlocks; ++h)
+            row_ok[m][h] = q0 + dq_c.row + (ft::tc::c_block(h) + RowCol{16 * m, 0}).row < N;
+        dk_product([&](int ks) {
+#pragma unroll
+          for (int kk = 0; kk < kPerStep; ++kk) {
+            const int k = ks * kPerStep + kk;
+            const int m = k / (Tr::kDqTiles * ft::tc::kMBlocks), n = k / ft::tc::kMBlocks % Tr::kDqTiles;
+            const int h = k % ft::tc::kMBlocks;
+            const RowCol step = ft::tc::c_block(h) + RowCol{16 * m, 8 * n};
+            if (row_ok[m][h])
+              atomic_add2(dq_tile + step.row * D + step.col, dq[m][n].c[2 * h], dq[m][n].c[2 * h + 1]);
+          }
+        });
       } else {
         spread_dk_product(whole);
       }

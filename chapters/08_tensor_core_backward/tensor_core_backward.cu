@@ -68,6 +68,8 @@ template <class T, int D> using Hoisted = HoistedTraits<T, D>;
 template <class T, int D> using SpreadAtomics = SpreadAtomicsTraits<T, D>;
 // spread_whole: spread_atomics with one test a tile for the last tile's rows (UNMEASURED).
 template <class T, int D> using SpreadWhole = SpreadWholeTraits<T, D>;
+// spread_pred: spread_atomics with each lane's row tests once a tile (UNMEASURED).
+template <class T, int D> using SpreadPred = SpreadPredTraits<T, D>;
 // fastest: spread_atomics at both d (tc_variants.csv, bf16, N = 1024, 4096 and 16384,
 // causal and not: README, "Measured on the H200").
 template <class T, int D> using Fastest = SpreadAtomics<T, D>;
@@ -346,7 +348,8 @@ std::vector<ft::BackwardImpl> backward_impls() {
           impl<WarpTiles>("warp_tiles", "async, P^T/dS^T via shared memory: 32-row warp tiles in every product"),
           impl<Hoisted>("hoisted", "warp_tiles, each lane's swizzle computed once: one XOR per load"),
           impl<SpreadAtomics>("spread_atomics", "hoisted, dQ before dK, its atomics between dK's k-steps"),
-          impl<SpreadWhole>("spread_whole", "spread_atomics, one test a tile for rows past N")};
+          impl<SpreadWhole>("spread_whole", "spread_atomics, one test a tile for rows past N"),
+          impl<SpreadPred>("spread_pred", "spread_atomics, row tests once a tile, predicated atomics")};
 }
 
 }  // namespace ch08
