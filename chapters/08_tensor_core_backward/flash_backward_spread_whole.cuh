@@ -40,4 +40,14 @@ struct SpreadPredTraits : SpreadAtomicsTraits<Element, D_> {
   static constexpr RowTests kRowTests = RowTests::kPredicates;
 };
 
+/// The kernel-level form (variant spread_even): with N a multiple of Br no query tile
+/// reaches past N, and this kernel has no row tests at all; the launch runs Ragged's
+/// kernel (spread_pred's) for any other N. One copy of the loop, as spread_pred, and the
+/// whole-tile loop of spread_whole.
+template <class Element, int D_>
+struct SpreadEvenTraits : SpreadAtomicsTraits<Element, D_> {
+  static constexpr RowTests kRowTests = RowTests::kNone;
+  using Ragged = SpreadPredTraits<Element, D_>;
+};
+
 }  // namespace ch08

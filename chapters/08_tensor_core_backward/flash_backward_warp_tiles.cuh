@@ -42,6 +42,7 @@ enum class RowTests {
   kEachBatch,   ///< spread_atomics: `whole || row < N` before each batch (a branch a batch)
   kTwoCopies,   ///< spread_whole: one test a tile, dK's product in two copies
   kPredicates,  ///< spread_pred: each lane's 4 row tests once a tile, predicated atomics
+  kNone,        ///< spread_even: N a multiple of Br, no tile reaches past N (launch checks)
 };
 
 /// The warp_tiles kernel's shape. Br: 128 queries at d = 64 and 64 at d = 128, so that the
@@ -314,7 +315,9 @@ __global__ void __launch_bounds__(Tr::kThreads) flash_backward_warp_tiles(const 
           for (int k = 0; k < kPerStep; ++k) dq_atomic(ks * kPerStep + k, whole_tile);
         });
       };
-      if constexpr (Tr::kRowTests == RowTests::kTwoCopies) {
+      if constexpr (Tr::kRowTests == RowTests::kNone) {
+        spread_dk_product(KnownWhole{});
+      } else if constexpr (Tr::kRowTests == RowTests::kTwoCopies) {
         // One test a tile: dK's product twice in the code, once without row tests.
         if (whole)
           spread_dk_product(KnownWhole{});

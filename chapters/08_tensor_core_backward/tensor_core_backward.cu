@@ -70,11 +70,13 @@ template <class T, int D> using SpreadAtomics = SpreadAtomicsTraits<T, D>;
 template <class T, int D> using SpreadWhole = SpreadWholeTraits<T, D>;
 // spread_pred: spread_atomics with each lane's row tests once a tile (UNMEASURED).
 template <class T, int D> using SpreadPred = SpreadPredTraits<T, D>;
+// spread_even: no row tests when N is a multiple of Br, spread_pred otherwise (UNMEASURED).
+template <class T, int D> using SpreadEven = SpreadEvenTraits<T, D>;
 // fastest: spread_atomics at both d (tc_variants.csv, bf16, N = 1024, 4096 and 16384,
 // causal and not: README, "Measured on the H200").
-template <class T, int D> using Fastest = SpreadAtomics<T, D>;
-static_assert(std::is_same_v<Fastest<__nv_bfloat16, 64>, SpreadAtomicsTraits<__nv_bfloat16, 64>>,
-              "fastest_variant names spread_atomics: keep the two together");
+template <class T, int D> using Fastest = SpreadEven<T, D>;
+static_assert(std::is_same_v<Fastest<__nv_bfloat16, 64>, SpreadEvenTraits<__nv_bfloat16, 64>>,
+              "fastest_variant names spread_even: keep the two together");
 
 /// Whether a variant's traits are warp_tiles' family (its kernel), or BackwardTraits.
 template <class Tr>
@@ -106,6 +108,11 @@ void launch(const ft::Problem& p, const ft::BackwardArgs& a, cudaStream_t stream
   using T = typename Tr::T;
   constexpr bool kAtomics = Tr::kDq == DQ::kAtomics;
   using DqTr = DqPassKernel<T, Tr::D>;
+  if constexpr (kWarpTileKernel<Tr>) {
+    // A kernel without row tests runs only where every query tile is whole.
+    if constexpr (Tr::kRowTests == RowTests::kNone)
+      if (p.seq_len % Tr::Br != 0) return launch<typename Tr::Ragged>(p, a, stream);
+  }
   ft::require_sm(kMinSm, "chapter 08");
   const auto kernel = key_block_kernel<Tr>();
   ft::allow_dynamic_smem(kernel, Tr::kSmemBytes, "chapter 08 backward");
@@ -314,13 +321,13 @@ static_assert(AsyncBc64<__nv_bfloat16, 64>::kSmemBytes <= 99 * 1024 &&
 const char* fastest_variant(int head_dim, size_t smem_optin) {
   const size_t fastest = head_dim == 128 ? Fastest<__nv_bfloat16, 128>::kSmemBytes
                                          : Fastest<__nv_bfloat16, 64>::kSmemBytes;
-  return smem_optin >= fastest ? "spread_atomics" : "async_bc64";
+  return smem_optin >= fastest ? "spread_even" : "async_bc64";
 }
 
 namespace {
 void run_fastest(const ft::Problem& p, const ft::BackwardArgs& a, cudaStream_t stream) {
   check_args(p, a);  // the problem first, then the device
-  if (std::strcmp(fastest_variant(p.head_dim, ft::max_dynamic_smem()), "spread_atomics") == 0)
+  if (std::strcmp(fastest_variant(p.head_dim, ft::max_dynamic_smem()), "spread_even") == 0)
     launch_checked<Fastest>(p, a, stream);
   else
     launch_checked<AsyncBc64>(p, a, stream);
@@ -330,7 +337,7 @@ void run_fastest(const ft::Problem& p, const ft::BackwardArgs& a, cudaStream_t s
 // Its ledger is spread_atomics', the kernel of the GPUs this chapter measured (H100, H200; A100).
 const ft::BackwardImpl& fastest() {
   static const ft::BackwardImpl i = [] {
-    ft::BackwardImpl f = impl<Fastest>("fastest", "spread_atomics (async_bc64 where its smem does not fit)");
+    ft::BackwardImpl f = impl<Fastest>("fastest", "spread_even (async_bc64 where its smem does not fit)");
     f.run = run_fastest;
     return f;
   }();
@@ -349,7 +356,8 @@ std::vector<ft::BackwardImpl> backward_impls() {
           impl<Hoisted>("hoisted", "warp_tiles, each lane's swizzle computed once: one XOR per load"),
           impl<SpreadAtomics>("spread_atomics", "hoisted, dQ before dK, its atomics between dK's k-steps"),
           impl<SpreadWhole>("spread_whole", "spread_atomics, one test a tile for rows past N"),
-          impl<SpreadPred>("spread_pred", "spread_atomics, row tests once a tile, predicated atomics")};
+          impl<SpreadPred>("spread_pred", "spread_atomics, row tests once a tile, predicated atomics"),
+          impl<SpreadEven>("spread_even", "spread_pred, no row tests where N is a multiple of Br")};
 }
 
 }  // namespace ch08
