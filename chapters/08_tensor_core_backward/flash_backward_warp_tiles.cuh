@@ -32,18 +32,9 @@
 /// Run: ./build/chapters/08_tensor_core_backward/ch08_tensor_core_backward --variant warp_tiles
 #pragma once
 
-
 #include "08_tensor_core_backward/flash_backward_tc.cuh"  // Params, dot_dO_O_tc, convert_dq
 
 namespace ch08 {
-
-/// How spread atomics skip the rows past N of the last query tile.
-enum class RowTests {
-  kEachBatch,   ///< spread_atomics: `whole || row < N` before each batch (a branch a batch)
-  kTwoCopies,   ///< spread_whole: one test a tile, dK's product in two copies
-  kPredicates,  ///< spread_pred: each lane's 4 row tests once a tile, predicated atomics
-  kNone,        ///< spread_even: N a multiple of Br, no tile reaches past N (launch checks)
-};
 
 /// The warp_tiles kernel's shape. Br: 128 queries at d = 64 and 64 at d = 128, so that the
 /// warps' accumulators (Sᵀ, dPᵀ, dK, dV) fit 255 registers either way (static_assert below).
@@ -80,8 +71,9 @@ struct WarpTileTraits {
   /// the next tile's barrier; spread_atomics (flash_backward_spread_atomics.cuh) moves dQ's
   /// product before dK's and issues the atomics between dK's k-steps.
   static constexpr bool kSpreadAtomics = false;
-  /// With kSpreadAtomics: how the atomics skip rows past N (flash_backward_spread_whole.cuh).
-  static constexpr RowTests kRowTests = RowTests::kEachBatch;
+  /// dSᵀ = scale·Pᵀ∘(dPᵀ − D) as written; scale_last (flash_backward_scale_last.cuh) stores
+  /// Pᵀ∘(dPᵀ − D) and multiplies dK and dQ by the scale once, after the loop.
+  static constexpr bool kScaleLast = false;
   /// Where a lane's element of each fragment is (tc/swizzle.hpp): Tile::offset of the warp's
   /// corner, the fragment's place and the lane's, at every load. (The variant `hoisted`,
   /// flash_backward_hoisted.cuh, computes the lane's part of the swizzle once.)
@@ -111,10 +103,6 @@ struct WarpTileTraits {
 /// that a taller warp tile buys. before_step(ks), if given, runs before each k-step's loads.
 struct NoStep {
   __device__ void operator()(int) const {}
-};
-/// A query tile known, at compile time, to lie inside N: stands where a runtime test would.
-struct KnownWhole {
-  __device__ constexpr operator bool() const { return true; }
 };
 template <class T, int kM, int kN, int kSteps, class LoadA, class LoadB, class BeforeStep = NoStep>
 __device__ __forceinline__ void warp_product(FragC (&acc)[kM][kN], LoadA load_a, LoadB load_b,
@@ -265,9 +253,10 @@ __global__ void __launch_bounds__(Tr::kThreads) flash_backward_warp_tiles(const 
           const int stored = pds_c(16 * m + 8 * h, 8 * n);  // this lane's pair, as stored
           const float2 prob = ft::tc::unpack2<T>(
               Tr::kRereadP ? *reinterpret_cast<const uint32_t*>(Pt + stored) : pp[m][n][h]);
+          const float ds_scale = Tr::kScaleLast ? 1.f : p.scale;  // kScaleLast: after the loop
           *reinterpret_cast<uint32_t*>(dSt + stored) = ft::tc::pack2<T>(
-              p.scale * prob.x * (dpt[m][n].c[2 * h] - dq_d[n].x),
-              p.scale * prob.y * (dpt[m][n].c[2 * h + 1] - dq_d[n].y));
+              ds_scale * prob.x * (dpt[m][n].c[2 * h] - dq_d[n].x),
+              ds_scale * prob.y * (dpt[m][n].c[2 * h + 1] - dq_d[n].y));
         }
     __syncthreads();  // all of Pᵀ and dSᵀ is stored
 
@@ -297,54 +286,20 @@ __global__ void __launch_bounds__(Tr::kThreads) flash_backward_warp_tiles(const 
     if constexpr (Tr::kSpreadAtomics) {
       // The lane's k-th float2 atomic of this tile (k over m, n, h as in the loops below),
       // kPerStep of them before each of dK's k-steps (flash_backward_spread_atomics.cuh).
-      // whole_tile: KnownWhole where the caller knows the tile is whole (no row test), else
-      // a bool tested at each atomic.
-      const auto dq_atomic = [&](int k, auto whole_tile) {
+      const auto dq_atomic = [&](int k) {
         const int m = k / (Tr::kDqTiles * ft::tc::kMBlocks), n = k / ft::tc::kMBlocks % Tr::kDqTiles;
         const int h = k % ft::tc::kMBlocks;
         const RowCol step = ft::tc::c_block(h) + RowCol{16 * m, 8 * n};  // from the lane's first pair
-        if (whole_tile || q0 + dq_c.row + step.row < N)
+        if (whole || q0 + dq_c.row + step.row < N)
           atomic_add2(dq_tile + step.row * D + step.col, dq[m][n].c[2 * h], dq[m][n].c[2 * h + 1]);
       };
       constexpr int kDqAtomics = kM * Tr::kDqTiles * ft::tc::kMBlocks;  // 16 a lane at either d
       static_assert(kDqAtomics % Tr::kQSteps == 0, "the atomics spread evenly over dK's k-steps");
       constexpr int kPerStep = kDqAtomics / Tr::kQSteps;  // 4 at d = 128, 2 at d = 64
-      const auto spread_dk_product = [&](auto whole_tile) {
-        dk_product([&](int ks) {
+      dk_product([&](int ks) {
 #pragma unroll
-          for (int k = 0; k < kPerStep; ++k) dq_atomic(ks * kPerStep + k, whole_tile);
-        });
-      };
-      if constexpr (Tr::kRowTests == RowTests::kNone) {
-        spread_dk_product(KnownWhole{});
-      } else if constexpr (Tr::kRowTests == RowTests::kTwoCopies) {
-        // One test a tile: dK's product twice in the code, once without row tests.
-        if (whole)
-          spread_dk_product(KnownWhole{});
-        else
-          spread_dk_product(false);
-      } else if constexpr (Tr::kRowTests == RowTests::kPredicates) {
-        // The lane's 4 rows (2 mma rows × 2 halves) tested once a tile; predicated atomics.
-        bool row_ok[kM][ft::tc::kMBlocks];
-#pragma unroll
-        for (int m = 0; m < kM; ++m)
-#pragma unroll
-          for (int h = 0; h < ft::tc::kMBlocks; ++h)
-            row_ok[m][h] = q0 + dq_c.row + (ft::tc::c_block(h) + RowCol{16 * m, 0}).row < N;
-        dk_product([&](int ks) {
-#pragma unroll
-          for (int kk = 0; kk < kPerStep; ++kk) {
-            const int k = ks * kPerStep + kk;
-            const int m = k / (Tr::kDqTiles * ft::tc::kMBlocks), n = k / ft::tc::kMBlocks % Tr::kDqTiles;
-            const int h = k % ft::tc::kMBlocks;
-            const RowCol step = ft::tc::c_block(h) + RowCol{16 * m, 8 * n};
-            if (row_ok[m][h])
-              atomic_add2(dq_tile + step.row * D + step.col, dq[m][n].c[2 * h], dq[m][n].c[2 * h + 1]);
-          }
-        });
-      } else {
-        spread_dk_product(whole);
-      }
+        for (int k = 0; k < kPerStep; ++k) dq_atomic(ks * kPerStep + k);
+      });
     } else {
 #pragma unroll
       for (int m = 0; m < kM; ++m)
@@ -369,7 +324,9 @@ __global__ void __launch_bounds__(Tr::kThreads) flash_backward_warp_tiles(const 
         const RowCol at = ft::tc::mma_c_coord(lane, 2 * h) + RowCol{key0 + 16 * m, dcol0 + 8 * n};
         if (k0 + at.row < N) {
           const int64_t at_row = (head_rows + k0 + at.row) * D + at.col;
-          *reinterpret_cast<uint32_t*>(p.dK + at_row) = ft::tc::pack2<T>(dk[m][n].c[2 * h], dk[m][n].c[2 * h + 1]);
+          const float dk_scale = Tr::kScaleLast ? p.scale : 1.f;
+          *reinterpret_cast<uint32_t*>(p.dK + at_row) =
+              ft::tc::pack2<T>(dk_scale * dk[m][n].c[2 * h], dk_scale * dk[m][n].c[2 * h + 1]);
           *reinterpret_cast<uint32_t*>(p.dV + at_row) = ft::tc::pack2<T>(dv[m][n].c[2 * h], dv[m][n].c[2 * h + 1]);
         }
       }

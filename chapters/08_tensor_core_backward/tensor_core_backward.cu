@@ -18,7 +18,7 @@
 #include "08_tensor_core_backward/flash_backward_tc.cuh"
 #include "08_tensor_core_backward/flash_backward_hoisted.cuh"
 #include "08_tensor_core_backward/flash_backward_spread_atomics.cuh"
-#include "08_tensor_core_backward/flash_backward_spread_whole.cuh"
+#include "08_tensor_core_backward/flash_backward_scale_last.cuh"
 #include "08_tensor_core_backward/flash_backward_warp_tiles.cuh"
 #include "capi.hpp"
 #include "check.cuh"
@@ -66,21 +66,29 @@ template <class T, int D> using Hoisted = HoistedTraits<T, D>;
 // spread_atomics: hoisted with dQ's product before dK's and its atomics issued a few before
 // each of dK's k-steps (flash_backward_spread_atomics.cuh).
 template <class T, int D> using SpreadAtomics = SpreadAtomicsTraits<T, D>;
-// spread_whole: spread_atomics with one test a tile for the last tile's rows (UNMEASURED).
-template <class T, int D> using SpreadWhole = SpreadWholeTraits<T, D>;
-// spread_pred: spread_atomics with each lane's row tests once a tile (UNMEASURED).
-template <class T, int D> using SpreadPred = SpreadPredTraits<T, D>;
-// spread_even: no row tests when N is a multiple of Br, spread_pred otherwise (UNMEASURED).
-template <class T, int D> using SpreadEven = SpreadEvenTraits<T, D>;
+// scale_last: spread_atomics with dS = P∘(dP − D) and the softmax scale applied to dK and
+// dQ once, after the loop (flash_backward_scale_last.cuh). UNMEASURED.
+template <class T, int D> using ScaleLast = ScaleLastTraits<T, D>;
 // fastest: spread_atomics at both d (tc_variants.csv, bf16, N = 1024, 4096 and 16384,
 // causal and not: README, "Measured on the H200").
-template <class T, int D> using Fastest = SpreadEven<T, D>;
-static_assert(std::is_same_v<Fastest<__nv_bfloat16, 64>, SpreadEvenTraits<__nv_bfloat16, 64>>,
-              "fastest_variant names spread_even: keep the two together");
+template <class T, int D> using Fastest = SpreadAtomics<T, D>;
+static_assert(std::is_same_v<Fastest<__nv_bfloat16, 64>, SpreadAtomicsTraits<__nv_bfloat16, 64>>,
+              "fastest_variant names spread_atomics: keep the two together");
 
 /// Whether a variant's traits are warp_tiles' family (its kernel), or BackwardTraits.
 template <class Tr>
 constexpr bool kWarpTileKernel = std::is_base_of_v<WarpTileTraits<typename Tr::T, Tr::D>, Tr>;
+
+/// Whether a variant's key blocks leave the softmax scale of dK and dQ to after the loop.
+template <class Tr>
+constexpr bool scales_last() {
+  if constexpr (kWarpTileKernel<Tr>)
+    return Tr::kScaleLast;
+  else
+    return false;
+}
+template <class Tr>
+constexpr bool kScalesLast = scales_last<Tr>();
 
 /// The key-block kernel of a variant's traits: one kernel template per traits family.
 template <class Tr>
@@ -108,11 +116,6 @@ void launch(const ft::Problem& p, const ft::BackwardArgs& a, cudaStream_t stream
   using T = typename Tr::T;
   constexpr bool kAtomics = Tr::kDq == DQ::kAtomics;
   using DqTr = DqPassKernel<T, Tr::D>;
-  if constexpr (kWarpTileKernel<Tr>) {
-    // A kernel without row tests runs only where every query tile is whole.
-    if constexpr (Tr::kRowTests == RowTests::kNone)
-      if (p.seq_len % Tr::Br != 0) return launch<typename Tr::Ragged>(p, a, stream);
-  }
   ft::require_sm(kMinSm, "chapter 08");
   const auto kernel = key_block_kernel<Tr>();
   ft::allow_dynamic_smem(kernel, Tr::kSmemBytes, "chapter 08 backward");
@@ -144,7 +147,8 @@ void launch(const ft::Problem& p, const ft::BackwardArgs& a, cudaStream_t stream
     // A grid-stride loop: a few waves of blocks whatever the size.
     const int64_t n = p.elems();
     const int c_blocks = int(std::min<int64_t>((n + kSmallBlock - 1) / kSmallBlock, 1 << 16));
-    convert_dq<T><<<c_blocks, kSmallBlock, 0, stream>>>(w.dq_acc, a.dQ.as<T>(), n);
+    convert_dq<T><<<c_blocks, kSmallBlock, 0, stream>>>(w.dq_acc, a.dQ.as<T>(), n,
+                                                         kScalesLast<Tr> ? p.softmax_scale() : 1.f);
   } else {
     flash_backward_dq_tc<DqTr><<<int(dq_blocks), DqTr::kThreads, DqTr::kSmemBytes, stream>>>(
         params, a.dQ.as<T>(), num_q_tiles);
@@ -321,13 +325,13 @@ static_assert(AsyncBc64<__nv_bfloat16, 64>::kSmemBytes <= 99 * 1024 &&
 const char* fastest_variant(int head_dim, size_t smem_optin) {
   const size_t fastest = head_dim == 128 ? Fastest<__nv_bfloat16, 128>::kSmemBytes
                                          : Fastest<__nv_bfloat16, 64>::kSmemBytes;
-  return smem_optin >= fastest ? "spread_even" : "async_bc64";
+  return smem_optin >= fastest ? "spread_atomics" : "async_bc64";
 }
 
 namespace {
 void run_fastest(const ft::Problem& p, const ft::BackwardArgs& a, cudaStream_t stream) {
   check_args(p, a);  // the problem first, then the device
-  if (std::strcmp(fastest_variant(p.head_dim, ft::max_dynamic_smem()), "spread_even") == 0)
+  if (std::strcmp(fastest_variant(p.head_dim, ft::max_dynamic_smem()), "spread_atomics") == 0)
     launch_checked<Fastest>(p, a, stream);
   else
     launch_checked<AsyncBc64>(p, a, stream);
@@ -337,7 +341,7 @@ void run_fastest(const ft::Problem& p, const ft::BackwardArgs& a, cudaStream_t s
 // Its ledger is spread_atomics', the kernel of the GPUs this chapter measured (H100, H200; A100).
 const ft::BackwardImpl& fastest() {
   static const ft::BackwardImpl i = [] {
-    ft::BackwardImpl f = impl<Fastest>("fastest", "spread_even (async_bc64 where its smem does not fit)");
+    ft::BackwardImpl f = impl<Fastest>("fastest", "spread_atomics (async_bc64 where its smem does not fit)");
     f.run = run_fastest;
     return f;
   }();
@@ -355,9 +359,7 @@ std::vector<ft::BackwardImpl> backward_impls() {
           impl<WarpTiles>("warp_tiles", "async, P^T/dS^T via shared memory: 32-row warp tiles in every product"),
           impl<Hoisted>("hoisted", "warp_tiles, each lane's swizzle computed once: one XOR per load"),
           impl<SpreadAtomics>("spread_atomics", "hoisted, dQ before dK, its atomics between dK's k-steps"),
-          impl<SpreadWhole>("spread_whole", "spread_atomics, one test a tile for rows past N"),
-          impl<SpreadPred>("spread_pred", "spread_atomics, row tests once a tile, predicated atomics"),
-          impl<SpreadEven>("spread_even", "spread_pred, no row tests where N is a multiple of Br")};
+          impl<ScaleLast>("scale_last", "spread_atomics, the softmax scale on dK and dQ once, after the loop")};
 }
 
 }  // namespace ch08

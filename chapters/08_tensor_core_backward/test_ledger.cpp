@@ -290,11 +290,11 @@ TEST(Ch08Fragments, HoistingNeedsDisjointChunkBits) {
 // take its 57 and 69.5 KB).
 TEST(Ch08Fastest, SpreadAtomicsWhereItsSharedMemoryFitsElseAsyncBc64) {
   for (int d : {64, 128}) {
-    EXPECT_STREQ(ch08::fastest_variant(d, 227 * 1024), "spread_even") << d;
-    EXPECT_STREQ(ch08::fastest_variant(d, 163 * 1024), "spread_even") << d;
+    EXPECT_STREQ(ch08::fastest_variant(d, 227 * 1024), "spread_atomics") << d;
+    EXPECT_STREQ(ch08::fastest_variant(d, 163 * 1024), "spread_atomics") << d;
     EXPECT_STREQ(ch08::fastest_variant(d, 99 * 1024), "async_bc64") << d;
   }
-  EXPECT_STREQ(ch08::fastest_variant(64, 165888), "spread_even");  // exactly its 162 KB
+  EXPECT_STREQ(ch08::fastest_variant(64, 165888), "spread_atomics");  // exactly its 162 KB
   EXPECT_STREQ(ch08::fastest_variant(64, 165887), "async_bc64");
 }
 

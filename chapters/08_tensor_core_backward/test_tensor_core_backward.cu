@@ -38,7 +38,8 @@ constexpr auto case_name = &ft::testing::case_name<ft::BackwardImpl>;
 /// spread_atomics' kernels (a static_assert in tensor_core_backward.cu), its own dispatch
 /// tested on the ragged shapes.
 bool fully_tested(const std::string& variant) {
-  return variant == "plain" || variant == "async" || variant == "dq_pass" || variant == "spread_even";
+  return variant == "plain" || variant == "async" || variant == "dq_pass" || variant == "spread_atomics" ||
+         variant == "scale_last";
 }
 
 /// The ragged sizes every variant is tested on: one query, one partial tile, and a
@@ -53,7 +54,7 @@ std::vector<Case> standard_cases() {
     for (ft::DType t : impl.dtypes) {
       // spread_atomics in fp16: the ragged shapes only (fp16 and bf16 differ in the
       // conversions and the mma's type, which the other full variants test on every shape).
-      const bool full_here = full && !(impl.variant == "spread_even" && t == ft::DType::Float16);
+      const bool full_here = full && !(impl.variant == "spread_atomics" && t == ft::DType::Float16);
       if (!full && t != ft::DType::BFloat16) continue;
       for (const auto& shape : ft::testing::standard_shapes(impl.head_dims, t))
         if (full_here || ragged(shape.seq_len)) cases.push_back({impl, shape, t});
@@ -67,10 +68,10 @@ std::vector<Case> standard_cases() {
 // tensor_core_backward.cu ties Fastest to SpreadAtomicsTraits); its own dispatch is tested on
 // the ragged shapes (standard_cases). Its label and its dispatch name that variant, and its
 // ledger that kernel.
-TEST(Ch08, FastestIsSpreadEven) {
+TEST(Ch08, FastestIsSpreadAtomics) {
   for (int d : {64, 128}) {
     const std::string picked = ch08::fastest_variant(d, SIZE_MAX);
-    EXPECT_EQ(picked, "spread_even");
+    EXPECT_EQ(picked, "spread_atomics");
     EXPECT_EQ(ch08::fastest().what.rfind(picked + " (", 0), 0u) << ch08::fastest().what;
   }
   const auto kernels = [](int d) {
@@ -91,7 +92,7 @@ TEST(Ch08, FastestRunsTheVariantItsDispatchPicks) {
   for (int d : {64, 128}) {
     const std::string picked = ch08::fastest_variant(d, ft::max_dynamic_smem());
     SCOPED_TRACE("d=" + std::to_string(d) + " picked " + picked);
-    EXPECT_TRUE(picked == "spread_even" || picked == "async_bc64");
+    EXPECT_TRUE(picked == "spread_atomics" || picked == "async_bc64");
     const auto impls = ch08::backward_impls();
     const auto it = std::find_if(impls.begin(), impls.end(),
                                  [&](const ft::BackwardImpl& i) { return i.variant == picked; });
