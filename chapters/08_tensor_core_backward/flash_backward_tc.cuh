@@ -586,13 +586,11 @@ __global__ void __launch_bounds__(Tr::kThreads) flash_backward_dq_tc(const Param
 
 // ---- 3. dQ from its float32 accumulator, rounded once ---------------------------------------
 
-/// scale: 1 where the key blocks added scale·dS·K (every variant but scale_last, which adds
-/// dS·K and leaves the softmax scale to this one multiplication).
 template <class T>
-__global__ void convert_dq(const float* dq_acc, T* dQ, int64_t n, float scale) {
+__global__ void convert_dq(const float* dq_acc, T* dQ, int64_t n) {
   for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
        i += int64_t(gridDim.x) * blockDim.x)
-    dQ[i] = from_float<T>(scale * dq_acc[i]);
+    dQ[i] = from_float<T>(dq_acc[i]);
 }
 
 }  // namespace ch08

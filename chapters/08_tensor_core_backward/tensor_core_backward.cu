@@ -18,7 +18,7 @@
 #include "08_tensor_core_backward/flash_backward_tc.cuh"
 #include "08_tensor_core_backward/flash_backward_hoisted.cuh"
 #include "08_tensor_core_backward/flash_backward_spread_atomics.cuh"
-#include "08_tensor_core_backward/flash_backward_scale_last.cuh"
+#include "08_tensor_core_backward/flash_backward_loads_first.cuh"
 #include "08_tensor_core_backward/flash_backward_warp_tiles.cuh"
 #include "capi.hpp"
 #include "check.cuh"
@@ -66,9 +66,9 @@ template <class T, int D> using Hoisted = HoistedTraits<T, D>;
 // spread_atomics: hoisted with dQ's product before dK's and its atomics issued a few before
 // each of dK's k-steps (flash_backward_spread_atomics.cuh).
 template <class T, int D> using SpreadAtomics = SpreadAtomicsTraits<T, D>;
-// scale_last: spread_atomics with dS = P∘(dP − D) and the softmax scale applied to dK and
-// dQ once, after the loop (flash_backward_scale_last.cuh). UNMEASURED.
-template <class T, int D> using ScaleLast = ScaleLastTraits<T, D>;
+// loads_first: spread_atomics with each batch of atomics after its k-step's A loads, so
+// that their latency runs under the atomics (flash_backward_loads_first.cuh).
+template <class T, int D> using LoadsFirst = LoadsFirstTraits<T, D>;
 // fastest: spread_atomics at both d (tc_variants.csv, bf16, N = 1024, 4096 and 16384,
 // causal and not: README, "Measured on the H200").
 template <class T, int D> using Fastest = SpreadAtomics<T, D>;
@@ -78,17 +78,6 @@ static_assert(std::is_same_v<Fastest<__nv_bfloat16, 64>, SpreadAtomicsTraits<__n
 /// Whether a variant's traits are warp_tiles' family (its kernel), or BackwardTraits.
 template <class Tr>
 constexpr bool kWarpTileKernel = std::is_base_of_v<WarpTileTraits<typename Tr::T, Tr::D>, Tr>;
-
-/// Whether a variant's key blocks leave the softmax scale of dK and dQ to after the loop.
-template <class Tr>
-constexpr bool scales_last() {
-  if constexpr (kWarpTileKernel<Tr>)
-    return Tr::kScaleLast;
-  else
-    return false;
-}
-template <class Tr>
-constexpr bool kScalesLast = scales_last<Tr>();
 
 /// The key-block kernel of a variant's traits: one kernel template per traits family.
 template <class Tr>
@@ -147,8 +136,7 @@ void launch(const ft::Problem& p, const ft::BackwardArgs& a, cudaStream_t stream
     // A grid-stride loop: a few waves of blocks whatever the size.
     const int64_t n = p.elems();
     const int c_blocks = int(std::min<int64_t>((n + kSmallBlock - 1) / kSmallBlock, 1 << 16));
-    convert_dq<T><<<c_blocks, kSmallBlock, 0, stream>>>(w.dq_acc, a.dQ.as<T>(), n,
-                                                         kScalesLast<Tr> ? p.softmax_scale() : 1.f);
+    convert_dq<T><<<c_blocks, kSmallBlock, 0, stream>>>(w.dq_acc, a.dQ.as<T>(), n);
   } else {
     flash_backward_dq_tc<DqTr><<<int(dq_blocks), DqTr::kThreads, DqTr::kSmemBytes, stream>>>(
         params, a.dQ.as<T>(), num_q_tiles);
@@ -359,7 +347,7 @@ std::vector<ft::BackwardImpl> backward_impls() {
           impl<WarpTiles>("warp_tiles", "async, P^T/dS^T via shared memory: 32-row warp tiles in every product"),
           impl<Hoisted>("hoisted", "warp_tiles, each lane's swizzle computed once: one XOR per load"),
           impl<SpreadAtomics>("spread_atomics", "hoisted, dQ before dK, its atomics between dK's k-steps"),
-          impl<ScaleLast>("scale_last", "spread_atomics, the softmax scale on dK and dQ once, after the loop")};
+          impl<LoadsFirst>("loads_first", "spread_atomics, each batch after its k-step's A loads")};
 }
 
 }  // namespace ch08

@@ -38,8 +38,7 @@ constexpr auto case_name = &ft::testing::case_name<ft::BackwardImpl>;
 /// spread_atomics' kernels (a static_assert in tensor_core_backward.cu), its own dispatch
 /// tested on the ragged shapes.
 bool fully_tested(const std::string& variant) {
-  return variant == "plain" || variant == "async" || variant == "dq_pass" || variant == "spread_atomics" ||
-         variant == "scale_last";
+  return variant == "plain" || variant == "async" || variant == "dq_pass" || variant == "spread_atomics";
 }
 
 /// The ragged sizes every variant is tested on: one query, one partial tile, and a
