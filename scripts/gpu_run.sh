@@ -27,6 +27,9 @@
 # FT_SANITIZE_ARGS adds flags to those runs (e.g. "--variant fastest"), FT_SANITIZE_VARIANT
 # picks one variant per chapter as FT_TC_VARIANT does (e.g. "06:warp_rows 08:warp_tiles"), FT_SANITIZE_TAG
 # names their logs apart, FT_SANITIZE_TIMEOUT bounds each run (default 120 s). FT_TC_CHAPTERS narrows the tc stage (e.g. "08_tensor_core_backward").
+# FT_SOURCE_PAGES adds to the profiles stage the per-instruction stall samples of the kernels
+# it names (FT_PROFILES' "chapter:variant:kernel:d" specs) and their phase tables
+# (scripts/stall_phases.py, phases named by FT_PHASE_NAMES, e.g. "S,dP,dV,dQ,dK").
 set -uo pipefail
 OUT=$(realpath -m "${1:?usage: gpu_run.sh OUT_DIR [BUILD_DIR] [STAGES]}")
 BUILD=$(realpath -m "${2:-build}")
@@ -322,6 +325,28 @@ if want profiles; then
     # The stall reasons, largest first: cycles a warp waits, per instruction it issues.
     grep -E "smsp__average_warps_issue_stalled_" "$out" | awk '{print $NF, $1}' | sort -rn | head -8 |
       sed 's/^/    /' | tee -a "$SUMMARY"
+  done
+  # FT_SOURCE_PAGES (same specs): Nsight Compute's stall samples per SASS instruction, the
+  # source page exported to logs/profiles/source_<ch>_<variant>_d<d>.csv.gz, and the table of
+  # where the warps wait by phase (scripts/stall_phases.py; chapter 08's five products).
+  for spec in ${FT_SOURCE_PAGES:-}; do
+    IFS=: read -r ch v k d <<<"$spec"
+    if [ "$ch" = torch ]; then
+      cmd=(python3 "$ROOT/scripts/sdpa_once.py" --backend "$v" --batch 4 --heads $((2048 / d))
+           --seq-len 4096 --head-dim "$d" --iters 2)
+    else
+      cmd=("$(prog "$(basename "$ROOT"/chapters/"$ch"_*)")" --seq-len 4096 --batch 4 --heads $((2048 / d))
+           --head-dim "$d" --variant "$v" --iters 1 --warmup 0 --no-verify --no-baseline)
+    fi
+    rep="$LOGS/profiles/source_${ch}_${v}_d${d}"
+    timeout 300 ncu --clock-control none --section WarpStateStats --section SourceCounters \
+      --section InstructionStats -k "regex:$k" --launch-skip 1 --launch-count 1 -o "$rep" \
+      "${cmd[@]}" >"$rep.log" 2>&1
+    say "source page $ch $v d=$d: rc=$?"
+    ncu -i "$rep.ncu-rep" --page source --csv --print-source sass 2>>"$rep.log" | gzip >"$rep.csv.gz"
+    rm -f "$rep.ncu-rep"
+    python3 "$ROOT/scripts/stall_phases.py" "$rep.csv.gz" ${FT_PHASE_NAMES:+--names $FT_PHASE_NAMES} |
+      tee -a "$SUMMARY"
   done
 fi
 

@@ -71,9 +71,6 @@ struct WarpTileTraits {
   /// the next tile's barrier; spread_atomics (flash_backward_spread_atomics.cuh) moves dQ's
   /// product before dK's and issues the atomics between dK's k-steps.
   static constexpr bool kSpreadAtomics = false;
-  /// With kSpreadAtomics: each batch of atomics before a k-step's loads (spread_atomics), or
-  /// after its A fragments' loads (loads_first, flash_backward_loads_first.cuh).
-  static constexpr bool kAtomicsAfterLoads = false;
   /// Where a lane's element of each fragment is (tc/swizzle.hpp): Tile::offset of the warp's
   /// corner, the fragment's place and the lane's, at every load. (The variant `hoisted`,
   /// flash_backward_hoisted.cuh, computes the lane's part of the swizzle once.)
@@ -100,22 +97,19 @@ struct WarpTileTraits {
 /// acc[i][j] += A_i·B_j over kSteps k-steps for a warp tile of kM × kN mma tiles:
 /// load_a(a, i, ks) fetches A's i-th 16-row fragment, load_b(b, j, ks) B's fragments j, j+1
 /// (one ldmatrix.x4). Each A fragment is used kN times and each B pair kM times: the reuse
-/// that a taller warp tile buys. before_step(ks), if given, runs before each k-step's loads;
-/// after_a(ks), if given, after its A fragments' loads.
+/// that a taller warp tile buys. before_step(ks), if given, runs before each k-step's loads.
 struct NoStep {
   __device__ void operator()(int) const {}
 };
-template <class T, int kM, int kN, int kSteps, class LoadA, class LoadB, class BeforeStep = NoStep,
-          class AfterA = NoStep>
+template <class T, int kM, int kN, int kSteps, class LoadA, class LoadB, class BeforeStep = NoStep>
 __device__ __forceinline__ void warp_product(FragC (&acc)[kM][kN], LoadA load_a, LoadB load_b,
-                                             BeforeStep before_step = {}, AfterA after_a = {}) {
+                                             BeforeStep before_step = {}) {
 #pragma unroll
   for (int ks = 0; ks < kSteps; ++ks) {
     before_step(ks);
     FragA a[kM];
 #pragma unroll
     for (int i = 0; i < kM; ++i) load_a(a[i], i, ks);
-    after_a(ks);
 #pragma unroll
     for (int j = 0; j < kN; j += 2) {
       FragB b[2];
@@ -267,15 +261,11 @@ __global__ void __launch_bounds__(Tr::kThreads) flash_backward_warp_tiles(const 
     warp_product<T, kM, Tr::kDTiles, Tr::kQSteps>(
         dv, [&](FragA& a, int m, int ks) { ft::tc::load_a(a, Pt + pds_a(16 * m, 16 * ks)); },
         [&](FragB (&b)[2], int n, int ks) { ft::tc::load_b_trans_x4(b, dOs + qdo_bt(16 * ks, 8 * n)); });
-    const auto dk_product = [&](auto step_hook) {
-      const auto load_a = [&](FragA& a, int m, int ks) { ft::tc::load_a(a, dSt + pds_a(16 * m, 16 * ks)); };
-      const auto load_b = [&](FragB (&b)[2], int n, int ks) {
-        ft::tc::load_b_trans_x4(b, Qs + qdo_bt(16 * ks, 8 * n));
-      };
-      if constexpr (Tr::kAtomicsAfterLoads)
-        warp_product<T, kM, Tr::kDTiles, Tr::kQSteps>(dk, load_a, load_b, NoStep{}, step_hook);
-      else
-        warp_product<T, kM, Tr::kDTiles, Tr::kQSteps>(dk, load_a, load_b, step_hook);
+    const auto dk_product = [&](auto before_step) {
+      warp_product<T, kM, Tr::kDTiles, Tr::kQSteps>(
+          dk, [&](FragA& a, int m, int ks) { ft::tc::load_a(a, dSt + pds_a(16 * m, 16 * ks)); },
+          [&](FragB (&b)[2], int n, int ks) { ft::tc::load_b_trans_x4(b, Qs + qdo_bt(16 * ks, 8 * n)); },
+          before_step);
     };
     if constexpr (!Tr::kSpreadAtomics) dk_product(NoStep{});
 

@@ -18,7 +18,6 @@
 #include "08_tensor_core_backward/flash_backward_tc.cuh"
 #include "08_tensor_core_backward/flash_backward_hoisted.cuh"
 #include "08_tensor_core_backward/flash_backward_spread_atomics.cuh"
-#include "08_tensor_core_backward/flash_backward_loads_first.cuh"
 #include "08_tensor_core_backward/flash_backward_warp_tiles.cuh"
 #include "capi.hpp"
 #include "check.cuh"
@@ -66,9 +65,6 @@ template <class T, int D> using Hoisted = HoistedTraits<T, D>;
 // spread_atomics: hoisted with dQ's product before dK's and its atomics issued a few before
 // each of dK's k-steps (flash_backward_spread_atomics.cuh).
 template <class T, int D> using SpreadAtomics = SpreadAtomicsTraits<T, D>;
-// loads_first: spread_atomics with each batch of atomics after its k-step's A loads, so
-// that their latency runs under the atomics (flash_backward_loads_first.cuh).
-template <class T, int D> using LoadsFirst = LoadsFirstTraits<T, D>;
 // fastest: spread_atomics at both d (tc_variants.csv, bf16, N = 1024, 4096 and 16384,
 // causal and not: README, "Measured on the H200").
 template <class T, int D> using Fastest = SpreadAtomics<T, D>;
@@ -346,8 +342,7 @@ std::vector<ft::BackwardImpl> backward_impls() {
           impl<AsyncBc64>("async_bc64", "async with 64 keys a block, 4 warps"),
           impl<WarpTiles>("warp_tiles", "async, P^T/dS^T via shared memory: 32-row warp tiles in every product"),
           impl<Hoisted>("hoisted", "warp_tiles, each lane's swizzle computed once: one XOR per load"),
-          impl<SpreadAtomics>("spread_atomics", "hoisted, dQ before dK, its atomics between dK's k-steps"),
-          impl<LoadsFirst>("loads_first", "spread_atomics, each batch after its k-step's A loads")};
+          impl<SpreadAtomics>("spread_atomics", "hoisted, dQ before dK, its atomics between dK's k-steps")};
 }
 
 }  // namespace ch08

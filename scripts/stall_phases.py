@@ -1,0 +1,92 @@
+#!/usr/bin/env python3
+"""Where a kernel's warps wait, phase by phase: Nsight Compute's per-instruction stall
+samples (its source page, exported as CSV) summed over the stretches of SASS between
+groups of tensor-core instructions.
+
+    ncu --section WarpStateStats --section SourceCounters -o rep ./program ...
+    ncu -i rep.ncu-rep --page source --csv --print-source sass | gzip > source.csv.gz
+    python3 scripts/stall_phases.py source.csv.gz --names S,dP,dV,dQ,dK
+
+A phase starts at the first of every --per-phase (default 64) executed HMMA in program
+order and runs to the next phase's first HMMA, so that it holds that product, what
+follows it (chapter 08: the exponentials and the stores of P after S, dS after dP, the
+atomics between dK's k-steps) and, for the last phase, the loop's end; "pre" is what
+comes before the first HMMA (the top of the loop: barrier, the next tile's copies, the
+addresses). Instructions executed fewer than --min-exec times (code outside the loop, the
+partial tile's paths) still count their samples in the phase they sit in. Columns: the
+share of all samples, then the stall reasons' samples as shares of all samples (they sum,
+with the reasons not shown, to the phase's share), then executed instructions.
+"""
+import argparse
+import csv
+import gzip
+import io
+import re
+import sys
+
+REASONS = ("wait", "short_sb", "mio", "math", "selected", "not_selected", "long_sb", "barrier", "lg")
+
+
+def read_rows(path):
+    """The instruction rows of one exported source page: (opcode, executed, samples,
+    {reason: samples}). The export's first line names the kernel, the second the columns."""
+    raw = gzip.open(path, "rb").read() if path.endswith(".gz") else open(path, "rb").read()
+    rows = list(csv.reader(io.StringIO(raw.decode())))
+    if len(rows) < 2 or "Source" not in rows[1]:
+        raise SystemExit(f"{path}: not an Nsight Compute source page (ncu -i REP --page source --csv)")
+    col = {name: i for i, name in enumerate(rows[1])}
+    for needed in ("Source", "# Samples", "Instructions Executed"):
+        if needed not in col:
+            raise SystemExit(f"{path}: no column {needed!r} (export with --print-source sass)")
+    out = []
+    for r in rows[2:]:
+        if len(r) != len(rows[1]):
+            continue
+        text = re.sub(r"^@!?U?P\w+\s+", "", r[col["Source"]].strip())  # drop a predicate
+        num = lambda name: float(r[col[name]] or 0) if name in col else 0.0
+        out.append((text.split()[0].split(".")[0] if text else "", num("Instructions Executed"),
+                    num("# Samples"), {k: num("stall_" + k) for k in REASONS}))
+    return out
+
+
+def phases(rows, per_phase, min_exec):
+    """[(name index or None for pre, [rows])] in program order."""
+    groups, current, hmma = [(None, [])], None, 0
+    for row in rows:
+        if row[0] == "HMMA" and row[1] >= min_exec:
+            index = hmma // per_phase
+            if index != current:
+                groups.append((index, []))
+                current = index
+            hmma += 1
+        groups[-1][1].append(row)
+    return groups, hmma
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("csv", nargs="+", help="exported source pages (.csv or .csv.gz)")
+    ap.add_argument("--names", default="", help="the phases' names, comma-separated (default g0, g1, ...)")
+    ap.add_argument("--per-phase", type=int, default=64, help="HMMA a phase (default 64: chapter 08's products)")
+    ap.add_argument("--min-exec", type=float, default=1e6,
+                    help="an HMMA executed fewer times is not the loop's (default 1e6)")
+    args = ap.parse_args(argv)
+    names = [n for n in args.names.split(",") if n]
+    for path in args.csv:
+        rows = read_rows(path)
+        groups, hmma = phases(rows, args.per_phase, args.min_exec)
+        total = sum(r[2] for r in rows) or 1.0
+        print(f"== {path}: {total:.0f} samples, {hmma} HMMA in the loop, "
+              f"{sum(r[1] for r in rows):.3g} instructions executed")
+        print(f"{'phase':<6} {'samples':>7} " + " ".join(f"{k[:8]:>8}" for k in REASONS) + f" {'executed':>9}")
+        for index, part in groups:
+            name = "pre" if index is None else (names[index] if index < len(names) else f"g{index}")
+            share = lambda x: 100.0 * x / total
+            print(f"{name:<6} {share(sum(r[2] for r in part)):6.1f}% "
+                  + " ".join(f"{share(sum(r[3][k] for r in part)):7.1f}%" for k in REASONS)
+                  + f" {sum(r[1] for r in part):9.3g}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
