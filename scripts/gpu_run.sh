@@ -29,7 +29,8 @@
 # names their logs apart, FT_SANITIZE_TIMEOUT bounds each run (default 120 s). FT_TC_CHAPTERS narrows the tc stage (e.g. "08_tensor_core_backward").
 # FT_SOURCE_PAGES adds to the profiles stage the per-instruction stall samples of the kernels
 # it names (FT_PROFILES' "chapter:variant:kernel:d" specs) and their phase tables
-# (scripts/stall_phases.py, phases named by FT_PHASE_NAMES, e.g. "S,dP,dV,dQ,dK").
+# (scripts/stall_phases.py, phases named by FT_PHASE_NAMES, e.g. "S,dP,dV,dQ,dK"); with
+# FT_PROFILES=" " (a space: empty means the defaults) the stage runs only those.
 set -uo pipefail
 OUT=$(realpath -m "${1:?usage: gpu_run.sh OUT_DIR [BUILD_DIR] [STAGES]}")
 BUILD=$(realpath -m "${2:-build}")
@@ -342,10 +343,11 @@ if want profiles; then
     timeout 300 ncu --clock-control none --section WarpStateStats --section SourceCounters \
       --section InstructionStats -k "regex:$k" --launch-skip 1 --launch-count 1 -o "$rep" \
       "${cmd[@]}" >"$rep.log" 2>&1
-    say "source page $ch $v d=$d: rc=$?"
+    rc=$?
     ncu -i "$rep.ncu-rep" --page source --csv --print-source sass 2>>"$rep.log" | gzip >"$rep.csv.gz"
+    say "source page $ch $v d=$d: profile rc=$rc, export rc=${PIPESTATUS[0]}"
     rm -f "$rep.ncu-rep"
-    python3 "$ROOT/scripts/stall_phases.py" "$rep.csv.gz" ${FT_PHASE_NAMES:+--names $FT_PHASE_NAMES} |
+    python3 "$ROOT/scripts/stall_phases.py" "$rep.csv.gz" ${FT_PHASE_NAMES:+--names $FT_PHASE_NAMES} 2>&1 |
       tee -a "$SUMMARY"
   done
 fi

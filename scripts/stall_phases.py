@@ -3,7 +3,7 @@
 samples (its source page, exported as CSV) summed over the stretches of SASS between
 groups of tensor-core instructions.
 
-    ncu --section WarpStateStats --section SourceCounters -o rep ./program ...
+    ncu --section WarpStateStats --section SourceCounters --section InstructionStats -o rep ./program ...
     ncu -i rep.ncu-rep --page source --csv --print-source sass | gzip > source.csv.gz
     python3 scripts/stall_phases.py source.csv.gz --names S,dP,dV,dQ,dK
 
@@ -12,10 +12,10 @@ order and runs to the next phase's first HMMA, so that it holds that product, wh
 follows it (chapter 08: the exponentials and the stores of P after S, dS after dP, the
 atomics between dK's k-steps) and, for the last phase, the loop's end; "pre" is what
 comes before the first HMMA (the top of the loop: barrier, the next tile's copies, the
-addresses). Instructions executed fewer than --min-exec times (code outside the loop, the
-partial tile's paths) still count their samples in the phase they sit in. Columns: the
-share of all samples, then the stall reasons' samples as shares of all samples (they sum,
-with the reasons not shown, to the phase's share), then executed instructions.
+addresses). Instructions executed fewer than --min-exec times (the code before and after
+the loop, the paths a whole tile skips) are summed apart, as "other". Columns: the share of
+all samples, then the stall reasons' samples as shares of all samples (they sum, with the
+reasons not shown, to the phase's share), then executed instructions.
 """
 import argparse
 import csv
@@ -30,7 +30,8 @@ REASONS = ("wait", "short_sb", "mio", "math", "selected", "not_selected", "long_
 def read_rows(path):
     """The instruction rows of one exported source page: (opcode, executed, samples,
     {reason: samples}). The export's first line names the kernel, the second the columns."""
-    raw = gzip.open(path, "rb").read() if path.endswith(".gz") else open(path, "rb").read()
+    with (gzip.open(path, "rb") if path.endswith(".gz") else open(path, "rb")) as f:
+        raw = f.read()
     rows = list(csv.reader(io.StringIO(raw.decode())))
     if len(rows) < 2 or "Source" not in rows[1]:
         raise SystemExit(f"{path}: not an Nsight Compute source page (ncu -i REP --page source --csv)")
@@ -50,17 +51,21 @@ def read_rows(path):
 
 
 def phases(rows, per_phase, min_exec):
-    """[(name index or None for pre, [rows])] in program order."""
-    groups, current, hmma = [(None, [])], None, 0
+    """([(phase index, or None for pre, [rows])] in program order, [rows executed fewer than
+    min_exec times], the loop's HMMA count)."""
+    groups, other, current, hmma = [(None, [])], [], None, 0
     for row in rows:
-        if row[0] == "HMMA" and row[1] >= min_exec:
+        if row[1] < min_exec:
+            other.append(row)
+            continue
+        if row[0] == "HMMA":
             index = hmma // per_phase
             if index != current:
                 groups.append((index, []))
                 current = index
             hmma += 1
         groups[-1][1].append(row)
-    return groups, hmma
+    return groups, other, hmma
 
 
 def main(argv=None):
@@ -69,19 +74,21 @@ def main(argv=None):
     ap.add_argument("--names", default="", help="the phases' names, comma-separated (default g0, g1, ...)")
     ap.add_argument("--per-phase", type=int, default=64, help="HMMA a phase (default 64: chapter 08's products)")
     ap.add_argument("--min-exec", type=float, default=1e6,
-                    help="an HMMA executed fewer times is not the loop's (default 1e6)")
+                    help="an instruction executed fewer times is not the loop's: summed as "
+                         "'other' (default 1e6)")
     args = ap.parse_args(argv)
     names = [n for n in args.names.split(",") if n]
     for path in args.csv:
         rows = read_rows(path)
-        groups, hmma = phases(rows, args.per_phase, args.min_exec)
+        groups, other, hmma = phases(rows, args.per_phase, args.min_exec)
         total = sum(r[2] for r in rows) or 1.0
         print(f"== {path}: {total:.0f} samples, {hmma} HMMA in the loop, "
               f"{sum(r[1] for r in rows):.3g} instructions executed")
         print(f"{'phase':<6} {'samples':>7} " + " ".join(f"{k[:8]:>8}" for k in REASONS) + f" {'executed':>9}")
-        for index, part in groups:
-            name = "pre" if index is None else (names[index] if index < len(names) else f"g{index}")
-            share = lambda x: 100.0 * x / total
+        share = lambda x: 100.0 * x / total
+        labelled = [("pre" if i is None else names[i] if i < len(names) else f"g{i}", part)
+                    for i, part in groups]
+        for name, part in labelled + [("other", other)]:
             print(f"{name:<6} {share(sum(r[2] for r in part)):6.1f}% "
                   + " ".join(f"{share(sum(r[3][k] for r in part)):7.1f}%" for k in REASONS)
                   + f" {sum(r[1] for r in part):9.3g}")

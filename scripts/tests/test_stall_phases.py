@@ -1,7 +1,8 @@
 """CPU tests of scripts/stall_phases.py (ctest scripts_stall_phases) on a made-up source page
-(fixtures/source_page.csv): the phases begin at the loop's HMMA, not at one executed too few
-times to be the loop's; a predicate does not hide an opcode; the shares add up; a file
-that is not a source page is refused with a message."""
+(fixtures/source_page.csv): the phases begin at the loop's HMMA; what runs too few times to
+be the loop's (an HMMA among them) is summed apart as "other"; a predicate does not hide an
+opcode; the shares add up to 100%; a file that is not a source page is refused with a
+message."""
 import contextlib
 import io
 import os
@@ -27,27 +28,30 @@ class Phases(unittest.TestCase):
     def test_one_hmma_a_phase(self):
         rows = stall_phases.read_rows(FIXTURE)
         self.assertEqual([r[0] for r in rows], ["LDC", "BAR", "HMMA", "MUFU", "HMMA", "HMMA", "BRA"])
-        groups, hmma = stall_phases.phases(rows, per_phase=1, min_exec=1e6)
+        groups, other, hmma = stall_phases.phases(rows, per_phase=1, min_exec=1e6)
         self.assertEqual(hmma, 2)  # the HMMA executed 10 times is not the loop's
         self.assertEqual([(i, [r[0] for r in part]) for i, part in groups],
-                         [(None, ["LDC", "BAR"]), (0, ["HMMA", "MUFU"]), (1, ["HMMA", "HMMA", "BRA"])])
+                         [(None, ["BAR"]), (0, ["HMMA", "MUFU"]), (1, ["HMMA", "BRA"])])
+        self.assertEqual([r[0] for r in other], ["LDC", "HMMA"])
 
     def test_table_shares(self):
         lines = run(FIXTURE, "--per-phase", "1", "--names", "S,dP")
         self.assertIn("100 samples, 2 HMMA in the loop", lines[0])
         table = {line.split()[0]: line.split() for line in lines[2:]}
-        self.assertEqual(sorted(table), ["S", "dP", "pre"])
-        self.assertEqual(table["pre"][1], "10.0%")
-        self.assertEqual(table["S"][1], "30.0%")
-        self.assertEqual(table["dP"][1], "60.0%")
-        # wait is the first reason: 5 of 100 samples in S, 40 in dP; mio the third.
-        self.assertEqual(table["S"][2], "5.0%")
-        self.assertEqual(table["dP"][2], "40.0%")
-        self.assertEqual(table["S"][4], "20.0%")
+        self.assertEqual([line.split()[0] for line in lines[2:]], ["pre", "S", "dP", "other"])
+        shares = {name: float(row[1].rstrip("%")) for name, row in table.items()}
+        self.assertEqual(shares, {"pre": 6.0, "S": 30.0, "dP": 60.0, "other": 4.0})
+        self.assertAlmostEqual(sum(shares.values()), 100.0)
+        # wait is the first reason (5 of 100 samples in S, 40 in dP), short_sb the second
+        # (5 and 20), mio the third (20 in S); the last column counts executed instructions.
+        self.assertEqual(table["S"][2:5], ["5.0%", "5.0%", "20.0%"])
+        self.assertEqual(table["dP"][2:4], ["40.0%", "20.0%"])
+        self.assertEqual(table["S"][-1], "4e+06")
+        self.assertEqual(table["other"][-1], "110")
 
     def test_two_hmma_a_phase_and_default_names(self):
         lines = run(FIXTURE, "--per-phase", "2")
-        self.assertEqual([line.split()[0] for line in lines[2:]], ["pre", "g0"])
+        self.assertEqual([line.split()[0] for line in lines[2:]], ["pre", "g0", "other"])
 
     def test_not_a_source_page(self):
         with tempfile.NamedTemporaryFile("w", suffix=".csv", delete=False) as f:
