@@ -305,10 +305,9 @@ if want profiles; then
   # Written to logs/profiles/.
   say "== Nsight Compute profiles"
   mkdir -p "$LOGS/profiles"
-  for spec in ${FT_PROFILES:-04:simple:fused_forward_simple_kernel:64 04:fast:fused_forward_kernel:64
-      04:fast:fused_forward_kernel:128 05:flash:flash_backward_atomic_dq:64
-      05:flash:flash_backward_atomic_dq:128}; do
-    IFS=: read -r ch v k d <<<"$spec"
+  # A spec's fields (ch, v, k, d) and the command it profiles (cmd), at N = 4096, B = 4.
+  profile_cmd() {
+    IFS=: read -r ch v k d <<<"$1"
     if [ "$ch" = torch ]; then
       cmd=(python3 "$ROOT/scripts/sdpa_once.py" --backend "$v" --batch 4 --heads $((2048 / d))
            --seq-len 4096 --head-dim "$d" --iters 2)
@@ -316,6 +315,11 @@ if want profiles; then
       cmd=("$(prog "$(basename "$ROOT"/chapters/"$ch"_*)")" --seq-len 4096 --batch 4 --heads $((2048 / d))
            --head-dim "$d" --variant "$v" --iters 1 --warmup 0 --no-verify --no-baseline)
     fi
+  }
+  for spec in ${FT_PROFILES:-04:simple:fused_forward_simple_kernel:64 04:fast:fused_forward_kernel:64
+      04:fast:fused_forward_kernel:128 05:flash:flash_backward_atomic_dq:64
+      05:flash:flash_backward_atomic_dq:128}; do
+    profile_cmd "$spec"
     out="$LOGS/profiles/profile_${ch}_${v}_d${d}.txt"
     timeout 300 ncu --clock-control none --section SpeedOfLight --section Occupancy \
       --section WarpStateStats --section ComputeWorkloadAnalysis --section MemoryWorkloadAnalysis \
@@ -331,14 +335,7 @@ if want profiles; then
   # source page exported to logs/profiles/source_<ch>_<variant>_d<d>.csv.gz, and the table of
   # where the warps wait by phase (scripts/stall_phases.py; chapter 08's five products).
   for spec in ${FT_SOURCE_PAGES:-}; do
-    IFS=: read -r ch v k d <<<"$spec"
-    if [ "$ch" = torch ]; then
-      cmd=(python3 "$ROOT/scripts/sdpa_once.py" --backend "$v" --batch 4 --heads $((2048 / d))
-           --seq-len 4096 --head-dim "$d" --iters 2)
-    else
-      cmd=("$(prog "$(basename "$ROOT"/chapters/"$ch"_*)")" --seq-len 4096 --batch 4 --heads $((2048 / d))
-           --head-dim "$d" --variant "$v" --iters 1 --warmup 0 --no-verify --no-baseline)
-    fi
+    profile_cmd "$spec"
     rep="$LOGS/profiles/source_${ch}_${v}_d${d}"
     timeout 300 ncu --clock-control none --section WarpStateStats --section SourceCounters \
       --section InstructionStats -k "regex:$k" --launch-skip 1 --launch-count 1 -o "$rep" \
