@@ -15,7 +15,8 @@ comes before the first HMMA (the top of the loop: barrier, the next tile's copie
 addresses). Instructions executed fewer than --min-exec times (the code before and after
 the loop, the paths a whole tile skips) are summed apart, as "other". Columns: the share of
 all samples, then the stall reasons' samples as shares of all samples (they sum, with the
-reasons not shown, to the phase's share), then executed instructions.
+reasons not shown, to the phase's share), executed instructions, and the phase's samples in
+thousands.
 """
 import argparse
 import csv
@@ -84,14 +85,15 @@ def main(argv=None):
         total = sum(r[2] for r in rows) or 1.0
         print(f"== {path}: {total:.0f} samples, {hmma} HMMA in the loop, "
               f"{sum(r[1] for r in rows):.3g} instructions executed")
-        print(f"{'phase':<6} {'samples':>7} " + " ".join(f"{k[:8]:>8}" for k in REASONS) + f" {'executed':>9}")
+        print(f"{'phase':<6} {'samples':>7} " + " ".join(f"{k[:8]:>8}" for k in REASONS)
+              + f" {'executed':>9} {'thousands':>9}")
         share = lambda x: 100.0 * x / total
         labelled = [("pre" if i is None else names[i] if i < len(names) else f"g{i}", part)
                     for i, part in groups]
         for name, part in labelled + [("other", other)]:
             print(f"{name:<6} {share(sum(r[2] for r in part)):6.1f}% "
                   + " ".join(f"{share(sum(r[3][k] for r in part)):7.1f}%" for k in REASONS)
-                  + f" {sum(r[1] for r in part):9.3g}")
+                  + f" {sum(r[1] for r in part):9.3g} {sum(r[2] for r in part) / 1000:9.1f}")
     return 0
 
 

@@ -36,18 +36,19 @@ class Phases(unittest.TestCase):
 
     def test_table_shares(self):
         lines = run(FIXTURE, "--per-phase", "1", "--names", "S,dP")
-        self.assertIn("100 samples, 2 HMMA in the loop", lines[0])
+        self.assertIn("10000 samples, 2 HMMA in the loop", lines[0])
         table = {line.split()[0]: line.split() for line in lines[2:]}
         self.assertEqual([line.split()[0] for line in lines[2:]], ["pre", "S", "dP", "other"])
         shares = {name: float(row[1].rstrip("%")) for name, row in table.items()}
         self.assertEqual(shares, {"pre": 6.0, "S": 30.0, "dP": 60.0, "other": 4.0})
         self.assertAlmostEqual(sum(shares.values()), 100.0)
-        # wait is the first reason (5 of 100 samples in S, 40 in dP), short_sb the second
-        # (5 and 20), mio the third (20 in S); the last column counts executed instructions.
+        # wait is the first reason (5% of the samples in S, 40% in dP), short_sb the second
+        # (5% and 20%), mio the third (20% in S); then executed instructions, and samples in
+        # thousands.
         self.assertEqual(table["S"][2:5], ["5.0%", "5.0%", "20.0%"])
         self.assertEqual(table["dP"][2:4], ["40.0%", "20.0%"])
-        self.assertEqual(table["S"][-1], "4e+06")
-        self.assertEqual(table["other"][-1], "110")
+        self.assertEqual(table["S"][-2:], ["4e+06", "3.0"])  # 3000 samples
+        self.assertEqual(table["other"][-2], "110")
 
     def test_two_hmma_a_phase_and_default_names(self):
         lines = run(FIXTURE, "--per-phase", "2")
