@@ -297,6 +297,10 @@ __global__ void __launch_bounds__(Tr::kThreads) flash_backward_warp_tiles(const 
         for (int k = 0; k < kPerStep; ++k) dq_atomic(ks * kPerStep + k);
       });
     } else {
+      // The same 16 atomics back to back. Written out rather than as dq_atomic(0..15): with
+      // the lambda, ptxas compiles hoisted's loop 134 instructions longer (d = 128, sm_90)
+      // and gives it a stack frame, and these loops are the SASS warp_tiles and hoisted
+      // were measured with.
 #pragma unroll
       for (int m = 0; m < kM; ++m)
 #pragma unroll
