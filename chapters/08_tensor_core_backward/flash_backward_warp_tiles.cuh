@@ -71,6 +71,16 @@ struct WarpTileTraits {
   /// the next tile's barrier; spread_atomics (flash_backward_spread_atomics.cuh) moves dQ's
   /// product before dK's and issues the atomics between dK's k-steps.
   static constexpr bool kSpreadAtomics = false;
+  /// dK's product loading each k-step's fragments while the one before is multiplied
+  /// (warp_product_ahead; flash_backward_pipelined_dk.cuh), or, as the other products, each
+  /// k-step's loads just before its mma (warp_product).
+  static constexpr bool kDkAhead = false;
+  /// The next query tile's copies issued at the top of the tile, right after the barrier,
+  /// or after Sᵀ's product (flash_backward_late_copy.cuh).
+  static constexpr bool kLateCopy = false;
+  /// dK, dV written from the accumulators, 4 bytes a lane per pair, or staged through Ks and
+  /// Vs and written in 16-byte chunks (flash_backward_staged_stores.cuh).
+  static constexpr bool kStagedStores = false;
   /// Where a lane's element of each fragment is (tc/swizzle.hpp): Tile::offset of the warp's
   /// corner, the fragment's place and the lane's, at every load. (The variant `hoisted`,
   /// flash_backward_hoisted.cuh, computes the lane's part of the swizzle once.)
@@ -120,6 +130,38 @@ __device__ __forceinline__ void warp_product(FragC (&acc)[kM][kN], LoadA load_a,
         ft::tc::mma_m16n8k16<T>(acc[i][j + 1], a[i], b[1]);
       }
     }
+  }
+}
+
+/// warp_product with the fragments of k-step ks + 1 requested before the mma of k-step ks:
+/// two sets of fragment registers, one being multiplied while the other fills. between(ks)
+/// runs after those requests and before k-step ks's mma, so that work placed there (the dQ
+/// atomics of spread_atomics, each batch behind a branch) no longer stands between a
+/// k-step's ldmatrix and its mma: the branch ends a basic block, and ptxas schedules within
+/// one. The accumulators and the products are warp_product's.
+template <class T, int kM, int kN, int kSteps, class LoadA, class LoadB, class Between>
+__device__ __forceinline__ void warp_product_ahead(FragC (&acc)[kM][kN], LoadA load_a, LoadB load_b,
+                                                   Between between) {
+  FragA a[2][kM];
+  FragB b[2][kN / 2][2];
+  const auto load_step = [&](int buf, int ks) {
+#pragma unroll
+    for (int i = 0; i < kM; ++i) load_a(a[buf][i], i, ks);
+#pragma unroll
+    for (int j = 0; j < kN; j += 2) load_b(b[buf][j / 2], j, ks);
+  };
+  load_step(0, 0);
+#pragma unroll
+  for (int ks = 0; ks < kSteps; ++ks) {
+    if (ks + 1 < kSteps) load_step((ks + 1) % 2, ks + 1);
+    between(ks);
+#pragma unroll
+    for (int j = 0; j < kN; j += 2)
+#pragma unroll
+      for (int i = 0; i < kM; ++i) {
+        ft::tc::mma_m16n8k16<T>(acc[i][j], a[ks % 2][i], b[ks % 2][j / 2][0]);
+        ft::tc::mma_m16n8k16<T>(acc[i][j + 1], a[ks % 2][i], b[ks % 2][j / 2][1]);
+      }
   }
 }
 
@@ -182,7 +224,7 @@ __global__ void __launch_bounds__(Tr::kThreads) flash_backward_warp_tiles(const 
     const int q0 = i * Br, st = (i - i_first) % 2;
     ft::tc::cp_async_wait<0>();
     __syncthreads();  // tile i is in; every warp is done with tile i−1, its Pᵀ and dSᵀ
-    if (i + 1 < num_q_tiles) load_query_tile(i + 1, 1 - st);
+    if (!Tr::kLateCopy && i + 1 < num_q_tiles) load_query_tile(i + 1, 1 - st);
     const T* Qs = stage.q(st);
     const T* dOs = stage.dO(st);
     const float* Ls = stage.l(st);
@@ -193,6 +235,10 @@ __global__ void __launch_bounds__(Tr::kThreads) flash_backward_warp_tiles(const 
     warp_product<T, kM, Tr::kQTiles, Tr::kDSteps>(
         sc, [&](FragA& a, int m, int ks) { ft::tc::load_a(a, Ks + kv_a(16 * m, 16 * ks)); },
         [&](FragB (&b)[2], int n, int ks) { ft::tc::load_b_x4(b, Qs + qdo_b(8 * n, 16 * ks)); });
+    // late_copy: the next tile's copies here, while Sᵀ's mma finish (the exponentials below
+    // wait for them), rather than after the barrier, where every warp is at the same point
+    // and nothing else keeps the tensor cores busy. Stage 1 − st is free from the barrier on.
+    if (Tr::kLateCopy && i + 1 < num_q_tiles) load_query_tile(i + 1, 1 - st);
 
     // Pᵀ = exp2(Sᵀ·scale·log2e − L·log2e), 0 where masked. The exponents first (L·log2e of
     // this lane's queries read once, before the stores to Pt below, after each of which the
@@ -262,10 +308,14 @@ __global__ void __launch_bounds__(Tr::kThreads) flash_backward_warp_tiles(const 
         dv, [&](FragA& a, int m, int ks) { ft::tc::load_a(a, Pt + pds_a(16 * m, 16 * ks)); },
         [&](FragB (&b)[2], int n, int ks) { ft::tc::load_b_trans_x4(b, dOs + qdo_bt(16 * ks, 8 * n)); });
     const auto dk_product = [&](auto before_step) {
-      warp_product<T, kM, Tr::kDTiles, Tr::kQSteps>(
-          dk, [&](FragA& a, int m, int ks) { ft::tc::load_a(a, dSt + pds_a(16 * m, 16 * ks)); },
-          [&](FragB (&b)[2], int n, int ks) { ft::tc::load_b_trans_x4(b, Qs + qdo_bt(16 * ks, 8 * n)); },
-          before_step);
+      const auto load_a = [&](FragA& a, int m, int ks) { ft::tc::load_a(a, dSt + pds_a(16 * m, 16 * ks)); };
+      const auto load_b = [&](FragB (&b)[2], int n, int ks) {
+        ft::tc::load_b_trans_x4(b, Qs + qdo_bt(16 * ks, 8 * n));
+      };
+      if constexpr (Tr::kDkAhead)
+        warp_product_ahead<T, kM, Tr::kDTiles, Tr::kQSteps>(dk, load_a, load_b, before_step);
+      else
+        warp_product<T, kM, Tr::kDTiles, Tr::kQSteps>(dk, load_a, load_b, before_step);
     };
     if constexpr (!Tr::kSpreadAtomics) dk_product(NoStep{});
 
@@ -314,6 +364,27 @@ __global__ void __launch_bounds__(Tr::kThreads) flash_backward_warp_tiles(const 
     }
   }
 
+  if constexpr (Tr::kStagedStores) {
+    // dK, dV rounded into Ks and Vs (every warp is done with them after this barrier: the
+    // last tile's dQ read Ks), then written as the tiles were read, 16 bytes a lane in whole
+    // rows, one test a row: the stores flash_backward_staged_stores.cuh is about.
+    __syncthreads();
+    const TileLane kv_c({key0, dcol0}, ft::tc::mma_c_coord(lane, 0));
+#pragma unroll
+    for (int m = 0; m < kM; ++m)
+#pragma unroll
+      for (int n = 0; n < Tr::kDTiles; ++n)
+#pragma unroll
+        for (int h = 0; h < ft::tc::kMBlocks; ++h) {
+          const int at = kv_c(16 * m + 8 * h, 8 * n);
+          *reinterpret_cast<uint32_t*>(Ks + at) = ft::tc::pack2<T>(dk[m][n].c[2 * h], dk[m][n].c[2 * h + 1]);
+          *reinterpret_cast<uint32_t*>(Vs + at) = ft::tc::pack2<T>(dv[m][n].c[2 * h], dv[m][n].c[2 * h + 1]);
+        }
+    __syncthreads();
+    ft::tc::store_tile_sync<Tile, Bc, Tr::kThreads>(p.dK + head_rows * D, Ks, k0, N);
+    ft::tc::store_tile_sync<Tile, Bc, Tr::kThreads>(p.dV + head_rows * D, Vs, k0, N);
+    return;
+  }
   // dK, dV of this warp's 32 keys × d/2 columns, each element written once.
 #pragma unroll
   for (int m = 0; m < kM; ++m)

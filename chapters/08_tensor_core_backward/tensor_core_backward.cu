@@ -18,6 +18,9 @@
 #include "08_tensor_core_backward/flash_backward_tc.cuh"
 #include "08_tensor_core_backward/flash_backward_hoisted.cuh"
 #include "08_tensor_core_backward/flash_backward_spread_atomics.cuh"
+#include "08_tensor_core_backward/flash_backward_pipelined_dk.cuh"
+#include "08_tensor_core_backward/flash_backward_late_copy.cuh"
+#include "08_tensor_core_backward/flash_backward_staged_stores.cuh"
 #include "08_tensor_core_backward/flash_backward_warp_tiles.cuh"
 #include "capi.hpp"
 #include "check.cuh"
@@ -65,6 +68,15 @@ template <class T, int D> using Hoisted = HoistedTraits<T, D>;
 // spread_atomics: hoisted with dQ's product before dK's and its atomics issued a few before
 // each of dK's k-steps (flash_backward_spread_atomics.cuh).
 template <class T, int D> using SpreadAtomics = SpreadAtomicsTraits<T, D>;
+// pipelined_dk: spread_atomics with dK's fragments loaded a k-step ahead of its mma, across
+// the atomics' branches (flash_backward_pipelined_dk.cuh).
+template <class T, int D> using PipelinedDk = PipelinedDkTraits<T, D>;
+// late_copy: pipelined_dk with the next query tile's copies after Sᵀ's product, not at the
+// top of the tile (flash_backward_late_copy.cuh).
+template <class T, int D> using LateCopy = LateCopyTraits<T, D>;
+// staged_stores: late_copy with dK, dV through shared memory, written in 16-byte chunks
+// (flash_backward_staged_stores.cuh).
+template <class T, int D> using StagedStores = StagedStoresTraits<T, D>;
 // fastest: spread_atomics at both d (tc_variants.csv, bf16, N = 1024, 4096 and 16384,
 // causal and not: README, "Measured on the H200").
 template <class T, int D> using Fastest = SpreadAtomics<T, D>;
@@ -342,7 +354,10 @@ std::vector<ft::BackwardImpl> backward_impls() {
           impl<AsyncBc64>("async_bc64", "async with 64 keys a block, 4 warps"),
           impl<WarpTiles>("warp_tiles", "async, P^T/dS^T via shared memory: 32-row warp tiles in every product"),
           impl<Hoisted>("hoisted", "warp_tiles, each lane's swizzle computed once: one XOR per load"),
-          impl<SpreadAtomics>("spread_atomics", "hoisted, dQ before dK, its atomics between dK's k-steps")};
+          impl<SpreadAtomics>("spread_atomics", "hoisted, dQ before dK, its atomics between dK's k-steps"),
+          impl<PipelinedDk>("pipelined_dk", "spread_atomics, dK's fragments loaded a k-step ahead"),
+          impl<LateCopy>("late_copy", "pipelined_dk, the next query tile's copies after S's product"),
+          impl<StagedStores>("staged_stores", "late_copy, dK and dV written through shared memory")};
 }
 
 }  // namespace ch08
