@@ -20,7 +20,25 @@ std::string join(const std::vector<int>& v) {
   for (size_t i = 0; i < v.size(); ++i) s << (i ? ", " : "") << v[i];
   return s.str();
 }
+
+/// "a,b,c" as {"a", "b", "c"} ("a," as {"a", ""}: no name is lost, an empty one is refused).
+std::vector<std::string> variant_list(const std::string& names) {
+  std::vector<std::string> out{""};
+  for (char c : names) {
+    if (c == ',')
+      out.emplace_back();
+    else
+      out.back().push_back(c);
+  }
+  return out;
+}
 }  // namespace
+
+bool Options::selects(const std::string& name) const {
+  if (variant == "all") return true;
+  const auto names = variant_list(variant);
+  return std::find(names.begin(), names.end(), name) != names.end();
+}
 
 ParseResult parse_options(int argc, const char* const* argv, const OptionSpec& spec) {
   ParseResult r;
@@ -44,7 +62,7 @@ ParseResult parse_options(int argc, const char* const* argv, const OptionSpec& s
   std::string variants = "all";
   for (const auto& v : spec.variants) variants += ", " + v;
   if (!spec.variants.empty())
-    app.add_option("--variant", o.variant, "run one variant: " + variants)->capture_default_str();
+    app.add_option("--variant", o.variant, "run one variant, or several (a,b): " + variants)->capture_default_str();
   app.add_option("--seed", o.seed, "seed of the random inputs")->capture_default_str();
   bool no_verify = false, no_baseline = false;
   app.add_flag("--no-verify", no_verify, "skip the comparison with the float64 CPU reference");
@@ -89,9 +107,10 @@ ParseResult parse_options(int argc, const char* const* argv, const OptionSpec& s
                 dims + ")");
   if (o.iters < 1) return fail("--iters must be >= 1, got " + std::to_string(o.iters));
   if (o.warmup < 0) return fail("--warmup must be >= 0, got " + std::to_string(o.warmup));
-  if (!spec.variants.empty() && o.variant != "all" &&
-      std::find(spec.variants.begin(), spec.variants.end(), o.variant) == spec.variants.end())
-    return fail("unknown --variant '" + o.variant + "' (choose from: " + variants + ")");
+  if (!spec.variants.empty() && o.variant != "all")
+    for (const auto& v : variant_list(o.variant))
+      if (std::find(spec.variants.begin(), spec.variants.end(), v) == spec.variants.end())
+        return fail("unknown --variant '" + v + "' (choose from: " + variants + ")");
   r.ok = true;
   return r;
 }

@@ -24,13 +24,15 @@ struct Options {
   int iters = 20;    ///< timed repetitions; the median is reported
   int warmup = 3;    ///< untimed runs first (module load, caches, clocks)
   std::string csv;   ///< append result rows to this CSV file
-  std::string variant = "all";  ///< run only this variant of the chapter
+  std::string variant = "all";  ///< run only this variant, or these (comma-separated)
   uint64_t seed = 2024;         ///< random inputs are a pure function of the seed
   bool verify = true;           ///< compare with the float64 CPU reference
   bool baseline = true;         ///< also time chapter 01 for the speedup column
   std::string ledger_csv;       ///< write the model's per-kernel ledger to this CSV file
 
   Problem problem() const;
+  /// Whether --variant asks for this variant: "all", its name, or a list naming it.
+  bool selects(const std::string& name) const;
 };
 
 /// What a program accepts beyond the shared flags.

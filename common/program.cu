@@ -75,9 +75,7 @@ int run_program(int argc, char** argv, const ProgramSpec& spec) {
   }
   const Options& o = parsed.options;
   const Problem p = o.problem();
-  auto selected = [&](const std::string& variant) {
-    return o.variant == "all" || o.variant == variant;
-  };
+  auto selected = [&](const std::string& variant) { return o.selects(variant); };
 
   std::printf("%s\n%s, %s, scale %s\n", spec.title.c_str(), p.describe().c_str(),
               dtype_name(p.dtype), p.scale != 0.f ? std::to_string(p.scale).c_str() : "1/sqrt(d)");

@@ -25,7 +25,7 @@
 # FT_SANITIZE_DIMS the head dimensions it runs them at (default 64; "64 128" also covers the
 # kernels' d = 128 instantiations, chapter 05's one-block-per-SM shape among them);
 # FT_SANITIZE_ARGS adds flags to those runs (e.g. "--variant fastest"), FT_SANITIZE_VARIANT
-# picks one variant per chapter as FT_TC_VARIANT does (e.g. "06:warp_rows 08:warp_tiles"), FT_SANITIZE_TAG
+# picks variants per chapter as FT_TC_VARIANT does (e.g. "06:warp_rows 08:warp_tiles"), FT_SANITIZE_TAG
 # names their logs apart, FT_SANITIZE_TIMEOUT bounds each run (default 120 s). FT_TC_CHAPTERS narrows the tc stage (e.g. "08_tensor_core_backward").
 # FT_SOURCE_PAGES adds to the profiles stage the per-instruction stall samples of the kernels
 # it names (FT_PROFILES' "chapter:variant:kernel:d" specs) and their phase tables
@@ -127,7 +127,8 @@ if want ctest; then
   grep -E "Failure|Expected|Which is|rel_l2|max_abs|error:" "$LOGS/ctest.log" | head -60 | tee -a "$SUMMARY"
 fi
 
-# FT_TC_VARIANT="06:grid_half 07:fastest" runs one variant per chapter instead of all.
+# FT_TC_VARIANT="06:grid_half 07:fastest" runs those variants instead of all (a chapter may
+# be named more than once: "08:spread_atomics 08:late_copy" runs both, in one run).
 tc_variant() { for cv in $FT_TC_VARIANT; do [ "${cv%%:*}" = "${1:0:2}" ] && echo "${cv#*:}"; done; }
 
 if want sanitizer; then
@@ -139,7 +140,7 @@ if want sanitizer; then
       for tool in memcheck racecheck synccheck; do
         for c in "" "--causal"; do
           log="$LOGS/sanitizer_${ch}_d${d}_${tool}${c:+_causal}${FT_SANITIZE_TAG:-}.log"
-          v=$(FT_TC_VARIANT="${FT_SANITIZE_VARIANT:-}" tc_variant "$ch")
+          v=$(FT_TC_VARIANT="${FT_SANITIZE_VARIANT:-}" tc_variant "$ch" | paste -sd, -)
           timeout "${FT_SANITIZE_TIMEOUT:-120}" compute-sanitizer --tool "$tool" --error-exitcode 9 "$p" --batch 1 --heads 2 \
             --seq-len 200 --head-dim "$d" $c --iters 1 --warmup 0 --no-baseline ${v:+--variant $v} \
             ${FT_SANITIZE_ARGS:-} >"$log" 2>&1
@@ -206,9 +207,10 @@ if want tc; then
           c=$(flag $cz)
           for n in ${FT_TC_SIZES:-4096 16384}; do
             log="$LOGS/tc_${ch}_${dt}_d${d}_n${n}${c:+_causal}.log"
+            vs=$(tc_variant "$ch" | paste -sd, -)  # the chapter's FT_TC_VARIANT entries, or all
             timeout 300 "$p" --dtype "$dt" --seq-len $n --batch $((16384 / n)) --heads $((2048 / d)) \
               --head-dim $d $c --no-baseline --iters 10 --warmup 2 --csv "$OUT/tc.csv" \
-              ${FT_TC_VARIANT:+--variant $(tc_variant "$ch")} >"$log" 2>&1
+              --variant "${vs:-all}" >"$log" 2>&1
             say "$(basename "$p") $dt d=$d N=$n ${c:-non-causal}: rc=$?"
             grep -E "^0[6-9] " "$log" | tee -a "$SUMMARY"
           done

@@ -43,6 +43,7 @@
 #include "online_softmax.cuh"  // ft::kLog2e
 #include "reduce.cuh"          // ft::warp_sum
 #include "tc/cp_async.cuh"
+#include "tc/opaque.cuh"  // ft::tc::opaque
 #include "tc/ldmatrix.cuh"
 #include "tc/mma.cuh"
 #include "tc/pack.cuh"

@@ -78,9 +78,13 @@ struct WarpTileTraits {
   /// The next query tile's copies issued at the top of the tile, right after the barrier,
   /// or after Sᵀ's product (flash_backward_late_copy.cuh).
   static constexpr bool kLateCopy = false;
-  /// dK, dV written from the accumulators, 4 bytes a lane per pair, or staged through Ks and
-  /// Vs and written in 16-byte chunks (flash_backward_staged_stores.cuh).
-  static constexpr bool kStagedStores = false;
+  /// dQ's atomics addressed from the lane's pointer of the tile, hidden from the optimizer so
+  /// that each one is that pointer plus an immediate (flash_backward_dq_pointer.cuh), or from
+  /// whatever index arithmetic the compiler derives.
+  static constexpr bool kDqPointer = false;
+  /// K and V copied with plain loads and stores before the loop, or by cp.async with the
+  /// first query tile (flash_backward_async_kv.cuh).
+  static constexpr bool kAsyncKv = false;
   /// Where a lane's element of each fragment is (tc/swizzle.hpp): Tile::offset of the warp's
   /// corner, the fragment's place and the lane's, at every load. (The variant `hoisted`,
   /// flash_backward_hoisted.cuh, computes the lane's part of the swizzle once.)
@@ -206,6 +210,7 @@ __global__ void __launch_bounds__(Tr::kThreads) flash_backward_warp_tiles(const 
   // The lane's first element of dQ's accumulator in query tile 0: (row, col) of its first pair.
   const RowCol dq_c = ft::tc::mma_c_coord(lane, 0) + RowCol{dq_row0, dq_col0};
   float* const dq_lane = p.dq_acc + (head_rows + dq_c.row) * D + dq_c.col;
+  const int64_t dq_lane_at = (head_rows + dq_c.row) * D + dq_c.col;  // the same, as an index (kDqPointer)
 
   const QueryTileLoader<Tr::kThreads, T, Tile, Br> load_async{};
   auto load_query_tile = [&](int i, int st) {  // Q, dO, L, D of query tile i, by cp.async
@@ -214,9 +219,18 @@ __global__ void __launch_bounds__(Tr::kThreads) flash_backward_warp_tiles(const 
 
   const int num_q_tiles = (N + Br - 1) / Br;
   const int i_first = p.causal ? k0 / Br : 0;
-  load_query_tile(i_first, 0);
-  ft::tc::copy_tile_sync<Tile, Bc, Tr::kThreads>(Ks, p.K + head_rows * D, k0, N);
-  ft::tc::copy_tile_sync<Tile, Bc, Tr::kThreads>(Vs, p.V + head_rows * D, k0, N);
+  if constexpr (Tr::kAsyncKv) {
+    // K, V and the first query tile in one group of copies, all in flight at once; the
+    // loop's first wait and barrier make them visible.
+    const ft::tc::TileCopy<Tile, Bc, Tr::kThreads> kv_rows{};
+    kv_rows(Ks, p.K + head_rows * D, k0, N);
+    kv_rows(Vs, p.V + head_rows * D, k0, N);
+    load_query_tile(i_first, 0);
+  } else {
+    load_query_tile(i_first, 0);
+    ft::tc::copy_tile_sync<Tile, Bc, Tr::kThreads>(Ks, p.K + head_rows * D, k0, N);
+    ft::tc::copy_tile_sync<Tile, Bc, Tr::kThreads>(Vs, p.V + head_rows * D, k0, N);
+  }
 
   FragC dk[kM][Tr::kDTiles] = {}, dv[kM][Tr::kDTiles] = {};  // 32 keys × d/2, float32
 
@@ -327,7 +341,8 @@ __global__ void __launch_bounds__(Tr::kThreads) flash_backward_warp_tiles(const 
         [&](FragB (&b)[2], int n, int ks) { ft::tc::load_b_trans_x4(b, Ks + k_bt(16 * ks, 8 * n)); });
     // From the lane's first element (dq_lane), each pair is a constant offset away; only the
     // last query tile can reach past N.
-    float* const dq_tile = dq_lane + int64_t(q0) * D;
+    float* const dq_tile = Tr::kDqPointer ? p.dq_acc + ft::tc::opaque(dq_lane_at + int64_t(q0) * D)
+                                          : dq_lane + int64_t(q0) * D;
     const bool whole = q0 + Br <= N;
     if constexpr (Tr::kSpreadAtomics) {
       // The lane's k-th float2 atomic of this tile (k over m, n, h as in the loops below),
@@ -364,27 +379,6 @@ __global__ void __launch_bounds__(Tr::kThreads) flash_backward_warp_tiles(const 
     }
   }
 
-  if constexpr (Tr::kStagedStores) {
-    // dK, dV rounded into Ks and Vs (every warp is done with them after this barrier: the
-    // last tile's dQ read Ks), then written as the tiles were read, 16 bytes a lane in whole
-    // rows, one test a row: the stores flash_backward_staged_stores.cuh is about.
-    __syncthreads();
-    const TileLane kv_c({key0, dcol0}, ft::tc::mma_c_coord(lane, 0));
-#pragma unroll
-    for (int m = 0; m < kM; ++m)
-#pragma unroll
-      for (int n = 0; n < Tr::kDTiles; ++n)
-#pragma unroll
-        for (int h = 0; h < ft::tc::kMBlocks; ++h) {
-          const int at = kv_c(16 * m + 8 * h, 8 * n);
-          *reinterpret_cast<uint32_t*>(Ks + at) = ft::tc::pack2<T>(dk[m][n].c[2 * h], dk[m][n].c[2 * h + 1]);
-          *reinterpret_cast<uint32_t*>(Vs + at) = ft::tc::pack2<T>(dv[m][n].c[2 * h], dv[m][n].c[2 * h + 1]);
-        }
-    __syncthreads();
-    ft::tc::store_tile_sync<Tile, Bc, Tr::kThreads>(p.dK + head_rows * D, Ks, k0, N);
-    ft::tc::store_tile_sync<Tile, Bc, Tr::kThreads>(p.dV + head_rows * D, Vs, k0, N);
-    return;
-  }
   // dK, dV of this warp's 32 keys × d/2 columns, each element written once.
 #pragma unroll
   for (int m = 0; m < kM; ++m)

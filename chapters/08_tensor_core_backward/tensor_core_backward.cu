@@ -20,7 +20,8 @@
 #include "08_tensor_core_backward/flash_backward_spread_atomics.cuh"
 #include "08_tensor_core_backward/flash_backward_pipelined_dk.cuh"
 #include "08_tensor_core_backward/flash_backward_late_copy.cuh"
-#include "08_tensor_core_backward/flash_backward_staged_stores.cuh"
+#include "08_tensor_core_backward/flash_backward_dq_pointer.cuh"
+#include "08_tensor_core_backward/flash_backward_async_kv.cuh"
 #include "08_tensor_core_backward/flash_backward_warp_tiles.cuh"
 #include "capi.hpp"
 #include "check.cuh"
@@ -74,9 +75,12 @@ template <class T, int D> using PipelinedDk = PipelinedDkTraits<T, D>;
 // late_copy: pipelined_dk with the next query tile's copies after Sᵀ's product, not at the
 // top of the tile (flash_backward_late_copy.cuh).
 template <class T, int D> using LateCopy = LateCopyTraits<T, D>;
-// staged_stores: late_copy with dK, dV through shared memory, written in 16-byte chunks
-// (flash_backward_staged_stores.cuh).
-template <class T, int D> using StagedStores = StagedStoresTraits<T, D>;
+// dq_pointer: late_copy with each of dQ's atomics one pointer of the tile plus an immediate
+// (flash_backward_dq_pointer.cuh).
+template <class T, int D> using DqPointer = DqPointerTraits<T, D>;
+// async_kv: dq_pointer with K and V copied by cp.async, with the first query tile
+// (flash_backward_async_kv.cuh).
+template <class T, int D> using AsyncKv = AsyncKvTraits<T, D>;
 // fastest: spread_atomics at both d (tc_variants.csv, bf16, N = 1024, 4096 and 16384,
 // causal and not: README, "Measured on the H200").
 template <class T, int D> using Fastest = SpreadAtomics<T, D>;
@@ -357,7 +361,8 @@ std::vector<ft::BackwardImpl> backward_impls() {
           impl<SpreadAtomics>("spread_atomics", "hoisted, dQ before dK, its atomics between dK's k-steps"),
           impl<PipelinedDk>("pipelined_dk", "spread_atomics, dK's fragments loaded a k-step ahead"),
           impl<LateCopy>("late_copy", "pipelined_dk, the next query tile's copies after S's product"),
-          impl<StagedStores>("staged_stores", "late_copy, dK and dV written through shared memory")};
+          impl<DqPointer>("dq_pointer", "late_copy, dQ's atomics at immediate offsets from one pointer"),
+          impl<AsyncKv>("async_kv", "dq_pointer, K and V by cp.async with the first query tile")};
 }
 
 }  // namespace ch08

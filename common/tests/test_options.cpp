@@ -53,6 +53,24 @@ TEST(Options, AllFlags) {
   EXPECT_TRUE(p.causal);
 }
 
+// --variant takes one name or a comma-separated list of them; each must be a variant.
+TEST(Options, VariantListsSelectEachNamedVariant) {
+  const auto r = parse({"--variant", "fast,simple"});
+  ASSERT_TRUE(r.ok) << r.message;
+  EXPECT_TRUE(r.options.selects("fast"));
+  EXPECT_TRUE(r.options.selects("simple"));
+  EXPECT_FALSE(r.options.selects("all"));
+  const auto one = parse({"--variant", "fast"});
+  EXPECT_TRUE(one.options.selects("fast"));
+  EXPECT_FALSE(one.options.selects("simple"));
+  EXPECT_TRUE(parse({}).options.selects("simple"));  // the default, "all"
+  const auto bad = parse({"--variant", "fast,turbo"});
+  EXPECT_FALSE(bad.ok);
+  EXPECT_EQ(bad.exit_code, 2);
+  EXPECT_NE(bad.message.find("unknown --variant 'turbo'"), std::string::npos) << bad.message;
+  EXPECT_FALSE(parse({"--variant", "fast,"}).ok);  // an empty name is no variant
+}
+
 TEST(Options, HelpExitsZeroAndListsChoices) {
   const auto r = parse({"--help"});
   EXPECT_FALSE(r.ok);

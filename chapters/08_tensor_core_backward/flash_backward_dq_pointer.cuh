@@ -1,0 +1,30 @@
+/// @file flash_backward_dq_pointer.cuh
+/// @brief Variant `dq_pointer`: late_copy with each of dQ's atomics addressed as one pointer
+/// of the tile plus an immediate, instead of an address rebuilt for every atomic.
+///
+/// What changed from `late_copy`, and why. The lane's 16 atomics of a query tile go to
+/// dq_tile + step, the steps compile-time constants (the pair's row and column in the warp's
+/// dQ tile). Written so, the optimizer nevertheless folds pointer and step into one index
+/// (the lane's offsets and the steps share no bit, so it joins them with an OR) and rebuilds
+/// each 64-bit address from it: `LOP3`, `IADD3`, `IMAD.X`, `LEA`, `LEA.HI.X` before every
+/// `REDG` at d = 128 (cuobjdump -sass of late_copy), twice that at d = 64, in the middle
+/// of dK's product, where they hold registers the loads a k-step ahead also want.
+///
+/// Here dq_tile passes through tc::opaque (common/tc/opaque.cuh), which the optimizer
+/// cannot see through: each atomic is `REDG [dq_tile + immediate]`. The atomics, their
+/// order and their tests are late_copy's.
+///
+/// Run: ./build/chapters/08_tensor_core_backward/ch08_tensor_core_backward --variant dq_pointer
+#pragma once
+
+#include "08_tensor_core_backward/flash_backward_late_copy.cuh"
+
+namespace ch08 {
+
+/// late_copy, dQ's atomics from one opaque pointer a tile.
+template <class Element, int D_>
+struct DqPointerTraits : LateCopyTraits<Element, D_> {
+  static constexpr bool kDqPointer = true;
+};
+
+}  // namespace ch08
