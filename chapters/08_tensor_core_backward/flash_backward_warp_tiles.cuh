@@ -85,6 +85,9 @@ struct WarpTileTraits {
   /// K and V copied with plain loads and stores before the loop, or by cp.async with the
   /// first query tile (flash_backward_async_kv.cuh).
   static constexpr bool kAsyncKv = false;
+  /// With kDkAhead: each batch of dQ's atomics before its k-step of dK's mma, or after it
+  /// (flash_backward_atomics_after.cuh).
+  static constexpr bool kAtomicsAfter = false;
   /// Where a lane's element of each fragment is (tc/swizzle.hpp): Tile::offset of the warp's
   /// corner, the fragment's place and the lane's, at every load. (The variant `hoisted`,
   /// flash_backward_hoisted.cuh, computes the lane's part of the swizzle once.)
@@ -139,11 +142,11 @@ __device__ __forceinline__ void warp_product(FragC (&acc)[kM][kN], LoadA load_a,
 
 /// warp_product with the fragments of k-step ks + 1 requested before the mma of k-step ks:
 /// two sets of fragment registers, one being multiplied while the other fills. between(ks)
-/// runs after those requests and before k-step ks's mma, so that work placed there (the dQ
-/// atomics of spread_atomics, each batch behind a branch) no longer stands between a
-/// k-step's ldmatrix and its mma: the branch ends a basic block, and ptxas schedules within
-/// one. The accumulators and the products are warp_product's.
-template <class T, int kM, int kN, int kSteps, class LoadA, class LoadB, class Between>
+/// runs after those requests and before k-step ks's mma (kAfter: after it), so that work
+/// placed there (the dQ atomics of spread_atomics, each batch behind a branch) no longer
+/// stands between a k-step's ldmatrix and its mma: the branch ends a basic block, and ptxas
+/// schedules within one. The accumulators and the products are warp_product's.
+template <class T, int kM, int kN, int kSteps, bool kAfter = false, class LoadA, class LoadB, class Between>
 __device__ __forceinline__ void warp_product_ahead(FragC (&acc)[kM][kN], LoadA load_a, LoadB load_b,
                                                    Between between) {
   FragA a[2][kM];
@@ -158,7 +161,7 @@ __device__ __forceinline__ void warp_product_ahead(FragC (&acc)[kM][kN], LoadA l
 #pragma unroll
   for (int ks = 0; ks < kSteps; ++ks) {
     if (ks + 1 < kSteps) load_step((ks + 1) % 2, ks + 1);
-    between(ks);
+    if (!kAfter) between(ks);
 #pragma unroll
     for (int j = 0; j < kN; j += 2)
 #pragma unroll
@@ -166,6 +169,7 @@ __device__ __forceinline__ void warp_product_ahead(FragC (&acc)[kM][kN], LoadA l
         ft::tc::mma_m16n8k16<T>(acc[i][j], a[ks % 2][i], b[ks % 2][j / 2][0]);
         ft::tc::mma_m16n8k16<T>(acc[i][j + 1], a[ks % 2][i], b[ks % 2][j / 2][1]);
       }
+    if (kAfter) between(ks);
   }
 }
 
@@ -327,7 +331,7 @@ __global__ void __launch_bounds__(Tr::kThreads) flash_backward_warp_tiles(const 
         ft::tc::load_b_trans_x4(b, Qs + qdo_bt(16 * ks, 8 * n));
       };
       if constexpr (Tr::kDkAhead)
-        warp_product_ahead<T, kM, Tr::kDTiles, Tr::kQSteps>(dk, load_a, load_b, before_step);
+        warp_product_ahead<T, kM, Tr::kDTiles, Tr::kQSteps, Tr::kAtomicsAfter>(dk, load_a, load_b, before_step);
       else
         warp_product<T, kM, Tr::kDTiles, Tr::kQSteps>(dk, load_a, load_b, before_step);
     };

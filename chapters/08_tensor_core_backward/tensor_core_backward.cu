@@ -22,6 +22,7 @@
 #include "08_tensor_core_backward/flash_backward_late_copy.cuh"
 #include "08_tensor_core_backward/flash_backward_dq_pointer.cuh"
 #include "08_tensor_core_backward/flash_backward_async_kv.cuh"
+#include "08_tensor_core_backward/flash_backward_atomics_after.cuh"
 #include "08_tensor_core_backward/flash_backward_warp_tiles.cuh"
 #include "capi.hpp"
 #include "check.cuh"
@@ -81,6 +82,9 @@ template <class T, int D> using DqPointer = DqPointerTraits<T, D>;
 // async_kv: dq_pointer with K and V copied by cp.async, with the first query tile
 // (flash_backward_async_kv.cuh).
 template <class T, int D> using AsyncKv = AsyncKvTraits<T, D>;
+// atomics_after: async_kv with each batch of dQ's atomics after its k-step of dK's mma
+// (flash_backward_atomics_after.cuh).
+template <class T, int D> using AtomicsAfter = AtomicsAfterTraits<T, D>;
 // fastest: spread_atomics at both d (tc_variants.csv, bf16, N = 1024, 4096 and 16384,
 // causal and not: README, "Measured on the H200").
 template <class T, int D> using Fastest = SpreadAtomics<T, D>;
@@ -362,7 +366,8 @@ std::vector<ft::BackwardImpl> backward_impls() {
           impl<PipelinedDk>("pipelined_dk", "spread_atomics, dK's fragments loaded a k-step ahead"),
           impl<LateCopy>("late_copy", "pipelined_dk, the next query tile's copies after S's product"),
           impl<DqPointer>("dq_pointer", "late_copy, dQ's atomics at immediate offsets from one pointer"),
-          impl<AsyncKv>("async_kv", "dq_pointer, K and V by cp.async with the first query tile")};
+          impl<AsyncKv>("async_kv", "dq_pointer, K and V by cp.async with the first query tile"),
+          impl<AtomicsAfter>("atomics_after", "async_kv, each batch of dQ atomics after its k-step of dK")};
 }
 
 }  // namespace ch08
