@@ -82,12 +82,6 @@ struct WarpTileTraits {
   /// that each one is that pointer plus an immediate (flash_backward_dq_pointer.cuh), or from
   /// whatever index arithmetic the compiler derives.
   static constexpr bool kDqPointer = false;
-  /// K and V copied with plain loads and stores before the loop, or by cp.async with the
-  /// first query tile (flash_backward_async_kv.cuh).
-  static constexpr bool kAsyncKv = false;
-  /// With kDkAhead: each batch of dQ's atomics before its k-step of dK's mma, or after it
-  /// (flash_backward_atomics_after.cuh).
-  static constexpr bool kAtomicsAfter = false;
   /// Where a lane's element of each fragment is (tc/swizzle.hpp): Tile::offset of the warp's
   /// corner, the fragment's place and the lane's, at every load. (The variant `hoisted`,
   /// flash_backward_hoisted.cuh, computes the lane's part of the swizzle once.)
@@ -142,11 +136,11 @@ __device__ __forceinline__ void warp_product(FragC (&acc)[kM][kN], LoadA load_a,
 
 /// warp_product with the fragments of k-step ks + 1 requested before the mma of k-step ks:
 /// two sets of fragment registers, one being multiplied while the other fills. between(ks)
-/// runs after those requests and before k-step ks's mma (kAfter: after it), so that work
-/// placed there (the dQ atomics of spread_atomics, each batch behind a branch) no longer
-/// stands between a k-step's ldmatrix and its mma: the branch ends a basic block, and ptxas
-/// schedules within one. The accumulators and the products are warp_product's.
-template <class T, int kM, int kN, int kSteps, bool kAfter = false, class LoadA, class LoadB, class Between>
+/// runs after those requests and before k-step ks's mma, so that work placed there (the dQ
+/// atomics of spread_atomics, each batch behind a branch) no longer stands between a
+/// k-step's ldmatrix and its mma: the branch ends a basic block, and ptxas schedules within
+/// one. The accumulators and the products are warp_product's.
+template <class T, int kM, int kN, int kSteps, class LoadA, class LoadB, class Between>
 __device__ __forceinline__ void warp_product_ahead(FragC (&acc)[kM][kN], LoadA load_a, LoadB load_b,
                                                    Between between) {
   FragA a[2][kM];
@@ -161,7 +155,7 @@ __device__ __forceinline__ void warp_product_ahead(FragC (&acc)[kM][kN], LoadA l
 #pragma unroll
   for (int ks = 0; ks < kSteps; ++ks) {
     if (ks + 1 < kSteps) load_step((ks + 1) % 2, ks + 1);
-    if (!kAfter) between(ks);
+    between(ks);
 #pragma unroll
     for (int j = 0; j < kN; j += 2)
 #pragma unroll
@@ -169,7 +163,6 @@ __device__ __forceinline__ void warp_product_ahead(FragC (&acc)[kM][kN], LoadA l
         ft::tc::mma_m16n8k16<T>(acc[i][j], a[ks % 2][i], b[ks % 2][j / 2][0]);
         ft::tc::mma_m16n8k16<T>(acc[i][j + 1], a[ks % 2][i], b[ks % 2][j / 2][1]);
       }
-    if (kAfter) between(ks);
   }
 }
 
@@ -223,18 +216,9 @@ __global__ void __launch_bounds__(Tr::kThreads) flash_backward_warp_tiles(const 
 
   const int num_q_tiles = (N + Br - 1) / Br;
   const int i_first = p.causal ? k0 / Br : 0;
-  if constexpr (Tr::kAsyncKv) {
-    // K, V and the first query tile in one group of copies, all in flight at once; the
-    // loop's first wait and barrier make them visible.
-    const ft::tc::TileCopy<Tile, Bc, Tr::kThreads> kv_rows{};
-    kv_rows(Ks, p.K + head_rows * D, k0, N);
-    kv_rows(Vs, p.V + head_rows * D, k0, N);
-    load_query_tile(i_first, 0);
-  } else {
-    load_query_tile(i_first, 0);
-    ft::tc::copy_tile_sync<Tile, Bc, Tr::kThreads>(Ks, p.K + head_rows * D, k0, N);
-    ft::tc::copy_tile_sync<Tile, Bc, Tr::kThreads>(Vs, p.V + head_rows * D, k0, N);
-  }
+  load_query_tile(i_first, 0);
+  ft::tc::copy_tile_sync<Tile, Bc, Tr::kThreads>(Ks, p.K + head_rows * D, k0, N);
+  ft::tc::copy_tile_sync<Tile, Bc, Tr::kThreads>(Vs, p.V + head_rows * D, k0, N);
 
   FragC dk[kM][Tr::kDTiles] = {}, dv[kM][Tr::kDTiles] = {};  // 32 keys × d/2, float32
 
@@ -331,7 +315,7 @@ __global__ void __launch_bounds__(Tr::kThreads) flash_backward_warp_tiles(const 
         ft::tc::load_b_trans_x4(b, Qs + qdo_bt(16 * ks, 8 * n));
       };
       if constexpr (Tr::kDkAhead)
-        warp_product_ahead<T, kM, Tr::kDTiles, Tr::kQSteps, Tr::kAtomicsAfter>(dk, load_a, load_b, before_step);
+        warp_product_ahead<T, kM, Tr::kDTiles, Tr::kQSteps>(dk, load_a, load_b, before_step);
       else
         warp_product<T, kM, Tr::kDTiles, Tr::kQSteps>(dk, load_a, load_b, before_step);
     };

@@ -1,7 +1,7 @@
 /// @file tensor_core_backward.cu
 /// @brief Chapter 08's implementation: for each variant and (dtype, d), the launches of
 /// D's kernel, the key-block kernel (flash_backward_tc.cuh's, or
-/// flash_backward_warp_tiles.cuh's for warp_tiles, hoisted and spread_atomics) and dQ's
+/// flash_backward_warp_tiles.cuh's for warp_tiles and the variants after it) and dQ's
 /// conversion or pass;
 /// the workspace, the ledger, fastest's dispatch and the C API.
 #include "08_tensor_core_backward/tensor_core_backward.hpp"
@@ -21,8 +21,6 @@
 #include "08_tensor_core_backward/flash_backward_pipelined_dk.cuh"
 #include "08_tensor_core_backward/flash_backward_late_copy.cuh"
 #include "08_tensor_core_backward/flash_backward_dq_pointer.cuh"
-#include "08_tensor_core_backward/flash_backward_async_kv.cuh"
-#include "08_tensor_core_backward/flash_backward_atomics_after.cuh"
 #include "08_tensor_core_backward/flash_backward_warp_tiles.cuh"
 #include "capi.hpp"
 #include "check.cuh"
@@ -79,17 +77,11 @@ template <class T, int D> using LateCopy = LateCopyTraits<T, D>;
 // dq_pointer: late_copy with each of dQ's atomics one pointer of the tile plus an immediate
 // (flash_backward_dq_pointer.cuh).
 template <class T, int D> using DqPointer = DqPointerTraits<T, D>;
-// async_kv: dq_pointer with K and V copied by cp.async, with the first query tile
-// (flash_backward_async_kv.cuh).
-template <class T, int D> using AsyncKv = AsyncKvTraits<T, D>;
-// atomics_after: async_kv with each batch of dQ's atomics after its k-step of dK's mma
-// (flash_backward_atomics_after.cuh).
-template <class T, int D> using AtomicsAfter = AtomicsAfterTraits<T, D>;
-// fastest: spread_atomics at both d (tc_variants.csv, bf16, N = 1024, 4096 and 16384,
-// causal and not: README, "Measured on the H200").
-template <class T, int D> using Fastest = SpreadAtomics<T, D>;
-static_assert(std::is_same_v<Fastest<__nv_bfloat16, 64>, SpreadAtomicsTraits<__nv_bfloat16, 64>>,
-              "fastest_variant names spread_atomics: keep the two together");
+// fastest: dq_pointer at both d (tc_variants.csv, bf16, N = 4096 and 16384, causal and
+// not: README, "Measured on the H200").
+template <class T, int D> using Fastest = DqPointer<T, D>;
+static_assert(std::is_same_v<Fastest<__nv_bfloat16, 64>, DqPointerTraits<__nv_bfloat16, 64>>,
+              "fastest_variant names dq_pointer: keep the two together");
 
 /// Whether a variant's traits are warp_tiles' family (its kernel), or BackwardTraits.
 template <class Tr>
@@ -329,23 +321,23 @@ static_assert(AsyncBc64<__nv_bfloat16, 64>::kSmemBytes <= 99 * 1024 &&
 const char* fastest_variant(int head_dim, size_t smem_optin) {
   const size_t fastest = head_dim == 128 ? Fastest<__nv_bfloat16, 128>::kSmemBytes
                                          : Fastest<__nv_bfloat16, 64>::kSmemBytes;
-  return smem_optin >= fastest ? "spread_atomics" : "async_bc64";
+  return smem_optin >= fastest ? "dq_pointer" : "async_bc64";
 }
 
 namespace {
 void run_fastest(const ft::Problem& p, const ft::BackwardArgs& a, cudaStream_t stream) {
   check_args(p, a);  // the problem first, then the device
-  if (std::strcmp(fastest_variant(p.head_dim, ft::max_dynamic_smem()), "spread_atomics") == 0)
+  if (std::strcmp(fastest_variant(p.head_dim, ft::max_dynamic_smem()), "dq_pointer") == 0)
     launch_checked<Fastest>(p, a, stream);
   else
     launch_checked<AsyncBc64>(p, a, stream);
 }
 }  // namespace
 
-// Its ledger is spread_atomics', the kernel of the GPUs this chapter measured (H100, H200; A100).
+// Its ledger is dq_pointer's, the kernel of the GPUs this chapter measured (H100, H200; A100).
 const ft::BackwardImpl& fastest() {
   static const ft::BackwardImpl i = [] {
-    ft::BackwardImpl f = impl<Fastest>("fastest", "spread_atomics (async_bc64 where its smem does not fit)");
+    ft::BackwardImpl f = impl<Fastest>("fastest", "dq_pointer (async_bc64 where its smem does not fit)");
     f.run = run_fastest;
     return f;
   }();
@@ -365,9 +357,7 @@ std::vector<ft::BackwardImpl> backward_impls() {
           impl<SpreadAtomics>("spread_atomics", "hoisted, dQ before dK, its atomics between dK's k-steps"),
           impl<PipelinedDk>("pipelined_dk", "spread_atomics, dK's fragments loaded a k-step ahead"),
           impl<LateCopy>("late_copy", "pipelined_dk, the next query tile's copies after S's product"),
-          impl<DqPointer>("dq_pointer", "late_copy, dQ's atomics at immediate offsets from one pointer"),
-          impl<AsyncKv>("async_kv", "dq_pointer, K and V by cp.async with the first query tile"),
-          impl<AtomicsAfter>("atomics_after", "async_kv, each batch of dQ atomics after its k-step of dK")};
+          impl<DqPointer>("dq_pointer", "late_copy, dQ's atomics at immediate offsets from one pointer")};
 }
 
 }  // namespace ch08
