@@ -129,7 +129,7 @@ fi
 
 # FT_TC_VARIANT="06:grid_half 07:fastest" runs those variants instead of all (a chapter may
 # be named more than once: "08:spread_atomics 08:late_copy" runs both, in one run).
-tc_variant() { for cv in $FT_TC_VARIANT; do [ "${cv%%:*}" = "${1:0:2}" ] && echo "${cv#*:}"; done; }
+tc_variant() { for cv in ${FT_TC_VARIANT:-}; do [ "${cv%%:*}" = "${1:0:2}" ] && echo "${cv#*:}"; done; }
 
 if want sanitizer; then
   say "== compute-sanitizer (small problems: B=1 H=2 N=200, d in {$SANITIZE_DIMS}, causal and not)"
