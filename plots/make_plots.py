@@ -255,6 +255,7 @@ def draw_bars(ax, rows, speedups):
     the staircase's look for both rows."""
     x = range(len(rows))
     narrow = len(rows) > 6  # more bars than fit "9.42 ms" on one line
+    crowded = len(rows) > 9  # more than fit "7.9×" in 10 pt side by side, or flat labels
     ax.bar(x, [r["ms"] for r in rows], color=[chapter_color(r["chapter"]) for r in rows],
            edgecolor="0.2", linewidth=0.5, width=0.7, zorder=2)
     for i, r, s in zip(x, rows, speedups):
@@ -264,7 +265,7 @@ def draw_bars(ax, rows, speedups):
                                 edgecolor="none"))
         # Above the bar: the speedup (the headline); inside its foot: the time itself.
         ax.annotate(f"{s:.1f}×" if s else "n/a", (i, r["ms"]), xytext=(0, 3),
-                    textcoords="offset points", ha="center", va="bottom", fontsize=10,
+                    textcoords="offset points", ha="center", va="bottom", fontsize=8 if crowded else 10,
                     fontweight="bold", zorder=4,
                     bbox=dict(boxstyle="square,pad=0.05", facecolor="white",
                               edgecolor="none", alpha=0.85))
@@ -274,8 +275,12 @@ def draw_bars(ax, rows, speedups):
         if r.get("model_bytes"):  # inside its top: what it moves through DRAM
             ax.annotate(gb_text(r["model_bytes"], narrow), (i, r["ms"]), xytext=(0, -3),
                         textcoords="offset points", ha="center", va="top", fontsize=8, **inside)
-    tilt = 30 if len(rows) > 6 else 0  # two-line labels fit flat up to six bars per panel
-    ax.set_xticks(list(x), [f"{r['chapter']}\n{r['variant']}" for r in rows], fontsize=9,
+    # Two-line labels fit flat up to six bars per panel, tilted up to nine; past that, one
+    # line each, steeper.
+    tilt = 60 if crowded else 30 if len(rows) > 6 else 0
+    sep = " " if crowded else "\n"
+    names = [r["variant"].replace("\n", sep) for r in rows]
+    ax.set_xticks(list(x), [f"{r['chapter']}{sep}{n}" for r, n in zip(rows, names)], fontsize=9,
                   rotation=tilt, ha="right" if tilt else "center", rotation_mode="anchor")
     ax.set_xlabel("chapter and variant")
 

@@ -14,8 +14,10 @@
 /// Here dK's product is warp_product_ahead (flash_backward_warp_tiles.cuh): k-step ks + 1's
 /// A and B fragments are requested, then the batch of atomics, then k-step ks's mma, whose
 /// fragments were requested a k-step (and a batch) earlier. The cost: a second set of dK's
-/// fragment registers, 16 at d = 64 and 24 at d = 128. The products, the atomics, the bytes
-/// are spread_atomics'.
+/// fragment registers, 16 at d = 64 and 24 at d = 128 (ptxas -v: 254 registers at both d,
+/// no spill). The products, the atomics, the bytes are spread_atomics'. Measured
+/// (tc_variants.csv, bf16, N = 4096 and 16384): 1.3-1.7% faster at d = 64, 0.1-0.2% at
+/// d = 128; the waits went partly elsewhere (README, "Why not faster: dq_pointer").
 ///
 /// Run: ./build/chapters/08_tensor_core_backward/ch08_tensor_core_backward --variant pipelined_dk
 #pragma once
