@@ -7,7 +7,7 @@
 /// ends a basic block: ptxas schedules within one, so each k-step's loads start after the
 /// batch and its first mma waits for them. Nsight Compute's per-instruction samples show it
 /// (profiles/source_08_spread_atomics_d64.csv.gz, N = 4096): at d = 64 the first HMMA of each
-/// of dK's 8 k-steps takes 7 to 8.5 thousand samples, waiting on its ldmatrix (short
+/// of dK's 8 k-steps takes 6.7 to 8.5 thousand samples, waiting on its ldmatrix (short
 /// scoreboard), and dK's phase 131.6 thousand against 59.1 in FlashAttention-2's backward;
 /// in dV's product, with no branch in it, ptxas interleaves the next loads with the mma.
 ///
