@@ -206,8 +206,8 @@ __global__ void __launch_bounds__(Tr::kThreads) flash_backward_warp_tiles(const 
 
   // The lane's first element of dQ's accumulator in query tile 0: (row, col) of its first pair.
   const RowCol dq_c = ft::tc::mma_c_coord(lane, 0) + RowCol{dq_row0, dq_col0};
-  float* const dq_lane = p.dq_acc + (head_rows + dq_c.row) * D + dq_c.col;
-  const int64_t dq_lane_at = (head_rows + dq_c.row) * D + dq_c.col;  // the same, as an index (kDqPointer)
+  const int64_t dq_lane_at = (head_rows + dq_c.row) * D + dq_c.col;  // its index (kDqPointer)
+  float* const dq_lane = p.dq_acc + dq_lane_at;
 
   const QueryTileLoader<Tr::kThreads, T, Tile, Br> load_async{};
   auto load_query_tile = [&](int i, int st) {  // Q, dO, L, D of query tile i, by cp.async
