@@ -56,6 +56,15 @@ size_t max_dynamic_smem() {
   return size_t(device_attribute(cudaDevAttrMaxSharedMemoryPerBlockOptin, current_device()));
 }
 
+int sm_count() {
+  int devices = 0;
+  if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) {
+    (void)cudaGetLastError();  // no device is an answer here, not an error to keep
+    return 0;
+  }
+  return device_attribute(cudaDevAttrMultiProcessorCount, current_device());
+}
+
 void allow_dynamic_smem(const void* kernel, size_t bytes, const std::string& who) {
   // Which (kernel, device) pairs have their attribute set, to how many bytes.
   static std::mutex mutex;

@@ -20,6 +20,10 @@ void require_sm(int min_sm, const std::string& who);
 /// 99 KB on the sm_86 and sm_89 GPUs. For a dispatch that picks the fastest kernel that fits.
 size_t max_dynamic_smem();
 
+/// The current device's number of SMs (cudaDevAttrMultiProcessorCount): 132 on an H100 SXM
+/// or H200, 108 on an A100; 0 when there is no CUDA device. For a grid sized to one wave.
+int sm_count();
+
 /// Lets `kernel` (a pointer to a __global__ function) use `bytes` of dynamic shared memory
 /// and prefer shared memory to L1 in the SM's carveout. Throws ft::DeviceTooSmall when the
 /// device grants a block less (`who` names the kernel in the message). Queries and sets

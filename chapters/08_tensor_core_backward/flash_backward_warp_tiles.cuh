@@ -33,6 +33,7 @@
 #pragma once
 
 #include "08_tensor_core_backward/flash_backward_tc.cuh"  // Params, dot_dO_O_tc, convert_dq
+#include "08_tensor_core_backward/tail_split.hpp"
 
 namespace ch08 {
 
@@ -82,6 +83,10 @@ struct WarpTileTraits {
   /// that each one is that pointer plus an immediate (flash_backward_dq_pointer.cuh), or from
   /// whatever index arithmetic the compiler derives.
   static constexpr bool kDqPointer = false;
+  /// The key tiles of the grid's partial last wave cut into runs of query tiles, a block
+  /// each, non-causal (flash_backward_split_tail.cuh, tail_split.hpp), or every key tile
+  /// one block.
+  static constexpr bool kSplitTail = false;
   /// Where a lane's element of each fragment is (tc/swizzle.hpp): Tile::offset of the warp's
   /// corner, the fragment's place and the lane's, at every load. (The variant `hoisted`,
   /// flash_backward_hoisted.cuh, computes the lane's part of the swizzle once.)
@@ -166,8 +171,13 @@ __device__ __forceinline__ void warp_product_ahead(FragC (&acc)[kM][kN], LoadA l
   }
 }
 
+/// One key tile's work: keys [k0, k0 + Bc) of head `head`, the query tiles [i_begin, i_end).
+/// dK and dV are stored in the dtype; or, in a part of a cut tile (split_tail's blocks past
+/// split.first), added, float32, into the tile's slot ([2][Bc][d]: dK, then dV), which is
+/// found from blockIdx after the loop, so that no pointer to it is held through the loop.
 template <class Tr>
-__global__ void __launch_bounds__(Tr::kThreads) flash_backward_warp_tiles(const Params<typename Tr::T> p) {
+__device__ __forceinline__ void key_tile(const Params<typename Tr::T>& p, int64_t head, int k0,
+                                         int i_begin, int i_end, const TailSplit& split) {
   using T = typename Tr::T;
   using Tile = typename Tr::Tile;
   using PdsTile = typename Tr::PdsTile;
@@ -182,8 +192,6 @@ __global__ void __launch_bounds__(Tr::kThreads) flash_backward_warp_tiles(const 
   static_assert(decltype(stage)::kBytes == Tr::kStageBytes, "one layout of a stage");
 
   const int lane = ft::tc::lane_id(), warp = threadIdx.x / ft::tc::kLanes;
-  const int k0 = int(blockIdx.x % p.num_kv_tiles) * Bc;
-  const int64_t head = blockIdx.x / p.num_kv_tiles;
   const int N = p.N;
   const int64_t head_rows = head * N;
   const T* Q = p.Q + head_rows * D;
@@ -214,19 +222,17 @@ __global__ void __launch_bounds__(Tr::kThreads) flash_backward_warp_tiles(const 
     load_async(stage, st, Q, dO, p.lse, p.Drow, head_rows, i * Br, N);
   };
 
-  const int num_q_tiles = (N + Br - 1) / Br;
-  const int i_first = p.causal ? k0 / Br : 0;
-  load_query_tile(i_first, 0);
+  load_query_tile(i_begin, 0);
   ft::tc::copy_tile_sync<Tile, Bc, Tr::kThreads>(Ks, p.K + head_rows * D, k0, N);
   ft::tc::copy_tile_sync<Tile, Bc, Tr::kThreads>(Vs, p.V + head_rows * D, k0, N);
 
   FragC dk[kM][Tr::kDTiles] = {}, dv[kM][Tr::kDTiles] = {};  // 32 keys × d/2, float32
 
-  for (int i = i_first; i < num_q_tiles; ++i) {
-    const int q0 = i * Br, st = (i - i_first) % 2;
+  for (int i = i_begin; i < i_end; ++i) {
+    const int q0 = i * Br, st = (i - i_begin) % 2;
     ft::tc::cp_async_wait<0>();
     __syncthreads();  // tile i is in; every warp is done with tile i−1, its Pᵀ and dSᵀ
-    if (!Tr::kLateCopy && i + 1 < num_q_tiles) load_query_tile(i + 1, 1 - st);
+    if (!Tr::kLateCopy && i + 1 < i_end) load_query_tile(i + 1, 1 - st);
     const T* Qs = stage.q(st);
     const T* dOs = stage.dO(st);
     const float* Ls = stage.l(st);
@@ -240,7 +246,7 @@ __global__ void __launch_bounds__(Tr::kThreads) flash_backward_warp_tiles(const 
     // late_copy: the next tile's copies here, while Sᵀ's mma finish (the exponentials below
     // wait for them), rather than after the barrier, where every warp is at the same point
     // and nothing else keeps the tensor cores busy. Stage 1 − st is free from the barrier on.
-    if (Tr::kLateCopy && i + 1 < num_q_tiles) load_query_tile(i + 1, 1 - st);
+    if (Tr::kLateCopy && i + 1 < i_end) load_query_tile(i + 1, 1 - st);
 
     // Pᵀ = exp2(Sᵀ·scale·log2e − L·log2e), 0 where masked. The exponents first (L·log2e of
     // this lane's queries read once, before the stores to Pt below, after each of which the
@@ -375,12 +381,38 @@ __global__ void __launch_bounds__(Tr::kThreads) flash_backward_warp_tiles(const 
 #pragma unroll
       for (int h = 0; h < ft::tc::kMBlocks; ++h) {
         const RowCol at = ft::tc::mma_c_coord(lane, 2 * h) + RowCol{key0 + 16 * m, dcol0 + 8 * n};
-        if (k0 + at.row < N) {
+        if (k0 + at.row >= N) continue;
+        if (Tr::kSplitTail && blockIdx.x >= split.first) {
+          const int j = int(blockIdx.x - split.first) / split.parts;  // the cut tile
+          float* const dk_slot = split.slots + j * split.slot_floats;  // then dV's, Bc·d further
+          atomic_add2(dk_slot + at.row * D + at.col, dk[m][n].c[2 * h], dk[m][n].c[2 * h + 1]);
+          atomic_add2(dk_slot + (Bc + at.row) * D + at.col, dv[m][n].c[2 * h], dv[m][n].c[2 * h + 1]);
+        } else {
           const int64_t at_row = (head_rows + k0 + at.row) * D + at.col;
           *reinterpret_cast<uint32_t*>(p.dK + at_row) = ft::tc::pack2<T>(dk[m][n].c[2 * h], dk[m][n].c[2 * h + 1]);
           *reinterpret_cast<uint32_t*>(p.dV + at_row) = ft::tc::pack2<T>(dv[m][n].c[2 * h], dv[m][n].c[2 * h + 1]);
         }
       }
+}
+
+/// The key-block kernel of warp_tiles and the variants after it: block b works on key tile
+/// b, all the query tiles it sees (causal: from the diagonal's on); with kSplitTail, the
+/// blocks past split.first each on one part of a cut tile (tail_split.hpp).
+template <class Tr>
+__global__ void __launch_bounds__(Tr::kThreads) flash_backward_warp_tiles(const Params<typename Tr::T> p,
+                                                                          const TailSplit split) {
+  constexpr int Br = Tr::Br, Bc = Tr::Bc;
+  const int num_q_tiles = (p.N + Br - 1) / Br;
+  if (!Tr::kSplitTail || blockIdx.x < split.first) {
+    const int k0 = int(blockIdx.x % p.num_kv_tiles) * Bc;
+    const int64_t head = blockIdx.x / p.num_kv_tiles;
+    key_tile<Tr>(p, head, k0, p.causal ? k0 / Br : 0, num_q_tiles, split);
+  } else {
+    const int j = int(blockIdx.x - split.first) / split.parts, r = int(blockIdx.x - split.first) % split.parts;
+    const int64_t tile = split.first + j;  // cut tile j, its part r
+    key_tile<Tr>(p, tile / p.num_kv_tiles, int(tile % p.num_kv_tiles) * Bc, split.begin(r), split.begin(r + 1),
+                 split);
+  }
 }
 
 }  // namespace ch08

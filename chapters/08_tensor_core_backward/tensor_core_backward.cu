@@ -21,6 +21,7 @@
 #include "08_tensor_core_backward/flash_backward_pipelined_dk.cuh"
 #include "08_tensor_core_backward/flash_backward_late_copy.cuh"
 #include "08_tensor_core_backward/flash_backward_dq_pointer.cuh"
+#include "08_tensor_core_backward/flash_backward_split_tail.cuh"
 #include "08_tensor_core_backward/flash_backward_warp_tiles.cuh"
 #include "capi.hpp"
 #include "check.cuh"
@@ -77,11 +78,14 @@ template <class T, int D> using LateCopy = LateCopyTraits<T, D>;
 // dq_pointer: late_copy with each of dQ's atomics one pointer of the tile plus an immediate
 // (flash_backward_dq_pointer.cuh).
 template <class T, int D> using DqPointer = DqPointerTraits<T, D>;
-// fastest: dq_pointer at both d (tc_variants.csv, bf16, N = 4096 and 16384, causal and
+// split_tail: dq_pointer with the key tiles of the grid's partial last wave cut into runs of
+// query tiles, a block each (non-causal; flash_backward_split_tail.cuh).
+template <class T, int D> using SplitTail = SplitTailTraits<T, D>;
+// fastest: split_tail at both d (tc_variants.csv, bf16, N = 4096 and 16384, causal and
 // not: README, "Measured on the H200").
-template <class T, int D> using Fastest = DqPointer<T, D>;
-static_assert(std::is_same_v<Fastest<__nv_bfloat16, 64>, DqPointerTraits<__nv_bfloat16, 64>>,
-              "fastest_variant names dq_pointer: keep the two together");
+template <class T, int D> using Fastest = SplitTail<T, D>;
+static_assert(std::is_same_v<Fastest<__nv_bfloat16, 64>, SplitTailTraits<__nv_bfloat16, 64>>,
+              "fastest_variant names split_tail: keep the two together");
 
 /// Whether a variant's traits are warp_tiles' family (its kernel), or BackwardTraits.
 template <class Tr>
@@ -96,15 +100,32 @@ auto key_block_kernel() {
     return flash_backward_tc<Tr>;
 }
 
-/// The workspace. With dQ by atomics: [dQ accumulator: rows·d floats | D: rows floats], the
-/// accumulator first, at the workspace's own (16-byte) alignment, for its float2 atomics.
+/// split_tail's plan for a problem on the current GPU (tail_split.hpp); without kSplitTail,
+/// or without a GPU, every key tile its own block.
+template <class Tr>
+TailSplit split_plan(const ft::Problem& p) {
+  bool split = false;
+  if constexpr (kWarpTileKernel<Tr>) split = Tr::kSplitTail;
+  const int64_t tiles = int64_t((p.seq_len + Tr::Bc - 1) / Tr::Bc) * p.heads_total();
+  const int q_tiles = (p.seq_len + Tr::Br - 1) / Tr::Br;
+  return plan_tail_split(tiles, q_tiles, split ? ft::sm_count() : 0, p.causal, Tr::Bc, Tr::D);
+}
+
+/// The floats of the slots a plan needs: one slot a cut tile.
+int64_t slot_floats(const TailSplit& s) { return s.slot_count() * s.slot_floats; }
+
+/// The workspace. With dQ by atomics: [dQ accumulator: rows·d floats | split_tail's slots |
+/// D: rows floats], the accumulator first, at the workspace's own (16-byte) alignment, for
+/// its float2 atomics, the slots (a multiple of 4 floats) after it for theirs.
 /// With a separate dQ pass: D alone.
 struct Workspace {
   float* dq_acc;  ///< null with a separate dQ pass
+  float* slots;   ///< split_tail's shared tiles (none: D's address, zero floats)
   float* D;
-  Workspace(const ft::Problem& p, void* ws, bool atomics) {
+  Workspace(const ft::Problem& p, void* ws, bool atomics, int64_t slot_floats = 0) {
     dq_acc = atomics ? static_cast<float*>(ws) : nullptr;
-    D = static_cast<float*>(ws) + (atomics ? p.elems() : 0);
+    slots = static_cast<float*>(ws) + (atomics ? p.elems() : 0);
+    D = slots + slot_floats;
   }
 };
 
@@ -127,7 +148,12 @@ void launch(const ft::Problem& p, const ft::BackwardArgs& a, cudaStream_t stream
   const int64_t rows = p.rows();
   const int64_t d_blocks = (rows + kRowsPerBlock - 1) / kRowsPerBlock;
   if (d_blocks > INT_MAX) throw ft::Unsupported("chapter 08: too many rows for one launch");
-  const Workspace w(p, a.workspace, kAtomics);
+  TailSplit split = split_plan<Tr>(p);
+  const int64_t slots = slot_floats(split);
+  const Workspace w(p, a.workspace, kAtomics, slots);
+  split.slots = w.slots;
+  const int64_t grid = split.blocks();  // `blocks` when nothing is cut
+  if (grid > INT_MAX) throw ft::Unsupported("chapter 08: too many blocks for one grid");
 
   dot_dO_O_tc<T><<<int(d_blocks), kSmallBlock, 0, stream>>>(a.O.as<T>(), a.dO.as<T>(), w.D,
                                                             w.dq_acc, rows, p.head_dim);
@@ -137,8 +163,18 @@ void launch(const ft::Problem& p, const ft::BackwardArgs& a, cudaStream_t stream
                          a.lse,       w.D,          w.dq_acc,     a.dK.as<T>(),
                          a.dV.as<T>(), p.seq_len,   num_kv_tiles, p.causal,
                          p.softmax_scale(), p.softmax_scale() * ft::kLog2e};
-  kernel<<<int(blocks), Tr::kThreads, Tr::kSmemBytes, stream>>>(params);
-  CUDA_CHECK_LAUNCH();
+  if constexpr (kWarpTileKernel<Tr>) {
+    if (slots > 0) CUDA_CHECK(cudaMemsetAsync(w.slots, 0, size_t(slots) * sizeof(float), stream));
+    kernel<<<int(grid), Tr::kThreads, Tr::kSmemBytes, stream>>>(params, split);
+    CUDA_CHECK_LAUNCH();
+    if (slots > 0) {
+      store_shared_tiles<T, Tr::D, Tr::Bc><<<int(split.tiles), kSmallBlock, 0, stream>>>(params, split);
+      CUDA_CHECK_LAUNCH();
+    }
+  } else {
+    kernel<<<int(blocks), Tr::kThreads, Tr::kSmemBytes, stream>>>(params);
+    CUDA_CHECK_LAUNCH();
+  }
 
   if constexpr (kAtomics) {
     // A grid-stride loop: a few waves of blocks whatever the size.
@@ -270,18 +306,38 @@ namespace {
 
 size_t dq_pass_workspace_bytes(const ft::Problem& p) { return size_t(p.rows()) * sizeof(float); }
 
+/// split_tail's cut tiles (a plan with parts): each part of a cut tile loads its K and V and
+/// adds its share of dK, dV into the tile's slot (float32) instead of storing them;
+/// store_shared_tiles reads the slots and stores the cut tiles' dK, dV. (The slots' zeroing,
+/// a cudaMemsetAsync, writes slot_bytes more.)
+void add_split_traffic(std::vector<ft::KernelTraffic>& t, const ft::Problem& p, const TailSplit& s) {
+  const int64_t cut = s.slot_count();
+  if (cut == 0) return;
+  const double slot_bytes = double(cut) * double(s.slot_floats) * ft::kFloatBytes;
+  const double kv_bytes = double(cut) * double(s.slot_floats) * double(ft::dtype_bytes(p.dtype));
+  ft::KernelTraffic& main = t[1];
+  main.read_bytes += (s.parts - 1) * kv_bytes;  // K and V again for every part after the first (L2)
+  main.write_bytes += s.parts * slot_bytes - kv_bytes;  // each part's sums, not the tiles' dK, dV
+  main.dram_write_bytes += slot_bytes - kv_bytes;       // the slots, once, when evicted
+  t.push_back({"store_shared_tiles", slot_bytes, kv_bytes, slot_bytes, kv_bytes, 0.0,
+               "the cut key tiles' slots read once, their dK and dV written once"});
+}
+
 /// The ledger of one (dtype-independent) instance: async's bytes with its tiles, named after
 /// the kernel that moves them; a separate dQ pass moves none of the atomics' bytes.
 template <class Tr>
 std::vector<ft::KernelTraffic> traffic_of(const ft::Problem& p) {
-  if constexpr (Tr::kDq == DQ::kSeparatePass)
+  if constexpr (Tr::kDq == DQ::kSeparatePass) {
     return {dot_traffic(p, false), main_traffic(p, Tr::Br, Tr::Bc, false),
             dq_pass_traffic(p, DqPassKernel<__nv_bfloat16, 64>::Br, DqPassKernel<__nv_bfloat16, 64>::Bc)};
-  else
-    return {dot_traffic(p, true),
-            main_traffic(p, Tr::Br, Tr::Bc, true,
-                         kWarpTileKernel<Tr> ? "flash_backward_warp_tiles" : "flash_backward_tc"),
-            convert_traffic(p)};
+  } else {
+    std::vector<ft::KernelTraffic> t{
+        dot_traffic(p, true),
+        main_traffic(p, Tr::Br, Tr::Bc, true, kWarpTileKernel<Tr> ? "flash_backward_warp_tiles" : "flash_backward_tc"),
+        convert_traffic(p)};
+    add_split_traffic(t, p, split_plan<Tr>(p));
+    return t;
+  }
 }
 
 template <template <class, int> class Variant>
@@ -290,14 +346,26 @@ std::vector<ft::KernelTraffic> traffic(const ft::Problem& p) {
                            : traffic_of<Variant<__nv_bfloat16, 64>>(p);
 }
 
+/// A variant's workspace: workspace_bytes (dQ by atomics), plus split_tail's slots on this GPU;
+/// or D alone (a separate dQ pass).
+template <template <class, int> class Variant>
+size_t variant_workspace_bytes(const ft::Problem& p) {
+  if constexpr (Variant<__nv_bfloat16, 64>::kDq == DQ::kSeparatePass) {
+    return dq_pass_workspace_bytes(p);
+  } else {
+    const int64_t slots = p.head_dim == 128 ? slot_floats(split_plan<Variant<__nv_bfloat16, 128>>(p))
+                                            : slot_floats(split_plan<Variant<__nv_bfloat16, 64>>(p));
+    return workspace_bytes(p) + size_t(slots) * sizeof(float);
+  }
+}
+
 template <template <class, int> class Variant>
 ft::BackwardImpl impl(const std::string& variant, const std::string& what) {
-  const bool atomics = Variant<__nv_bfloat16, 64>::kDq == DQ::kAtomics;
   return {"08",
           variant,
           what,
           {64, 128},
-          atomics ? workspace_bytes : dq_pass_workspace_bytes,
+          variant_workspace_bytes<Variant>,
           ch07::fastest().run,
           run<Variant>,
           traffic<Variant>,
@@ -321,23 +389,23 @@ static_assert(AsyncBc64<__nv_bfloat16, 64>::kSmemBytes <= 99 * 1024 &&
 const char* fastest_variant(int head_dim, size_t smem_optin) {
   const size_t fastest = head_dim == 128 ? Fastest<__nv_bfloat16, 128>::kSmemBytes
                                          : Fastest<__nv_bfloat16, 64>::kSmemBytes;
-  return smem_optin >= fastest ? "dq_pointer" : "async_bc64";
+  return smem_optin >= fastest ? "split_tail" : "async_bc64";
 }
 
 namespace {
 void run_fastest(const ft::Problem& p, const ft::BackwardArgs& a, cudaStream_t stream) {
   check_args(p, a);  // the problem first, then the device
-  if (std::strcmp(fastest_variant(p.head_dim, ft::max_dynamic_smem()), "dq_pointer") == 0)
+  if (std::strcmp(fastest_variant(p.head_dim, ft::max_dynamic_smem()), "split_tail") == 0)
     launch_checked<Fastest>(p, a, stream);
   else
     launch_checked<AsyncBc64>(p, a, stream);
 }
 }  // namespace
 
-// Its ledger is dq_pointer's, the kernel of the GPUs this chapter measured (H100, H200; A100).
+// Its ledger is split_tail's, the kernel of the GPUs this chapter measured (H100, H200; A100).
 const ft::BackwardImpl& fastest() {
   static const ft::BackwardImpl i = [] {
-    ft::BackwardImpl f = impl<Fastest>("fastest", "dq_pointer (async_bc64 where its smem does not fit)");
+    ft::BackwardImpl f = impl<Fastest>("fastest", "split_tail (async_bc64 where its smem does not fit)");
     f.run = run_fastest;
     return f;
   }();
@@ -357,7 +425,8 @@ std::vector<ft::BackwardImpl> backward_impls() {
           impl<SpreadAtomics>("spread_atomics", "hoisted, dQ before dK, its atomics between dK's k-steps"),
           impl<PipelinedDk>("pipelined_dk", "spread_atomics, dK's fragments loaded a k-step ahead"),
           impl<LateCopy>("late_copy", "pipelined_dk, the next query tile's copies after S's product"),
-          impl<DqPointer>("dq_pointer", "late_copy, dQ's atomics at immediate offsets from one pointer")};
+          impl<DqPointer>("dq_pointer", "late_copy, dQ's atomics at immediate offsets from one pointer"),
+          impl<SplitTail>("split_tail", "dq_pointer, the last wave's key tiles cut into runs of query tiles (non-causal)")};
 }
 
 }  // namespace ch08

@@ -1,6 +1,7 @@
 // CPU tests of chapter 08: the ledger worked out by hand for small bf16 problems, the
-// workspace, the C API's refusals, and the transposed-fragment index math emulated lane by
-// lane with tc/fragment.hpp's functions (the same ones the kernel calls). No CUDA call.
+// workspace, the C API's refusals, the transposed-fragment index math emulated lane by
+// lane with tc/fragment.hpp's functions (the same ones the kernel calls), and split_tail's
+// plan (tail_split.hpp, the functions the launch and the kernel call). No CUDA call.
 #include <gtest/gtest.h>
 
 #include <cstdint>
@@ -8,6 +9,7 @@
 #include <utility>
 #include <vector>
 
+#include "08_tensor_core_backward/tail_split.hpp"
 #include "08_tensor_core_backward/tensor_core_backward.hpp"
 #include "08_tensor_core_backward/transposed_fragments.hpp"
 #include "flashtut.h"
@@ -285,16 +287,74 @@ TEST(Ch08Fragments, HoistingNeedsDisjointChunkBits) {
   EXPECT_TRUE(ft::tc::HoistedLaneOffsets<Tile>::hoistable(corner, lane, 8, 16));
 }
 
-// fastest() runs dq_pointer where a block may have its 161-162 KB of shared memory
+// ---- split_tail's plan (tail_split.hpp) ----------------------------------------------------
+
+/// Every key tile's query tiles, as the plan's blocks cover them: [tile][query tile] counts.
+std::vector<std::vector<int>> coverage(const ch08::TailSplit& s, int64_t num_tiles) {
+  std::vector<std::vector<int>> seen(size_t(num_tiles), std::vector<int>(size_t(s.q_tiles), 0));
+  for (int64_t b = 0; b < s.blocks(); ++b) {
+    if (b < s.first) {
+      for (int i = 0; i < s.q_tiles; ++i) ++seen[size_t(b)][size_t(i)];
+      continue;
+    }
+    const int64_t j = (b - s.first) / s.parts;
+    const int r = int((b - s.first) % s.parts);
+    EXPECT_LT(s.begin(r), s.begin(r + 1)) << "part " << r << " is empty";
+    for (int i = s.begin(r); i < s.begin(r + 1); ++i) ++seen[size_t(s.first + j)][size_t(i)];
+  }
+  return seen;
+}
+
+// On 132 SMs: the comparison's grids (4096 key tiles at d = 64, 2048 at d = 128) cut their
+// last wave's 4 or 68 tiles into the parts the variant's file comment states; whole waves,
+// causal problems and one-query-tile problems are left alone.
+TEST(Ch08SplitTail, PlansTheComparisonsLastWave) {
+  struct Want { int64_t tiles; int q_tiles, parts; };
+  for (const Want w : {Want{4096, 128, 32}, Want{4096, 32, 32}, Want{2048, 256, 13}, Want{2048, 64, 5}}) {
+    const ch08::TailSplit s = ch08::plan_tail_split(w.tiles, w.q_tiles, 132, false, 128, 64);
+    EXPECT_EQ(s.tiles, int(w.tiles % 132)) << w.tiles << " " << w.q_tiles;
+    EXPECT_EQ(s.first, w.tiles - w.tiles % 132);
+    EXPECT_EQ(s.parts, w.parts) << w.tiles << " " << w.q_tiles;
+    EXPECT_EQ(s.slot_count(), w.tiles % 132);
+  }
+  EXPECT_EQ(ch08::plan_tail_split(4096, 128, 132, true, 128, 64).parts, 1);   // causal
+  EXPECT_EQ(ch08::plan_tail_split(264, 128, 132, false, 128, 64).parts, 1);   // two whole waves
+  EXPECT_EQ(ch08::plan_tail_split(6, 1, 132, false, 128, 64).parts, 1);       // nothing to cut
+  EXPECT_EQ(ch08::plan_tail_split(4096, 128, 0, false, 128, 64).parts, 1);    // no GPU
+  const ch08::TailSplit none = ch08::plan_tail_split(4096, 128, 132, true, 128, 64);
+  EXPECT_EQ(none.blocks(), 4096);
+  EXPECT_EQ(none.slot_count(), 0);
+}
+
+// Whatever the grid and the GPU, every query tile of every key tile is worked on by exactly
+// one block, no part is empty, and the cut tiles' rounds are no longer than the uncut wave.
+TEST(Ch08SplitTail, EveryQueryTileOnceAndNoLongerTail) {
+  for (int sms : {1, 7, 108, 132})
+    for (int64_t tiles : {int64_t(1), int64_t(16), int64_t(131), int64_t(133), int64_t(2048)})
+      for (int q_tiles : {1, 2, 8, 31, 64}) {
+        const ch08::TailSplit s = ch08::plan_tail_split(tiles, q_tiles, sms, false, 128, 64);
+        SCOPED_TRACE(std::to_string(sms) + " SMs, " + std::to_string(tiles) + " tiles of " +
+                     std::to_string(q_tiles));
+        for (const auto& tile : coverage(s, tiles))
+          for (int n : tile) ASSERT_EQ(n, 1);
+        if (s.parts > 1) {
+          const int64_t rounds = (int64_t(s.tiles) * s.parts + sms - 1) / sms;
+          EXPECT_LT(rounds * ((q_tiles + s.parts - 1) / s.parts + 1), q_tiles);
+          EXPECT_LE(s.parts, q_tiles);
+        }
+      }
+}
+
+// fastest() runs split_tail where a block may have its 161-162 KB of shared memory
 // (H100, H200: 227 KB; A100: 163 KB) and async_bc64 elsewhere (the sm_86/sm_89 GPUs' 99 KB
 // take its 57 and 69.5 KB).
-TEST(Ch08Fastest, DqPointerWhereItsSharedMemoryFitsElseAsyncBc64) {
+TEST(Ch08Fastest, SplitTailWhereItsSharedMemoryFitsElseAsyncBc64) {
   for (int d : {64, 128}) {
-    EXPECT_STREQ(ch08::fastest_variant(d, 227 * 1024), "dq_pointer") << d;
-    EXPECT_STREQ(ch08::fastest_variant(d, 163 * 1024), "dq_pointer") << d;
+    EXPECT_STREQ(ch08::fastest_variant(d, 227 * 1024), "split_tail") << d;
+    EXPECT_STREQ(ch08::fastest_variant(d, 163 * 1024), "split_tail") << d;
     EXPECT_STREQ(ch08::fastest_variant(d, 99 * 1024), "async_bc64") << d;
   }
-  EXPECT_STREQ(ch08::fastest_variant(64, 165888), "dq_pointer");  // exactly its 162 KB
+  EXPECT_STREQ(ch08::fastest_variant(64, 165888), "split_tail");  // exactly its 162 KB
   EXPECT_STREQ(ch08::fastest_variant(64, 165887), "async_bc64");
 }
 
