@@ -81,11 +81,11 @@ template <class T, int D> using DqPointer = DqPointerTraits<T, D>;
 // split_tail: dq_pointer with the key tiles of the grid's partial last wave cut into runs of
 // query tiles, a block each (non-causal; flash_backward_split_tail.cuh).
 template <class T, int D> using SplitTail = SplitTailTraits<T, D>;
-// fastest: split_tail at both d (tc_variants.csv, bf16, N = 4096 and 16384, causal and
-// not: README, "Measured on the H200").
-template <class T, int D> using Fastest = SplitTail<T, D>;
-static_assert(std::is_same_v<Fastest<__nv_bfloat16, 64>, SplitTailTraits<__nv_bfloat16, 64>>,
-              "fastest_variant names split_tail: keep the two together");
+// fastest: dq_pointer at both d (tc_variants.csv, bf16, N = 4096 and 16384, causal and
+// not: README, "Measured on the H200"). split_tail, after it, is not measured yet.
+template <class T, int D> using Fastest = DqPointer<T, D>;
+static_assert(std::is_same_v<Fastest<__nv_bfloat16, 64>, DqPointerTraits<__nv_bfloat16, 64>>,
+              "fastest_variant names dq_pointer: keep the two together");
 
 /// Whether a variant's traits are warp_tiles' family (its kernel), or BackwardTraits.
 template <class Tr>
@@ -100,15 +100,17 @@ auto key_block_kernel() {
     return flash_backward_tc<Tr>;
 }
 
-/// split_tail's plan for a problem on the current GPU (tail_split.hpp); without kSplitTail,
-/// or without a GPU, every key tile its own block.
+/// split_tail's plan for a problem on a GPU of `sms` SMs (tail_split.hpp): the launch and
+/// the workspace ask for the current GPU's (ft::sm_count), the ledger for the model's
+/// (ft::gpu_facts: the H200's without a GPU). Without kSplitTail, or with 0 SMs, every key
+/// tile its own block.
 template <class Tr>
-TailSplit split_plan(const ft::Problem& p) {
+TailSplit split_plan(const ft::Problem& p, int sms) {
   bool split = false;
   if constexpr (kWarpTileKernel<Tr>) split = Tr::kSplitTail;
   const int64_t tiles = int64_t((p.seq_len + Tr::Bc - 1) / Tr::Bc) * p.heads_total();
   const int q_tiles = (p.seq_len + Tr::Br - 1) / Tr::Br;
-  return plan_tail_split(tiles, q_tiles, split ? ft::sm_count() : 0, p.causal, Tr::Bc, Tr::D);
+  return plan_tail_split(tiles, q_tiles, split ? sms : 0, p.causal, Tr::Bc, Tr::D);
 }
 
 /// The floats of the slots a plan needs: one slot a cut tile.
@@ -148,7 +150,7 @@ void launch(const ft::Problem& p, const ft::BackwardArgs& a, cudaStream_t stream
   const int64_t rows = p.rows();
   const int64_t d_blocks = (rows + kRowsPerBlock - 1) / kRowsPerBlock;
   if (d_blocks > INT_MAX) throw ft::Unsupported("chapter 08: too many rows for one launch");
-  TailSplit split = split_plan<Tr>(p);
+  TailSplit split = split_plan<Tr>(p, ft::sm_count());
   const int64_t slots = slot_floats(split);
   const Workspace w(p, a.workspace, kAtomics, slots);
   split.slots = w.slots;
@@ -319,8 +321,12 @@ void add_split_traffic(std::vector<ft::KernelTraffic>& t, const ft::Problem& p, 
   main.read_bytes += (s.parts - 1) * kv_bytes;  // K and V again for every part after the first (L2)
   main.write_bytes += s.parts * slot_bytes - kv_bytes;  // each part's sums, not the tiles' dK, dV
   main.dram_write_bytes += slot_bytes - kv_bytes;       // the slots, once, when evicted
+  const int shortest = s.q_tiles / s.parts, longest = (s.q_tiles + s.parts - 1) / s.parts;
+  const std::string run = std::to_string(shortest) + (longest > shortest ? "-" + std::to_string(longest) : "");
   t.push_back({"store_shared_tiles", slot_bytes, kv_bytes, slot_bytes, kv_bytes, 0.0,
-               "the cut key tiles' slots read once, their dK and dV written once"});
+               "the slots read once, dK and dV written once, of the last wave's " + std::to_string(cut) +
+                   " key tiles (after " + std::to_string(s.first) + " whole ones), each cut into " +
+                   std::to_string(s.parts) + " runs of " + run + " query tiles"});
 }
 
 /// The ledger of one (dtype-independent) instance: async's bytes with its tiles, named after
@@ -335,7 +341,7 @@ std::vector<ft::KernelTraffic> traffic_of(const ft::Problem& p) {
         dot_traffic(p, true),
         main_traffic(p, Tr::Br, Tr::Bc, true, kWarpTileKernel<Tr> ? "flash_backward_warp_tiles" : "flash_backward_tc"),
         convert_traffic(p)};
-    add_split_traffic(t, p, split_plan<Tr>(p));
+    add_split_traffic(t, p, split_plan<Tr>(p, int(ft::gpu_facts().sms)));
     return t;
   }
 }
@@ -353,8 +359,9 @@ size_t variant_workspace_bytes(const ft::Problem& p) {
   if constexpr (Variant<__nv_bfloat16, 64>::kDq == DQ::kSeparatePass) {
     return dq_pass_workspace_bytes(p);
   } else {
-    const int64_t slots = p.head_dim == 128 ? slot_floats(split_plan<Variant<__nv_bfloat16, 128>>(p))
-                                            : slot_floats(split_plan<Variant<__nv_bfloat16, 64>>(p));
+    const int sms = ft::sm_count();
+    const int64_t slots = p.head_dim == 128 ? slot_floats(split_plan<Variant<__nv_bfloat16, 128>>(p, sms))
+                                            : slot_floats(split_plan<Variant<__nv_bfloat16, 64>>(p, sms));
     return workspace_bytes(p) + size_t(slots) * sizeof(float);
   }
 }
@@ -389,23 +396,23 @@ static_assert(AsyncBc64<__nv_bfloat16, 64>::kSmemBytes <= 99 * 1024 &&
 const char* fastest_variant(int head_dim, size_t smem_optin) {
   const size_t fastest = head_dim == 128 ? Fastest<__nv_bfloat16, 128>::kSmemBytes
                                          : Fastest<__nv_bfloat16, 64>::kSmemBytes;
-  return smem_optin >= fastest ? "split_tail" : "async_bc64";
+  return smem_optin >= fastest ? "dq_pointer" : "async_bc64";
 }
 
 namespace {
 void run_fastest(const ft::Problem& p, const ft::BackwardArgs& a, cudaStream_t stream) {
   check_args(p, a);  // the problem first, then the device
-  if (std::strcmp(fastest_variant(p.head_dim, ft::max_dynamic_smem()), "split_tail") == 0)
+  if (std::strcmp(fastest_variant(p.head_dim, ft::max_dynamic_smem()), "dq_pointer") == 0)
     launch_checked<Fastest>(p, a, stream);
   else
     launch_checked<AsyncBc64>(p, a, stream);
 }
 }  // namespace
 
-// Its ledger is split_tail's, the kernel of the GPUs this chapter measured (H100, H200; A100).
+// Its ledger is dq_pointer's, the kernel of the GPUs this chapter measured (H100, H200; A100).
 const ft::BackwardImpl& fastest() {
   static const ft::BackwardImpl i = [] {
-    ft::BackwardImpl f = impl<Fastest>("fastest", "split_tail (async_bc64 where its smem does not fit)");
+    ft::BackwardImpl f = impl<Fastest>("fastest", "dq_pointer (async_bc64 where its smem does not fit)");
     f.run = run_fastest;
     return f;
   }();

@@ -1,5 +1,5 @@
-// GPU tests of chapter 08: each distinct kernel (plain, async, dq_pass, split_tail) on
-// the standard sizes (N = 1, 17, 64, 1000, 2048) in bf16 and fp16 (split_tail in fp16
+// GPU tests of chapter 08: each distinct kernel (plain, async, dq_pass, dq_pointer) on
+// the standard sizes (N = 1, 17, 64, 1000, 2048) in bf16 and fp16 (dq_pointer in fp16
 // on the ragged ones, N = 1, 17, 1000), the other variants on the ragged sizes in bf16,
 // d = 64 and 128, causal and not, B = 2 and H = 1, and fastest at N = 4096 (B = 1, H = 2),
 // against the float64 reference of the rounded inputs under the same-precision rule
@@ -33,15 +33,17 @@ constexpr auto case_name = &ft::testing::case_name<ft::BackwardImpl>;
 /// The variants whose code is tested on every standard shape: one per kernel (synchronous
 /// copies; cp.async; the separate dQ pass; the warp_tiles kernel, in its fastest form). The
 /// others are one of these kernels with other tile constants (wide_kv, async_br32,
-/// async_bc64), or the warp_tiles kernel a few steps short of split_tail (warp_tiles,
-/// hoisted, spread_atomics, pipelined_dk, late_copy, dq_pointer: each one trait from the
-/// next, every path of the kernel's code the same but for those traits); warp_tiles also
-/// differs in its lane offsets (LaneOffsets) and, at d = 64, in re-reading P from Pᵀ, so it
-/// is also tested on large scores (large_score_cases). They run the ragged shapes in bf16.
-/// "fastest" runs split_tail's kernels (a static_assert in tensor_core_backward.cu), its
-/// own dispatch tested on the ragged shapes.
+/// async_bc64), or the warp_tiles kernel a few steps short of dq_pointer (warp_tiles,
+/// hoisted, spread_atomics, pipelined_dk, late_copy: each one trait from the next, every
+/// path of the kernel's code the same but for those traits; and split_tail, one trait past
+/// dq_pointer, whose own code runs only in the blocks of the tiles it cuts, also on a grid
+/// of whole and cut tiles: SplitTailCutTilesMatchReference); warp_tiles also differs in its
+/// lane offsets (LaneOffsets) and, at d = 64, in re-reading P from Pᵀ, so it is also tested
+/// on large scores (large_score_cases). They run the ragged shapes in bf16. "fastest" runs
+/// dq_pointer's kernels (a static_assert in tensor_core_backward.cu), its own dispatch
+/// tested on the ragged shapes.
 bool fully_tested(const std::string& variant) {
-  return variant == "plain" || variant == "async" || variant == "dq_pass" || variant == "split_tail";
+  return variant == "plain" || variant == "async" || variant == "dq_pass" || variant == "dq_pointer";
 }
 
 /// The ragged sizes every variant is tested on: one query, one partial tile, and a
@@ -54,9 +56,9 @@ std::vector<Case> standard_cases() {
   for (const auto& impl : ch08::backward_impls()) {
     const bool full = fully_tested(impl.variant);
     for (ft::DType t : impl.dtypes) {
-      // split_tail in fp16: the ragged shapes only (fp16 and bf16 differ in the
+      // dq_pointer in fp16: the ragged shapes only (fp16 and bf16 differ in the
       // conversions and the mma's type, which the other full variants test on every shape).
-      const bool full_here = full && !(impl.variant == "split_tail" && t == ft::DType::Float16);
+      const bool full_here = full && !(impl.variant == "dq_pointer" && t == ft::DType::Float16);
       if (!full && t != ft::DType::BFloat16) continue;
       for (const auto& shape : ft::testing::standard_shapes(impl.head_dims, t))
         if (full_here || ragged(shape.seq_len)) cases.push_back({impl, shape, t});
@@ -65,21 +67,20 @@ std::vector<Case> standard_cases() {
   return cases;
 }
 
-// The C API and the Python module call fastest(): split_tail's kernel at both d (the same
+// The C API and the Python module call fastest(): dq_pointer's kernel at both d (the same
 // template instances, which the standard cases cover in full; a static_assert in
-// tensor_core_backward.cu ties Fastest to SplitTailTraits); its own dispatch is tested on
+// tensor_core_backward.cu ties Fastest to DqPointerTraits); its own dispatch is tested on
 // the ragged shapes (standard_cases). Its label and its dispatch name that variant, and its
-// ledger that kernel (on a causal problem, which split_tail never cuts: the same three
-// kernels with a GPU or without).
-TEST(Ch08, FastestIsSplitTail) {
+// ledger that kernel.
+TEST(Ch08, FastestIsDqPointer) {
   for (int d : {64, 128}) {
     const std::string picked = ch08::fastest_variant(d, SIZE_MAX);
-    EXPECT_EQ(picked, "split_tail");
+    EXPECT_EQ(picked, "dq_pointer");
     EXPECT_EQ(ch08::fastest().what.rfind(picked + " (", 0), 0u) << ch08::fastest().what;
   }
   const auto kernels = [](int d) {
     std::vector<std::string> names;
-    const ft::Problem p = ft::make_problem(1, 1, 256, d, true, ft::DType::BFloat16);
+    const ft::Problem p = ft::make_problem(1, 1, 256, d, false, ft::DType::BFloat16);
     for (const auto& t : ch08::fastest().traffic(p)) names.push_back(t.kernel);
     return names;
   };
@@ -87,7 +88,7 @@ TEST(Ch08, FastestIsSplitTail) {
     EXPECT_EQ(kernels(d), (std::vector<std::string>{"dot_dO_O_tc", "flash_backward_warp_tiles", "convert_dq"}));
 }
 
-// On this GPU fastest's dispatch picks split_tail when the GPU grants a block its shared
+// On this GPU fastest's dispatch picks dq_pointer when the GPU grants a block its shared
 // memory (the H100 and H200 do), async_bc64 when not, and either way computes what the
 // variant it picked computes.
 TEST(Ch08, FastestRunsTheVariantItsDispatchPicks) {
@@ -95,7 +96,7 @@ TEST(Ch08, FastestRunsTheVariantItsDispatchPicks) {
   for (int d : {64, 128}) {
     const std::string picked = ch08::fastest_variant(d, ft::max_dynamic_smem());
     SCOPED_TRACE("d=" + std::to_string(d) + " picked " + picked);
-    EXPECT_TRUE(picked == "split_tail" || picked == "async_bc64");
+    EXPECT_TRUE(picked == "dq_pointer" || picked == "async_bc64");
     const auto impls = ch08::backward_impls();
     const auto it = std::find_if(impls.begin(), impls.end(),
                                  [&](const ft::BackwardImpl& i) { return i.variant == picked; });
@@ -230,10 +231,11 @@ TEST(Ch08, ManyHeadsAndCustomScale) {
   }
 }
 
-// split_tail on grids whose last wave it cuts on this GPU: 17 heads of N = 1000, 8 key tiles
-// each (136 tiles: on 132 SMs, 132 blocks of dq_pointer's code and 4 tiles cut into parts, in
-// one grid), non-causal, d = 64 in bf16 and d = 128 in fp16. The plan is asserted, so that
-// the test cannot pass without running the cut path.
+// split_tail on a grid whose last wave it cuts on this GPU: 45 heads of N = 300, 3 key tiles
+// each (135 tiles: on 132 SMs, 132 blocks of dq_pointer's code and 3 tiles cut into parts, in
+// one grid), non-causal, d = 64 in bf16 and d = 128 in fp16. (The ragged standard cases, two
+// heads, cut every tile.) The plan is asserted, so that the test cannot pass without running
+// the cut path.
 TEST(Ch08, SplitTailCutTilesMatchReference) {
   FT_REQUIRE_GPU();
   const auto impls = ch08::backward_impls();
@@ -241,10 +243,10 @@ TEST(Ch08, SplitTailCutTilesMatchReference) {
                                [](const ft::BackwardImpl& i) { return i.variant == "split_tail"; });
   ASSERT_NE(it, impls.end());
   for (const auto& [d, t] : {std::pair{64, ft::DType::BFloat16}, std::pair{128, ft::DType::Float16}}) {
-    const ft::Problem p = ft::make_problem(1, 17, 1000, d, false, t);
+    const ft::Problem p = ft::make_problem(1, 45, 300, d, false, t);
     const int Br = d == 64 ? 128 : 64, Bc = 128;  // WarpTileTraits' tiles
     const ch08::TailSplit plan =
-        ch08::plan_tail_split(17 * ((1000 + Bc - 1) / Bc), (1000 + Br - 1) / Br, ft::sm_count(), false, Bc, d);
+        ch08::plan_tail_split(45 * ((300 + Bc - 1) / Bc), (300 + Br - 1) / Br, ft::sm_count(), false, Bc, d);
     SCOPED_TRACE("d=" + std::to_string(d) + ": " + std::to_string(plan.first) + " whole tiles, " +
                  std::to_string(plan.tiles) + " cut into " + std::to_string(plan.parts));
     ASSERT_GT(plan.parts, 1) << "this GPU's plan cuts nothing here; choose another head count";
