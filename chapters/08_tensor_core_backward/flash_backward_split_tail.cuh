@@ -7,8 +7,8 @@
 /// grids are 4096 key tiles (d = 64) or 2048 (d = 128) on the H200's 132 SMs: 31.03 and
 /// 15.52 waves. The last wave runs 4 (d = 64) or 68 (d = 128) blocks while the other SMs
 /// wait, so the kernel takes 32 (16) block times where 31.03 (15.52) would do: 3.0% of
-/// its time, at either d, SMs idle. (Causal tiles differ in length, and the scheduler fills
-/// the end with short ones: split_tail leaves them alone.)
+/// its time, at either d, SMs idle. (Causal tiles differ in length, and cutting them is
+/// another plan: split_tail leaves them alone. scripts/wave_schedule.py counts both.)
 ///
 /// Here (tail_split.hpp) each key tile of the last wave is cut into `parts` runs of its
 /// query tiles, each run a block of its own: at d = 64 the 4 tiles into 32 runs (4 query
@@ -19,9 +19,12 @@
 /// it adds its part (float32 atomics, as dQ's) into the tile's slot in the workspace, and
 /// store_shared_tiles (below) rounds and stores the slots after the kernel. The cost: K and
 /// V loaded once a run, the slots (68 × 2 · Bc · d floats at d = 128: 8.9 MB; 0.26 MB at
-/// d = 64), their zeroing and one small kernel. Every other block runs dq_pointer's code.
+/// d = 64), their zeroing and one small kernel; and the workspace holds room for 160 of
+/// them whatever the GPU (tail_split.hpp, kMaxCutTiles: 10 MB at d = 64, 21 MB at d = 128).
+/// dK and dV of a cut tile are float32 atomic sums, as dQ is: their last bits may differ
+/// from run to run. Every other block runs dq_pointer's code.
 /// Forecast (the plan's own count, tail_split.hpp): 2.9-3.0% faster non-causal at d = 64,
-/// 2.7% (N = 16384) and 2.2% (4096) at d = 128; the same causal.
+/// 2.7% (N = 16384) and 2.2% (4096) at d = 128; causal unchanged (never cut).
 ///
 /// Run: ./build/chapters/08_tensor_core_backward/ch08_tensor_core_backward --variant split_tail
 #pragma once

@@ -40,9 +40,24 @@ struct TailSplit {
   FT_TC_HD int begin(int r) const { return int(int64_t(r) * q_tiles / parts); }
 };
 
+/// The most tiles a plan cuts: the workspace holds this many slots (or one a key tile, for a
+/// smaller grid) whatever the GPU, so that its size is the problem's alone and a workspace
+/// sized with one GPU current is big enough on another. The last wave holds fewer tiles
+/// than the GPU has SMs; 160 covers every GPU that grants split_tail its 162 KB of shared
+/// memory a block (A100: 108 SMs, H100 and H200: 132, B200: 148). A GPU whose last wave holds
+/// more runs it uncut.
+constexpr int kMaxCutTiles = 160;
+
+/// The slots a workspace holds for a problem of num_tiles key tiles of q_tiles query tiles:
+/// none causal or with one query tile a key tile (nothing to cut), else min(num_tiles,
+/// kMaxCutTiles).
+inline int64_t slot_capacity(int64_t num_tiles, int q_tiles, bool causal) {
+  return causal || q_tiles < 2 ? 0 : std::min<int64_t>(num_tiles, kMaxCutTiles);
+}
+
 /// The plan for num_tiles key tiles of q_tiles query tiles each on a GPU of `sms` SMs (0:
-/// none), one block an SM. Causal tiles, a grid of whole waves, or a last wave that no cut
-/// shortens run as before. Otherwise the tiles of the last wave (num_tiles mod sms) are cut
+/// none), one block an SM. Causal tiles, a grid of whole waves, a last wave of more than
+/// kMaxCutTiles tiles, or one that no cut shortens run as before. Otherwise the tiles of the last wave (num_tiles mod sms) are cut
 /// into `parts` runs, the number that makes the cut tiles' rounds of blocks shortest:
 /// ceil(tiles · parts / sms) rounds of ceil(q_tiles / parts) query tiles, plus one query
 /// tile's time a round for what each part repeats (loading K and V, adding into the slot),
@@ -52,7 +67,7 @@ inline TailSplit plan_tail_split(int64_t num_tiles, int q_tiles, int sms, bool c
   s.first = num_tiles;
   s.q_tiles = q_tiles;
   s.slot_floats = 2 * int64_t(Bc) * d;
-  if (causal || sms <= 0 || num_tiles % sms == 0) return s;
+  if (causal || sms <= 0 || num_tiles % sms == 0 || num_tiles % sms > kMaxCutTiles) return s;
   const int tiles = int(num_tiles % sms);
   const auto cost = [&](int parts) {
     const int rounds = int((int64_t(tiles) * parts + sms - 1) / sms);

@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <climits>
+#include <cstdio>
 #include <cstring>
 #include <cstdint>
 #include <string>
@@ -113,21 +114,24 @@ TailSplit split_plan(const ft::Problem& p, int sms) {
   return plan_tail_split(tiles, q_tiles, split ? sms : 0, p.causal, Tr::Bc, Tr::D);
 }
 
-/// The floats of the slots a plan needs: one slot a cut tile.
+/// The floats of the slots a plan uses: one slot a cut tile.
 int64_t slot_floats(const TailSplit& s) { return s.slot_count() * s.slot_floats; }
 
-/// The workspace. With dQ by atomics: [dQ accumulator: rows·d floats | split_tail's slots |
-/// D: rows floats], the accumulator first, at the workspace's own (16-byte) alignment, for
-/// its float2 atomics, the slots (a multiple of 4 floats) after it for theirs.
-/// With a separate dQ pass: D alone.
+/// D's floats rounded up to 4, so that what follows D is 16-byte aligned.
+int64_t padded_rows(const ft::Problem& p) { return (p.rows() + 3) / 4 * 4; }
+
+/// The workspace. With dQ by atomics: [dQ accumulator: rows·d floats | D: rows floats, padded
+/// to 4 | split_tail's slots], the accumulator first, at the workspace's own (16-byte)
+/// alignment, for its float2 atomics, and the slots 16-byte aligned after D for theirs. With
+/// a separate dQ pass: D alone.
 struct Workspace {
   float* dq_acc;  ///< null with a separate dQ pass
-  float* slots;   ///< split_tail's shared tiles (none: D's address, zero floats)
   float* D;
-  Workspace(const ft::Problem& p, void* ws, bool atomics, int64_t slot_floats = 0) {
+  float* slots;   ///< split_tail's cut tiles (variant_workspace_bytes holds room for them)
+  Workspace(const ft::Problem& p, void* ws, bool atomics) {
     dq_acc = atomics ? static_cast<float*>(ws) : nullptr;
-    slots = static_cast<float*>(ws) + (atomics ? p.elems() : 0);
-    D = slots + slot_floats;
+    D = static_cast<float*>(ws) + (atomics ? p.elems() : 0);
+    slots = D + padded_rows(p);
   }
 };
 
@@ -151,8 +155,8 @@ void launch(const ft::Problem& p, const ft::BackwardArgs& a, cudaStream_t stream
   const int64_t d_blocks = (rows + kRowsPerBlock - 1) / kRowsPerBlock;
   if (d_blocks > INT_MAX) throw ft::Unsupported("chapter 08: too many rows for one launch");
   TailSplit split = split_plan<Tr>(p, ft::sm_count());
-  const int64_t slots = slot_floats(split);
-  const Workspace w(p, a.workspace, kAtomics, slots);
+  const int64_t slots = slot_floats(split);  // at most the workspace's room: kMaxCutTiles
+  const Workspace w(p, a.workspace, kAtomics);
   split.slots = w.slots;
   const int64_t grid = split.blocks();  // `blocks` when nothing is cut
   if (grid > INT_MAX) throw ft::Unsupported("chapter 08: too many blocks for one grid");
@@ -310,8 +314,10 @@ size_t dq_pass_workspace_bytes(const ft::Problem& p) { return size_t(p.rows()) *
 
 /// split_tail's cut tiles (a plan with parts): each part of a cut tile loads its K and V and
 /// adds its share of dK, dV into the tile's slot (float32) instead of storing them;
-/// store_shared_tiles reads the slots and stores the cut tiles' dK, dV. (The slots' zeroing,
-/// a cudaMemsetAsync, writes slot_bytes more.)
+/// store_shared_tiles, which runs before convert_dq, reads the slots and stores the cut
+/// tiles' dK, dV. The slots' zeroing (a cudaMemsetAsync: no kernel of ours, so no line of its
+/// own) writes slot_bytes more, said in the note. The plan is the model GPU's (gpu_facts:
+/// device 0, or the H200 without a GPU), as the rest of the ledger.
 void add_split_traffic(std::vector<ft::KernelTraffic>& t, const ft::Problem& p, const TailSplit& s) {
   const int64_t cut = s.slot_count();
   if (cut == 0) return;
@@ -323,10 +329,14 @@ void add_split_traffic(std::vector<ft::KernelTraffic>& t, const ft::Problem& p, 
   main.dram_write_bytes += slot_bytes - kv_bytes;       // the slots, once, when evicted
   const int shortest = s.q_tiles / s.parts, longest = (s.q_tiles + s.parts - 1) / s.parts;
   const std::string run = std::to_string(shortest) + (longest > shortest ? "-" + std::to_string(longest) : "");
-  t.push_back({"store_shared_tiles", slot_bytes, kv_bytes, slot_bytes, kv_bytes, 0.0,
-               "the slots read once, dK and dV written once, of the last wave's " + std::to_string(cut) +
-                   " key tiles (after " + std::to_string(s.first) + " whole ones), each cut into " +
-                   std::to_string(s.parts) + " runs of " + run + " query tiles"});
+  char zeroed[32];
+  std::snprintf(zeroed, sizeof zeroed, "%.2f MB", slot_bytes / 1e6);
+  t.insert(t.begin() + 2,
+           {"store_shared_tiles", slot_bytes, kv_bytes, slot_bytes, kv_bytes, 0.0,
+            "the slots read once, dK and dV written once, of the last wave's " + std::to_string(cut) +
+                " key tiles (after " + std::to_string(s.first) + " whole ones), each cut into " +
+                std::to_string(s.parts) + " runs of " + run + " query tiles; the slots' zeroing (" +
+                zeroed + ", cudaMemsetAsync) is not in the table"});
 }
 
 /// The ledger of one (dtype-independent) instance: async's bytes with its tiles, named after
@@ -352,17 +362,22 @@ std::vector<ft::KernelTraffic> traffic(const ft::Problem& p) {
                            : traffic_of<Variant<__nv_bfloat16, 64>>(p);
 }
 
-/// A variant's workspace: workspace_bytes (dQ by atomics), plus split_tail's slots on this GPU;
-/// or D alone (a separate dQ pass).
+/// A variant's workspace: workspace_bytes (dQ by atomics), plus, for split_tail, D's padding
+/// and room for the slots of as many cut tiles as any GPU's plan may cut (tail_split.hpp,
+/// slot_capacity: the problem's alone, not this GPU's); or D alone (a separate dQ pass).
 template <template <class, int> class Variant>
 size_t variant_workspace_bytes(const ft::Problem& p) {
   if constexpr (Variant<__nv_bfloat16, 64>::kDq == DQ::kSeparatePass) {
     return dq_pass_workspace_bytes(p);
   } else {
-    const int sms = ft::sm_count();
-    const int64_t slots = p.head_dim == 128 ? slot_floats(split_plan<Variant<__nv_bfloat16, 128>>(p, sms))
-                                            : slot_floats(split_plan<Variant<__nv_bfloat16, 64>>(p, sms));
-    return workspace_bytes(p) + size_t(slots) * sizeof(float);
+    using Tr = Variant<__nv_bfloat16, 64>;  // Bc, and Br at d = 64 (d = 128: Br / 2)
+    bool split = false;
+    if constexpr (kWarpTileKernel<Tr>) split = Tr::kSplitTail;
+    if (!split) return workspace_bytes(p);
+    const int br = p.head_dim == 128 ? Variant<__nv_bfloat16, 128>::Br : Tr::Br;
+    const int64_t tiles = int64_t((p.seq_len + Tr::Bc - 1) / Tr::Bc) * p.heads_total();
+    const int64_t slots = slot_capacity(tiles, (p.seq_len + br - 1) / br, p.causal) * 2 * Tr::Bc * p.head_dim;
+    return workspace_bytes(p) + size_t(padded_rows(p) - p.rows() + slots) * sizeof(float);
   }
 }
 

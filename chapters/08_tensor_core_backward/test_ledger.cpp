@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <stdexcept>
 #include <string>
 #include <utility>
 #include <vector>
@@ -326,6 +327,32 @@ TEST(Ch08SplitTail, PlansTheComparisonsLastWave) {
   EXPECT_EQ(none.slot_count(), 0);
 }
 
+// The workspace's room for slots is the problem's alone: 160 tiles' worth (or every tile of a
+// smaller grid), none causal or with one query tile a key tile; and a plan on a GPU whose
+// last wave would hold more than 160 tiles cuts nothing.
+TEST(Ch08SplitTail, WorkspaceRoomIsTheProblemsAlone) {
+  EXPECT_EQ(ch08::slot_capacity(4096, 128, false), ch08::kMaxCutTiles);
+  EXPECT_EQ(ch08::slot_capacity(16, 8, false), 16);
+  EXPECT_EQ(ch08::slot_capacity(4096, 128, true), 0);
+  EXPECT_EQ(ch08::slot_capacity(4096, 1, false), 0);
+  EXPECT_EQ(ch08::plan_tail_split(400, 64, 200, false, 128, 64).parts, 1);  // 200 left over
+  EXPECT_GT(ch08::plan_tail_split(400, 64, 250, false, 128, 64).parts, 1);  // 150
+  // split_tail's workspace: dq_pointer's, D padded to 4 floats, then 160 slots of
+  // 2·128·64 floats (B = 1, H = 34, N = 999: 34·8 = 272 key tiles, 8 query tiles each).
+  const auto impls = ch08::backward_impls();
+  const auto find = [&](const char* v) {
+    for (const auto& i : impls)
+      if (i.variant == v) return i;
+    throw std::runtime_error(v);
+  };
+  const ft::Problem p = ft::make_problem(1, 34, 999, 64, false, ft::DType::BFloat16);
+  const size_t base = find("dq_pointer").workspace_bytes(p);
+  EXPECT_EQ(base, ch08::workspace_bytes(p));
+  EXPECT_EQ(find("split_tail").workspace_bytes(p), base + 2 * 4 + 160u * 2 * 128 * 64 * 4);  // 33966 rows: +2
+  const ft::Problem c = ft::make_problem(1, 34, 999, 64, true, ft::DType::BFloat16);
+  EXPECT_EQ(find("split_tail").workspace_bytes(c), ch08::workspace_bytes(c) + 2 * 4);  // causal: no room
+}
+
 // Whatever the grid and the GPU, every query tile of every key tile is worked on by exactly
 // one block, no part is empty, and the cut tiles' rounds are no longer than the uncut wave.
 TEST(Ch08SplitTail, EveryQueryTileOnceAndNoLongerTail) {
@@ -337,6 +364,7 @@ TEST(Ch08SplitTail, EveryQueryTileOnceAndNoLongerTail) {
                      std::to_string(q_tiles));
         for (const auto& tile : coverage(s, tiles))
           for (int n : tile) ASSERT_EQ(n, 1);
+        EXPECT_LE(s.slot_count(), ch08::slot_capacity(tiles, q_tiles, false));  // the workspace's room
         if (s.parts > 1) {
           const int64_t rounds = (int64_t(s.tiles) * s.parts + sms - 1) / sms;
           EXPECT_LT(rounds * ((q_tiles + s.parts - 1) / s.parts + 1), q_tiles);

@@ -1,0 +1,64 @@
+#!/usr/bin/env python3
+"""How long a grid of key-tile blocks keeps the SMs busy, counted on the CPU.
+
+Chapter 08's backward runs one block an SM, one block a key tile, and a key tile's work is
+the number of query tiles it visits (all of them non-causal; from the diagonal on, causal).
+This script hands the blocks to the SMs the way the block scheduler does, in grid order,
+each to the SM that frees up first, and prints the time the grid takes against the time a
+perfect split of the same work would take (the work over the SMs). The difference is the
+idle time at the end of the grid: the "last wave" of chapter 08's README ("Not measured
+yet: split_tail, the last wave").
+
+Times are in query tiles; each block costs `--overhead` query tiles more (loading K and V,
+storing dK and dV). Two grid orders: the kernels' own (head-major: a head's key tiles in a
+row) and longest first (the key-tile index slowest: every head's first tile, then every
+head's second, ...). The comparison's shapes by default:
+
+    python3 scripts/wave_schedule.py
+    python3 scripts/wave_schedule.py --tokens 16384 --sizes 4096 --dims 128 --sms 108
+"""
+import argparse
+import heapq
+
+
+def makespan(durations, sms):
+    """Greedy list scheduling in the given order: each block to the SM free first."""
+    free = [0.0] * sms
+    for d in durations:
+        heapq.heappush(free, heapq.heappop(free) + d)
+    return max(free)
+
+
+def tile_lengths(n, d, causal, br_of=lambda d: 128 if d == 64 else 64, bc=128):
+    """Query tiles visited by each of a head's key tiles (WarpTileTraits' Br and Bc)."""
+    br = br_of(d)
+    q_tiles = -(-n // br)
+    kv_tiles = -(-n // bc)
+    return [q_tiles - (t * bc // br if causal else 0) for t in range(kv_tiles)]
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--tokens", type=int, default=16384, help="B·N (B = tokens / N)")
+    ap.add_argument("--width", type=int, default=2048, help="H·d (H = width / d)")
+    ap.add_argument("--sizes", type=int, nargs="+", default=[1024, 4096, 16384])
+    ap.add_argument("--dims", type=int, nargs="+", default=[64, 128])
+    ap.add_argument("--sms", type=int, default=132, help="SMs (one block each): H100/H200 132")
+    ap.add_argument("--overhead", type=float, default=1.0, help="query tiles a block adds")
+    a = ap.parse_args()
+    print(f"{'N':>6} {'d':>4} {'causal':>6} {'blocks':>7} {'waves':>6}   idle: grid order  longest first")
+    for d in a.dims:
+        for causal in (False, True):
+            for n in a.sizes:
+                heads = (a.tokens // n) * (a.width // d)
+                lengths = tile_lengths(n, d, causal)
+                head_major = [l + a.overhead for _ in range(heads) for l in lengths]
+                longest = sorted(head_major, reverse=True)
+                ideal = sum(head_major) / a.sms
+                idle = [1 - ideal / makespan(order, a.sms) for order in (head_major, longest)]
+                print(f"{n:>6} {d:>4} {'yes' if causal else 'no':>6} {len(head_major):>7} "
+                      f"{len(head_major) / a.sms:>6.2f}   {100 * idle[0]:>15.1f}% {100 * idle[1]:>13.1f}%")
+
+
+if __name__ == "__main__":
+    main()
