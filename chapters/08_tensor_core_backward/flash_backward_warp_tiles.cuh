@@ -171,13 +171,16 @@ __device__ __forceinline__ void warp_product_ahead(FragC (&acc)[kM][kN], LoadA l
   }
 }
 
-/// One key tile's work: keys [k0, k0 + Bc) of head `head`, the query tiles [i_begin, i_end).
-/// dK and dV are stored in the dtype; or, in a part of a cut tile (split_tail's blocks past
-/// split.first), added, float32, into the tile's slot ([2][Bc][d]: dK, then dV), which is
-/// found from blockIdx after the loop, so that no pointer to it is held through the loop.
-template <class Tr>
-__device__ __forceinline__ void key_tile(const Params<typename Tr::T>& p, int64_t head, int k0,
-                                         int i_begin, int i_end, const TailSplit& split) {
+/// One block's work on one key tile. kCut false: key tile blockIdx.x (Bc keys of head
+/// blockIdx.x / num_kv_tiles), every query tile it sees (causal: from the diagonal's on),
+/// dK and dV stored in the dtype. kCut true (split_tail's blocks past split.first): part r of
+/// cut tile j, the query tiles [split.begin(r), split.begin(r + 1)), dK and dV added,
+/// float32, into the tile's slot ([2][Bc][d]: dK, then dV). Each computes where its work is
+/// where warp_tiles always did, so that the kernels before split_tail compile as they did
+/// (the same SASS, function by function, bar a few); and the slot is found from blockIdx
+/// after the loop, so that no pointer to it is held through the loop.
+template <class Tr, bool kCut>
+__device__ __forceinline__ void key_tile(const Params<typename Tr::T>& p, const TailSplit& split) {
   using T = typename Tr::T;
   using Tile = typename Tr::Tile;
   using PdsTile = typename Tr::PdsTile;
@@ -192,6 +195,17 @@ __device__ __forceinline__ void key_tile(const Params<typename Tr::T>& p, int64_
   static_assert(decltype(stage)::kBytes == Tr::kStageBytes, "one layout of a stage");
 
   const int lane = ft::tc::lane_id(), warp = threadIdx.x / ft::tc::kLanes;
+  const int cut = kCut ? int(blockIdx.x - split.first) : 0;  // part cut % parts of cut tile cut / parts
+  int k0;
+  int64_t head;
+  if constexpr (kCut) {
+    const int64_t tile = split.first + cut / split.parts;
+    k0 = int(tile % p.num_kv_tiles) * Bc;
+    head = tile / p.num_kv_tiles;
+  } else {
+    k0 = int(blockIdx.x % p.num_kv_tiles) * Bc;
+    head = blockIdx.x / p.num_kv_tiles;
+  }
   const int N = p.N;
   const int64_t head_rows = head * N;
   const T* Q = p.Q + head_rows * D;
@@ -222,6 +236,9 @@ __device__ __forceinline__ void key_tile(const Params<typename Tr::T>& p, int64_
     load_async(stage, st, Q, dO, p.lse, p.Drow, head_rows, i * Br, N);
   };
 
+  const int num_q_tiles = (N + Br - 1) / Br;
+  const int i_begin = kCut ? split.begin(cut % split.parts) : (p.causal ? k0 / Br : 0);
+  const int i_end = kCut ? split.begin(cut % split.parts + 1) : num_q_tiles;
   load_query_tile(i_begin, 0);
   ft::tc::copy_tile_sync<Tile, Bc, Tr::kThreads>(Ks, p.K + head_rows * D, k0, N);
   ft::tc::copy_tile_sync<Tile, Bc, Tr::kThreads>(Vs, p.V + head_rows * D, k0, N);
@@ -382,7 +399,7 @@ __device__ __forceinline__ void key_tile(const Params<typename Tr::T>& p, int64_
       for (int h = 0; h < ft::tc::kMBlocks; ++h) {
         const RowCol at = ft::tc::mma_c_coord(lane, 2 * h) + RowCol{key0 + 16 * m, dcol0 + 8 * n};
         if (k0 + at.row >= N) continue;
-        if (Tr::kSplitTail && blockIdx.x >= split.first) {
+        if (kCut) {
           const int j = int(blockIdx.x - split.first) / split.parts;  // the cut tile
           float* const dk_slot = split.slots + j * split.slot_floats;  // then dV's, Bc·d further
           atomic_add2(dk_slot + at.row * D + at.col, dk[m][n].c[2 * h], dk[m][n].c[2 * h + 1]);
@@ -401,18 +418,10 @@ __device__ __forceinline__ void key_tile(const Params<typename Tr::T>& p, int64_
 template <class Tr>
 __global__ void __launch_bounds__(Tr::kThreads) flash_backward_warp_tiles(const Params<typename Tr::T> p,
                                                                           const TailSplit split) {
-  constexpr int Br = Tr::Br, Bc = Tr::Bc;
-  const int num_q_tiles = (p.N + Br - 1) / Br;
-  if (!Tr::kSplitTail || blockIdx.x < split.first) {
-    const int k0 = int(blockIdx.x % p.num_kv_tiles) * Bc;
-    const int64_t head = blockIdx.x / p.num_kv_tiles;
-    key_tile<Tr>(p, head, k0, p.causal ? k0 / Br : 0, num_q_tiles, split);
-  } else {
-    const int j = int(blockIdx.x - split.first) / split.parts, r = int(blockIdx.x - split.first) % split.parts;
-    const int64_t tile = split.first + j;  // cut tile j, its part r
-    key_tile<Tr>(p, tile / p.num_kv_tiles, int(tile % p.num_kv_tiles) * Bc, split.begin(r), split.begin(r + 1),
-                 split);
-  }
+  if (!Tr::kSplitTail || blockIdx.x < split.first)
+    key_tile<Tr, false>(p, split);
+  else
+    key_tile<Tr, true>(p, split);
 }
 
 }  // namespace ch08
