@@ -57,8 +57,9 @@ inline int64_t slot_capacity(int64_t num_tiles, int q_tiles, bool causal) {
 
 /// The plan for num_tiles key tiles of q_tiles query tiles each on a GPU of `sms` SMs (0:
 /// none), one block an SM. Causal tiles, a grid of whole waves, a last wave of more than
-/// kMaxCutTiles tiles, or one that no cut shortens run as before. Otherwise the tiles of the last wave (num_tiles mod sms) are cut
-/// into `parts` runs, the number that makes the cut tiles' rounds of blocks shortest:
+/// kMaxCutTiles tiles, or one that no cut shortens run as before. Otherwise the tiles of
+/// the last wave (num_tiles mod sms) are cut into `parts` runs, the number that makes the
+/// cut tiles' rounds of blocks shortest:
 /// ceil(tiles · parts / sms) rounds of ceil(q_tiles / parts) query tiles, plus one query
 /// tile's time a round for what each part repeats (loading K and V, adding into the slot),
 /// against q_tiles for the uncut last wave.

@@ -106,12 +106,20 @@ auto key_block_kernel() {
 /// (ft::gpu_facts: the H200's without a GPU). Without kSplitTail, or with 0 SMs, every key
 /// tile its own block.
 template <class Tr>
+constexpr bool kSplitsTail = [] {
+  if constexpr (kWarpTileKernel<Tr>) return Tr::kSplitTail;
+  else return false;
+}();
+
+/// A problem's key tiles (one block each before split_tail) and each one's query tiles.
+template <class Tr>
+int64_t key_tiles(const ft::Problem& p) { return int64_t((p.seq_len + Tr::Bc - 1) / Tr::Bc) * p.heads_total(); }
+template <class Tr>
+int query_tiles(const ft::Problem& p) { return (p.seq_len + Tr::Br - 1) / Tr::Br; }
+
+template <class Tr>
 TailSplit split_plan(const ft::Problem& p, int sms) {
-  bool split = false;
-  if constexpr (kWarpTileKernel<Tr>) split = Tr::kSplitTail;
-  const int64_t tiles = int64_t((p.seq_len + Tr::Bc - 1) / Tr::Bc) * p.heads_total();
-  const int q_tiles = (p.seq_len + Tr::Br - 1) / Tr::Br;
-  return plan_tail_split(tiles, q_tiles, split ? sms : 0, p.causal, Tr::Bc, Tr::D);
+  return plan_tail_split(key_tiles<Tr>(p), query_tiles<Tr>(p), kSplitsTail<Tr> ? sms : 0, p.causal, Tr::Bc, Tr::D);
 }
 
 /// The floats of the slots a plan uses: one slot a cut tile.
@@ -362,23 +370,26 @@ std::vector<ft::KernelTraffic> traffic(const ft::Problem& p) {
                            : traffic_of<Variant<__nv_bfloat16, 64>>(p);
 }
 
-/// A variant's workspace: workspace_bytes (dQ by atomics), plus, for split_tail, D's padding
-/// and room for the slots of as many cut tiles as any GPU's plan may cut (tail_split.hpp,
-/// slot_capacity: the problem's alone, not this GPU's); or D alone (a separate dQ pass).
-template <template <class, int> class Variant>
-size_t variant_workspace_bytes(const ft::Problem& p) {
-  if constexpr (Variant<__nv_bfloat16, 64>::kDq == DQ::kSeparatePass) {
+/// One instance's workspace: workspace_bytes (dQ by atomics), plus, for split_tail, D's
+/// padding and room for the slots of as many cut tiles as any GPU's plan may cut
+/// (tail_split.hpp, slot_capacity: the problem's alone, not this GPU's); or D alone (a
+/// separate dQ pass).
+template <class Tr>
+size_t workspace_bytes_of(const ft::Problem& p) {
+  if constexpr (Tr::kDq == DQ::kSeparatePass) {
     return dq_pass_workspace_bytes(p);
+  } else if constexpr (!kSplitsTail<Tr>) {
+    return workspace_bytes(p);
   } else {
-    using Tr = Variant<__nv_bfloat16, 64>;  // Bc, and Br at d = 64 (d = 128: Br / 2)
-    bool split = false;
-    if constexpr (kWarpTileKernel<Tr>) split = Tr::kSplitTail;
-    if (!split) return workspace_bytes(p);
-    const int br = p.head_dim == 128 ? Variant<__nv_bfloat16, 128>::Br : Tr::Br;
-    const int64_t tiles = int64_t((p.seq_len + Tr::Bc - 1) / Tr::Bc) * p.heads_total();
-    const int64_t slots = slot_capacity(tiles, (p.seq_len + br - 1) / br, p.causal) * 2 * Tr::Bc * p.head_dim;
+    const int64_t slots = slot_capacity(key_tiles<Tr>(p), query_tiles<Tr>(p), p.causal) * 2 * Tr::Bc * Tr::D;
     return workspace_bytes(p) + size_t(padded_rows(p) - p.rows() + slots) * sizeof(float);
   }
+}
+
+template <template <class, int> class Variant>
+size_t variant_workspace_bytes(const ft::Problem& p) {
+  return p.head_dim == 128 ? workspace_bytes_of<Variant<__nv_bfloat16, 128>>(p)
+                           : workspace_bytes_of<Variant<__nv_bfloat16, 64>>(p);
 }
 
 template <template <class, int> class Variant>
