@@ -18,13 +18,13 @@ namespace ch08 {
 const ft::BackwardImpl& plain();
 
 /// The fastest measured variant (README, "The staircase"): the one the C API exports
-/// (ft_ch08_backward) and the Python module calls. `dq_pointer`, on a GPU that grants a
+/// (ft_ch08_backward) and the Python module calls. `split_tail`, on a GPU that grants a
 /// block its shared memory; else `async_bc64` (fastest_variant). Its ledger is
-/// dq_pointer's.
+/// split_tail's.
 const ft::BackwardImpl& fastest();
 
 /// Which variant fastest() runs at head dim d on a GPU whose blocks may opt in to
-/// `smem_optin` bytes of shared memory: "dq_pointer" (165,888 bytes at d = 64, 164,864 at
+/// `smem_optin` bytes of shared memory: "split_tail" (165,888 bytes at d = 64, 164,864 at
 /// d = 128) where it fits, as on the H100, H200 and A100; else "async_bc64" (58,368 and
 /// 71,168 bytes: the sm_86 and sm_89 GPUs' 99 KB take it), the fastest variant measured
 /// that fits there.

@@ -373,16 +373,16 @@ TEST(Ch08SplitTail, EveryQueryTileOnceAndNoLongerTail) {
       }
 }
 
-// fastest() runs dq_pointer where a block may have its 161-162 KB of shared memory
+// fastest() runs split_tail where a block may have its 161-162 KB of shared memory
 // (H100, H200: 227 KB; A100: 163 KB) and async_bc64 elsewhere (the sm_86/sm_89 GPUs' 99 KB
 // take its 57 and 69.5 KB).
-TEST(Ch08Fastest, DqPointerWhereItsSharedMemoryFitsElseAsyncBc64) {
+TEST(Ch08Fastest, SplitTailWhereItsSharedMemoryFitsElseAsyncBc64) {
   for (int d : {64, 128}) {
-    EXPECT_STREQ(ch08::fastest_variant(d, 227 * 1024), "dq_pointer") << d;
-    EXPECT_STREQ(ch08::fastest_variant(d, 163 * 1024), "dq_pointer") << d;
+    EXPECT_STREQ(ch08::fastest_variant(d, 227 * 1024), "split_tail") << d;
+    EXPECT_STREQ(ch08::fastest_variant(d, 163 * 1024), "split_tail") << d;
     EXPECT_STREQ(ch08::fastest_variant(d, 99 * 1024), "async_bc64") << d;
   }
-  EXPECT_STREQ(ch08::fastest_variant(64, 165888), "dq_pointer");  // exactly its 162 KB
+  EXPECT_STREQ(ch08::fastest_variant(64, 165888), "split_tail");  // exactly its 162 KB
   EXPECT_STREQ(ch08::fastest_variant(64, 165887), "async_bc64");
 }
 

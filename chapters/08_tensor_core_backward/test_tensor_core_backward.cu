@@ -1,5 +1,5 @@
-// GPU tests of chapter 08: each distinct kernel (plain, async, dq_pass, dq_pointer) on
-// the standard sizes (N = 1, 17, 64, 1000, 2048) in bf16 and fp16 (dq_pointer in fp16
+// GPU tests of chapter 08: each distinct kernel (plain, async, dq_pass, split_tail) on
+// the standard sizes (N = 1, 17, 64, 1000, 2048) in bf16 and fp16 (split_tail in fp16
 // on the ragged ones, N = 1, 17, 1000), the other variants on the ragged sizes in bf16,
 // d = 64 and 128, causal and not, B = 2 and H = 1, and fastest at N = 4096 (B = 1, H = 2),
 // against the float64 reference of the rounded inputs under the same-precision rule
@@ -33,17 +33,18 @@ constexpr auto case_name = &ft::testing::case_name<ft::BackwardImpl>;
 /// The variants whose code is tested on every standard shape: one per kernel (synchronous
 /// copies; cp.async; the separate dQ pass; the warp_tiles kernel, in its fastest form). The
 /// others are one of these kernels with other tile constants (wide_kv, async_br32,
-/// async_bc64), or the warp_tiles kernel a few steps short of dq_pointer (warp_tiles,
-/// hoisted, spread_atomics, pipelined_dk, late_copy: each one trait from the next, every
-/// path of the kernel's code the same but for those traits; and split_tail, one trait past
-/// dq_pointer, whose own code runs only in the blocks of the tiles it cuts, also on a grid
-/// of whole and cut tiles: SplitTailCutTilesMatchReference); warp_tiles also differs in its
-/// lane offsets (LaneOffsets) and, at d = 64, in re-reading P from Pᵀ, so it is also tested
-/// on large scores (large_score_cases). They run the ragged shapes in bf16. "fastest" runs
-/// dq_pointer's kernels (a static_assert in tensor_core_backward.cu), its own dispatch
+/// async_bc64), or the warp_tiles kernel a few steps short of split_tail (warp_tiles,
+/// hoisted, spread_atomics, pipelined_dk, late_copy, dq_pointer: each one trait from the
+/// next, every path of the kernel's code the same but for those traits). split_tail's own
+/// code runs only in the blocks of the tiles it cuts: the two-head standard cases cut every
+/// tile, and a grid of whole and cut tiles runs both paths in one launch
+/// (SplitTailCutTilesMatchReference). warp_tiles also differs in its lane offsets
+/// (LaneOffsets) and, at d = 64, in re-reading P from Pᵀ, so it is also tested on large
+/// scores (large_score_cases). They run the ragged shapes in bf16. "fastest" runs
+/// split_tail's kernels (a static_assert in tensor_core_backward.cu), its own dispatch
 /// tested on the ragged shapes.
 bool fully_tested(const std::string& variant) {
-  return variant == "plain" || variant == "async" || variant == "dq_pass" || variant == "dq_pointer";
+  return variant == "plain" || variant == "async" || variant == "dq_pass" || variant == "split_tail";
 }
 
 /// The ragged sizes every variant is tested on: one query, one partial tile, and a
@@ -56,9 +57,9 @@ std::vector<Case> standard_cases() {
   for (const auto& impl : ch08::backward_impls()) {
     const bool full = fully_tested(impl.variant);
     for (ft::DType t : impl.dtypes) {
-      // dq_pointer in fp16: the ragged shapes only (fp16 and bf16 differ in the
+      // split_tail in fp16: the ragged shapes only (fp16 and bf16 differ in the
       // conversions and the mma's type, which the other full variants test on every shape).
-      const bool full_here = full && !(impl.variant == "dq_pointer" && t == ft::DType::Float16);
+      const bool full_here = full && !(impl.variant == "split_tail" && t == ft::DType::Float16);
       if (!full && t != ft::DType::BFloat16) continue;
       for (const auto& shape : ft::testing::standard_shapes(impl.head_dims, t))
         if (full_here || ragged(shape.seq_len)) cases.push_back({impl, shape, t});
@@ -67,28 +68,37 @@ std::vector<Case> standard_cases() {
   return cases;
 }
 
-// The C API and the Python module call fastest(): dq_pointer's kernel at both d (the same
+// The C API and the Python module call fastest(): split_tail's kernel at both d (the same
 // template instances, which the standard cases cover in full; a static_assert in
-// tensor_core_backward.cu ties Fastest to DqPointerTraits); its own dispatch is tested on
+// tensor_core_backward.cu ties Fastest to SplitTailTraits); its own dispatch is tested on
 // the ragged shapes (standard_cases). Its label and its dispatch name that variant, and its
-// ledger that kernel.
-TEST(Ch08, FastestIsDqPointer) {
-  for (int d : {64, 128}) {
-    const std::string picked = ch08::fastest_variant(d, SIZE_MAX);
-    EXPECT_EQ(picked, "dq_pointer");
-    EXPECT_EQ(ch08::fastest().what.rfind(picked + " (", 0), 0u) << ch08::fastest().what;
-  }
-  const auto kernels = [](int d) {
+// ledger that kernel's: on a causal problem, which split_tail never cuts, the same three
+// kernels as dq_pointer's; on one it cuts, split_tail's lines, store_shared_tiles among them.
+TEST(Ch08, FastestIsSplitTail) {
+  const auto impls = ch08::backward_impls();
+  const auto split_tail = std::find_if(impls.begin(), impls.end(),
+                                       [](const ft::BackwardImpl& i) { return i.variant == "split_tail"; });
+  ASSERT_NE(split_tail, impls.end());
+  const auto kernels = [](const ft::BackwardImpl& impl, const ft::Problem& p) {
     std::vector<std::string> names;
-    const ft::Problem p = ft::make_problem(1, 1, 256, d, false, ft::DType::BFloat16);
-    for (const auto& t : ch08::fastest().traffic(p)) names.push_back(t.kernel);
+    for (const auto& t : impl.traffic(p)) names.push_back(t.kernel);
     return names;
   };
-  for (int d : {64, 128})
-    EXPECT_EQ(kernels(d), (std::vector<std::string>{"dot_dO_O_tc", "flash_backward_warp_tiles", "convert_dq"}));
+  for (int d : {64, 128}) {
+    const std::string picked = ch08::fastest_variant(d, SIZE_MAX);
+    EXPECT_EQ(picked, "split_tail");
+    EXPECT_EQ(ch08::fastest().what.rfind(picked + " (", 0), 0u) << ch08::fastest().what;
+    const ft::Problem causal = ft::make_problem(1, 1, 256, d, true, ft::DType::BFloat16);
+    EXPECT_EQ(kernels(ch08::fastest(), causal),
+              (std::vector<std::string>{"dot_dO_O_tc", "flash_backward_warp_tiles", "convert_dq"}));
+    const ft::Problem cut = ft::make_problem(1, 45, 300, d, false, ft::DType::BFloat16);
+    EXPECT_EQ(kernels(ch08::fastest(), cut), kernels(*split_tail, cut));
+    const auto names = kernels(ch08::fastest(), cut);
+    EXPECT_NE(std::find(names.begin(), names.end(), "store_shared_tiles"), names.end());
+  }
 }
 
-// On this GPU fastest's dispatch picks dq_pointer when the GPU grants a block its shared
+// On this GPU fastest's dispatch picks split_tail when the GPU grants a block its shared
 // memory (the H100 and H200 do), async_bc64 when not, and either way computes what the
 // variant it picked computes.
 TEST(Ch08, FastestRunsTheVariantItsDispatchPicks) {
@@ -96,7 +106,7 @@ TEST(Ch08, FastestRunsTheVariantItsDispatchPicks) {
   for (int d : {64, 128}) {
     const std::string picked = ch08::fastest_variant(d, ft::max_dynamic_smem());
     SCOPED_TRACE("d=" + std::to_string(d) + " picked " + picked);
-    EXPECT_TRUE(picked == "dq_pointer" || picked == "async_bc64");
+    EXPECT_TRUE(picked == "split_tail" || picked == "async_bc64");
     const auto impls = ch08::backward_impls();
     const auto it = std::find_if(impls.begin(), impls.end(),
                                  [&](const ft::BackwardImpl& i) { return i.variant == picked; });
