@@ -86,13 +86,13 @@ BF16_ANCHORS = (("torch_naive", "torch-naive(3 kernels)", "three kernels",
                  "PyTorch bf16 SDPA, FlashAttention-2", "--"),
                 ("torch_cudnn", "cudnn", "cuDNN", "PyTorch bf16 SDPA, cuDNN", "-."))
 # The staircase's third row: chapter 08's backward in bf16 at the same N and head dimensions,
-# its variants in the chapter's order (the tile-shape variants and `fastest`, dq_pointer's
+# its variants in the chapter's order (the tile-shape variants and `fastest`, split_tail's
 # code, left out), after chapter 05's float32 flash backward (tour.csv), the baseline of its
 # speedups; PyTorch's FlashAttention-2 and cuDNN backwards for scale (vs_pytorch.csv's
 # backward rows, else ch07_anchors.csv's bwd_ms).
 STAIR_BWD = (("08", "plain"), ("08", "wide_kv"), ("08", "async"), ("08", "dq_pass"),
              ("08", "warp_tiles"), ("08", "hoisted"), ("08", "spread_atomics"), ("08", "pipelined_dk"),
-             ("08", "late_copy"), ("08", "dq_pointer"))
+             ("08", "late_copy"), ("08", "dq_pointer"), ("08", "split_tail"))
 BWD_BASELINE = ("05", "flash")  # float32, CUDA cores, from tour.csv
 BWD_ANCHORS = tuple(a for a in BF16_ANCHORS if a[0] != "torch_naive")
 # The roofline's tensor-core backward: chapter 08's `fastest` row (else its quickest STAIR_BWD

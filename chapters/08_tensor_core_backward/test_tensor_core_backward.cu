@@ -115,8 +115,9 @@ TEST(Ch08, FastestRunsTheVariantItsDispatchPicks) {
     const auto in = ft::reference_inputs(p, ft::InputKind::Uniform, 7);
     const auto fast = ft::testing::run_backward(ch08::fastest(), p, in);
     const auto same = ft::testing::run_backward(*it, p, in);
-    // The same kernels on the same inputs: dK, dV (each written once) bit for bit; dQ, whose
-    // float32 atomics land in whatever order, to its last bits.
+    // The same kernels on the same inputs: dK, dV (each written once: causal, split_tail
+    // cuts nothing) bit for bit; dQ, whose float32 atomics land in whatever order, to its
+    // last bits.
     EXPECT_EQ(fast.dK, same.dK);
     EXPECT_EQ(fast.dV, same.dV);
     std::vector<double> dq(same.dQ.begin(), same.dQ.end());

@@ -129,12 +129,12 @@ class TensorCorePanels(unittest.TestCase):
         self.assertEqual(bf16.count("cuDNN "), 2, bf16)
         self.assertEqual(bf16.count("three kernels "), 2, bf16)
         self.assertIn(f"({source})", bf16)
-        # The backward row: chapter 08's ten variants (plain, wide_kv, async, dq_pass,
-        # warp_tiles, hoisted, spread_atomics, pipelined_dk, late_copy, dq_pointer) after chapter
+        # The backward row: chapter 08's eleven variants (plain, wide_kv, async, dq_pass,
+        # warp_tiles, hoisted, spread_atomics, pipelined_dk, late_copy, dq_pointer, split_tail) after chapter
         # 05's float32 flash, and PyTorch's two flash backwards in each panel.
         bwd = lines["staircase backward"]
-        self.assertIn("d=64: 10 bars + 05 flash;", bwd)
-        self.assertIn("d=128: 10 bars + 05 flash;", bwd)
+        self.assertIn("d=64: 11 bars + 05 flash;", bwd)
+        self.assertIn("d=128: 11 bars + 05 flash;", bwd)
         self.assertEqual(bwd.count("FlashAttention-2 "), 2, bwd)
         self.assertEqual(bwd.count("cuDNN "), 2, bwd)
         self.assertNotIn("three kernels", bwd)
