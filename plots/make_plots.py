@@ -932,10 +932,28 @@ def plot_roofline(traffic, ceilings, tc, probes, gpu, path):
 
 # ---------------------------------------------------------------- 4. extra memory vs N
 
-def ch08_workspace_bytes(variant, b, h, n, d):
-    """Chapter 08's workspace (tensor_core_backward.cu): workspace_bytes, the float32 dQ
-    accumulator and D, B·H·N·(d+1)·4 bytes; dq_pass_workspace_bytes, D alone, B·H·N·4."""
-    return b * h * n * 4 * (1 if variant == "dq_pass" else d + 1)
+# split_tail's (and so fastest's) room for the slots of the key tiles it cuts
+# (tail_split.hpp): kMaxCutTiles tiles of 2·Bc·d floats (dK's, then dV's), Bc = 128 keys
+# and Br = 128 (d = 64) or 64 (d = 128) queries (WarpTileTraits).
+CH08_MAX_CUT_TILES = 160
+CH08_SPLIT_TAIL = ("split_tail", "fastest")
+
+
+def ch08_workspace_bytes(variant, b, h, n, d, causal=False):
+    """Chapter 08's workspace (tensor_core_backward.cu, workspace_bytes_of): the float32 dQ
+    accumulator and D, B·H·N·(d+1)·4 bytes; dq_pass, D alone, B·H·N·4; split_tail (and
+    fastest, its code) non-causal, D padded to 4 floats and then room for the slots of
+    min(key tiles, 160) cut tiles, none where a key tile has one query tile."""
+    rows = b * h * n
+    if variant == "dq_pass":
+        return rows * 4
+    base = rows * (d + 1) * 4
+    if variant not in CH08_SPLIT_TAIL:
+        return base
+    bc, br = 128, (128 if d == 64 else 64)
+    key_tiles, q_tiles = b * h * -(-n // bc), -(-n // br)
+    cut = 0 if causal or q_tiles < 2 else min(key_tiles, CH08_MAX_CUT_TILES)
+    return base + ((rows + 3) // 4 * 4 - rows + cut * 2 * bc * d) * 4
 
 
 def ch08_memory_series(tc, tour_shapes):

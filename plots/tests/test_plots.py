@@ -151,8 +151,10 @@ class TensorCorePanels(unittest.TestCase):
         self.assertIn("08 fastest d=64 at ", roof)
         self.assertIn("08 fastest d=128 at ", roof)
         memory = lines["memory_vs_n"]
-        self.assertIn("08 plain, wide_kv, async, warp_tiles, hoisted, spread_atomics: 136 MB at N=1024, 136 MB at N=4096, "
-                      "136 MB at N=16384 (tc_variants.csv)", memory)
+        self.assertIn("08 plain, wide_kv, async, warp_tiles, hoisted, spread_atomics, pipelined_dk, late_copy, "
+                      "dq_pointer: 136 MB at N=1024, 136 MB at N=4096, 136 MB at N=16384 (tc_variants.csv)", memory)
+        self.assertIn("08 split_tail: 147 MB at N=1024, 147 MB at N=4096, 147 MB at N=16384 "
+                      "(tc_variants.csv)", memory)
         self.assertIn("08 dq_pass: 2.1 MB at N=1024, 2.1 MB at N=4096, 2.1 MB at N=16384 "
                       "(tc_variants.csv)", memory)
 
@@ -284,6 +286,12 @@ class TensorCorePanels(unittest.TestCase):
                          136314880)
         self.assertEqual(make_plots.ch08_workspace_bytes("dq_pass", 1, 32, 16384, 64), 2097152)
         self.assertEqual(make_plots.ch08_workspace_bytes("plain", 1, 16, 16384, 128), 135266304)
+        # split_tail: room for 160 cut tiles' slots (2·128·d floats each), non-causal only;
+        # none with one query tile a key tile (N = 17 at d = 64: nothing to cut).
+        self.assertEqual(make_plots.ch08_workspace_bytes("split_tail", 1, 32, 16384, 64), 146800640)
+        self.assertEqual(make_plots.ch08_workspace_bytes("split_tail", 1, 16, 16384, 128), 156237824)
+        self.assertEqual(make_plots.ch08_workspace_bytes("split_tail", 1, 32, 16384, 64, True), 136314880)
+        self.assertEqual(make_plots.ch08_workspace_bytes("split_tail", 2, 1, 17, 64), 2 * 17 * 65 * 4 + 2 * 4)
         series = make_plots.ch08_memory_series(tc, {1024: (16, 32), 16384: (1, 32)})
         self.assertEqual(series["dq_pass"], {1024: (2097152, False), 16384: (2097152, True)})
         self.assertEqual(sorted(series), ["async", "dq_pass", "plain", "wide_kv"])
@@ -292,7 +300,7 @@ class TensorCorePanels(unittest.TestCase):
             for r in results_csv.read(committed):
                 if r["chapter"] == "08" and r["dtype"] == "bf16" and r["extra_mem_bytes"]:
                     self.assertEqual(r["extra_mem_bytes"], make_plots.ch08_workspace_bytes(
-                        r["variant"], r["batch"], r["heads"], r["seq_len"], r["head_dim"]),
+                        r["variant"], r["batch"], r["heads"], r["seq_len"], r["head_dim"], r["causal"]),
                         f"tc_variants.csv line {r['_line']}")
 
 
