@@ -115,7 +115,9 @@ FT_DECLARE_BACKWARD(ft_ch05_backward)             /**< 05: flash, recomputes P; 
 FT_DECLARE_BACKWARD(ft_ch05_backward_dq_pass)     /**< 05: flash, dQ in a second kernel */
 FT_DECLARE_BACKWARD(ft_ch05_backward_bc128)       /**< 05: flash, 128 keys per block (d <= 64) */
 /** 08: FlashAttention-2's backward on the tensor cores; bf16 or fp16, head_dim 64 or 128, sm_80+;
- * workspace: dQ's float32 accumulator and D (pair with ft_ch07_forward). */
+ * workspace: dQ's float32 accumulator and D (padded to 4 floats), and, non-causal, room for the
+ * float32 dK and dV of up to 160 key tiles the kernel may cut (10.5 MB at d = 64, 21 MB at
+ * d = 128; pair with ft_ch07_forward). */
 FT_DECLARE_BACKWARD(ft_ch08_backward)
 
 /** Chapter 03's row softmax over `rows` rows of `cols` floats: variant 0 the safe three-pass

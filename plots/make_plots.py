@@ -959,7 +959,7 @@ def ch08_workspace_bytes(variant, b, h, n, d, causal=False):
 def ch08_memory_series(tc, tour_shapes):
     """{variant: {N: (bytes, measured)}} of chapter 08's bf16 backward at d=HEAD_DIM,
     non-causal, for STAIR_BWD's variants: tc_variants.csv's extra_mem_bytes where measured
-    (N=16384), else ch08_workspace_bytes at the tour's (B, H) for that N (tour_shapes:
+    (the N it has rows at), else ch08_workspace_bytes at the tour's (B, H) for that N (tour_shapes:
     {N: (B, H)}), so that it reads beside chapter 05's backwards at every N. Empty without
     a measured row."""
     rows = [r for r in tc if r["chapter"] == "08" and r["pass"] == "backward"

@@ -25,8 +25,9 @@
 /// from run to run. Every other block runs dq_pointer's code.
 /// Forecast (the plan's own count, tail_split.hpp): 2.9-3.0% faster non-causal at d = 64,
 /// 2.7% (N = 16384) and 2.2% (4096) at d = 128; causal unchanged (never cut). Measured on
-/// the H200 (README, "split_tail, the last wave"): 2.1-2.9% non-causal at N = 4096 and
-/// 16384, 0.1-0.4% at N = 1024; causal within 0.5% of dq_pointer, either way.
+/// the H200 (README, "split_tail, the last wave"; two runs): 2.1-2.9% non-causal at
+/// N = 4096 and 16384, -0.1% to +0.4% at N = 1024; causal within 0.5% of dq_pointer,
+/// either way.
 ///
 /// Run: ./build/chapters/08_tensor_core_backward/ch08_tensor_core_backward --variant split_tail
 #pragma once

@@ -82,9 +82,9 @@ template <class T, int D> using DqPointer = DqPointerTraits<T, D>;
 // split_tail: dq_pointer with the key tiles of the grid's partial last wave cut into runs of
 // query tiles, a block each (non-causal; flash_backward_split_tail.cuh).
 template <class T, int D> using SplitTail = SplitTailTraits<T, D>;
-// fastest: split_tail at both d (tc_variants.csv, bf16, N = 4096 and 16384: 2.0-2.7% ahead
-// of dq_pointer non-causal, the same causal, where it cuts nothing: README, "Measured on
-// the H200").
+// fastest: split_tail at both d (tc_variants.csv, bf16, N = 4096 and 16384: 2.1-2.9% ahead
+// of dq_pointer non-causal; causal, where it cuts nothing, -0.3% to +0.5%: README,
+// "Measured on the H200").
 template <class T, int D> using Fastest = SplitTail<T, D>;
 static_assert(std::is_same_v<Fastest<__nv_bfloat16, 64>, SplitTailTraits<__nv_bfloat16, 64>>,
               "fastest_variant names split_tail: keep the two together");

@@ -17,7 +17,7 @@ namespace ch08 {
 /// accumulator, and a last kernel that rounds dQ to the dtype. d = 64 or 128, sm_80+.
 const ft::BackwardImpl& plain();
 
-/// The fastest measured variant (README, "The staircase"): the one the C API exports
+/// The fastest measured variant (README, "Measured on the H200"): the one the C API exports
 /// (ft_ch08_backward) and the Python module calls. `split_tail`, on a GPU that grants a
 /// block its shared memory; else `async_bc64` (fastest_variant). Its ledger is
 /// split_tail's.

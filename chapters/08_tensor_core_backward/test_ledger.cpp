@@ -83,6 +83,8 @@ TEST(Ch08CApi, RefusesFloat32AndOddHeadDims) {
             -1);
   EXPECT_EQ(ft_ch08_backward_workspace_bytes(p), FT_WORKSPACE_ERROR);
   p.head_dim = 64;
+  // fastest's (split_tail's) workspace: dQ's accumulator and D; no padding of D (B·H·N = 384
+  // rows, a multiple of 4) and no slots (N = 64: one query tile a key tile, nothing to cut).
   EXPECT_EQ(ft_ch08_backward_workspace_bytes(p), 2u * 3 * 64 * (64 + 1) * 4);
 }
 

@@ -21,6 +21,7 @@
 #include "check.cuh"
 #include "precision.hpp"
 #include "testing.hpp"
+#include "traffic.hpp"  // ft::gpu_facts: the SM count of the ledger's plan
 #include "verify.hpp"
 
 namespace {
@@ -73,7 +74,9 @@ std::vector<Case> standard_cases() {
 // tensor_core_backward.cu ties Fastest to SplitTailTraits); its own dispatch is tested on
 // the ragged shapes (standard_cases). Its label and its dispatch name that variant, and its
 // ledger that kernel's: on a causal problem, which split_tail never cuts, the same three
-// kernels as dq_pointer's; on one it cuts, split_tail's lines, store_shared_tiles among them.
+// kernels as dq_pointer's; on a non-causal one, split_tail's lines, with store_shared_tiles
+// where the ledger's plan (on the model GPU's SM count: this GPU's, or the H200's without
+// one) cuts: 45 heads of N = 300 cut on 132 SMs, and on others not (68, 84, 148, ...).
 TEST(Ch08, FastestIsSplitTail) {
   const auto impls = ch08::backward_impls();
   const auto split_tail = std::find_if(impls.begin(), impls.end(),
@@ -93,8 +96,12 @@ TEST(Ch08, FastestIsSplitTail) {
               (std::vector<std::string>{"dot_dO_O_tc", "flash_backward_warp_tiles", "convert_dq"}));
     const ft::Problem cut = ft::make_problem(1, 45, 300, d, false, ft::DType::BFloat16);
     EXPECT_EQ(kernels(ch08::fastest(), cut), kernels(*split_tail, cut));
+    const int Br = d == 64 ? 128 : 64, Bc = 128;  // WarpTileTraits' tiles
+    const ch08::TailSplit plan = ch08::plan_tail_split(45 * ((300 + Bc - 1) / Bc), (300 + Br - 1) / Br,
+                                                       int(ft::gpu_facts().sms), false, Bc, d);
     const auto names = kernels(ch08::fastest(), cut);
-    EXPECT_NE(std::find(names.begin(), names.end(), "store_shared_tiles"), names.end());
+    EXPECT_EQ(std::find(names.begin(), names.end(), "store_shared_tiles") != names.end(), plan.parts > 1)
+        << plan.parts << " parts on " << ft::gpu_facts().sms << " SMs";
   }
 }
 
