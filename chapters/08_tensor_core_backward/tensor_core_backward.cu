@@ -102,9 +102,9 @@ auto key_block_kernel() {
     return flash_backward_tc<Tr>;
 }
 
-/// split_tail's plan for a problem on a GPU of `sms` SMs (tail_split.hpp): the launch and
-/// the workspace ask for the current GPU's (ft::sm_count), the ledger for the model's
-/// (ft::gpu_facts: the H200's without a GPU). Without kSplitTail, or with 0 SMs, every key
+/// split_tail's plan for a problem on a GPU of `sms` SMs (tail_split.hpp): the launch asks
+/// for the current GPU's (ft::sm_count), the ledger for the model's (ft::gpu_facts: the
+/// H200's without a GPU); the workspace holds room for any plan (slot_capacity). Without kSplitTail, or with 0 SMs, every key
 /// tile its own block.
 template <class Tr>
 constexpr bool kSplitsTail = [] {

@@ -34,8 +34,9 @@ const char* fastest_variant(int head_dim, size_t smem_optin);
 std::vector<ft::BackwardImpl> backward_impls();
 
 /// Workspace of every variant but dq_pass and split_tail: dQ's float32 accumulator (B·H·N·d
-/// floats) first, then D (B·H·N floats). split_tail puts the slots of its cut key tiles
-/// between them (how many depends on the GPU's SM count: tail_split.hpp).
+/// floats) first, then D (B·H·N floats). split_tail pads D to 4 floats and puts after it
+/// room for the slots of the key tiles any GPU's plan may cut (tail_split.hpp,
+/// slot_capacity: the problem's alone).
 size_t workspace_bytes(const ft::Problem& p);
 
 /// The ledger of plain(): dot_dO_O_tc, flash_backward_tc, convert_dq (README, "The ledger").

@@ -48,6 +48,16 @@ bool fully_tested(const std::string& variant) {
   return variant == "plain" || variant == "async" || variant == "dq_pass" || variant == "split_tail";
 }
 
+/// A grid of whole and cut key tiles on the H200's 132 SMs: 45 heads of N = 300, 3 key tiles
+/// each (135 tiles: 132 whole, 3 cut), non-causal.
+constexpr int kMixedHeads = 45, kMixedN = 300;
+
+/// split_tail's plan for that problem at head dim d on a GPU of `sms` SMs.
+ch08::TailSplit mixed_grid_plan(int d, int sms) {
+  const int Br = d == 64 ? 128 : 64, Bc = 128;  // WarpTileTraits' tiles
+  return ch08::plan_tail_split(kMixedHeads * ((kMixedN + Bc - 1) / Bc), (kMixedN + Br - 1) / Br, sms, false, Bc, d);
+}
+
 /// The ragged sizes every variant is tested on: one query, one partial tile, and a
 /// thousand (a partial last tile of every tile shape here).
 bool ragged(int seq_len) { return seq_len == 1 || seq_len == 17 || seq_len == 1000; }
@@ -94,11 +104,9 @@ TEST(Ch08, FastestIsSplitTail) {
     const ft::Problem causal = ft::make_problem(1, 1, 256, d, true, ft::DType::BFloat16);
     EXPECT_EQ(kernels(ch08::fastest(), causal),
               (std::vector<std::string>{"dot_dO_O_tc", "flash_backward_warp_tiles", "convert_dq"}));
-    const ft::Problem cut = ft::make_problem(1, 45, 300, d, false, ft::DType::BFloat16);
+    const ft::Problem cut = ft::make_problem(1, kMixedHeads, kMixedN, d, false, ft::DType::BFloat16);
     EXPECT_EQ(kernels(ch08::fastest(), cut), kernels(*split_tail, cut));
-    const int Br = d == 64 ? 128 : 64, Bc = 128;  // WarpTileTraits' tiles
-    const ch08::TailSplit plan = ch08::plan_tail_split(45 * ((300 + Bc - 1) / Bc), (300 + Br - 1) / Br,
-                                                       int(ft::gpu_facts().sms), false, Bc, d);
+    const ch08::TailSplit plan = mixed_grid_plan(d, int(ft::gpu_facts().sms));
     const auto names = kernels(ch08::fastest(), cut);
     EXPECT_EQ(std::find(names.begin(), names.end(), "store_shared_tiles") != names.end(), plan.parts > 1)
         << plan.parts << " parts on " << ft::gpu_facts().sms << " SMs";
@@ -261,10 +269,8 @@ TEST(Ch08, SplitTailCutTilesMatchReference) {
                                [](const ft::BackwardImpl& i) { return i.variant == "split_tail"; });
   ASSERT_NE(it, impls.end());
   for (const auto& [d, t] : {std::pair{64, ft::DType::BFloat16}, std::pair{128, ft::DType::Float16}}) {
-    const ft::Problem p = ft::make_problem(1, 45, 300, d, false, t);
-    const int Br = d == 64 ? 128 : 64, Bc = 128;  // WarpTileTraits' tiles
-    const ch08::TailSplit plan =
-        ch08::plan_tail_split(45 * ((300 + Bc - 1) / Bc), (300 + Br - 1) / Br, ft::sm_count(), false, Bc, d);
+    const ft::Problem p = ft::make_problem(1, kMixedHeads, kMixedN, d, false, t);
+    const ch08::TailSplit plan = mixed_grid_plan(d, ft::sm_count());
     SCOPED_TRACE("d=" + std::to_string(d) + ": " + std::to_string(plan.first) + " whole tiles, " +
                  std::to_string(plan.tiles) + " cut into " + std::to_string(plan.parts));
     ASSERT_GT(plan.parts, 1) << "this GPU's plan cuts nothing here; choose another head count";
