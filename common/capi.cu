@@ -8,6 +8,7 @@
 
 #include "check.cuh"
 #include "launch.cuh"
+#include "strides.hpp"
 
 namespace {
 thread_local std::string g_last_error;
@@ -109,6 +110,44 @@ int backward(const BackwardImpl& impl, const ft_problem& p, const BackwardArgs& 
     require_sm(impl.min_sm, "chapter " + impl.chapter + " (" + impl.variant + ")");
     impl.run(q, a, s);
   });
+}
+
+namespace {
+/// The C struct as the C++ one, after the checks every strided call makes first.
+template <class Impl>
+Layout layout_for(const Impl& impl, const ft_layout* layout) {
+  if (layout == nullptr) throw Unsupported("layout is NULL: pass the tensors' strides");
+  if (!impl.strided)
+    throw Unsupported("chapter " + impl.chapter + " (" + impl.variant + ") reads contiguous "
+                      "tensors only: call the function without _strided");
+  const auto s = [](const ft_strides& x) { return Strides{x.batch, x.head, x.row}; };
+  const ft_layout& l = *layout;
+  return {s(l.Q), s(l.K), s(l.V), s(l.O), s(l.dO), s(l.dQ), s(l.dK), s(l.dV)};
+}
+}  // namespace
+
+int forward_strided(const ForwardImpl& impl, const ft_problem& p, const ft_layout* layout,
+                    ForwardArgs a, cudaStream_t s) {
+  Layout l;
+  const int rc = guarded([&] {
+    l = layout_for(impl, layout);
+    check_layout(to_problem(p), l, false);
+  });
+  if (rc != 0) return rc;
+  a.layout = &l;
+  return forward(impl, p, a, s);
+}
+
+int backward_strided(const BackwardImpl& impl, const ft_problem& p, const ft_layout* layout,
+                     BackwardArgs a, cudaStream_t s) {
+  Layout l;
+  const int rc = guarded([&] {
+    l = layout_for(impl, layout);
+    check_layout(to_problem(p), l, true);
+  });
+  if (rc != 0) return rc;
+  a.layout = &l;
+  return backward(impl, p, a, s);
 }
 
 namespace {

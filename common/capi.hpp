@@ -26,6 +26,12 @@ void check_aligned(std::initializer_list<std::pair<const char*, const void*>> po
 int guarded(const std::function<void()>& fn);
 int forward(const ForwardImpl& impl, const ft_problem& p, const ForwardArgs& a, cudaStream_t s);
 int backward(const BackwardImpl& impl, const ft_problem& p, const BackwardArgs& a, cudaStream_t s);
+/// The same, on views: `layout` (refused if NULL, if `impl` is not strided, or if it breaks a
+/// rule of ft::check_layout) becomes the args' Layout.
+int forward_strided(const ForwardImpl& impl, const ft_problem& p, const ft_layout* layout,
+                    ForwardArgs a, cudaStream_t s);
+int backward_strided(const BackwardImpl& impl, const ft_problem& p, const ft_layout* layout,
+                     BackwardArgs a, cudaStream_t s);
 /// The workspace of `impl` for `p`, or FT_WORKSPACE_ERROR (ft_last_error() set) when the
 /// problem is invalid or unsupported.
 size_t workspace(const ForwardImpl& impl, const ft_problem& p);
@@ -55,4 +61,23 @@ size_t workspace(const BackwardImpl& impl, const ft_problem& p);
                       void* dV, void* workspace, cudaStream_t stream) {                   \
     return ::ft::capi::backward((IMPL), p, {Q, K, V, O, lse, dO, dQ, dK, dV, workspace},   \
                                 stream);                                                   \
+  }
+
+/// Defines `NAME_strided(problem, layout, Q, K, V, O, lse, workspace, stream)` for the strided
+/// ForwardImpl that `IMPL` evaluates to (its workspace query is NAME's).
+#define FT_EXPORT_FORWARD_STRIDED(NAME, IMPL)                                                  \
+  extern "C" int NAME##_strided(ft_problem p, const ft_layout* layout, const void* Q,         \
+                                const void* K, const void* V, void* O, float* lse,            \
+                                void* workspace, cudaStream_t stream) {                       \
+    return ::ft::capi::forward_strided((IMPL), p, layout, {Q, K, V, O, lse, workspace}, stream); \
+  }
+
+/// Defines `NAME_strided(problem, layout, Q, K, V, O, lse, dO, dQ, dK, dV, workspace, stream)`.
+#define FT_EXPORT_BACKWARD_STRIDED(NAME, IMPL)                                                 \
+  extern "C" int NAME##_strided(ft_problem p, const ft_layout* layout, const void* Q,         \
+                                const void* K, const void* V, const void* O, const float* lse, \
+                                const void* dO, void* dQ, void* dK, void* dV, void* workspace, \
+                                cudaStream_t stream) {                                        \
+    return ::ft::capi::backward_strided((IMPL), p, layout,                                     \
+                                        {Q, K, V, O, lse, dO, dQ, dK, dV, workspace}, stream); \
   }

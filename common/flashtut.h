@@ -25,6 +25,13 @@
  *   launches asynchronously on `stream` and returns 0 on success. Errors: -1 for a problem,
  *   pointer or GPU the function cannot serve (ft_last_error() says why, in one line), or a
  *   cudaError_t value (> 0) for a CUDA failure. No C++ exception ever crosses this API.
+ * - Views (API version 3): ft_ch07_forward_strided and ft_ch08_backward_strided take, beside
+ *   the pointers, an ft_layout: each tensor's strides, so that q, k and v can be views of a
+ *   model's projection (`[batch, seq_len, 3, heads, head_dim]` seen as `[B, H, N, d]`) and O
+ *   and the gradients can be written in the layout the model wants, with no copy. head_dim
+ *   stays contiguous; every stride of a dimension longer than 1 must be a multiple of 16
+ *   bytes (8 elements), none negative; an output's elements must not overlap. lse stays
+ *   contiguous `[batch, heads, seq_len]`. A layout that breaks a rule is refused with -1.
  * - Chapters 01–05 compute in float32 only: any other dtype gets -1.
  * - The struct may grow: a caller checks ft_api_version() == FT_API_VERSION (or
  *   ft_problem_size() == sizeof(ft_problem)) before relying on its layout.
@@ -40,8 +47,9 @@
 extern "C" {
 #endif
 
-/** Version of this header's structs and functions: 2 added ft_problem.dtype. */
-#define FT_API_VERSION 2
+/** Version of this header's structs and functions: 2 added ft_problem.dtype, 3 ft_layout and
+ * the `*_strided` functions. */
+#define FT_API_VERSION 3
 /** Every pointer passed to the library must be a multiple of this many bytes. */
 #define FT_ALIGNMENT 16
 /** What `*_workspace_bytes` returns for a problem the function cannot run. */
@@ -64,6 +72,21 @@ typedef struct ft_problem {
   float scale;   /**< softmax scale; 0 = 1/sqrt(d) */
   int dtype;     /**< an ft_dtype: the element type of the tensors (API version 2) */
 } ft_problem;
+
+/** Where one tensor's rows are: element (b, h, n, c) of a `[batch, heads, seq_len, head_dim]`
+ * tensor is at b·batch + h·head + n·row + c, counted in elements (head_dim contiguous).
+ * Contiguous `[B, H, N, d]`: batch = H·N·d, head = N·d, row = d. (API version 3) */
+typedef struct ft_strides {
+  int64_t batch; /**< elements from one batch to the next */
+  int64_t head;  /**< from one head to the next */
+  int64_t row;   /**< from one token (row) to the next */
+} ft_strides;
+
+/** The strides of every tensor a pass touches: a forward reads Q, K, V and writes O; a
+ * backward reads Q, K, V, O, dO and writes dQ, dK, dV. (API version 3) */
+typedef struct ft_layout {
+  ft_strides Q, K, V, O, dO, dQ, dK, dV;
+} ft_layout;
 
 /** FT_API_VERSION of the library that was loaded (compare with the header's). */
 int ft_api_version(void);
@@ -99,6 +122,11 @@ FT_DECLARE_FORWARD(ft_ch06_forward)             /**< 06: unfused on tensor cores
 /** 07: FlashAttention-2's forward on the tensor cores; bf16 or fp16 only, head_dim 64 or
  * 128, an sm_80 GPU or newer (-1 with a message otherwise). */
 FT_DECLARE_FORWARD(ft_ch07_forward)
+/** ft_ch07_forward on views: the tensors where `layout` says (its Q, K, V, O; not NULL).
+ * Workspace: ft_ch07_forward_workspace_bytes. */
+int ft_ch07_forward_strided(ft_problem problem, const ft_layout* layout, const void* Q,
+                            const void* K, const void* V, void* O, float* lse, void* workspace,
+                            cudaStream_t stream);
 
 /* Backward passes: (problem, Q, K, V, O, lse, dO, dQ, dK, dV, workspace, stream).
  * The workspace must be the one the paired forward used: ft_ch05_forward_materialize for
@@ -119,6 +147,12 @@ FT_DECLARE_BACKWARD(ft_ch05_backward_bc128)       /**< 05: flash, 128 keys per b
  * float32 dK and dV of up to 160 key tiles the kernel may cut (10.5 MB at d = 64, 21 MB at
  * d = 128; pair with ft_ch07_forward). */
 FT_DECLARE_BACKWARD(ft_ch08_backward)
+/** ft_ch08_backward on views: every tensor where `layout` says (not NULL). Workspace:
+ * ft_ch08_backward_workspace_bytes. */
+int ft_ch08_backward_strided(ft_problem problem, const ft_layout* layout, const void* Q,
+                             const void* K, const void* V, const void* O, const float* lse,
+                             const void* dO, void* dQ, void* dK, void* dV, void* workspace,
+                             cudaStream_t stream);
 
 /** Chapter 03's row softmax over `rows` rows of `cols` floats: variant 0 the safe three-pass
  * kernel, 1 the online one-read kernel. `in` and `out` need only float alignment (4 bytes):

@@ -15,6 +15,7 @@
 
 #include "inputs.hpp"
 #include "problem.hpp"
+#include "strides.hpp"
 #include "table.hpp"
 #include "traffic.hpp"
 
@@ -44,7 +45,9 @@ using InTensor = TensorPtr<const void>;
 using OutTensor = TensorPtr<void>;
 
 /// Device pointers of a forward pass. O is B·H·N·d of the problem's dtype, lse is B·H·N
-/// float32; workspace is `workspace_bytes(p)` bytes (nullptr when that is 0).
+/// float32; workspace is `workspace_bytes(p)` bytes (nullptr when that is 0). `layout` null:
+/// Q, K, V, O contiguous [B, H, N, d] (the layout contract); else their strides, which only
+/// an implementation marked `strided` reads (the C API refuses the others a layout).
 struct ForwardArgs {
   InTensor Q;
   InTensor K;
@@ -52,11 +55,13 @@ struct ForwardArgs {
   OutTensor O;
   float* lse;
   void* workspace;
+  const Layout* layout = nullptr;
 };
 
 /// Device pointers of a backward pass: inputs Q, K, V, the forward's O and lse, the incoming
 /// gradient dO; outputs dQ, dK, dV (every element written). The workspace is the same one
 /// the paired forward saw (the materializing baseline keeps P there between the passes).
+/// `layout` as in ForwardArgs (lse and the workspace are always the contract's).
 struct BackwardArgs {
   InTensor Q;
   InTensor K;
@@ -68,7 +73,13 @@ struct BackwardArgs {
   OutTensor dK;
   OutTensor dV;
   void* workspace;
+  const Layout* layout = nullptr;
 };
+
+/// The strides a pass reads: args.layout's, or the contract's contiguous ones.
+inline Layout layout_of(const Problem& p, const Layout* layout) {
+  return layout ? *layout : contiguous_layout(p);
+}
 
 using WorkspaceFn = size_t (*)(const Problem&);
 using ForwardFn = void (*)(const Problem&, const ForwardArgs&, cudaStream_t);
@@ -87,6 +98,7 @@ struct ForwardImpl {
   TrafficFn traffic;
   std::vector<DType> dtypes = {DType::Float32};  ///< element types it computes in
   int min_sm = 0;  ///< the compute capability it needs, ×10 (80: sm_80, Ampere); 0: any
+  bool strided = false;  ///< reads ForwardArgs::layout: takes views (chapter 07)
 };
 
 /// One backward implementation. `forward` is the forward pass it pairs with: it writes O,
@@ -102,6 +114,7 @@ struct BackwardImpl {
   TrafficFn traffic;  ///< the backward's kernels only
   std::vector<DType> dtypes = {DType::Float32};
   int min_sm = 0;
+  bool strided = false;  ///< reads BackwardArgs::layout (chapter 08)
 };
 
 /// A kernel's output failed verification (NaN/Inf, unwritten, or error over tolerance).

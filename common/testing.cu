@@ -93,9 +93,86 @@ double cap_for(const Problem& p, InputKind kind, double tolerance) {
 
 }  // namespace
 
-ForwardOutputs run_forward(const ForwardImpl& impl, const Problem& p, const AttentionInputs& in) {
-  const size_t n = size_t(p.elems());
-  DeviceTensor Q(p.dtype, n), K(p.dtype, n), V(p.dtype, n), O(p.dtype, n);
+Layout test_layout(const Problem& p, ViewKind kind) {
+  const int64_t d = p.head_dim, N = p.seq_len, H = p.heads;
+  constexpr int64_t kPad = 8;  // elements of gap: 16 bytes of bf16/fp16, so rows stay aligned
+  if (kind == ViewKind::kProjection) {
+    const Strides qkv{N * 3 * H * d, d, 3 * H * d};                   // [B, N, 3, H, d]
+    const Strides tokens{N * (H * d + kPad), d, H * d + kPad};        // [B, N, H, d], padded
+    return {qkv, qkv, qkv, tokens, tokens, tokens, tokens, tokens};
+  }
+  const int64_t head = N * (d + kPad) + kPad;
+  const Strides padded{H * head + kPad, head, d + kPad};
+  return {padded, padded, padded, padded, padded, padded, padded, padded};
+}
+
+const char* view_name(ViewKind kind) {
+  return kind == ViewKind::kProjection ? "projection" : "padded";
+}
+
+namespace {
+
+/// A tensor of problem p laid out as `s` says (s null: contiguous): uploads dense values into
+/// their places (the gaps NaN), downloads them back to dense, and counts the gaps that no
+/// longer hold NaN.
+class ViewTensor {
+ public:
+  ViewTensor(const Problem& p, const Strides* s)
+      : offsets_(offsets(p, s)), span_(span(p, s)), t_(p.dtype, size_t(span_)) {}
+  void* get() const { return t_.get(); }
+  void upload(const std::vector<float>& dense) {
+    if (offsets_.empty()) return t_.upload(dense);
+    std::vector<float> spread(size_t(span_), std::nanf(""));
+    for (size_t i = 0; i < dense.size(); ++i) spread[size_t(offsets_[i])] = dense[i];
+    t_.upload(spread);
+  }
+  void poison() { t_.poison(); }
+  std::vector<float> download(int64_t* gap_writes) const {
+    std::vector<float> spread = t_.download();
+    if (offsets_.empty()) return spread;
+    std::vector<float> dense(offsets_.size());
+    std::vector<bool> inside(spread.size(), false);
+    for (size_t i = 0; i < dense.size(); ++i) {
+      dense[i] = spread[size_t(offsets_[i])];
+      inside[size_t(offsets_[i])] = true;
+    }
+    for (size_t j = 0; j < spread.size(); ++j)
+      if (!inside[j] && !std::isnan(spread[j])) ++*gap_writes;
+    return dense;
+  }
+
+ private:
+  /// Element (b, h, n, c)'s place, in the dense order; empty when contiguous.
+  static std::vector<int64_t> offsets(const Problem& p, const Strides* s) {
+    std::vector<int64_t> at;
+    if (s == nullptr) return at;
+    at.reserve(size_t(p.elems()));
+    for (int64_t b = 0; b < p.batch; ++b)
+      for (int64_t h = 0; h < p.heads; ++h)
+        for (int64_t n = 0; n < p.seq_len; ++n)
+          for (int64_t c = 0; c < p.head_dim; ++c) at.push_back(b * s->batch + h * s->head + n * s->row + c);
+    return at;
+  }
+  /// Elements the buffer holds: up to the farthest element, and a tail of kTail more (where a
+  /// store past the last row would land, and be counted).
+  static int64_t span(const Problem& p, const Strides* s) {
+    constexpr int64_t kTail = 64;
+    if (s == nullptr) return p.elems();
+    return (p.batch - 1) * s->batch + (p.heads - 1) * s->head + (p.seq_len - 1) * s->row +
+           p.head_dim + kTail;
+  }
+  std::vector<int64_t> offsets_;
+  int64_t span_;
+  DeviceTensor t_;
+};
+
+}  // namespace
+
+ForwardOutputs run_forward(const ForwardImpl& impl, const Problem& p, const AttentionInputs& in,
+                           const Layout* layout) {
+  const auto at = [&](const Strides& s) { return layout ? &s : nullptr; };
+  const Layout l = layout_of(p, layout);
+  ViewTensor Q(p, at(l.Q)), K(p, at(l.K)), V(p, at(l.V)), O(p, at(l.O));
   DeviceBuffer<float> lse(size_t(p.rows()));
   DeviceBuffer<unsigned char> work(impl.workspace_bytes(p));
   Q.upload(in.Q);
@@ -103,16 +180,20 @@ ForwardOutputs run_forward(const ForwardImpl& impl, const Problem& p, const Atte
   V.upload(in.V);
   O.poison();
   lse.poison();
-  impl.run(p, {Q.get(), K.get(), V.get(), O.get(), lse.get(), work.get()}, 0);
+  impl.run(p, {Q.get(), K.get(), V.get(), O.get(), lse.get(), work.get(), layout}, 0);
   CUDA_CHECK(cudaDeviceSynchronize());
-  return {O.download(), lse.download()};
+  ForwardOutputs out;
+  out.O = O.download(&out.gap_writes);
+  out.lse = lse.download();
+  return out;
 }
 
 BackwardOutputs run_backward(const BackwardImpl& impl, const Problem& p,
-                             const AttentionInputs& in) {
-  const size_t n = size_t(p.elems());
-  DeviceTensor Q(p.dtype, n), K(p.dtype, n), V(p.dtype, n), O(p.dtype, n), dO(p.dtype, n),
-      dQ(p.dtype, n), dK(p.dtype, n), dV(p.dtype, n);
+                             const AttentionInputs& in, const Layout* layout) {
+  const auto at = [&](const Strides& s) { return layout ? &s : nullptr; };
+  const Layout l = layout_of(p, layout);
+  ViewTensor Q(p, at(l.Q)), K(p, at(l.K)), V(p, at(l.V)), O(p, at(l.O)), dO(p, at(l.dO)),
+      dQ(p, at(l.dQ)), dK(p, at(l.dK)), dV(p, at(l.dV));
   DeviceBuffer<float> lse(size_t(p.rows()));
   DeviceBuffer<unsigned char> work(impl.workspace_bytes(p));
   Q.upload(in.Q);
@@ -121,27 +202,34 @@ BackwardOutputs run_backward(const BackwardImpl& impl, const Problem& p,
   dO.upload(in.dO);
   for (auto* b : {&O, &dQ, &dK, &dV}) b->poison();
   lse.poison();
-  impl.forward(p, {Q.get(), K.get(), V.get(), O.get(), lse.get(), work.get()}, 0);
+  impl.forward(p, {Q.get(), K.get(), V.get(), O.get(), lse.get(), work.get(), layout}, 0);
   impl.run(p, {Q.get(), K.get(), V.get(), O.get(), lse.get(), dO.get(), dQ.get(), dK.get(),
-               dV.get(), work.get()},
+               dV.get(), work.get(), layout},
            0);
   CUDA_CHECK(cudaDeviceSynchronize());
-  return {O.download(), lse.download(), dQ.download(), dK.download(), dV.download()};
+  BackwardOutputs out;
+  out.O = O.download(&out.gap_writes);
+  out.lse = lse.download();
+  out.dQ = dQ.download(&out.gap_writes);
+  out.dK = dK.download(&out.gap_writes);
+  out.dV = dV.download(&out.gap_writes);
+  return out;
 }
 
 double expect_forward_correct(const ForwardImpl& impl, const Problem& p, InputKind kind,
-                              double tolerance) {
+                              double tolerance, const Layout* layout) {
   const uint64_t seed = seed_for(p);
   const AttentionInputs in = reference_inputs(p, kind, seed);
   ForwardOutputs got;
   try {
-    got = run_forward(impl, p, in);
+    got = run_forward(impl, p, in, layout);
   } catch (const DeviceTooSmall& e) {  // a GPU too small or too old: skip, saying why
     [&] { GTEST_SKIP() << e.what(); }();  // (GTEST_SKIP returns void: from the lambda)
     return 0.0;
   }
   const Reference& ref = cached_reference(p, kind, seed, false);
   SCOPED_TRACE("chapter " + impl.chapter + " " + impl.variant + " on " + p.describe());
+  EXPECT_EQ(got.gap_writes, 0) << "elements outside O's view were written";
   const double cap = cap_for(p, kind, tolerance);
   const TensorErrors& b = ref.baseline;
   const DType t = p.dtype, f32 = DType::Float32;
@@ -156,18 +244,19 @@ double lse_recompute_error(const std::vector<double>& lse) {
 }
 
 double expect_backward_correct(const BackwardImpl& impl, const Problem& p, InputKind kind,
-                               double tolerance, PSource p_source) {
+                               double tolerance, PSource p_source, const Layout* layout) {
   const uint64_t seed = seed_for(p);
   const AttentionInputs in = reference_inputs(p, kind, seed);
   BackwardOutputs got;
   try {
-    got = run_backward(impl, p, in);
+    got = run_backward(impl, p, in, layout);
   } catch (const DeviceTooSmall& e) {
     [&] { GTEST_SKIP() << e.what(); }();
     return 0.0;
   }
   const Reference& ref = cached_reference(p, kind, seed, true);
   SCOPED_TRACE("chapter " + impl.chapter + " " + impl.variant + " backward on " + p.describe());
+  EXPECT_EQ(got.gap_writes, 0) << "elements outside the outputs' views were written";
   const double cap = cap_for(p, kind, tolerance);
   const TensorErrors& b = ref.baseline;
   const ReferenceTensors& r = ref.tensors;

@@ -194,20 +194,45 @@ constexpr double kLargeScoreTolerance = 2e-4;
 /// just `cap` when the baseline is not finite or `ref_is_zero`.
 double allowed_error(double baseline, DType storage, double cap, bool ref_is_zero = false);
 
-/// Host copies of what a forward wrote (outputs poisoned with NaN before the run).
+/// Host copies of what a forward wrote (outputs poisoned with NaN before the run), dense
+/// [B, H, N, d] whatever the layout; `gap_writes` counts the elements of the outputs' buffers
+/// outside their views (strides.hpp) that were written (0 for a correct kernel).
 struct ForwardOutputs {
   std::vector<float> O, lse;
+  int64_t gap_writes = 0;
 };
 /// Host copies of what a backward wrote, with its paired forward's O and lse.
 struct BackwardOutputs {
   std::vector<float> O, lse, dQ, dK, dV;
+  int64_t gap_writes = 0;
 };
+
+/// The views the GPU tests give the kernels that read them (ft::Views), with gaps between the
+/// rows so that a read outside a tensor's elements (the gaps of the inputs hold NaN) or a
+/// write there (the outputs' gaps are checked to still hold the poison) shows.
+enum class ViewKind {
+  /// A model's: q, k and v [B, H, N, d] views of one [B, N, 3, H, d] product (each in a
+  /// buffer of its own here, the other two's places the gaps); O, dO and the gradients
+  /// [B, N, H, d] with 8 elements after each token's row.
+  kProjection,
+  /// [B, H, N, d], each row followed by 8 elements, each head and each batch by 8 more.
+  kPadded,
+};
+/// Every tensor's strides for `kind` (the same for every tensor of a role, see ViewKind).
+Layout test_layout(const Problem& p, ViewKind kind);
+/// "projection", "padded": for test names and traces.
+const char* view_name(ViewKind kind);
+
 /// Runs `impl` once on `in` (outputs poisoned first) and downloads the outputs. For a
 /// bf16/fp16 problem the inputs are rounded to the dtype and uploaded as 16-bit values, and
-/// O (and the gradients) come back converted to float; lse is float32 throughout.
-ForwardOutputs run_forward(const ForwardImpl& impl, const Problem& p, const AttentionInputs& in);
+/// O (and the gradients) come back converted to float; lse is float32 throughout. With a
+/// `layout` (an implementation that reads views), every tensor is laid out as it says: the
+/// inputs scattered into buffers whose gaps hold NaN, the outputs gathered back to dense.
+ForwardOutputs run_forward(const ForwardImpl& impl, const Problem& p, const AttentionInputs& in,
+                           const Layout* layout = nullptr);
 /// Runs the paired forward, then the backward, and downloads everything.
-BackwardOutputs run_backward(const BackwardImpl& impl, const Problem& p, const AttentionInputs& in);
+BackwardOutputs run_backward(const BackwardImpl& impl, const Problem& p, const AttentionInputs& in,
+                             const Layout* layout = nullptr);
 
 /// As a `tolerance` argument: the default cap, fixed_tolerance(p.dtype), or
 /// kLargeScoreTolerance for a float32 problem on InputKind::LargeScores.
@@ -221,7 +246,7 @@ constexpr double kDtypeTolerance = 0;
 /// relative error seen.
 double expect_forward_correct(const ForwardImpl& impl, const Problem& p,
                               InputKind kind = InputKind::Uniform,
-                              double tolerance = kDtypeTolerance);
+                              double tolerance = kDtypeTolerance, const Layout* layout = nullptr);
 
 /// How a backward gets P: from a stored P (the unfused baseline does this), or recomputed
 /// as exp(S·scale − L) from the one float32 log-sum-exp per row the layout contract saves.
@@ -248,9 +273,11 @@ double lse_recompute_error(const std::vector<double>& lse);
 /// for dQ and dK: D = rowsum(dO∘O) comes from the O the forward stored in the dtype, which
 /// on large logits is most of dP − D (precision.hpp says why; FlashAttention-2 reads the
 /// same stored O).
+/// `layout`: as in run_backward, and then no element outside the outputs' views may change.
 double expect_backward_correct(const BackwardImpl& impl, const Problem& p,
                                InputKind kind = InputKind::Uniform,
                                double tolerance = kDtypeTolerance,
-                               PSource p_source = PSource::kStored);
+                               PSource p_source = PSource::kStored,
+                               const Layout* layout = nullptr);
 
 }  // namespace ft::testing

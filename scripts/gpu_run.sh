@@ -6,7 +6,7 @@
 #
 #   scripts/gpu_run.sh OUT_DIR [BUILD_DIR] [STAGES]
 #
-# STAGES: comma-separated subset of env,tests,ctest,readme,sanitizer,tour,chapters,tc,anchors,
+# STAGES: comma-separated subset of env,tests,ctest,readme,sanitizer,sanitizer_views,tour,chapters,tc,anchors,
 # vs_pytorch,train,traffic,profiles (default: all but ctest, which repeats `tests` through ctest,
 # in parallel and filtered by FT_CTEST_REGEX). `readme` runs the README's two commands (the workflow
 # presets) in a fresh copy of the tree and records their wall time in readme_commands.txt;
@@ -148,6 +148,23 @@ if want sanitizer; then
           say "$ch d=$d $tool ${c:-non-causal}: rc=$rc $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$log" | tail -n 1)"
         done
       done
+    done
+  done
+fi
+
+if want sanitizer_views; then
+  # The kernels that read views (ft::Views, common/strides.hpp) run only from the tests: their
+  # GPU tests under memcheck and racecheck (FT_VIEWS_FILTER picks them; default the ones
+  # that cover every views kernel, split_tail's cut tiles and async_bc64 included).
+  say "== compute-sanitizer on the views tests"
+  for t in "$BUILD"/chapters/07_tensor_core_forward/test_*_gpu "$BUILD"/chapters/08_tensor_core_backward/test_*_gpu; do
+    [ -x "$t" ] || continue
+    for tool in memcheck racecheck; do
+      log="$LOGS/sanitizer_views_$(basename "$t")_$tool.log"
+      timeout "${FT_SANITIZE_TIMEOUT:-300}" compute-sanitizer --tool "$tool" --error-exitcode 9 "$t" \
+        --gtest_filter="${FT_VIEWS_FILTER:-Ch07Views.ProjectionViews:Ch08Views.CutTilesAndTheFallback}" \
+        --gtest_brief=1 >"$log" 2>&1
+      say "views $(basename "$t") $tool: rc=$? $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$log" | tail -n 1) $(grep -E '^\[  (PASSED|FAILED) ' "$log" | tr '\n' ' ')"
     done
   done
 fi

@@ -45,8 +45,8 @@ Attention (``--attention``), the only difference between runs:
 - ``flashtut``: ``flashtut.autograd.attention(q, k, v, is_causal=True)``, with the library
   from ``--lib`` (default: flashtut's own, ``$FLASHTUT_LIB`` or
   ``build/common/libflashtut.so``). q, k and v arrive as strided views of the QKV
-  projection; the function makes them contiguous (a copy SDPA does not need), and its
-  output is transposed back by a copy too. Before training, the kernels are checked against
+  projection, which the kernels read in place, as SDPA does; O and the gradients come back
+  laid out [B, N, H, d], as SDPA's do. Before training, the kernels are checked against
   FlashAttention-2 and a float32 reference on one batch of random inputs of the model's
   attention shape (``--no-check`` skips it, ``--check-only`` runs only it): the run stops
   (exit 1) if chapter 07's output or chapter 08's gradients are off by more than
@@ -217,16 +217,12 @@ def build_model(torch, args, attend):
             b, n, c = x.shape
             h = args.heads
             # [B, N, 3C] -> three [B, H, N, d] views (strided: the usual input to attention).
-            # FlashAttention-2 reads them through their strides and returns O laid out as
-            # [B, N, H, d], so for it the output's transpose and reshape below are views and
-            # the backward's gradients come back in the projection's layout. The tutorial's
-            # kernels read and write contiguous [B, H, N, d]: attention() copies q, k and v,
-            # the reshape below copies O, and in the backward dO and the three gradients are
-            # copied back (chapter 08's README, the training section, measures them). This
-            # code cannot avoid them for one path without changing it for both: a Linear's
-            # output rows are tokens, so heads come out inside tokens, and putting them
-            # outside is a transpose, the same bytes copied, which SDPA would then pay too.
-            # Kernels that take a row stride would (chapter 08, Exercise 5).
+            # Both attentions read them through their strides (the tutorial's through the C
+            # API's *_strided functions, common/strides.hpp) and return O laid out as
+            # [B, N, H, d], so the output's transpose and reshape below are views and the
+            # backward's gradients come back in the projection's layout: no copies on
+            # either path (chapter 08's README, the training section, measures what the
+            # copies cost before the kernels took views).
             q, k, v = (t.view(b, n, h, c // h).transpose(1, 2)
                        for t in self.qkv(self.ln1(x)).split(c, dim=2))
             y = attend(q, k, v).transpose(1, 2).reshape(b, n, c)
@@ -295,8 +291,11 @@ def check_kernels(torch, args, device="cuda"):
     d = args.width // args.heads
     shape = (min(args.batch, 2), args.heads, args.context, d)
     g = torch.Generator(device=device).manual_seed(1234)
-    q, k, v, do = (torch.randn(shape, device=device, dtype=torch.bfloat16, generator=g)
-                   for _ in range(4))
+    # q, k, v as the model makes them: [B, H, N, d] views of one [B, N, 3·H·d] projection.
+    b, h, n = shape[:3]
+    x = torch.randn(b, n, 3 * h * d, device=device, dtype=torch.bfloat16, generator=g)
+    q, k, v = (t.view(b, n, h, d).transpose(1, 2) for t in x.split(h * d, dim=2))
+    do = torch.randn(shape, device=device, dtype=torch.bfloat16, generator=g)
 
     def run(fn, dtype):
         x = [t.to(dtype).detach().requires_grad_() for t in (q, k, v)]

@@ -45,12 +45,22 @@ void launch(const ft::Problem& p, const ft::ForwardArgs& a, cudaStream_t stream)
   if (blocks > INT_MAX) throw ft::Unsupported("chapter 07: too many blocks for one grid");
   const Params<T> params{a.Q.as<T>(), a.K.as<T>(), a.V.as<T>(), a.O.as<T>(), a.lse,
                          p.seq_len,   num_q_tiles, p.causal,   p.softmax_scale() * ft::kLog2e};
-  flash_forward_tc<Tr><<<int(blocks), Tr::kThreads, Tr::kSmemBytes, stream>>>(params);
+  const ft::ViewArgs views{ft::layout_of(p, a.layout), p.heads};
+  flash_forward_tc<Tr><<<int(blocks), Tr::kThreads, Tr::kSmemBytes, stream>>>(params, views);
   CUDA_CHECK_LAUNCH();
 }
 
+/// Contiguous tensors: Tr's kernel; views: ft::Views<Tr>'s, which only the variants that take
+/// views (kTakesViews: `fastest`) instantiate.
+template <class Tr, bool kTakesViews>
+void launch_layout(const ft::Problem& p, const ft::ForwardArgs& a, cudaStream_t stream) {
+  if (a.layout == nullptr) return launch<Tr>(p, a, stream);
+  if constexpr (kTakesViews) return launch<ft::Views<Tr>>(p, a, stream);
+  throw ft::Unsupported("chapter 07: this variant reads contiguous tensors only (fastest reads views)");
+}
+
 /// A variant: for each (dtype, d), which traits. Shape<T, D> names the ForwardTraits.
-template <template <class, int> class Shape>
+template <template <class, int> class Shape, bool kTakesViews = false>
 void run(const ft::Problem& p, const ft::ForwardArgs& a, cudaStream_t stream) {
   const bool bf16 = p.dtype == ft::DType::BFloat16;
   if (!bf16 && p.dtype != ft::DType::Float16)
@@ -59,13 +69,14 @@ void run(const ft::Problem& p, const ft::ForwardArgs& a, cudaStream_t stream) {
   // for a positive scale only (as in FlashAttention).
   if (!(p.softmax_scale() > 0.f))
     throw ft::Unsupported("chapter 07: the softmax scale must be positive");
+  if (a.layout) ft::check_layout(p, *a.layout, false);  // views: rows aligned, O disjoint
   switch (p.head_dim) {
     case 64:
-      return bf16 ? launch<Shape<__nv_bfloat16, 64>>(p, a, stream)
-                  : launch<Shape<__half, 64>>(p, a, stream);
+      return bf16 ? launch_layout<Shape<__nv_bfloat16, 64>, kTakesViews>(p, a, stream)
+                  : launch_layout<Shape<__half, 64>, kTakesViews>(p, a, stream);
     case 128:
-      return bf16 ? launch<Shape<__nv_bfloat16, 128>>(p, a, stream)
-                  : launch<Shape<__half, 128>>(p, a, stream);
+      return bf16 ? launch_layout<Shape<__nv_bfloat16, 128>, kTakesViews>(p, a, stream)
+                  : launch_layout<Shape<__half, 128>, kTakesViews>(p, a, stream);
   }
   throw ft::Unsupported("chapter 07: head_dim must be 64 or 128");
 }
@@ -110,18 +121,18 @@ std::vector<ft::KernelTraffic> traffic(const ft::Problem& p) {
 
 size_t no_workspace(const ft::Problem&) { return 0; }
 
-template <template <class, int> class Shape>
+template <template <class, int> class Shape, bool kTakesViews = false>
 ft::ForwardImpl impl(const std::string& variant, const std::string& what) {
   return {"07",         variant,         what,
-          {64, 128},    no_workspace,    run<Shape>,
-          traffic<Shape>, {ft::DType::BFloat16, ft::DType::Float16}, kMinSm};
+          {64, 128},    no_workspace,    run<Shape, kTakesViews>,
+          traffic<Shape>, {ft::DType::BFloat16, ft::DType::Float16}, kMinSm, kTakesViews};
 }
 
 }  // namespace
 
 const ft::ForwardImpl& fastest() {
   static const ft::ForwardImpl i =
-      impl<Fastest>("fastest", "tuned (d=64) or lazy_rescale (d=128): the fastest measured");
+      impl<Fastest, true>("fastest", "tuned (d=64) or lazy_rescale (d=128): the fastest measured");
   return i;
 }
 
@@ -143,3 +154,4 @@ std::vector<ft::ForwardImpl> forward_impls() {
 }  // namespace ch07
 
 FT_EXPORT_FORWARD(ft_ch07_forward, ch07::fastest())
+FT_EXPORT_FORWARD_STRIDED(ft_ch07_forward, ch07::fastest())

@@ -16,6 +16,7 @@
 #include "07_tensor_core_forward/forward_traits.cuh"
 #include "exp2.cuh"  // ft::exp2_ftz: one MUFU.EX2 per score
 #include "online_softmax.cuh"
+#include "strides.hpp"
 #include "tc/cp_async.cuh"
 #include "tc/ldmatrix.cuh"
 #include "tc/mma.cuh"
@@ -28,14 +29,15 @@ using ft::tc::FragA;
 using ft::tc::FragB;
 using ft::tc::FragC;
 
-/// The kernel's arguments: one head is N·d elements of each tensor, heads back to back.
+/// The kernel's arguments: one head is N·d elements of each tensor, heads back to back
+/// (unless the traits read views: then the ft::ViewArgs beside them say where each row is).
 template <class T>
 struct Params {
   const T* Q;
   const T* K;
   const T* V;
   T* O;
-  float* lse;       ///< natural-log log-sum-exp per query row
+  float* lse;       ///< natural-log log-sum-exp per query row, [B, H, N] (always contiguous)
   int N;            ///< sequence length
   int num_q_tiles;  ///< ceil(N / Br)
   bool causal;
@@ -53,21 +55,24 @@ __device__ __forceinline__ float quad_sum(float x) {
   return x + __shfl_xor_sync(0xffffffffu, x, 2);
 }
 
-/// K and V tile number `j` into buffer `buf`, by the traits' copy method.
-template <class Tr, class T>
-__device__ __forceinline__ void load_kv(T* Ks, T* Vs, const T* K, const T* V, int j, int N) {
+/// K and V tile number `j` into buffer `buf`, by the traits' copy method (rows ldk and ldv
+/// elements apart).
+template <class Tr, class T, class Ld>
+__device__ __forceinline__ void load_kv(T* Ks, T* Vs, const T* K, const T* V, Ld ldk, Ld ldv,
+                                        int j, int N) {
   if constexpr (Tr::kCopy == Copy::kAsync) {
-    ft::tc::copy_tile_async<typename Tr::Tile, Tr::Bc, Tr::kThreads>(Ks, K, j * Tr::Bc, N);
-    ft::tc::copy_tile_async<typename Tr::Tile, Tr::Bc, Tr::kThreads>(Vs, V, j * Tr::Bc, N);
+    ft::tc::copy_tile_async<typename Tr::Tile, Tr::Bc, Tr::kThreads>(Ks, K, j * Tr::Bc, N, ldk);
+    ft::tc::copy_tile_async<typename Tr::Tile, Tr::Bc, Tr::kThreads>(Vs, V, j * Tr::Bc, N, ldv);
     ft::tc::cp_async_commit();
   } else {
-    ft::tc::copy_tile_sync<typename Tr::Tile, Tr::Bc, Tr::kThreads>(Ks, K, j * Tr::Bc, N);
-    ft::tc::copy_tile_sync<typename Tr::Tile, Tr::Bc, Tr::kThreads>(Vs, V, j * Tr::Bc, N);
+    ft::tc::copy_tile_sync<typename Tr::Tile, Tr::Bc, Tr::kThreads>(Ks, K, j * Tr::Bc, N, ldk);
+    ft::tc::copy_tile_sync<typename Tr::Tile, Tr::Bc, Tr::kThreads>(Vs, V, j * Tr::Bc, N, ldv);
   }
 }
 
 template <class Tr>
-__global__ void __launch_bounds__(Tr::kThreads) flash_forward_tc(const Params<typename Tr::T> p) {
+__global__ void __launch_bounds__(Tr::kThreads) flash_forward_tc(const Params<typename Tr::T> p,
+                                                                  const ft::ViewArgs v) {
   using T = typename Tr::T;
   using Tile = typename Tr::Tile;
   constexpr int D = Tr::D, Br = Tr::Br, Bc = Tr::Bc, MT = Tr::kMTiles;
@@ -84,9 +89,18 @@ __global__ void __launch_bounds__(Tr::kThreads) flash_forward_tc(const Params<ty
   const int q0 = (p.num_q_tiles - 1 - int(blockIdx.x % p.num_q_tiles)) * Br;
   const int64_t head = blockIdx.x / p.num_q_tiles;  // b·H + h
   const int N = p.N;
+  // This head's rows: heads back to back (the layout contract), or where a view's strides
+  // put them (strides.hpp; the contiguous lines stay as they were measured).
+  constexpr bool kViews = Tr::kViews;
   const T* Q = p.Q + head * N * D;
   const T* K = p.K + head * N * D;
   const T* V = p.V + head * N * D;
+  if constexpr (kViews) {
+    Q = p.Q + ft::head_start(v.strides.Q, head, v.heads);
+    K = p.K + ft::head_start(v.strides.K, head, v.heads);
+    V = p.V + ft::head_start(v.strides.V, head, v.heads);
+  }
+  const auto ldk = ft::row_stride<kViews>(v.strides.K), ldv = ft::row_stride<kViews>(v.strides.V);
   const int warp_row0 = warp * Tr::kRowsPerWarp;  // this warp's first row in the tile
 
   // Causal: no key tile past the one that holds the tile's last query (tiles above the
@@ -96,10 +110,10 @@ __global__ void __launch_bounds__(Tr::kThreads) flash_forward_tc(const Params<ty
 
   // The Q tile (and, with cp.async, K/V tile 0 in the same group) start on their way.
   if constexpr (Tr::kCopy == Copy::kAsync) {
-    ft::tc::copy_tile_async<Tile, Br, Tr::kThreads>(Qs, Q, q0, N);
-    load_kv<Tr>(Ks, Vs, K, V, 0, N);
+    ft::tc::copy_tile_async<Tile, Br, Tr::kThreads>(Qs, Q, q0, N, ft::row_stride<kViews>(v.strides.Q));
+    load_kv<Tr>(Ks, Vs, K, V, ldk, ldv, 0, N);
   } else {
-    ft::tc::copy_tile_sync<Tile, Br, Tr::kThreads>(Qs, Q, q0, N);
+    ft::tc::copy_tile_sync<Tile, Br, Tr::kThreads>(Qs, Q, q0, N, ft::row_stride<kViews>(v.strides.Q));
   }
 
   FragC o[MT][Tr::kOTiles] = {};        // O, unnormalized: 16×8 float tiles
@@ -118,13 +132,13 @@ __global__ void __launch_bounds__(Tr::kThreads) flash_forward_tc(const Params<ty
     T* Vj = Vs + buf * kKvStride;
     if constexpr (Tr::kCopy == Copy::kAsync) {
       if (j + 1 < num_kv_tiles) {  // tile j+1 flies while tile j is computed
-        load_kv<Tr>(Ks + (1 - buf) * kKvStride, Vs + (1 - buf) * kKvStride, K, V, j + 1, N);
+        load_kv<Tr>(Ks + (1 - buf) * kKvStride, Vs + (1 - buf) * kKvStride, K, V, ldk, ldv, j + 1, N);
         ft::tc::cp_async_wait<1>();  // everything but the newest group (tile j+1) has landed
       } else {
         ft::tc::cp_async_wait<0>();
       }
     } else {
-      load_kv<Tr>(Kj, Vj, K, V, j, N);
+      load_kv<Tr>(Kj, Vj, K, V, ldk, ldv, j, N);
     }
     __syncthreads();  // tile j (and Q, the first time) is in shared memory for every warp
 
@@ -258,6 +272,8 @@ __global__ void __launch_bounds__(Tr::kThreads) flash_forward_tc(const Params<ty
   // The division by l, once per row, then O (two neighbouring columns per 32-bit store)
   // and the natural-log lse. Rows past N were computed on zero queries and are dropped.
   T* O = p.O + head * N * D;
+  if constexpr (kViews) O = p.O + ft::head_start(v.strides.O, head, v.heads);
+  const int64_t ldo = kViews ? v.strides.O.row : D;  // elements from one row of O to the next
 #pragma unroll
   for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
@@ -269,7 +285,7 @@ __global__ void __launch_bounds__(Tr::kThreads) flash_forward_tc(const Params<ty
 #pragma unroll
       for (int ot = 0; ot < Tr::kOTiles; ++ot) {
         const int col = ot * 8 + 2 * ft::tc::lane_in_group(lane);
-        *reinterpret_cast<uint32_t*>(O + int64_t(query) * D + col) =
+        *reinterpret_cast<uint32_t*>(O + int64_t(query) * ldo + col) =
             ft::tc::pack2<T>(o[mt][ot].c[2 * h] * inv_l, o[mt][ot].c[2 * h + 1] * inv_l);
       }
       if (ft::tc::lane_in_group(lane) == 0) p.lse[head * N + query] = ft::online_lse(row[mt][h]);

@@ -35,6 +35,8 @@ struct ForwardTraits {
   static constexpr Copy kCopy = kCopy_;
   static constexpr Rescale kRescale = kRescale_;
   using Tile = Layout_<D>;  ///< where (row, col) of a Q, K or V tile sits in shared memory
+  /// Contiguous tensors (the layout contract); ft::Views<...> of these traits read views.
+  static constexpr bool kViews = false;
 
   static constexpr int kThreads = kWarps * ft::tc::kLanes;
   /// FlashAttention-2's split: warp w owns query rows [w·Br/W, (w+1)·Br/W) of the tile, so

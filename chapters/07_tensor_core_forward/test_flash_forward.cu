@@ -108,6 +108,43 @@ TEST(Ch07, ManyHeadsAndCustomScale) {
   }
 }
 
+// Views (strides.hpp): `fastest` reads q, k, v where their strides say and writes O there,
+// on the ragged sizes, causal and not; the inputs' gaps hold NaN (a read there fails the
+// check) and the output's gaps must keep their poison. One test per kind of view.
+void expect_views_correct(ft::testing::ViewKind kind) {
+  FT_REQUIRE_GPU();
+  for (ft::DType t : {ft::DType::BFloat16, ft::DType::Float16})
+    for (int n : {1, 17, 1000})
+      for (int d : {64, 128})
+        for (bool causal : {false, true}) {
+          if (t == ft::DType::Float16 && n != 1000) continue;  // fp16: the same code, one size
+          const ft::Problem p = Shape{n, d, causal, t}.problem();
+          const ft::Layout layout = ft::testing::test_layout(p, kind);
+          SCOPED_TRACE(std::string(ft::testing::view_name(kind)) + " views, " + p.describe());
+          ft::testing::expect_forward_correct(ch07::fastest(), p, ft::InputKind::Uniform,
+                                              ft::testing::kDtypeTolerance, &layout);
+        }
+}
+TEST(Ch07Views, ProjectionViews) { expect_views_correct(ft::testing::ViewKind::kProjection); }
+TEST(Ch07Views, PaddedViews) { expect_views_correct(ft::testing::ViewKind::kPadded); }
+
+// Only `fastest` reads views; the staircase's variants refuse a layout, and `fastest` one
+// whose rows are not 16-byte aligned, before any launch (no GPU needed).
+TEST(Ch07Views, RefusedWhereTheyCannotBeRead) {
+  const ft::Problem p = ft::make_problem(2, 3, 64, 64, false, ft::DType::BFloat16);
+  const ft::Layout views = ft::testing::test_layout(p, ft::testing::ViewKind::kProjection);
+  ft::ForwardArgs a{};
+  a.layout = &views;
+  for (const auto& impl : ch07::forward_impls()) {
+    EXPECT_EQ(impl.strided, impl.variant == "fastest") << impl.variant;
+    if (!impl.strided) EXPECT_THROW(impl.run(p, a, nullptr), ft::Unsupported) << impl.variant;
+  }
+  ft::Layout odd = views;
+  odd.K.row += 4;  // 8 bytes: rows no longer 16-byte aligned
+  a.layout = &odd;
+  EXPECT_THROW(ch07::fastest().run(p, a, nullptr), ft::Unsupported);
+}
+
 // float32 and other head dims are refused before any launch (no GPU needed).
 TEST(Ch07, RefusesFloat32AndOtherHeadDims) {
   for (const auto& impl : ch07::forward_impls()) {

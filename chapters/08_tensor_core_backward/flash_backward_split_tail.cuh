@@ -44,9 +44,10 @@ struct SplitTailTraits : DqPointerTraits<Element, D_> {
 };
 
 /// Cut tile j's dK and dV: its slot's float32 sums rounded to the dtype, rows past N left
-/// alone. One block a cut tile.
-template <class T, int D, int Bc>
-__global__ void store_shared_tiles(const Params<T> p, const TailSplit split) {
+/// alone. One block a cut tile. kViews: dK and dV where their strides say.
+template <class T, int D, int Bc, bool kViews>
+__global__ void store_shared_tiles(const Params<T> p, const TailSplit split,
+                                   const ft::ViewArgs views) {
   const int64_t tile = split.first + blockIdx.x;
   const int64_t head = tile / p.num_kv_tiles;
   const int k0 = int(tile % p.num_kv_tiles) * Bc;
@@ -55,12 +56,16 @@ __global__ void store_shared_tiles(const Params<T> p, const TailSplit split) {
   for (int e = 2 * threadIdx.x; e < Bc * D; e += 2 * blockDim.x) {  // a pair a thread: 8-byte loads
     const int row = e / D, col = e % D;
     if (k0 + row >= p.N) break;  // the rows are in order: the rest are past N too
-    const int64_t at = (head * p.N + k0 + row) * D + col;
+    int64_t at_k = (head * p.N + k0 + row) * D + col, at_v = at_k;  // contiguous
+    if constexpr (kViews) {
+      at_k = ft::head_start(views.strides.dK, head, views.heads) + (k0 + row) * views.strides.dK.row + col;
+      at_v = ft::head_start(views.strides.dV, head, views.heads) + (k0 + row) * views.strides.dV.row + col;
+    }
     const float2 k = *reinterpret_cast<const float2*>(dk + e), v = *reinterpret_cast<const float2*>(dv + e);
-    p.dK[at] = from_float<T>(k.x);
-    p.dK[at + 1] = from_float<T>(k.y);
-    p.dV[at] = from_float<T>(v.x);
-    p.dV[at + 1] = from_float<T>(v.y);
+    p.dK[at_k] = from_float<T>(k.x);
+    p.dK[at_k + 1] = from_float<T>(k.y);
+    p.dV[at_v] = from_float<T>(v.x);
+    p.dV[at_v + 1] = from_float<T>(v.y);
   }
 }
 

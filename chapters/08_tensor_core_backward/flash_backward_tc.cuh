@@ -42,6 +42,7 @@
 #include "exp2.cuh"            // ft::exp2_ftz
 #include "online_softmax.cuh"  // ft::kLog2e
 #include "reduce.cuh"          // ft::warp_sum
+#include "strides.hpp"         // ft::ViewArgs, ft::head_start, ft::row_stride
 #include "tc/cp_async.cuh"
 #include "tc/opaque.cuh"  // ft::tc::opaque
 #include "tc/ldmatrix.cuh"
@@ -80,6 +81,8 @@ struct BackwardTraits {
   /// Query tiles in shared memory: with cp.async the next one lands while this one is used.
   static constexpr int kStages = kCopy == Copy::kAsync ? 2 : 1;
   using Tile = ft::tc::SwizzledTile<D>;     ///< Q, dO, K, V: rows of d elements
+  /// Contiguous tensors (the layout contract); ft::Views<...> of these traits read views.
+  static constexpr bool kViews = false;
   /// dSᵀ: one row of Br queries per key; swizzled when a row is whole 128-byte periods
   /// (Br = 64), else padded by 16 bytes (Br = 32: rows of 80 bytes, 8 rows in 8 bank groups).
   using DsTile = std::conditional_t<Br % 64 == 0, ft::tc::SwizzledTile<Br>, ft::tc::PaddedTile<Br>>;
@@ -119,7 +122,10 @@ struct BackwardTraits {
   static_assert(kSmemBytes <= 227 * 1024, "at most 227 KB of shared memory per block (sm_90)");
 };
 
-/// The arguments of flash_backward_tc: one head is N·d elements of each tensor.
+/// The arguments of the key-block kernels: one head is N·d elements of each tensor, heads
+/// back to back, unless the traits read views (ft::Views): then the ft::ViewArgs beside them
+/// say where each tensor's rows are. lse, D and dq_acc are contiguous [B,H,N] and [B,H,N,d]
+/// either way.
 template <class T>
 struct Params {
   const T* Q;
@@ -165,16 +171,25 @@ constexpr int kSmallBlock = 256;                            ///< threads of the 
 constexpr int kRowsPerBlock = kSmallBlock / ft::kWarpSize;  ///< dot_dO_O_tc: a warp per row
 
 /// One warp per row: lanes stride over the d elements (coalesced), a shuffle sums in float32.
-/// dq_acc may be null (a separate dQ pass needs no accumulator).
-template <class T>
-__global__ void dot_dO_O_tc(const T* O, const T* dO, float* D, float* dq_acc, int64_t rows,
-                            int d) {
+/// dq_acc may be null (a separate dQ pass needs no accumulator). With kViews, O and dO are
+/// read where their strides say: row b·H·N + h·N + n of the [B,H,N] grid is token n of head
+/// h of batch b (D and dq_acc stay contiguous).
+template <class T, bool kViews>
+__global__ void dot_dO_O_tc(const T* O, ft::Strides sO, const T* dO, ft::Strides sdO, float* D,
+                            float* dq_acc, int64_t rows, int N, int H, int d) {
   const int64_t row = int64_t(blockIdx.x) * kRowsPerBlock + threadIdx.x / ft::kWarpSize;
   if (row >= rows) return;  // whole warps leave together: the shuffle stays full
   const int lane = threadIdx.x % ft::kWarpSize;
+  const T* o = O + row * d;  // this row of O and of dO
+  const T* g = dO + row * d;
+  if constexpr (kViews) {
+    const int64_t head = row / N, n = row - head * N;
+    o = O + ft::head_start(sO, head, H) + n * sO.row;
+    g = dO + ft::head_start(sdO, head, H) + n * sdO.row;
+  }
   float sum = 0.f;
   for (int k = lane; k < d; k += ft::kWarpSize) {
-    sum += to_float(O[row * d + k]) * to_float(dO[row * d + k]);
+    sum += to_float(o[k]) * to_float(g[k]);
     if (dq_acc) dq_acc[row * d + k] = 0.f;
   }
   sum = ft::warp_sum(sum);
@@ -197,15 +212,18 @@ struct QueryStages {
 
 /// Copies a query tile from row q0 of one head (Q, dO; L and D by 4-byte cp.async; rows past
 /// N become zeros) into stage st, as one commit group. Constructed once per kernel: each
-/// thread's offsets are computed then (tc::TileCopy), not at every tile.
-template <int THREADS, class T, class Tile, int Br>
+/// thread's offsets are computed then (tc::TileCopy), not at every tile. ldq, lddo: Q's and
+/// dO's row strides (ft::row_stride: ContiguousRows, or a view's).
+template <int THREADS, class T, class Tile, int Br, bool kViews = false>
 struct QueryTileLoader {
   ft::tc::TileCopy<Tile, Br, THREADS> rows;
   __device__ __forceinline__ void operator()(const QueryStages<T, Tile, Br>& s, int st, const T* Q,
                                              const T* dO, const float* lse, const float* Drow,
-                                             int64_t head_rows, int q0, int N) const {
-    rows(s.q(st), Q, q0, N);
-    rows(s.dO(st), dO, q0, N);
+                                             int64_t head_rows, int q0, int N,
+                                             ft::RowStride<kViews> ldq = {},
+                                             ft::RowStride<kViews> lddo = {}) const {
+    rows(s.q(st), Q, q0, N, ldq);
+    rows(s.dO(st), dO, q0, N, lddo);
     // A compile-time count of rounds (the kernels run THREADS threads), not a loop on
     // threadIdx.x that the compiler cannot bound.
 #pragma unroll
@@ -224,7 +242,8 @@ struct QueryTileLoader {
 // ---- 2. dK, dV in registers; dQ's share by atomics ------------------------------------------
 
 template <class Tr>
-__global__ void __launch_bounds__(Tr::kThreads) flash_backward_tc(const Params<typename Tr::T> p) {
+__global__ void __launch_bounds__(Tr::kThreads) flash_backward_tc(const Params<typename Tr::T> p,
+                                                                   const ft::ViewArgs v) {
   using T = typename Tr::T;
   using Tile = typename Tr::Tile;
   using DsTile = typename Tr::DsTile;
@@ -245,19 +264,32 @@ __global__ void __launch_bounds__(Tr::kThreads) flash_backward_tc(const Params<t
   const int64_t head = blockIdx.x / p.num_kv_tiles;  // b·H + h
   const int N = p.N;
   const int64_t head_rows = head * N;  // first row of this head in [B,H,N]
+  // This head's rows: heads back to back (the layout contract), or where a view's strides
+  // put them (strides.hpp; the contiguous lines stay as they were measured).
+  constexpr bool kViews = Tr::kViews;
   const T* Q = p.Q + head_rows * D;
   const T* dO = p.dO + head_rows * D;
+  const T* K = p.K + head_rows * D;
+  const T* V = p.V + head_rows * D;
+  if constexpr (kViews) {
+    Q = p.Q + ft::head_start(v.strides.Q, head, v.heads);
+    dO = p.dO + ft::head_start(v.strides.dO, head, v.heads);
+    K = p.K + ft::head_start(v.strides.K, head, v.heads);
+    V = p.V + ft::head_start(v.strides.V, head, v.heads);
+  }
+  const auto ldq = ft::row_stride<kViews>(v.strides.Q);
+  const auto lddo = ft::row_stride<kViews>(v.strides.dO);
   const int warp_key0 = warp * Tr::kKeysPerWarp;  // this warp's keys in the block's tile
 
   // Query tile i (Q, dO, and L, D of its rows; rows past N: zeros) into stage st.
-  const QueryTileLoader<Tr::kThreads, T, Tile, Br> load_async{};
+  const QueryTileLoader<Tr::kThreads, T, Tile, Br, kViews> load_async{};
   auto load_query_tile = [&](int i, int st) {
     const int q0 = i * Br;
     if constexpr (Tr::kCopy == Copy::kAsync) {
-      load_async(stage, st, Q, dO, p.lse, p.Drow, head_rows, q0, N);
+      load_async(stage, st, Q, dO, p.lse, p.Drow, head_rows, q0, N, ldq, lddo);
     } else {
-      ft::tc::copy_tile_sync<Tile, Br, Tr::kThreads>(stage.q(st), Q, q0, N);
-      ft::tc::copy_tile_sync<Tile, Br, Tr::kThreads>(stage.dO(st), dO, q0, N);
+      ft::tc::copy_tile_sync<Tile, Br, Tr::kThreads>(stage.q(st), Q, q0, N, ldq);
+      ft::tc::copy_tile_sync<Tile, Br, Tr::kThreads>(stage.dO(st), dO, q0, N, lddo);
       for (int r = threadIdx.x; r < Br; r += Tr::kThreads) {
         const bool in = q0 + r < N;
         stage.l(st)[r] = in ? p.lse[head_rows + q0 + r] : 0.f;
@@ -274,8 +306,8 @@ __global__ void __launch_bounds__(Tr::kThreads) flash_backward_tc(const Params<t
 
   // K and V of the block's keys, once (rows past N are zeros); the loop's first barrier
   // makes them visible to every warp.
-  ft::tc::copy_tile_sync<Tile, Bc, Tr::kThreads>(Ks, p.K + head_rows * D, k0, N);
-  ft::tc::copy_tile_sync<Tile, Bc, Tr::kThreads>(Vs, p.V + head_rows * D, k0, N);
+  ft::tc::copy_tile_sync<Tile, Bc, Tr::kThreads>(Ks, K, k0, N, ft::row_stride<kViews>(v.strides.K));
+  ft::tc::copy_tile_sync<Tile, Bc, Tr::kThreads>(Vs, V, k0, N, ft::row_stride<kViews>(v.strides.V));
 
   FragC dk[Tr::kDTiles] = {}, dv[Tr::kDTiles] = {};  // this warp's 16 keys × d, float32
 
@@ -452,11 +484,14 @@ __global__ void __launch_bounds__(Tr::kThreads) flash_backward_tc(const Params<t
       const RowCol at = ft::tc::mma_c_coord(lane, 2 * h);
       const int key = k0 + warp_key0 + at.row, col = ot * 8 + at.col;
       if (key < N) {
-        const int64_t at_row = (head_rows + key) * D + col;
-        *reinterpret_cast<uint32_t*>(p.dK + at_row) =
-            ft::tc::pack2<T>(dk[ot].c[2 * h], dk[ot].c[2 * h + 1]);
-        *reinterpret_cast<uint32_t*>(p.dV + at_row) =
-            ft::tc::pack2<T>(dv[ot].c[2 * h], dv[ot].c[2 * h + 1]);
+        T* dK = p.dK + (head_rows + key) * D + col;  // contiguous
+        T* dV = p.dV + (head_rows + key) * D + col;
+        if constexpr (kViews) {
+          dK = p.dK + ft::head_start(v.strides.dK, head, v.heads) + key * v.strides.dK.row + col;
+          dV = p.dV + ft::head_start(v.strides.dV, head, v.heads) + key * v.strides.dV.row + col;
+        }
+        *reinterpret_cast<uint32_t*>(dK) = ft::tc::pack2<T>(dk[ot].c[2 * h], dk[ot].c[2 * h + 1]);
+        *reinterpret_cast<uint32_t*>(dV) = ft::tc::pack2<T>(dv[ot].c[2 * h], dv[ot].c[2 * h + 1]);
       }
     }
 }
@@ -592,6 +627,28 @@ __global__ void convert_dq(const float* dq_acc, T* dQ, int64_t n) {
   for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
        i += int64_t(gridDim.x) * blockDim.x)
     dQ[i] = from_float<T>(dq_acc[i]);
+}
+
+/// Elements convert_dq_views rounds at a time: 8, one 16-byte store of bf16/fp16.
+constexpr int kConvertElems = 8;
+
+/// convert_dq into a view: chunk i of 8 elements is row i / (D/8) of the contiguous [B,H,N,d]
+/// accumulator (two float4 loads), stored where dQ's strides put that row (every row starts
+/// 16-byte aligned: ft::check_strides).
+template <class T, int D>
+__global__ void convert_dq_views(const float* dq_acc, T* dQ, ft::Strides s, int64_t rows, int N,
+                                 int H) {
+  constexpr int kChunksPerRow = D / kConvertElems;
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < rows * kChunksPerRow;
+       i += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t row = i / kChunksPerRow, head = row / N;
+    const int col = int(i % kChunksPerRow) * kConvertElems;
+    const float4 lo = *reinterpret_cast<const float4*>(dq_acc + row * D + col);
+    const float4 hi = *reinterpret_cast<const float4*>(dq_acc + row * D + col + 4);
+    const uint4 out = {ft::tc::pack2<T>(lo.x, lo.y), ft::tc::pack2<T>(lo.z, lo.w),
+                       ft::tc::pack2<T>(hi.x, hi.y), ft::tc::pack2<T>(hi.z, hi.w)};
+    *reinterpret_cast<uint4*>(dQ + ft::head_start(s, head, H) + (row - head * N) * s.row + col) = out;
+  }
 }
 
 }  // namespace ch08

@@ -51,6 +51,8 @@ struct WarpTileTraits {
   static constexpr DQ kDq = DQ::kAtomics;
   static constexpr int kStages = 2;
   using Tile = ft::tc::SwizzledTile<D>;   ///< Q, dO, K, V: rows of d elements
+  /// Contiguous tensors (the layout contract); ft::Views<...> of these traits read views.
+  static constexpr bool kViews = false;
   using PdsTile = ft::tc::SwizzledTile<Br>;  ///< Pᵀ, dSᵀ: [key][query], rows of Br elements
 
   /// Where each warp's tiles are: transposed_fragments.hpp, warp_tile_corners.
@@ -180,7 +182,8 @@ __device__ __forceinline__ void warp_product_ahead(FragC (&acc)[kM][kN], LoadA l
 /// (the same SASS, function by function, bar a few); and the slot is found from blockIdx
 /// after the loop, so that no pointer to it is held through the loop.
 template <class Tr, bool kCut>
-__device__ __forceinline__ void key_tile(const Params<typename Tr::T>& p, const TailSplit& split) {
+__device__ __forceinline__ void key_tile(const Params<typename Tr::T>& p, const TailSplit& split,
+                                         const ft::ViewArgs& v) {
   using T = typename Tr::T;
   using Tile = typename Tr::Tile;
   using PdsTile = typename Tr::PdsTile;
@@ -207,9 +210,20 @@ __device__ __forceinline__ void key_tile(const Params<typename Tr::T>& p, const 
     head = blockIdx.x / p.num_kv_tiles;
   }
   const int N = p.N;
-  const int64_t head_rows = head * N;
+  const int64_t head_rows = head * N;  // first row of this head in [B,H,N]: lse, D, dq_acc
+  // This head's rows: heads back to back (the layout contract), or where a view's strides
+  // put them (strides.hpp; the contiguous lines stay as they were measured).
+  constexpr bool kViews = Tr::kViews;
   const T* Q = p.Q + head_rows * D;
   const T* dO = p.dO + head_rows * D;
+  const T* K = p.K + head_rows * D;
+  const T* V = p.V + head_rows * D;
+  if constexpr (kViews) {
+    Q = p.Q + ft::head_start(v.strides.Q, head, v.heads);
+    dO = p.dO + ft::head_start(v.strides.dO, head, v.heads);
+    K = p.K + ft::head_start(v.strides.K, head, v.heads);
+    V = p.V + ft::head_start(v.strides.V, head, v.heads);
+  }
   // This warp's place in each product (the table in the file comment).
   const WarpTileCorners at0 = warp_tile_corners(warp, Tr::kWarps, Br, Bc, D);
   const int key0 = at0.key0, qcol0 = at0.query0, dcol0 = at0.dcol0;
@@ -231,17 +245,18 @@ __device__ __forceinline__ void key_tile(const Params<typename Tr::T>& p, const 
   const int64_t dq_lane_at = (head_rows + dq_c.row) * D + dq_c.col;  // its index (kDqPointer)
   float* const dq_lane = p.dq_acc + dq_lane_at;
 
-  const QueryTileLoader<Tr::kThreads, T, Tile, Br> load_async{};
+  const QueryTileLoader<Tr::kThreads, T, Tile, Br, kViews> load_async{};
   auto load_query_tile = [&](int i, int st) {  // Q, dO, L, D of query tile i, by cp.async
-    load_async(stage, st, Q, dO, p.lse, p.Drow, head_rows, i * Br, N);
+    load_async(stage, st, Q, dO, p.lse, p.Drow, head_rows, i * Br, N,
+               ft::row_stride<kViews>(v.strides.Q), ft::row_stride<kViews>(v.strides.dO));
   };
 
   const int num_q_tiles = (N + Br - 1) / Br;
   const int i_begin = kCut ? split.begin(cut % split.parts) : (p.causal ? k0 / Br : 0);
   const int i_end = kCut ? split.begin(cut % split.parts + 1) : num_q_tiles;
   load_query_tile(i_begin, 0);
-  ft::tc::copy_tile_sync<Tile, Bc, Tr::kThreads>(Ks, p.K + head_rows * D, k0, N);
-  ft::tc::copy_tile_sync<Tile, Bc, Tr::kThreads>(Vs, p.V + head_rows * D, k0, N);
+  ft::tc::copy_tile_sync<Tile, Bc, Tr::kThreads>(Ks, K, k0, N, ft::row_stride<kViews>(v.strides.K));
+  ft::tc::copy_tile_sync<Tile, Bc, Tr::kThreads>(Vs, V, k0, N, ft::row_stride<kViews>(v.strides.V));
 
   FragC dk[kM][Tr::kDTiles] = {}, dv[kM][Tr::kDTiles] = {};  // 32 keys × d/2, float32
 
@@ -405,9 +420,17 @@ __device__ __forceinline__ void key_tile(const Params<typename Tr::T>& p, const 
           atomic_add2(dk_slot + at.row * D + at.col, dk[m][n].c[2 * h], dk[m][n].c[2 * h + 1]);
           atomic_add2(dk_slot + (Bc + at.row) * D + at.col, dv[m][n].c[2 * h], dv[m][n].c[2 * h + 1]);
         } else {
-          const int64_t at_row = (head_rows + k0 + at.row) * D + at.col;
-          *reinterpret_cast<uint32_t*>(p.dK + at_row) = ft::tc::pack2<T>(dk[m][n].c[2 * h], dk[m][n].c[2 * h + 1]);
-          *reinterpret_cast<uint32_t*>(p.dV + at_row) = ft::tc::pack2<T>(dv[m][n].c[2 * h], dv[m][n].c[2 * h + 1]);
+          if constexpr (kViews) {
+            const int64_t key = k0 + at.row;
+            T* const dK = p.dK + ft::head_start(v.strides.dK, head, v.heads) + key * v.strides.dK.row;
+            T* const dV = p.dV + ft::head_start(v.strides.dV, head, v.heads) + key * v.strides.dV.row;
+            *reinterpret_cast<uint32_t*>(dK + at.col) = ft::tc::pack2<T>(dk[m][n].c[2 * h], dk[m][n].c[2 * h + 1]);
+            *reinterpret_cast<uint32_t*>(dV + at.col) = ft::tc::pack2<T>(dv[m][n].c[2 * h], dv[m][n].c[2 * h + 1]);
+          } else {
+            const int64_t at_row = (head_rows + k0 + at.row) * D + at.col;
+            *reinterpret_cast<uint32_t*>(p.dK + at_row) = ft::tc::pack2<T>(dk[m][n].c[2 * h], dk[m][n].c[2 * h + 1]);
+            *reinterpret_cast<uint32_t*>(p.dV + at_row) = ft::tc::pack2<T>(dv[m][n].c[2 * h], dv[m][n].c[2 * h + 1]);
+          }
         }
       }
 }
@@ -417,11 +440,12 @@ __device__ __forceinline__ void key_tile(const Params<typename Tr::T>& p, const 
 /// blocks past split.first each on one part of a cut tile (tail_split.hpp).
 template <class Tr>
 __global__ void __launch_bounds__(Tr::kThreads) flash_backward_warp_tiles(const Params<typename Tr::T> p,
-                                                                          const TailSplit split) {
+                                                                          const TailSplit split,
+                                                                          const ft::ViewArgs v) {
   if (!Tr::kSplitTail || blockIdx.x < split.first)
-    key_tile<Tr, false>(p, split);
+    key_tile<Tr, false>(p, split, v);
   else
-    key_tile<Tr, true>(p, split);
+    key_tile<Tr, true>(p, split, v);
 }
 
 }  // namespace ch08

@@ -170,32 +170,39 @@ void launch(const ft::Problem& p, const ft::BackwardArgs& a, cudaStream_t stream
   const int64_t grid = split.blocks();  // `blocks` when nothing is cut
   if (grid > INT_MAX) throw ft::Unsupported("chapter 08: too many blocks for one grid");
 
-  dot_dO_O_tc<T><<<int(d_blocks), kSmallBlock, 0, stream>>>(a.O.as<T>(), a.dO.as<T>(), w.D,
-                                                            w.dq_acc, rows, p.head_dim);
+  constexpr bool kViews = Tr::kViews;
+  const ft::Layout l = ft::layout_of(p, a.layout);
+  dot_dO_O_tc<T, kViews><<<int(d_blocks), kSmallBlock, 0, stream>>>(
+      a.O.as<T>(), l.O, a.dO.as<T>(), l.dO, w.D, w.dq_acc, rows, p.seq_len, p.heads, p.head_dim);
   CUDA_CHECK_LAUNCH();
 
   const Params<T> params{a.Q.as<T>(), a.K.as<T>(),  a.V.as<T>(),  a.dO.as<T>(),
                          a.lse,       w.D,          w.dq_acc,     a.dK.as<T>(),
                          a.dV.as<T>(), p.seq_len,   num_kv_tiles, p.causal,
                          p.softmax_scale(), p.softmax_scale() * ft::kLog2e};
+  const ft::ViewArgs views{l, p.heads};
   if constexpr (kWarpTileKernel<Tr>) {
     if (slots > 0) CUDA_CHECK(cudaMemsetAsync(w.slots, 0, size_t(slots) * sizeof(float), stream));
-    kernel<<<int(grid), Tr::kThreads, Tr::kSmemBytes, stream>>>(params, split);
+    kernel<<<int(grid), Tr::kThreads, Tr::kSmemBytes, stream>>>(params, split, views);
     CUDA_CHECK_LAUNCH();
     if (slots > 0) {
-      store_shared_tiles<T, Tr::D, Tr::Bc><<<int(split.tiles), kSmallBlock, 0, stream>>>(params, split);
+      store_shared_tiles<T, Tr::D, Tr::Bc, kViews><<<int(split.tiles), kSmallBlock, 0, stream>>>(params, split, views);
       CUDA_CHECK_LAUNCH();
     }
   } else {
-    kernel<<<int(blocks), Tr::kThreads, Tr::kSmemBytes, stream>>>(params);
+    kernel<<<int(blocks), Tr::kThreads, Tr::kSmemBytes, stream>>>(params, views);
     CUDA_CHECK_LAUNCH();
   }
 
   if constexpr (kAtomics) {
     // A grid-stride loop: a few waves of blocks whatever the size.
-    const int64_t n = p.elems();
+    const int64_t n = kViews ? p.elems() / kConvertElems : p.elems();  // threads' items
     const int c_blocks = int(std::min<int64_t>((n + kSmallBlock - 1) / kSmallBlock, 1 << 16));
-    convert_dq<T><<<c_blocks, kSmallBlock, 0, stream>>>(w.dq_acc, a.dQ.as<T>(), n);
+    if constexpr (kViews)
+      convert_dq_views<T, Tr::D><<<c_blocks, kSmallBlock, 0, stream>>>(w.dq_acc, a.dQ.as<T>(), l.dQ,
+                                                                       rows, p.seq_len, p.heads);
+    else
+      convert_dq<T><<<c_blocks, kSmallBlock, 0, stream>>>(w.dq_acc, a.dQ.as<T>(), n);
   } else {
     flash_backward_dq_tc<DqTr><<<int(dq_blocks), DqTr::kThreads, DqTr::kSmemBytes, stream>>>(
         params, a.dQ.as<T>(), num_q_tiles);
@@ -213,24 +220,36 @@ void check_args(const ft::Problem& p, const ft::BackwardArgs& a) {
   for (const void* ptr : {a.Q.get(), a.K.get(), a.V.get(), a.dO.get(), static_cast<const void*>(a.workspace)})
     if (reinterpret_cast<uintptr_t>(ptr) % 16 != 0)
       throw ft::Unsupported("chapter 08: tensors and workspace must be 16-byte aligned");
+  if (a.layout) ft::check_layout(p, *a.layout, true);  // views: rows aligned, outputs disjoint
+}
+
+/// Contiguous tensors: Tr's kernels; views: ft::Views<Tr>'s, which only the variants that
+/// take views (kTakesViews: fastest, and the two it runs, split_tail and async_bc64)
+/// instantiate.
+template <class Tr, bool kTakesViews>
+void launch_layout(const ft::Problem& p, const ft::BackwardArgs& a, cudaStream_t stream) {
+  if (a.layout == nullptr) return launch<Tr>(p, a, stream);
+  if constexpr (kTakesViews) return launch<ft::Views<Tr>>(p, a, stream);
+  throw ft::Unsupported("chapter 08: this variant reads contiguous tensors only (fastest, "
+                        "split_tail and async_bc64 read views)");
 }
 
 /// A variant: for each (dtype, d), which traits. Shape<T, D> names the traits.
 /// The launch of a checked problem (check_args): its (dtype, d)'s instance.
-template <template <class, int> class Shape>
+template <template <class, int> class Shape, bool kTakesViews = false>
 void launch_checked(const ft::Problem& p, const ft::BackwardArgs& a, cudaStream_t stream) {
   const bool bf16 = p.dtype == ft::DType::BFloat16;
   if (p.head_dim == 64)
-    return bf16 ? launch<Shape<__nv_bfloat16, 64>>(p, a, stream)
-                : launch<Shape<__half, 64>>(p, a, stream);
-  return bf16 ? launch<Shape<__nv_bfloat16, 128>>(p, a, stream)
-              : launch<Shape<__half, 128>>(p, a, stream);
+    return bf16 ? launch_layout<Shape<__nv_bfloat16, 64>, kTakesViews>(p, a, stream)
+                : launch_layout<Shape<__half, 64>, kTakesViews>(p, a, stream);
+  return bf16 ? launch_layout<Shape<__nv_bfloat16, 128>, kTakesViews>(p, a, stream)
+              : launch_layout<Shape<__half, 128>, kTakesViews>(p, a, stream);
 }
 
-template <template <class, int> class Shape>
+template <template <class, int> class Shape, bool kTakesViews = false>
 void run(const ft::Problem& p, const ft::BackwardArgs& a, cudaStream_t stream) {
   check_args(p, a);
-  launch_checked<Shape>(p, a, stream);
+  launch_checked<Shape, kTakesViews>(p, a, stream);
 }
 
 // ---- Ledger pieces (chapter 05's flash ledger, with 2-byte tensors and a float32 dQ) -------
@@ -393,7 +412,7 @@ size_t variant_workspace_bytes(const ft::Problem& p) {
                            : workspace_bytes_of<Variant<__nv_bfloat16, 64>>(p);
 }
 
-template <template <class, int> class Variant>
+template <template <class, int> class Variant, bool kTakesViews = false>
 ft::BackwardImpl impl(const std::string& variant, const std::string& what) {
   return {"08",
           variant,
@@ -401,10 +420,11 @@ ft::BackwardImpl impl(const std::string& variant, const std::string& what) {
           {64, 128},
           variant_workspace_bytes<Variant>,
           ch07::fastest().run,
-          run<Variant>,
+          run<Variant, kTakesViews>,
           traffic<Variant>,
           {ft::DType::BFloat16, ft::DType::Float16},
-          kMinSm};
+          kMinSm,
+          kTakesViews};
 }
 
 }  // namespace
@@ -430,16 +450,16 @@ namespace {
 void run_fastest(const ft::Problem& p, const ft::BackwardArgs& a, cudaStream_t stream) {
   check_args(p, a);  // the problem first, then the device
   if (std::strcmp(fastest_variant(p.head_dim, ft::max_dynamic_smem()), "split_tail") == 0)
-    launch_checked<Fastest>(p, a, stream);
+    launch_checked<Fastest, true>(p, a, stream);
   else
-    launch_checked<AsyncBc64>(p, a, stream);
+    launch_checked<AsyncBc64, true>(p, a, stream);
 }
 }  // namespace
 
 // Its ledger is split_tail's, the kernel of the GPUs this chapter measured (H100, H200; A100).
 const ft::BackwardImpl& fastest() {
   static const ft::BackwardImpl i = [] {
-    ft::BackwardImpl f = impl<Fastest>("fastest", "split_tail (async_bc64 where its smem does not fit)");
+    ft::BackwardImpl f = impl<Fastest, true>("fastest", "split_tail (async_bc64 where its smem does not fit)");
     f.run = run_fastest;
     return f;
   }();
@@ -453,16 +473,17 @@ std::vector<ft::BackwardImpl> backward_impls() {
           impl<DqPass>("dq_pass", "async, dQ by a second pass per query tile, no atomics"),
           fastest(),
           impl<AsyncBr32>("async_br32", "async with 32-query tiles at d=64 too"),
-          impl<AsyncBc64>("async_bc64", "async with 64 keys a block, 4 warps"),
+          impl<AsyncBc64, true>("async_bc64", "async with 64 keys a block, 4 warps"),
           impl<WarpTiles>("warp_tiles", "async, P^T/dS^T via shared memory: 32-row warp tiles in every product"),
           impl<Hoisted>("hoisted", "warp_tiles, each lane's swizzle computed once: one XOR per load"),
           impl<SpreadAtomics>("spread_atomics", "hoisted, dQ before dK, its atomics between dK's k-steps"),
           impl<PipelinedDk>("pipelined_dk", "spread_atomics, dK's fragments loaded a k-step ahead"),
           impl<LateCopy>("late_copy", "pipelined_dk, the next query tile's copies after S's product"),
           impl<DqPointer>("dq_pointer", "late_copy, dQ's atomics at immediate offsets from one pointer"),
-          impl<SplitTail>("split_tail", "dq_pointer, the last wave's key tiles cut into runs of query tiles (non-causal)")};
+          impl<SplitTail, true>("split_tail", "dq_pointer, the last wave's key tiles cut into runs of query tiles (non-causal)")};
 }
 
 }  // namespace ch08
 
 FT_EXPORT_BACKWARD(ft_ch08_backward, ch08::fastest())
+FT_EXPORT_BACKWARD_STRIDED(ft_ch08_backward, ch08::fastest())

@@ -11,6 +11,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <stdexcept>
 #include <string>
 #include <utility>
 #include <vector>
@@ -308,6 +309,77 @@ TEST(Ch08, DqStrategiesAgree) {
       EXPECT_TRUE(w.ok) << w.message;
     }
   }
+}
+
+// Views (strides.hpp): `fastest` (split_tail's kernels) reads q, k, v, o, do where their
+// strides say and writes dQ, dK, dV there, on the ragged sizes, causal and not; the inputs'
+// gaps hold NaN (a read there fails the check) and the outputs' gaps must keep their
+// poison. Then split_tail's cut tiles (store_shared_tiles) and async_bc64, fastest's
+// fallback on GPUs with less shared memory, on views too.
+const ft::BackwardImpl& variant(const char* name) {
+  static const auto impls = ch08::backward_impls();
+  const auto it = std::find_if(impls.begin(), impls.end(),
+                               [&](const ft::BackwardImpl& i) { return i.variant == name; });
+  if (it == impls.end()) throw std::runtime_error(std::string("no variant ") + name);
+  return *it;
+}
+
+void expect_views_correct(const ft::BackwardImpl& impl, const ft::Problem& p,
+                          ft::testing::ViewKind kind) {
+  const ft::Layout layout = ft::testing::test_layout(p, kind);
+  SCOPED_TRACE(impl.variant + " on " + ft::testing::view_name(kind) + " views, " + p.describe());
+  ft::testing::expect_backward_correct(impl, p, ft::InputKind::Uniform, ft::testing::kDtypeTolerance,
+                                       PSource::kFromLse, &layout);
+}
+
+void expect_fastest_views_correct(ft::testing::ViewKind kind) {
+  FT_REQUIRE_GPU();
+  for (ft::DType t : {ft::DType::BFloat16, ft::DType::Float16})
+    for (int n : {1, 17, 1000})
+      for (int d : {64, 128})
+        for (bool causal : {false, true}) {
+          if (t == ft::DType::Float16 && n != 1000) continue;  // fp16: the same code, one size
+          expect_views_correct(ch08::fastest(), Shape{n, d, causal, t}.problem(), kind);
+        }
+}
+TEST(Ch08Views, ProjectionViews) { expect_fastest_views_correct(ft::testing::ViewKind::kProjection); }
+TEST(Ch08Views, PaddedViews) { expect_fastest_views_correct(ft::testing::ViewKind::kPadded); }
+
+TEST(Ch08Views, CutTilesAndTheFallback) {
+  FT_REQUIRE_GPU();
+  for (int d : {64, 128}) {
+    const ft::Problem cut = ft::make_problem(1, kMixedHeads, kMixedN, d, false, ft::DType::BFloat16);
+    ASSERT_GT(mixed_grid_plan(d, ft::sm_count()).parts, 1) << "this GPU's plan cuts nothing here";
+    for (auto kind : {ft::testing::ViewKind::kProjection, ft::testing::ViewKind::kPadded})
+      expect_views_correct(variant("split_tail"), cut, kind);
+    for (bool causal : {false, true})
+      expect_views_correct(variant("async_bc64"), Shape{1000, d, causal, ft::DType::BFloat16}.problem(),
+                           ft::testing::ViewKind::kProjection);
+  }
+}
+
+// Only fastest, split_tail and async_bc64 read views; the other variants refuse a layout,
+// and every variant one whose rows are not 16-byte aligned or whose outputs overlap, before
+// any launch (no GPU needed).
+TEST(Ch08Views, RefusedWhereTheyCannotBeRead) {
+  const ft::Problem p = ft::make_problem(2, 3, 64, 64, false, ft::DType::BFloat16);
+  const ft::Layout views = ft::testing::test_layout(p, ft::testing::ViewKind::kProjection);
+  ft::BackwardArgs a{};
+  a.layout = &views;
+  for (const auto& impl : ch08::backward_impls()) {
+    const bool reads_views = impl.variant == "fastest" || impl.variant == "split_tail" ||
+                             impl.variant == "async_bc64";
+    EXPECT_EQ(impl.strided, reads_views) << impl.variant;
+    if (!reads_views) EXPECT_THROW(impl.run(p, a, nullptr), ft::Unsupported) << impl.variant;
+  }
+  ft::Layout odd = views;
+  odd.dO.head += 4;  // 8 bytes: rows no longer 16-byte aligned
+  a.layout = &odd;
+  EXPECT_THROW(ch08::fastest().run(p, a, nullptr), ft::Unsupported);
+  ft::Layout overlapping = views;
+  overlapping.dK.row = 8;  // tokens 8 elements apart, rows of 64: written twice
+  a.layout = &overlapping;
+  EXPECT_THROW(ch08::fastest().run(p, a, nullptr), ft::Unsupported);
 }
 
 // float32 and other head dims are refused before any launch (no GPU needed).

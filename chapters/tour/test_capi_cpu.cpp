@@ -177,4 +177,50 @@ TEST(CApiPointers, NullIsRefusedByName) {
   EXPECT_TRUE(says("dV is NULL")) << ft_last_error();
 }
 
+// Views (API version 3): the strided functions check the layout first, before the
+// pointers, the GPU and any launch: a NULL layout, a stride that leaves rows unaligned, a
+// negative one, outputs whose elements overlap are each refused with -1 and a message.
+ft_layout contiguous(const ft_problem& p) {
+  const int64_t row = p.head_dim, head = row * p.seq_len;
+  const ft_strides s{head * p.heads, head, row};
+  return ft_layout{s, s, s, s, s, s, s, s};
+}
+
+TEST(CApiViews, BadLayoutsAreRefusedBeforeAnyLaunch) {
+  ft_problem p = problem(64, 64, false);
+  p.dtype = FT_DTYPE_BF16;
+  void* out = kFakeOut;
+  EXPECT_EQ(ft_ch07_forward_strided(p, nullptr, kFake, kFake, kFake, out, kFakeLse, nullptr, 0), -1);
+  EXPECT_TRUE(says("layout is NULL")) << ft_last_error();
+  ft_layout l = contiguous(p);
+  l.K.row = 68;  // 136 bytes: rows 8 bytes off 16-byte alignment
+  EXPECT_EQ(ft_ch07_forward_strided(p, &l, kFake, kFake, kFake, out, kFakeLse, nullptr, 0), -1);
+  EXPECT_TRUE(says("K's strides")) << ft_last_error();
+  EXPECT_TRUE(says("multiple of 8 elements")) << ft_last_error();
+  l = contiguous(p);
+  l.Q.head = -l.Q.head;
+  EXPECT_EQ(ft_ch07_forward_strided(p, &l, kFake, kFake, kFake, out, kFakeLse, nullptr, 0), -1);
+  EXPECT_TRUE(says("negative stride")) << ft_last_error();
+  l = contiguous(p);
+  l.dV.row = 32;  // rows of 64 elements 32 apart: every element of dV but the edges twice
+  EXPECT_EQ(ft_ch08_backward_strided(p, &l, kFake, kFake, kFake, kFake, kFakeLse, kFake, out, out,
+                                     out, out, 0),
+            -1);
+  EXPECT_TRUE(says("dV's strides")) << ft_last_error();
+  EXPECT_TRUE(says("must not overlap")) << ft_last_error();
+  // A view of a tensor that is only read may overlap (K and V the same rows, say).
+  l = contiguous(p);
+  l.O.row = 32;  // O is the backward's input: accepted, and the next check is the pointers'
+  EXPECT_EQ(ft_ch08_backward_strided(p, &l, kFake, kFake, kFake, kFake, kFakeLse, kFake, out, out,
+                                     nullptr, out, 0),
+            -1);
+  EXPECT_TRUE(says("dV is NULL")) << ft_last_error();
+  // Strides of a dimension of length 1 are never stepped: any value passes.
+  p.batch = 1;
+  l = contiguous(p);
+  l.Q.batch = 3;
+  EXPECT_EQ(ft_ch07_forward_strided(p, &l, kFake, nullptr, kFake, out, kFakeLse, nullptr, 0), -1);
+  EXPECT_TRUE(says("K is NULL")) << ft_last_error();
+}
+
 }  // namespace

@@ -13,6 +13,7 @@
 #include <cstdint>
 
 #include "tc/ldmatrix.cuh"  // shared_address
+#include "strides.hpp"  // ft::ContiguousRows
 #include "tc/swizzle.hpp"
 
 namespace ft::tc {
@@ -60,6 +61,15 @@ __device__ __forceinline__ void cp_async_wait() {
 #endif
 }
 
+/// r·ld as a 64-bit offset: one mul.wide.s32 at each use, written in PTX so that the
+/// optimizer has no product to split and hoist out of the caller's loop into registers
+/// (the backward's kernels have none to spare).
+__device__ __forceinline__ int64_t row_offset(int r, int ld) {
+  int64_t off;
+  asm("mul.wide.s32 %0, %1, %2;" : "=l"(off) : "r"(r), "r"(ld));
+  return off;
+}
+
 /// Starts copying rows [row0, row0 + ROWS) of a row-major [N][Tile::kCols] matrix into a
 /// shared tile of layout Tile; rows at or past N become zeros (a partial last tile). THREADS
 /// threads share the chunks: consecutive threads take consecutive chunks of a row, so a
@@ -87,6 +97,29 @@ __device__ __forceinline__ void copy_tile_async(T* tile, const T* src, int row0,
     cp_async_16(tile + Tile::offset(r, col), inside ? from + it * kRowsPerPass * Tile::kCols : src,
                 inside);
   }
+}
+
+/// copy_tile_async from a view whose rows are `ld` elements apart (strides.hpp).
+template <class Tile, int ROWS, int THREADS, class T>
+__device__ __forceinline__ void copy_tile_async(T* tile, const T* src, int row0, int N, int ld) {
+  constexpr int kChunksPerRow = Tile::kCols / kChunkElems;
+  constexpr int kRowsPerPass = THREADS / kChunksPerRow;
+  static_assert(THREADS % kChunksPerRow == 0 && ROWS % kRowsPerPass == 0,
+                "every thread copies the same column of chunks, the same count");
+  const int r0 = threadIdx.x / kChunksPerRow, col = threadIdx.x % kChunksPerRow * kChunkElems;
+#pragma unroll
+  for (int it = 0; it < ROWS / kRowsPerPass; ++it) {
+    const int r = r0 + it * kRowsPerPass;
+    const bool inside = row0 + r < N;
+    cp_async_16(tile + Tile::offset(r, col), inside ? src + row_offset(row0 + r, ld) + col : src, inside);
+  }
+}
+
+/// A contiguous tensor's rows (ft::ContiguousRows): the copy above without a stride, the
+/// code the chapters' measured kernels compile from.
+template <class Tile, int ROWS, int THREADS, class T>
+__device__ __forceinline__ void copy_tile_async(T* tile, const T* src, int row0, int N, ContiguousRows) {
+  copy_tile_async<Tile, ROWS, THREADS>(tile, src, row0, N);
 }
 
 /// copy_tile_async for a kernel that copies such a tile at every step of its loop (chapter
@@ -127,6 +160,29 @@ struct TileCopy {
         const bool inside = row0 + row + it * kRowsPerPass < N;  // else: zeros, M's row 0 named
         cp_async_16(to + it * kDstStep, inside ? from + it * kSrcStep : M, inside);
       }
+    }
+  }
+
+  /// A contiguous tensor's rows (ft::ContiguousRows): the copy above.
+  template <class T>
+  __device__ __forceinline__ void operator()(T* tile, const T* M, int row0, int N, ContiguousRows) const {
+    (*this)(tile, M, row0, N);
+  }
+
+  /// The same for a view whose rows are `ld` elements apart (strides.hpp). The sources are
+  /// no longer the first one plus constants: chunk it's is M + (row0 + row + it·kRowsPerPass)
+  /// ·ld + its column, the product formed afresh for each chunk (row_offset), so that nothing
+  /// per chunk is held across the caller's loop.
+  template <class T>
+  __device__ __forceinline__ void operator()(T* tile, const T* M, int row0, int N, int ld) const {
+    constexpr int kDstStep = kRowsPerPass * Tile::kRowStride;
+    const T* from = M + (src - row * Tile::kCols);  // the thread's column of row 0
+    T* to = tile + dst;
+#pragma unroll
+    for (int it = 0; it < ROWS / kRowsPerPass; ++it) {
+      const int r = row0 + row + it * kRowsPerPass;
+      const bool inside = r < N;  // else: zeros, M's row 0 named
+      cp_async_16(to + it * kDstStep, inside ? from + row_offset(r, ld) : M, inside);
     }
   }
 };

@@ -6,6 +6,7 @@
 
 #include <cstdint>
 
+#include "strides.hpp"  // ft::ContiguousRows
 #include "tc/swizzle.hpp"
 
 namespace ft::tc {
@@ -28,6 +29,29 @@ __device__ __forceinline__ void copy_tile_sync(T* tile, const T* src, int row0, 
     if (row0 + r < N) v = *reinterpret_cast<const uint4*>(src + int64_t(row0 + r) * Tile::kCols + col);
     *reinterpret_cast<uint4*>(tile + Tile::offset(r, col)) = v;
   }
+}
+
+/// copy_tile_sync from a view whose rows are `ld` elements apart (strides.hpp).
+template <class Tile, int ROWS, int THREADS, class T>
+__device__ __forceinline__ void copy_tile_sync(T* tile, const T* src, int row0, int N, int ld) {
+  constexpr int kChunksPerRow = Tile::kCols / kChunkElems;
+  static_assert(THREADS % kChunksPerRow == 0, "every thread keeps one column of chunks");
+  constexpr int kRowsPerPass = THREADS / kChunksPerRow;
+  static_assert(ROWS % kRowsPerPass == 0, "every thread copies the same count");
+  const int r0 = threadIdx.x / kChunksPerRow, col = threadIdx.x % kChunksPerRow * kChunkElems;
+#pragma unroll
+  for (int it = 0; it < ROWS / kRowsPerPass; ++it) {
+    const int r = r0 + it * kRowsPerPass;
+    uint4 v = make_uint4(0, 0, 0, 0);
+    if (row0 + r < N) v = *reinterpret_cast<const uint4*>(src + int64_t(row0 + r) * ld + col);
+    *reinterpret_cast<uint4*>(tile + Tile::offset(r, col)) = v;
+  }
+}
+
+/// A contiguous tensor's rows (ft::ContiguousRows): copy_tile_sync without a stride.
+template <class Tile, int ROWS, int THREADS, class T>
+__device__ __forceinline__ void copy_tile_sync(T* tile, const T* src, int row0, int N, ContiguousRows) {
+  copy_tile_sync<Tile, ROWS, THREADS>(tile, src, row0, N);
 }
 
 }  // namespace ft::tc

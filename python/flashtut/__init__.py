@@ -66,14 +66,14 @@ from collections import namedtuple
 
 __all__ = [
     "API_VERSION", "ALIGNMENT", "WORKSPACE_ERROR", "DTYPE_FLOAT32", "DTYPE_BF16", "DTYPE_FP16",
-    "Problem", "FlashtutError", "LibraryError", "FORWARDS", "BACKWARDS", "SIGNATURES",
+    "Problem", "Strides", "Layout", "FlashtutError", "LibraryError", "FORWARDS", "BACKWARDS", "SIGNATURES",
     "library_path", "load", "available", "last_error", "problem", "workspace_bytes",
-    "check_tensors", "forward", "backward", "row_softmax",
+    "check_tensors", "view_strides", "forward", "backward", "row_softmax",
 ]
 
 # ---- What flashtut.h says ------------------------------------------------------------------
 
-API_VERSION = 2               #: FT_API_VERSION: the header this module was written against
+API_VERSION = 3               #: FT_API_VERSION: the header this module was written against
 ALIGNMENT = 16                #: FT_ALIGNMENT: every pointer must be a multiple of this
 WORKSPACE_ERROR = (1 << (8 * ctypes.sizeof(ctypes.c_size_t))) - 1  #: FT_WORKSPACE_ERROR, SIZE_MAX
 DTYPE_FLOAT32, DTYPE_BF16, DTYPE_FP16 = 0, 1, 2  #: enum ft_dtype
@@ -105,20 +105,36 @@ class Problem(ctypes.Structure):
         return ("Problem(" + ", ".join(f"{n}={getattr(self, n)!r}" for n, _ in self._fields_) + ")")
 
 
+class Strides(ctypes.Structure):
+    """``ft_strides``: where one tensor's rows are, in elements (element (b, h, n, c) of a
+    ``[batch, heads, seq_len, head_dim]`` tensor at b·batch + h·head + n·row + c): what
+    ``t.stride()[:3]`` says of a torch tensor whose last dimension is contiguous."""
+    _fields_ = [("batch", ctypes.c_int64), ("head", ctypes.c_int64), ("row", ctypes.c_int64)]
+
+
+class Layout(ctypes.Structure):
+    """``ft_layout``: the strides of every tensor of a pass (API version 3), for the
+    ``*_strided`` functions, which read and write views (common/strides.hpp)."""
+    _fields_ = [(name, Strides) for name in ("Q", "K", "V", "O", "dO", "dQ", "dK", "dV")]
+
+
 # Every device pointer (const void*, void*, float*) and the cudaStream_t travel as
 # c_void_p: ctypes never looks inside them, it passes the addresses PyTorch hands out.
 _P = ctypes.c_void_p
 _FORWARD_ARGTYPES = [Problem, _P, _P, _P, _P, _P, _P, _P]  # Q K V O lse workspace stream
 _BACKWARD_ARGTYPES = [Problem, _P, _P, _P, _P, _P, _P, _P, _P, _P, _P, _P]  # Q K V O lse dO dQ dK dV ws stream
+_LAYOUT = ctypes.POINTER(Layout)  # the *_strided functions take it after the problem
 
-Impl = namedtuple("Impl", "function chapter variant dtypes forward")
+Impl = namedtuple("Impl", "function chapter variant dtypes forward strided", defaults=(None,))
 Impl.__doc__ = """One implementation the library exports.
 
 function: the C symbol (its workspace query is ``function + "_workspace_bytes"``);
 chapter, variant: as the chapter programs name it (``chNN_<variant>`` in the results files);
 dtypes: the element types it computes in (the library checks this too);
 forward: for a backward, the forward it pairs with (the one whose O and lse, and for the
-materializing baseline whose workspace, it reads); None for a forward."""
+materializing baseline whose workspace, it reads); None for a forward;
+strided: the C symbol of the same pass on views (``function + "_strided"``), for the
+implementations that read them; None for those that need contiguous tensors."""
 
 _F32, _HALF = (DTYPE_FLOAT32,), (DTYPE_BF16, DTYPE_FP16)
 
@@ -135,7 +151,7 @@ FORWARDS = {
     # Chapter 06: the three-pass version on the tensor cores, S and P in a grid of the dtype.
     # Newer than the rest: a library built before it lacks it (see available()).
     "ch06": Impl("ft_ch06_forward", "06", "warp_rows", _HALF, None),
-    "ch07": Impl("ft_ch07_forward", "07", "fastest", _HALF, None),
+    "ch07": Impl("ft_ch07_forward", "07", "fastest", _HALF, None, "ft_ch07_forward_strided"),
 }
 
 #: The backward passes: ``backward(..., impl=KEY)``. The flash backwards read O and lse
@@ -149,7 +165,7 @@ BACKWARDS = {
                              "ch05_materialize"),
     # Chapter 08: the flash backward on the tensor cores (its fastest variant), after
     # chapter 07's forward.
-    "ch08": Impl("ft_ch08_backward", "08", "fastest", _HALF, "ch07"),
+    "ch08": Impl("ft_ch08_backward", "08", "fastest", _HALF, "ch07", "ft_ch08_backward_strided"),
 }
 
 
@@ -167,6 +183,8 @@ def _signatures():
         for impl in table.values():
             sig[impl.function] = (ctypes.c_int, argtypes)
             sig[impl.function + "_workspace_bytes"] = (ctypes.c_size_t, [Problem])
+            if impl.strided:
+                sig[impl.strided] = (ctypes.c_int, [Problem, _LAYOUT] + argtypes[1:])
     return sig
 
 
@@ -351,19 +369,21 @@ def _shape(t):
     return tuple(int(x) for x in t.shape)
 
 
-def check_tensors(tensors, *, dtypes=None, who=None):
+def check_tensors(tensors, *, dtypes=None, who=None, views=False):
     """Checks attention tensors before any of their addresses reach the library.
 
     ``tensors`` is a list of ``(name, tensor)``; the first one sets the dtype, device and
     shape the others must share. Each must be on a CUDA device, have 4 dimensions
     ``[batch, heads, seq_len, head_dim]``, be float32, bfloat16 or float16 (and one of
     ``dtypes``, the implementation's, when given; ``who`` names it in the message), be
-    contiguous, and start at a multiple of 16 bytes. Returns the FT_DTYPE_* of the first.
+    contiguous (with ``views``: a view the kernels read, see :func:`view_strides`), and start
+    at a multiple of 16 bytes. Returns the FT_DTYPE_* of the first.
 
-    Only ``.dtype``, ``.shape``, ``.device``, ``.is_contiguous()`` and ``.data_ptr()`` are
-    used, so a small stand-in object works as well as a torch tensor (the CPU tests use one).
-    Raises TypeError (not a tensor; a dtype the library does not compute in) or ValueError
-    (device, shape, layout, alignment), each saying what to change.
+    Only ``.dtype``, ``.shape``, ``.device``, ``.is_contiguous()``, ``.data_ptr()`` (and for
+    views ``.stride()`` and ``.element_size()``) are used, so a small stand-in object works
+    as well as a torch tensor (the CPU tests use one). Raises TypeError (not a tensor; a
+    dtype the library does not compute in) or ValueError (device, shape, layout,
+    alignment), each saying what to change.
     """
     first_name, first = tensors[0]
     ft_dtype = None
@@ -401,7 +421,10 @@ def check_tensors(tensors, *, dtypes=None, who=None):
             if shape != _shape(first):
                 raise ValueError(f"{name} has shape {shape} but {first_name} {_shape(first)}: "
                                  f"they must have the same [batch, heads, seq_len, head_dim]")
-        _check_layout(name, t)
+        if views:
+            _check_view(name, t)
+        else:
+            _check_layout(name, t)
     return ft_dtype
 
 
@@ -415,6 +438,63 @@ def _check_layout(name, t):
     if t.data_ptr() % ALIGNMENT != 0:
         raise ValueError(f"{name}.data_ptr() is not {ALIGNMENT}-byte aligned "
                          f"(a view into a larger tensor?): pass {name}.clone()")
+
+
+def view_strides(t):
+    """``(batch, head, row)`` strides in elements if ``t`` (a ``[B, H, N, d]`` tensor) is a
+    view the strided functions read, else None: head_dim contiguous, no negative stride,
+    every stride of a dimension longer than 1 a multiple of 16 bytes, the data 16-byte
+    aligned. A transposed view of a model's QKV projection is one; ``t.contiguous()`` always
+    is."""
+    try:
+        strides, shape, size = t.stride(), t.shape, t.element_size()
+    except (AttributeError, TypeError):
+        return None
+    if len(strides) != 4 or (shape[3] > 1 and strides[3] != 1) or t.data_ptr() % ALIGNMENT:
+        return None
+    chunk = ALIGNMENT // size
+    for s, n in zip(strides[:3], shape[:3]):
+        if s < 0 or (n > 1 and s % chunk):
+            return None
+    return tuple(strides[:3])
+
+
+def _check_view(name, t):
+    """A view the kernels read (view_strides), or a ValueError saying why not and what to do."""
+    if view_strides(t) is not None:
+        return
+    if not hasattr(t, "stride"):
+        return _check_layout(name, t)
+    strides = tuple(t.stride())
+    if t.data_ptr() % ALIGNMENT != 0:
+        raise ValueError(f"{name}.data_ptr() is not {ALIGNMENT}-byte aligned "
+                         f"(a view into a larger tensor?): pass {name}.clone()")
+    raise ValueError(f"{name} has strides {strides}: the kernels read views whose head_dim is "
+                     f"contiguous (stride 1) and whose other strides are non-negative "
+                     f"multiples of {ALIGNMENT} bytes; pass {name}.contiguous()")
+
+
+def _contiguous(tensors):
+    """Whether every tensor is contiguous (False for one that cannot say)."""
+    try:
+        return all(t.is_contiguous() for t in tensors)
+    except AttributeError:
+        return False
+
+
+def _tokens_outside(t):
+    """Whether t's heads lie inside its tokens ([B, N, H, d] memory, seen as [B, H, N, d]):
+    then the outputs are laid out so too, as SDPA's FlashAttention backend returns them."""
+    s = t.stride()
+    return t.shape[1] > 1 and t.shape[2] > 1 and s[1] < s[2]
+
+
+def _layout_of(pairs):
+    """A :class:`Layout` from (field, strides) pairs (the fields not given stay 0)."""
+    layout = Layout()
+    for name, s in pairs:
+        setattr(layout, name, Strides(*s))
+    return layout
 
 
 def _check_lse(lse, like):
@@ -461,23 +541,29 @@ class _Call:
     backward, the lse's shape and dtype, and ``first``, the (name, function) of the forward
     the materializing baseline runs before it (None for the others)."""
     __slots__ = ("function", "fn", "prob", "nbytes", "device_index", "lse_shape", "lse_dtype",
-                 "first")
+                 "first", "layout", "tokens")
 
     def __init__(self, function, fn, prob, nbytes, device_index, lse_shape, lse_dtype=None,
                  first=None):
         self.function, self.fn, self.prob, self.nbytes = function, fn, prob, nbytes
         self.device_index, self.lse_shape, self.lse_dtype = device_index, lse_shape, lse_dtype
         self.first = first
+        # Views (the strided functions): the Layout passed by reference, and whether the
+        # outputs are laid out [B, N, H, d] (tokens outside); None, False otherwise.
+        self.layout, self.tokens = None, False
 
 
-def _lookup(calls, impl, tensors, causal, scale, lse=None):
+def _lookup(calls, impl, tensors, causal, scale, lse=None, views=False):
     """(the kept _Call, or None; the key to keep a new one under, or None if there is none).
 
-    The _Call is returned only when every tensor (and lse) has what it was checked for."""
+    The _Call is returned only when every tensor (and lse) has what it was checked for.
+    ``views``: the implementation reads views, and the tensors' strides are part of the key
+    (a kept call's Layout is theirs), unless they are all contiguous."""
     q = tensors[0]
     try:
         shape, dtype, device = q.shape, q.dtype, q.device
-        key = (impl, shape, dtype, device, causal, scale)
+        strides = None if not views or _contiguous(tensors) else tuple(t.stride() for t in tensors)
+        key = (impl, shape, dtype, device, causal, scale, strides)
         call = calls.get(key)
     except (AttributeError, TypeError):  # not a tensor, or a stand-in that cannot be a key
         return None, None
@@ -486,7 +572,7 @@ def _lookup(calls, impl, tensors, causal, scale, lse=None):
     try:
         for t in tensors:
             if (t.shape != shape or t.dtype != dtype or t.device != device
-                    or not t.is_contiguous() or t.data_ptr() % ALIGNMENT):
+                    or (strides is None and not t.is_contiguous()) or t.data_ptr() % ALIGNMENT):
                 return None, key
         if lse is not None and (lse.shape != call.lse_shape or lse.dtype != call.lse_dtype
                                 or lse.device != device or not lse.is_contiguous()
@@ -508,20 +594,35 @@ def _forward_call(impl, q, k, v, causal, scale):
     """The full path of :func:`forward`: every check with its message, the struct, the
     function, the workspace query (which refuses an unsupported problem)."""
     spec = _impl(FORWARDS, impl, "forward")
+    views = bool(spec.strided) and not _contiguous((q, k, v))
     ft_dtype = check_tensors([("q", q), ("k", k), ("v", v)], dtypes=spec.dtypes,
-                             who=_who(impl, spec))
+                             who=_who(impl, spec), views=views)
     prob = _problem_of(q, ft_dtype, causal, scale)
     fn, _ = _functions(spec, impl, "forward")
     nbytes = workspace_bytes(spec.function, prob)  # refuses an unsupported problem here
-    return _Call(spec.function, fn, prob, nbytes, getattr(q.device, "index", None),
+    call = _Call(spec.function, fn, prob, nbytes, getattr(q.device, "index", None),
                  _shape(q)[:3])
+    if views:
+        call.function, call.fn = spec.strided, _function(spec.strided, impl, "forward")
+        call.tokens = _tokens_outside(q)
+        o = _output_strides(q, call.tokens)
+        call.layout = ctypes.byref(_layout_of([("Q", view_strides(q)), ("K", view_strides(k)),
+                                               ("V", view_strides(v)), ("O", o)]))
+    return call
+
+
+def _output_strides(q, tokens):
+    """The strides of an output shaped like q: [B, N, H, d] memory (tokens) or [B, H, N, d]."""
+    b, h, n, d = _shape(q)
+    return (n * h * d, d, h * d) if tokens else (h * n * d, n * d, d)
 
 
 def _backward_call(impl, q, k, v, o, lse, do, causal, scale):
     """The full path of :func:`backward` (see :func:`_forward_call`)."""
     spec = _impl(BACKWARDS, impl, "backward")
+    views = bool(spec.strided) and not _contiguous((q, k, v, o, do))
     ft_dtype = check_tensors([("q", q), ("k", k), ("v", v), ("o", o), ("do", do)],
-                             dtypes=spec.dtypes, who=_who(impl, spec))
+                             dtypes=spec.dtypes, who=_who(impl, spec), views=views)
     _check_lse(lse, q)
     prob = _problem_of(q, ft_dtype, causal, scale)
     fn, _ = _functions(spec, impl, "backward")
@@ -532,8 +633,16 @@ def _backward_call(impl, q, k, v, o, lse, do, causal, scale):
         fwd, _ = _functions(paired, spec.forward, "forward")
         nbytes = max(nbytes, workspace_bytes(paired.function, prob))
         first = (paired.function, fwd)
-    return _Call(spec.function, fn, prob, nbytes, getattr(q.device, "index", None),
+    call = _Call(spec.function, fn, prob, nbytes, getattr(q.device, "index", None),
                  _shape(q)[:3], lse.dtype, first)
+    if views:
+        call.function, call.fn = spec.strided, _function(spec.strided, impl, "backward")
+        call.tokens = _tokens_outside(q)
+        g = _output_strides(q, call.tokens)
+        call.layout = ctypes.byref(_layout_of(
+            [("Q", view_strides(q)), ("K", view_strides(k)), ("V", view_strides(v)),
+             ("O", view_strides(o)), ("dO", view_strides(do)), ("dQ", g), ("dK", g), ("dV", g)]))
+    return call
 
 
 # ---- The passes (torch from here on) -------------------------------------------------------
@@ -577,37 +686,56 @@ def _ptr(t):
 def forward(q, k, v, *, causal=False, scale=None, impl="ch07"):
     """Attention forward: ``o = softmax(scale·q·kᵀ)·v`` and its log-sum-exp.
 
-    q, k, v: CUDA tensors ``[batch, heads, seq_len, head_dim]``, contiguous, one dtype
-    (float32 for chapters 01-05, bf16 or fp16 for chapter 07). ``causal``: key j visible to
-    query i iff j <= i. ``scale``: None for 1/sqrt(head_dim). ``impl``: a key of
-    :data:`FORWARDS` (default ``"ch07"``, FlashAttention-2 on the tensor cores).
+    q, k, v: CUDA tensors ``[batch, heads, seq_len, head_dim]``, one dtype (float32 for
+    chapters 01-05, bf16 or fp16 for chapter 07), contiguous; for an implementation that
+    reads views (``FORWARDS[impl].strided``: chapter 07), any views :func:`view_strides`
+    accepts, such as ``qkv.view(B, N, 3, H, d)[:, :, 0].transpose(1, 2)``, read in place.
+    ``causal``: key j visible to query i iff j <= i. ``scale``: None for 1/sqrt(head_dim).
+    ``impl``: a key of :data:`FORWARDS` (default ``"ch07"``, FlashAttention-2 on the tensor
+    cores).
 
-    Returns ``(o, lse)``: o like q; lse float32 ``[batch, heads, seq_len]``, natural log,
+    Returns ``(o, lse)``: o shaped like q, contiguous, or, when q is a view whose heads lie
+    inside its tokens, a view of ``[batch, seq_len, heads, head_dim]`` memory (what SDPA's
+    FlashAttention backend returns, so that ``o.transpose(1, 2).reshape(B, N, H·d)`` is
+    free); lse float32 ``[batch, heads, seq_len]``, natural log,
     ``lse_i = m_i + ln l_i``. Queued on PyTorch's current stream (asynchronous, like any
     torch operation).
     """
     causal, scale = bool(causal), None if scale is None else float(scale)  # what Problem holds
-    call, key = _lookup(_FORWARD_CALLS, impl, (q, k, v), causal, scale)
+    spec = FORWARDS.get(impl)
+    call, key = _lookup(_FORWARD_CALLS, impl, (q, k, v), causal, scale,
+                        views=bool(spec and spec.strided))
     if call is None:
         call = _forward_call(impl, q, k, v, causal, scale)
         _keep(_FORWARD_CALLS, key, call)
     torch = _torch()
-    o = torch.empty_like(q)  # q is contiguous (checked), so o is too
+    o = _empty_output(torch, q, call.tokens)
     lse = q.new_empty(call.lse_shape, dtype=torch.float32)
     ws = _workspace(torch, call.nbytes, q)
+    head = (call.prob,) if call.layout is None else (call.prob, call.layout)
     # The library launches on the current device, into a stream of q's device: make them one.
     with torch.cuda.device(call.device_index):
-        rc = call.fn(call.prob, q.data_ptr(), k.data_ptr(), v.data_ptr(), o.data_ptr(),
+        rc = call.fn(*head, q.data_ptr(), k.data_ptr(), v.data_ptr(), o.data_ptr(),
                      lse.data_ptr(), _ptr(ws), _current_stream(call.device_index))
     _check_status(call.function, rc)
     return o, lse
+
+
+def _empty_output(torch, q, tokens):
+    """An output shaped like q: contiguous [B, H, N, d], or (tokens) a [B, H, N, d] view of
+    [B, N, H, d] memory, the layout SDPA's FlashAttention backend returns for such inputs."""
+    if not tokens:
+        return torch.empty(q.shape, dtype=q.dtype, device=q.device)
+    b, h, n, d = q.shape
+    return torch.empty((b, n, h, d), dtype=q.dtype, device=q.device).transpose(1, 2)
 
 
 def backward(q, k, v, o, lse, do, *, causal=False, scale=None, impl="ch05"):
     """Attention backward: the gradients of q, k and v for the output gradient ``do``.
 
     q, k, v, o, do: CUDA tensors ``[batch, heads, seq_len, head_dim]`` of one dtype (float32:
-    chapter 05 computes in float32), contiguous; o and lse the outputs of :func:`forward`
+    chapter 05 computes in float32), contiguous (views, for ``"ch08"``, as in
+    :func:`forward`); o and lse the outputs of :func:`forward`
     on the same q, k, v, causal and scale (any forward's: the flash backwards recompute P
     from q, k and lse). ``impl``: a key of :data:`BACKWARDS` (default ``"ch05"``, the flash
     backward with dQ by atomics).
@@ -616,15 +744,17 @@ def backward(q, k, v, o, lse, do, *, causal=False, scale=None, impl="ch05"):
     so for it this function first runs ``ft_ch05_forward_materialize`` (into scratch outputs)
     and needs that workspace's B·H·N² floats.
 
-    Returns ``(dq, dk, dv)``, each like q.
+    Returns ``(dq, dk, dv)``, each shaped and laid out as :func:`forward` lays out o.
     """
     causal, scale = bool(causal), None if scale is None else float(scale)
-    call, key = _lookup(_BACKWARD_CALLS, impl, (q, k, v, o, do), causal, scale, lse)
+    spec = BACKWARDS.get(impl)
+    call, key = _lookup(_BACKWARD_CALLS, impl, (q, k, v, o, do), causal, scale, lse,
+                        views=bool(spec and spec.strided))
     if call is None:
         call = _backward_call(impl, q, k, v, o, lse, do, causal, scale)
         _keep(_BACKWARD_CALLS, key, call)
     torch = _torch()
-    dq, dk, dv = torch.empty_like(q), torch.empty_like(q), torch.empty_like(q)
+    dq, dk, dv = (_empty_output(torch, q, call.tokens) for _ in range(3))
     ws = _workspace(torch, call.nbytes, q)
     with torch.cuda.device(call.device_index):
         stream = _current_stream(call.device_index)
@@ -633,7 +763,8 @@ def backward(q, k, v, o, lse, do, *, causal=False, scale=None, impl="ch05"):
             o_p, lse_p = torch.empty_like(o), torch.empty_like(lse)
             _check_status(function, fwd(call.prob, q.data_ptr(), k.data_ptr(), v.data_ptr(),
                                         o_p.data_ptr(), lse_p.data_ptr(), _ptr(ws), stream))
-        rc = call.fn(call.prob, q.data_ptr(), k.data_ptr(), v.data_ptr(), o.data_ptr(),
+        head = (call.prob,) if call.layout is None else (call.prob, call.layout)
+        rc = call.fn(*head, q.data_ptr(), k.data_ptr(), v.data_ptr(), o.data_ptr(),
                      lse.data_ptr(), do.data_ptr(), dq.data_ptr(), dk.data_ptr(), dv.data_ptr(),
                      _ptr(ws), stream)
     _check_status(call.function, rc)

@@ -23,15 +23,19 @@ change:
   :class:`ValueError`;
 - tensors not on a CUDA device, or not all on one: :class:`ValueError`.
 
-Non-contiguous inputs are made contiguous first (the usual case: ``q`` is a
-``view(B, N, H, d).transpose(1, 2)`` of a Linear's output, which SDPA reads through its
-strides and the kernels cannot), so the copy is part of what this costs; the gradients
-flow back through that copy to the views as usual.
+Views are read in place: the usual ``q`` is a ``view(B, N, H, d).transpose(1, 2)`` of a
+Linear's output, whose strides the fastest kernels of chapters 07 and 08 take (the C API's
+``*_strided`` functions; :func:`flashtut.view_strides` says which views qualify). Then o
+and the gradients are laid out ``[B, N, H, d]`` like SDPA's FlashAttention backend lays
+them out, so that the reshape back to ``[B, N, H·d]`` and the gradients' way back to the
+projection are free. Any other layout is copied to contiguous memory first, the gradients
+flowing back through the copy as usual.
 
 :class:`FlashAttention` is the Function underneath: its forward calls
 :func:`flashtut.forward` with ``impl="ch07"`` and saves q, k, v, o and the log-sum-exp; its
 backward calls :func:`flashtut.backward` with ``impl="ch08"`` (which recomputes P from q, k
-and the log-sum-exp) on the incoming gradient made contiguous, and returns None for every
+and the log-sum-exp) on the incoming gradient (read in place when it is such a view), and
+returns None for every
 input that does not need a gradient. It is once-differentiable (no double backward). Both
 halves run on PyTorch's current stream. Under autocast the casting is done by
 :func:`attention` itself, to the autocast dtype (bf16 or fp16, whichever autocast was asked
@@ -90,8 +94,9 @@ class FlashAttention(torch.autograd.Function):
     """``FlashAttention.apply(q, k, v, causal, scale)``: o = softmax(scale·q·kᵀ)·v with
     chapter 07's forward and chapter 08's backward.
 
-    q, k, v as :func:`flashtut.forward` wants them (CUDA, ``[B, H, N, d]``, contiguous,
-    16-byte aligned, one of bf16/fp16, d 64 or 128); ``scale`` None for 1/sqrt(d). Use
+    q, k, v as :func:`flashtut.forward` wants them (CUDA, ``[B, H, N, d]``, contiguous or a
+    view it reads, 16-byte aligned, one of bf16/fp16, d 64 or 128); ``scale`` None for
+    1/sqrt(d). Use
     :func:`attention`, which checks and prepares the inputs, rather than this directly.
     """
 
@@ -121,9 +126,7 @@ class FlashAttention(torch.autograd.Function):
         # (o.sum()), in the autocast dtype or not. The kernel wants o's dtype and layout.
         if do.dtype != o.dtype:
             do = do.to(o.dtype)
-        do = do.contiguous()  # a copy only when it is not (a no-op call otherwise)
-        if do.data_ptr() % _ft.ALIGNMENT:
-            do = do.clone()
+        do = _prepared(do)  # a view of the output projection's gradient: read in place
         dq, dk, dv = _ft.backward(q, k, v, o, lse, do, causal=ctx.causal, scale=ctx.scale,
                                   impl=BACKWARD_IMPL)
         return (dq if need[0] else None, dk if need[1] else None, dv if need[2] else None,
@@ -209,8 +212,11 @@ def _check_device(tensors):
 
 
 def _prepared(t):
-    """Contiguous and 16-byte aligned: the layout the kernels read (a copy when needed;
-    gradients flow through it)."""
+    """A view the kernels read (flashtut.view_strides: a transposed view of a projection, or
+    any contiguous tensor) as it is; anything else copied to contiguous, 16-byte aligned
+    memory (gradients flow through the copy)."""
+    if _ft.view_strides(t) is not None:
+        return t
     t = t.contiguous()
     if t.data_ptr() % _ft.ALIGNMENT:  # a contiguous view starting inside an element row
         t = t.clone()
@@ -228,7 +234,11 @@ def attention(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False,
     ``dropout_p`` and ``enable_gqa`` exist only so that SDPA's calls fit: anything but their
     defaults raises :class:`NotImplementedError`.
 
-    Returns o like query (contiguous), differentiable in query, key and value.
+    Returns o shaped like query, differentiable in query, key and value: contiguous, or, when
+    query is a view whose heads lie inside its tokens (``x.view(B, N, H, d).transpose(1,
+    2)``), a view of ``[B, N, H, d]`` memory, as SDPA's FlashAttention backend returns it.
+    Views are read in place (no copy of q, k, v or of the incoming gradient); the gradients
+    come back in the same layout as o.
     """
     tensors = (query, key, value)
     if all(isinstance(t, torch.Tensor) for t in tensors):

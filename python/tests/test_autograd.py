@@ -222,7 +222,8 @@ class Plumbing(unittest.TestCase):
 
         def fwd(q, k, v, **kw):
             self.calls.append(("forward", kw["impl"], kw["causal"], kw["scale"],
-                               [t.is_contiguous() for t in (q, k, v)]))
+                               [t.is_contiguous() for t in (q, k, v)],
+                               [tuple(t.stride()) for t in (q, k, v)]))
             return reference_forward(q, k, v, **kw)
 
         def bwd(q, k, v, o, lse, do, **kw):
@@ -273,9 +274,19 @@ class Plumbing(unittest.TestCase):
     def test_impls_flags_and_layout(self):
         self.compare(causal=True, scale=None)
         (f, b) = self.calls
-        self.assertEqual(f, ("forward", "ch07", True, None, [True, True, True]))
+        # The projection's views reach the kernels as they are: no copy of q, k, v.
+        n, hd = 33, 3 * 64
+        self.assertEqual(f, ("forward", "ch07", True, None, [False, False, False],
+                             [(n * 3 * hd, 64, 3 * hd, 1)] * 3))
         self.assertEqual(b[:4], ("backward", "ch08", True, None))
-        self.assertEqual(b[4], [True] * 6)  # the strided incoming gradient made contiguous
+        self.assertEqual(b[4][:3], [False] * 3)
+        self.assertEqual(b[4][3:5], [True, True])  # o (this stand-in's) and lse
+
+    def test_a_view_the_kernels_cannot_read_is_copied(self):
+        x, q, k, v = self.inputs()
+        q = q.transpose(2, 3).contiguous().transpose(2, 3)  # head_dim strided: not a view they read
+        self.fa.attention(q, k, v, is_causal=True)
+        self.assertEqual(self.calls[0][4], [True, False, False])
 
     def test_non_causal_with_a_scale(self):
         self.compare(causal=False, scale=0.2)

@@ -112,12 +112,22 @@ class FakeTensor:
     """What flashtut's checks look at, and nothing else."""
 
     def __init__(self, shape=(2, 3, 64, 64), dtype="float32", device="cuda:0", contiguous=True,
-                 ptr=0x7F0000000000):
+                 ptr=0x7F0000000000, strides=None):
         self.shape, self.dtype, self.device = tuple(shape), FakeDtype(dtype), FakeDevice(device)
         self._contiguous, self._ptr = contiguous, ptr
+        dense = [1]
+        for size in reversed(self.shape[1:]):
+            dense.insert(0, dense[0] * size)
+        self._strides = tuple(strides) if strides else tuple(dense)
 
     def is_contiguous(self):
         return self._contiguous
+
+    def stride(self):
+        return self._strides
+
+    def element_size(self):
+        return 4 if self.dtype.name == "float32" else 2
 
     def data_ptr(self):
         return self._ptr
@@ -145,7 +155,7 @@ class Imports(unittest.TestCase):
         r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                            env={**os.environ, "FLASHTUT_LIB": "/nonexistent/libflashtut.so"})
         self.assertEqual(r.returncode, 0, r.stderr)
-        self.assertEqual(r.stdout.split(), ["False", "2"])  # and loads no library either
+        self.assertEqual(r.stdout.split(), ["False", str(ft.API_VERSION)])  # and loads no library
 
     def test_constants_are_the_headers(self):
         text = header()
@@ -195,6 +205,69 @@ class StructLayout(unittest.TestCase):
                                           "(B=2 H=3 N=5 d=7 causal bf16)")
         ft.load().ft_ch04_forward_workspace_bytes(ft.problem(2, 3, 5, 64, dtype=7))
         self.assertIn("dtype must be 0 (float32), 1 (bf16) or 2 (fp16), got 7", ft.last_error())
+
+
+class Views(unittest.TestCase):
+    """What view_strides accepts (the rules of common/strides.hpp, seen from Python), the
+    ctypes structs of flashtut.h's ft_strides and ft_layout, and a strided call's checks."""
+
+    def projection(self, B=2, N=64, H=3, d=64, **kw):
+        # q of one [B, N, 3, H, d] product, seen as [B, H, N, d]: .view(...)[:, :, 0].transpose(1, 2)
+        return FakeTensor((B, H, N, d), dtype="bfloat16", contiguous=False,
+                          strides=(N * 3 * H * d, d, 3 * H * d, 1), **kw)
+
+    def test_a_projections_view_is_read_in_place(self):
+        self.assertEqual(ft.view_strides(self.projection()), (64 * 3 * 3 * 64, 64, 3 * 3 * 64))
+        self.assertEqual(ft.view_strides(FakeTensor(dtype="bfloat16")), (3 * 64 * 64, 64 * 64, 64))
+
+    def test_views_the_kernels_cannot_read_are_refused_with_the_fix(self):
+        for strides in ((12288, 64, 192, 2),    # head_dim not contiguous
+                        (12288, 68, 192, 1),    # a head 136 bytes from the next
+                        (12288, -64, 192, 1)):  # negative
+            t = FakeTensor((2, 3, 64, 64), dtype="bfloat16", contiguous=False, strides=strides)
+            self.assertIsNone(ft.view_strides(t), strides)
+            with self.assertRaises(ValueError) as c:
+                ft.check_tensors([("q", t)], views=True)
+            self.assertIn("q.contiguous()", str(c.exception))
+        with self.assertRaises(ValueError) as c:
+            ft.check_tensors([("k", self.projection(ptr=0x7F0000000008))], views=True)
+        self.assertIn("16-byte aligned", str(c.exception))
+        # Without views, the same view is refused as before: contiguous tensors only.
+        with self.assertRaises(ValueError) as c:
+            ft.check_tensors([("q", self.projection())])
+        self.assertIn("not contiguous", str(c.exception))
+
+    def test_a_dimension_of_length_one_has_any_stride(self):
+        t = FakeTensor((1, 3, 1, 64), dtype="bfloat16", contiguous=False, strides=(5, 64, 3, 1))
+        self.assertEqual(ft.view_strides(t), (5, 64, 3))
+
+    def test_structs_are_the_headers(self):
+        body = re.search(r"typedef\s+struct\s+ft_strides\s*\{(.*?)\}\s*ft_strides\s*;", header(), re.S)
+        self.assertIsNotNone(body)
+        self.assertEqual([n for n, _ in ft.Strides._fields_],
+                         re.findall(r"int64_t\s+(\w+)\s*;", body.group(1)))
+        body = re.search(r"typedef\s+struct\s+ft_layout\s*\{(.*?)\}\s*ft_layout\s*;", header(), re.S)
+        names = re.search(r"ft_strides\s+([\w\s,]+);", body.group(1)).group(1)
+        self.assertEqual([n for n, _ in ft.Layout._fields_], [x.strip() for x in names.split(",")])
+        self.assertEqual(ctypes.sizeof(ft.Layout), 8 * 3 * 8)
+
+    def test_the_strided_passes_are_the_fastest_chapters(self):
+        self.assertEqual(ft.FORWARDS["ch07"].strided, "ft_ch07_forward_strided")
+        self.assertEqual(ft.BACKWARDS["ch08"].strided, "ft_ch08_backward_strided")
+        self.assertIsNone(ft.FORWARDS["ch04"].strided)
+
+    @need_lib
+    def test_a_strided_call_checks_its_layout_first(self):
+        p = ft.problem(2, 3, 64, 64, dtype=ft.DTYPE_BF16)
+        layout = ft.Layout()
+        for name in ("Q", "K", "V", "O"):
+            setattr(layout, name, ft.Strides(3 * 64 * 64, 64 * 64, 64))
+        layout.K.row = 68  # rows 136 bytes apart
+        fake = 0x10000
+        rc = ft.load().ft_ch07_forward_strided(p, ctypes.byref(layout), fake, fake, fake, fake,
+                                               fake, None, None)
+        self.assertEqual(rc, -1)
+        self.assertIn("K's strides", ft.last_error())
 
 
 class FunctionTable(unittest.TestCase):
@@ -302,12 +375,12 @@ class Loading(unittest.TestCase):
                          "const char* ft_last_error(void) { return \"\"; }\n")
         with self.assertRaises(ft.LibraryError) as c:
             ft.load(lib)
-        self.assertIn("C API version 1, this module version 2", str(c.exception))
+        self.assertIn(f"C API version 1, this module version {ft.API_VERSION}", str(c.exception))
         self.assertIn("rebuild the library", str(c.exception))
 
     def test_another_struct_size_is_refused(self):
-        lib = self.build("int ft_api_version(void) { return 2; }\n"
-                         "size_t ft_problem_size(void) { return 32; }\n"
+        lib = self.build("int ft_api_version(void) { return %d; }\n"
+                         "size_t ft_problem_size(void) { return 32; }\n" % ft.API_VERSION +
                          "const char* ft_last_error(void) { return \"\"; }\n")
         with self.assertRaises(ft.LibraryError) as c:
             ft.load(lib)
@@ -420,11 +493,16 @@ class Checks(unittest.TestCase):
         self.raises(ValueError, "v has shape (2, 3, 65, 64) but q (2, 3, 64, 64)", ft.forward, q, k, v)
 
     def test_not_contiguous(self):
+        # Chapter 04 reads contiguous tensors only; chapter 07 reads views, but not every view.
         self.raises(ValueError, "q is not contiguous: call q.contiguous()",
-                    ft.forward, *qkv(dtype="bfloat16", contiguous=False))
-        q, k, v = qkv(dtype="bfloat16")
+                    ft.forward, *qkv(contiguous=False), impl="ch04")
+        q, k, v = qkv()
         v._contiguous = False
-        self.raises(ValueError, "v is not contiguous: call v.contiguous()", ft.forward, q, k, v)
+        self.raises(ValueError, "v is not contiguous: call v.contiguous()", ft.forward, q, k, v,
+                    impl="ch04")
+        q, k, v = qkv(dtype="bfloat16")
+        v._contiguous, v._strides = False, (12288, 4096, 64, 2)  # head_dim not contiguous
+        self.raises(ValueError, "v has strides (12288, 4096, 64, 2)", ft.forward, q, k, v)
 
     def test_misaligned(self):
         self.raises(ValueError, "q.data_ptr() is not 16-byte aligned (a view into a larger "
