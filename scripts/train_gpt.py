@@ -523,8 +523,12 @@ def main(argv=None):
             if args.device == "cuda":
                 torch.cuda.synchronize()
             wall = (time.perf_counter() - t0) * 1e3 / args.profile
-        sort = "cuda_time_total" if args.device == "cuda" else "cpu_time_total"
-        print(prof.key_averages().table(sort_by=sort, row_limit=15), flush=True)
+        # FT_PROFILE_SORT / FT_PROFILE_ROWS: another order and length of the table (e.g.
+        # self_cpu_time_total, to see where the host's time goes).
+        sort = os.environ.get("FT_PROFILE_SORT") or ("cuda_time_total" if args.device == "cuda"
+                                                     else "cpu_time_total")
+        rows = int(os.environ.get("FT_PROFILE_ROWS") or 15)
+        print(prof.key_averages().table(sort_by=sort, row_limit=rows), flush=True)
         # The kernels alone (device-side events): the operators' rows carry their kernels'
         # time again, so summing every row would count it twice.
         from torch.autograd import DeviceType

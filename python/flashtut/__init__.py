@@ -724,10 +724,10 @@ def forward(q, k, v, *, causal=False, scale=None, impl="ch07"):
 def _empty_output(torch, q, tokens):
     """An output shaped like q: contiguous [B, H, N, d], or (tokens) a [B, H, N, d] view of
     [B, N, H, d] memory, the layout SDPA's FlashAttention backend returns for such inputs."""
-    if not tokens:
-        return torch.empty(q.shape, dtype=q.dtype, device=q.device)
+    if not tokens:  # new_empty rather than torch.empty(..., device=): 1-2 µs less a call
+        return q.new_empty(q.shape)
     b, h, n, d = q.shape
-    return torch.empty((b, n, h, d), dtype=q.dtype, device=q.device).transpose(1, 2)
+    return q.new_empty((b, n, h, d)).transpose(1, 2)
 
 
 def backward(q, k, v, o, lse, do, *, causal=False, scale=None, impl="ch05"):

@@ -57,6 +57,15 @@ size_t ft_ch08_backward_workspace_bytes(ft_problem p) {
 int ft_ch08_backward(ft_problem p, const void* Q, const void* K, const void* V, const void* O,
                      const float* lse, const void* dO, void* dQ, void* dK, void* dV, void* ws,
                      cudaStream_t s) { return 0; }
+int ft_ch07_forward_strided(ft_problem p, const ft_layout* l, const void* Q, const void* K,
+                            const void* V, void* O, float* lse, void* ws, cudaStream_t s) {
+  return 0;
+}
+int ft_ch08_backward_strided(ft_problem p, const ft_layout* l, const void* Q, const void* K,
+                             const void* V, const void* O, const float* lse, const void* dO,
+                             void* dQ, void* dK, void* dV, void* ws, cudaStream_t s) {
+  return 0;
+}
 """
 
 # What makes the module run on CPU tensors: (old text, new text), applied where present.
@@ -234,6 +243,21 @@ def main():
         bodies = timed_bodies(fa, step, n=1000)
         rows["  FlashAttention.forward body"] = bodies["forward"]
         rows["  FlashAttention.backward body"] = bodies["backward"]
+
+        # As a model passes them: q, k, v views of one [B, N, 3·H·d] projection, read in
+        # place through the strided functions (o and the gradients laid out [B, N, H, d]).
+        b_, h_, n_, d_ = shape
+        x = torch.randn(b_, n_, 3 * h_ * d_, dtype=torch.bfloat16).requires_grad_()
+        dov = torch.randn(b_, n_, h_, d_, dtype=torch.bfloat16).transpose(1, 2)
+
+        def views_step():
+            qv, kv, vv = (t.view(b_, n_, h_, d_).transpose(1, 2) for t in x.split(h_ * d_, dim=2))
+            fa.attention(qv, kv, vv, is_causal=True).backward(dov)
+            x.grad = None
+        rows["attention() fwd + bwd, views"] = per_call(views_step, n=1000)
+        bodies = timed_bodies(fa, views_step, n=1000)
+        rows["  its forward body"] = bodies["forward"]
+        rows["  its backward body"] = bodies["backward"]
 
         # As scripts/train_gpt.py calls it: under CUDA autocast, which leaves these CPU
         # tensors alone but which attention() sees on (and, in the module as of 938aab2,
