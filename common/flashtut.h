@@ -30,8 +30,10 @@
  *   model's projection (`[batch, seq_len, 3, heads, head_dim]` seen as `[B, H, N, d]`) and O
  *   and the gradients can be written in the layout the model wants, with no copy. head_dim
  *   stays contiguous; every stride of a dimension longer than 1 must be a multiple of 16
- *   bytes (8 elements), none negative; an output's elements must not overlap. lse stays
- *   contiguous `[batch, heads, seq_len]`. A layout that breaks a rule is refused with -1.
+ *   bytes (8 elements), none negative; the row stride below 2^31 elements, no dimension
+ *   reaching past 2^60; an output's elements must not overlap. lse stays contiguous
+ *   `[batch, heads, seq_len]`. A layout that breaks a rule is refused with -1 (after the
+ *   problem's own checks, before the pointers').
  * - Chapters 01–05 compute in float32 only: any other dtype gets -1.
  * - The struct may grow: a caller checks ft_api_version() == FT_API_VERSION (or
  *   ft_problem_size() == sizeof(ft_problem)) before relying on its layout.

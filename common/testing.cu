@@ -95,15 +95,21 @@ double cap_for(const Problem& p, InputKind kind, double tolerance) {
 
 Layout test_layout(const Problem& p, ViewKind kind) {
   const int64_t d = p.head_dim, N = p.seq_len, H = p.heads;
-  constexpr int64_t kPad = 8;  // elements of gap: 16 bytes of bf16/fp16, so rows stay aligned
-  if (kind == ViewKind::kProjection) {
-    const Strides qkv{N * 3 * H * d, d, 3 * H * d};                   // [B, N, 3, H, d]
-    const Strides tokens{N * (H * d + kPad), d, H * d + kPad};        // [B, N, H, d], padded
-    return {qkv, qkv, qkv, tokens, tokens, tokens, tokens, tokens};
+  // Elements of gap: multiples of 8 (16 bytes of bf16/fp16), so rows stay aligned; and a
+  // different gap for each tensor (Q, K, V, O, dO, dQ, dK, dV: 8, 16, ..., 64), so that a
+  // kernel that stepped through one tensor with another's strides would fail the check.
+  Strides s[8];
+  for (int t = 0; t < 8; ++t) {
+    const int64_t pad = 8 * (t + 1);
+    if (kind == ViewKind::kProjection) {
+      const int64_t row = (t < 3 ? 3 : 1) * H * d + pad;  // q, k, v: [B, N, 3, H, d]; the rest [B, N, H, d]
+      s[t] = {N * row, d, row};
+    } else {
+      const int64_t head = N * (d + pad) + pad;
+      s[t] = {H * head + pad, head, d + pad};
+    }
   }
-  const int64_t head = N * (d + kPad) + kPad;
-  const Strides padded{H * head + kPad, head, d + kPad};
-  return {padded, padded, padded, padded, padded, padded, padded, padded};
+  return {s[0], s[1], s[2], s[3], s[4], s[5], s[6], s[7]};
 }
 
 const char* view_name(ViewKind kind) {

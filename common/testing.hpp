@@ -211,11 +211,12 @@ struct BackwardOutputs {
 /// rows so that a read outside a tensor's elements (the gaps of the inputs hold NaN) or a
 /// write there (the outputs' gaps are checked to still hold the poison) shows.
 enum class ViewKind {
-  /// A model's: q, k and v [B, H, N, d] views of one [B, N, 3, H, d] product (each in a
-  /// buffer of its own here, the other two's places the gaps); O, dO and the gradients
-  /// [B, N, H, d] with 8 elements after each token's row.
+  /// A model's: q, k and v [B, H, N, d] views of a [B, N, 3, H, d] product (each in a buffer
+  /// of its own here, the other two's places the gaps); O, dO and the gradients [B, N, H, d];
+  /// each token's row followed by a gap of its own size per tensor (8, 16, ... elements).
   kProjection,
-  /// [B, H, N, d], each row followed by 8 elements, each head and each batch by 8 more.
+  /// [B, H, N, d], each row followed by a gap, each head and each batch by the same gap
+  /// again, its size the tensor's own (8, 16, ... elements).
   kPadded,
 };
 /// Every tensor's strides for `kind` (the same for every tensor of a role, see ViewKind).

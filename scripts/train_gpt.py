@@ -392,9 +392,12 @@ def main(argv=None):
         argv_now = sys.argv[1:] if argv is None else list(argv)
         rc = subprocess.run([sys.executable, os.path.abspath(__file__)] + argv_now +
                             ["--check-only"]).returncode
-        if rc != 0:
+        if rc == 1:
             return fail("the tutorial's kernels disagree with the reference (above): not "
                         "training with them (--no-check trains anyway)", 1)
+        if rc != 0:
+            return fail(f"the kernel check (train_gpt.py --check-only) exited with {rc} "
+                        f"(above): not training", rc)
     elif args.check_only:
         return fail("--check-only with --no-check: nothing to do")
 

@@ -143,6 +143,18 @@ TEST(Ch07Views, RefusedWhereTheyCannotBeRead) {
   odd.K.row += 4;  // 8 bytes: rows no longer 16-byte aligned
   a.layout = &odd;
   EXPECT_THROW(ch07::fastest().run(p, a, nullptr), ft::Unsupported);
+  // The tests' own views keep every rule, and no two tensors share strides.
+  for (auto kind : {ft::testing::ViewKind::kProjection, ft::testing::ViewKind::kPadded})
+    for (int n : {1, 17, 1000})
+      for (int d : {64, 128}) {
+        const ft::Problem q = Shape{n, d, false, ft::DType::BFloat16}.problem();
+        const ft::Layout l = ft::testing::test_layout(q, kind);
+        EXPECT_NO_THROW(ft::check_layout(q, l, true)) << ft::testing::view_name(kind);
+        EXPECT_NE(l.Q.row, l.K.row);
+        EXPECT_NE(l.K.row, l.V.row);
+        EXPECT_NE(l.O.row, l.dO.row);
+        EXPECT_NE(l.dK.row, l.dV.row);
+      }
 }
 
 // float32 and other head dims are refused before any launch (no GPU needed).

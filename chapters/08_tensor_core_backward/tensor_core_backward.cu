@@ -171,6 +171,7 @@ void launch(const ft::Problem& p, const ft::BackwardArgs& a, cudaStream_t stream
   if (grid > INT_MAX) throw ft::Unsupported("chapter 08: too many blocks for one grid");
 
   constexpr bool kViews = Tr::kViews;
+  static_assert(!kViews || kAtomics, "the separate dQ pass (flash_backward_dq_tc) reads contiguous tensors only");
   const ft::Layout l = ft::layout_of(p, a.layout);
   dot_dO_O_tc<T, kViews><<<int(d_blocks), kSmallBlock, 0, stream>>>(
       a.O.as<T>(), l.O, a.dO.as<T>(), l.dO, w.D, w.dq_acc, rows, p.seq_len, p.heads, p.head_dim);
@@ -220,7 +221,13 @@ void check_args(const ft::Problem& p, const ft::BackwardArgs& a) {
   for (const void* ptr : {a.Q.get(), a.K.get(), a.V.get(), a.dO.get(), static_cast<const void*>(a.workspace)})
     if (reinterpret_cast<uintptr_t>(ptr) % 16 != 0)
       throw ft::Unsupported("chapter 08: tensors and workspace must be 16-byte aligned");
-  if (a.layout) ft::check_layout(p, *a.layout, true);  // views: rows aligned, outputs disjoint
+  if (a.layout) {  // views: rows aligned, outputs disjoint; dQ's rows get 16-byte stores
+    for (const void* ptr : {a.O.get(), static_cast<const void*>(a.dQ.get()),
+                            static_cast<const void*>(a.dK.get()), static_cast<const void*>(a.dV.get())})
+      if (reinterpret_cast<uintptr_t>(ptr) % 16 != 0)
+        throw ft::Unsupported("chapter 08: views must start 16-byte aligned");
+    ft::check_layout(p, *a.layout, true);
+  }
 }
 
 /// Contiguous tensors: Tr's kernels; views: ft::Views<Tr>'s, which only the variants that

@@ -348,13 +348,14 @@ TEST(Ch08Views, PaddedViews) { expect_fastest_views_correct(ft::testing::ViewKin
 TEST(Ch08Views, CutTilesAndTheFallback) {
   FT_REQUIRE_GPU();
   for (int d : {64, 128}) {
-    const ft::Problem cut = ft::make_problem(1, kMixedHeads, kMixedN, d, false, ft::DType::BFloat16);
-    ASSERT_GT(mixed_grid_plan(d, ft::sm_count()).parts, 1) << "this GPU's plan cuts nothing here";
-    for (auto kind : {ft::testing::ViewKind::kProjection, ft::testing::ViewKind::kPadded})
-      expect_views_correct(variant("split_tail"), cut, kind);
     for (bool causal : {false, true})
       expect_views_correct(variant("async_bc64"), Shape{1000, d, causal, ft::DType::BFloat16}.problem(),
                            ft::testing::ViewKind::kProjection);
+    const ft::Problem cut = ft::make_problem(1, kMixedHeads, kMixedN, d, false, ft::DType::BFloat16);
+    EXPECT_GT(mixed_grid_plan(d, ft::sm_count()).parts, 1)
+        << "this GPU's plan cuts nothing here: split_tail's cut tiles untested on views";
+    for (auto kind : {ft::testing::ViewKind::kProjection, ft::testing::ViewKind::kPadded})
+      expect_views_correct(variant("split_tail"), cut, kind);
   }
 }
 

@@ -17,24 +17,27 @@ function of the header, and wraps the attention passes for torch tensors::
 What happens in one call, in order (each step is a function below, so you can read it alone):
 
 1. :func:`check_tensors` looks at the tensors' dtype, shape, device, layout and address,
-   using only ``.dtype``, ``.shape``, ``.device``, ``.is_contiguous()`` and ``.data_ptr()``,
-   and raises a :class:`TypeError` or :class:`ValueError` that says what to change. The
+   using only ``.dtype``, ``.shape``, ``.device``, ``.is_contiguous()`` and ``.data_ptr()``
+   (and, for an implementation that reads views, ``.stride()`` and ``.element_size()``:
+   :func:`view_strides`), and raises a :class:`TypeError` or :class:`ValueError` that says what to change. The
    library would refuse most of these too, but later and with less to go on; a misaligned
    pointer in particular is the mistake a view into a larger tensor makes silently.
 2. :func:`problem` fills the C struct ``ft_problem`` (a :class:`Problem`).
 3. :func:`workspace_bytes` asks the library how much scratch memory the implementation needs
    (``FT_WORKSPACE_ERROR`` becomes a :class:`FlashtutError` carrying ``ft_last_error()``:
    an unsupported head dimension is found here, before anything is allocated).
-4. The outputs and the workspace are allocated with ``torch.empty_like``/``new_empty`` on
-   the inputs' device. The library allocates nothing itself.
-5. The C function is called with the tensors' device addresses and PyTorch's current
+4. The outputs and the workspace are allocated with ``new_empty`` on the inputs' device
+   (the outputs as ``[B, N, H, d]`` memory when q is a view whose heads lie inside its
+   tokens). The library allocates nothing itself.
+5. The C function is called with the tensors' device addresses (and, for views, a
+   :class:`Layout` of their strides, through its ``*_strided`` twin) and PyTorch's current
    stream, so the kernels queue behind whatever PyTorch queued before; a nonzero return
    becomes a :class:`FlashtutError` (a :class:`RuntimeError`) with ``ft_last_error()``.
 
-Steps 1 to 3 depend only on the problem (impl, shape, dtype, device, causal, scale), so a
-pass does them in full the first time it sees a problem and keeps what they produced; later
-calls of that problem check each tensor against it (same shape, dtype and device,
-contiguous, aligned: a comparison each) and go back to step 1, with its messages, at the
+Steps 1 to 3 depend only on the problem (impl, shape, dtype, device, causal, scale, and
+the strides of views), so a pass does them in full the first time it sees a problem and
+keeps what they produced; later calls of that problem check each tensor against it (same
+shape, dtype and device, contiguous or the kept strides, aligned: a comparison each) and go back to step 1, with its messages, at the
 first difference (``_Call`` below says more). On the CPU machine of ``python/README.md``
 this took a call's Python and ctypes time from 28 to 8.5 µs (forward) and from 45 to 11 µs
 (backward), with a stub library (``python/tests/bench_overhead.py``).

@@ -16,8 +16,8 @@ without a GPU.
     stand-ins that fail the test if reached);
   - the Function's plumbing, with ``flashtut.forward``/``backward`` replaced by a float64
     reference on the CPU and the device check lifted: the impls it asks for (ch07, ch08),
-    causal and scale passed through, the inputs made contiguous (transposed views, as from
-    a Linear) and the incoming gradient too, gradients equal to autograd's through
+    causal and scale passed through, transposed views (as from a Linear) passed as they are
+    and any other layout made contiguous, gradients equal to autograd's through
     ``F.scaled_dot_product_attention``'s math, None for inputs that need none, no double
     backward.
 """
