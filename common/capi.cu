@@ -124,30 +124,31 @@ Layout layout_for(const Impl& impl, const ft_layout* layout) {
   const ft_layout& l = *layout;
   return {s(l.Q), s(l.K), s(l.V), s(l.O), s(l.dO), s(l.dQ), s(l.dK), s(l.dV)};
 }
+
+/// A strided call: the layout checked (layout_for, then its rules against the problem)
+/// before `call` runs the plain path on the args with the layout in them.
+template <class Impl, class Args, class Call>
+int strided(const Impl& impl, const ft_problem& p, const ft_layout* layout, Args a,
+            bool backward, Call call) {
+  Layout l;
+  const int rc = guarded([&] {
+    l = layout_for(impl, layout);
+    check_layout(to_problem(p), l, backward);
+  });
+  if (rc != 0) return rc;
+  a.layout = &l;
+  return call(a);
+}
 }  // namespace
 
 int forward_strided(const ForwardImpl& impl, const ft_problem& p, const ft_layout* layout,
                     ForwardArgs a, cudaStream_t s) {
-  Layout l;
-  const int rc = guarded([&] {
-    l = layout_for(impl, layout);
-    check_layout(to_problem(p), l, false);
-  });
-  if (rc != 0) return rc;
-  a.layout = &l;
-  return forward(impl, p, a, s);
+  return strided(impl, p, layout, a, false, [&](const ForwardArgs& x) { return forward(impl, p, x, s); });
 }
 
 int backward_strided(const BackwardImpl& impl, const ft_problem& p, const ft_layout* layout,
                      BackwardArgs a, cudaStream_t s) {
-  Layout l;
-  const int rc = guarded([&] {
-    l = layout_for(impl, layout);
-    check_layout(to_problem(p), l, true);
-  });
-  if (rc != 0) return rc;
-  a.layout = &l;
-  return backward(impl, p, a, s);
+  return strided(impl, p, layout, a, true, [&](const BackwardArgs& x) { return backward(impl, p, x, s); });
 }
 
 namespace {

@@ -62,8 +62,11 @@ __device__ __forceinline__ void cp_async_wait() {
 }
 
 /// r·ld as a 64-bit offset: one mul.wide.s32 at each use, written in PTX so that the
-/// optimizer has no product to split and hoist out of the caller's loop into registers
-/// (the backward's kernels have none to spare).
+/// optimizer cannot split the product and hoist parts of it out of the caller's loop into
+/// registers. A precaution: in the one build compared (an earlier version of the backward's
+/// kernels that always read strides, at the 255-register limit) the plain product
+/// `int64_t(r) * ld` gave the same registers and spills; the views' kernels were measured
+/// with this form.
 __device__ __forceinline__ int64_t row_offset(int r, int ld) {
   int64_t off;
   asm("mul.wide.s32 %0, %1, %2;" : "=l"(off) : "r"(r), "r"(ld));

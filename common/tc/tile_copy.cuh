@@ -5,18 +5,21 @@
 #pragma once
 
 #include <cstdint>
+#include <type_traits>
 
 #include "strides.hpp"  // ft::ContiguousRows
 #include "tc/swizzle.hpp"
 
 namespace ft::tc {
 
-/// Rows [row0, row0 + ROWS) of a row-major [N][Tile::kCols] matrix into `tile`; rows at or
+/// Rows [row0, row0 + ROWS) of a row-major matrix into `tile`, its rows `ld` elements apart:
+/// ft::ContiguousRows for the contract's [N][Tile::kCols] (the stride a constant, as the
+/// chapters' measured kernels compile it), or an int for a view (strides.hpp). Rows at or
 /// past N become zeros (a partial last tile). THREADS threads share the 16-byte chunks,
 /// consecutive threads taking consecutive chunks of a row (coalesced reads); each thread
 /// keeps one column of chunks, as in tc::copy_tile_async.
-template <class Tile, int ROWS, int THREADS, class T>
-__device__ __forceinline__ void copy_tile_sync(T* tile, const T* src, int row0, int N) {
+template <class Tile, int ROWS, int THREADS, class T, class Ld = ContiguousRows>
+__device__ __forceinline__ void copy_tile_sync(T* tile, const T* src, int row0, int N, Ld ld = {}) {
   constexpr int kChunksPerRow = Tile::kCols / kChunkElems;
   static_assert(THREADS % kChunksPerRow == 0, "every thread keeps one column of chunks");
   constexpr int kRowsPerPass = THREADS / kChunksPerRow;
@@ -26,32 +29,14 @@ __device__ __forceinline__ void copy_tile_sync(T* tile, const T* src, int row0, 
   for (int it = 0; it < ROWS / kRowsPerPass; ++it) {
     const int r = r0 + it * kRowsPerPass;
     uint4 v = make_uint4(0, 0, 0, 0);
-    if (row0 + r < N) v = *reinterpret_cast<const uint4*>(src + int64_t(row0 + r) * Tile::kCols + col);
+    if (row0 + r < N) {
+      if constexpr (std::is_same_v<Ld, ContiguousRows>)
+        v = *reinterpret_cast<const uint4*>(src + int64_t(row0 + r) * Tile::kCols + col);
+      else
+        v = *reinterpret_cast<const uint4*>(src + int64_t(row0 + r) * ld + col);
+    }
     *reinterpret_cast<uint4*>(tile + Tile::offset(r, col)) = v;
   }
-}
-
-/// copy_tile_sync from a view whose rows are `ld` elements apart (strides.hpp).
-template <class Tile, int ROWS, int THREADS, class T>
-__device__ __forceinline__ void copy_tile_sync(T* tile, const T* src, int row0, int N, int ld) {
-  constexpr int kChunksPerRow = Tile::kCols / kChunkElems;
-  static_assert(THREADS % kChunksPerRow == 0, "every thread keeps one column of chunks");
-  constexpr int kRowsPerPass = THREADS / kChunksPerRow;
-  static_assert(ROWS % kRowsPerPass == 0, "every thread copies the same count");
-  const int r0 = threadIdx.x / kChunksPerRow, col = threadIdx.x % kChunksPerRow * kChunkElems;
-#pragma unroll
-  for (int it = 0; it < ROWS / kRowsPerPass; ++it) {
-    const int r = r0 + it * kRowsPerPass;
-    uint4 v = make_uint4(0, 0, 0, 0);
-    if (row0 + r < N) v = *reinterpret_cast<const uint4*>(src + int64_t(row0 + r) * ld + col);
-    *reinterpret_cast<uint4*>(tile + Tile::offset(r, col)) = v;
-  }
-}
-
-/// A contiguous tensor's rows (ft::ContiguousRows): copy_tile_sync without a stride.
-template <class Tile, int ROWS, int THREADS, class T>
-__device__ __forceinline__ void copy_tile_sync(T* tile, const T* src, int row0, int N, ContiguousRows) {
-  copy_tile_sync<Tile, ROWS, THREADS>(tile, src, row0, N);
 }
 
 }  // namespace ft::tc
