@@ -7,10 +7,11 @@ tutorial's final loss lies inside PyTorch's band and how their step times compar
   python3 plots/plot_training.py                 # plots/results/h200/training.csv, all runs
 
 The input: one or more CSVs of train_gpt.py (columns ``attention,seed,step,loss,val_loss,ms``
-first; more are ignored), each holding one run or several concatenated (a header line
-repeated inside the file, as ``cat a.csv b.csv`` leaves it, is skipped). A run is one
-(attention, seed). ``attention`` ``flashtut`` is the tutorial's; every other value
-(``sdpa_flash``, ``sdpa_math``) is PyTorch's.
+required, ``repeat`` optional, others ignored), each holding one run or several concatenated
+(a header line repeated inside the file, as ``cat a.csv b.csv`` leaves it, is skipped). A
+run is one (attention, seed, repeat); without a ``repeat`` column every run is repeat 0.
+``attention`` ``flashtut`` is the tutorial's; every other value (``sdpa_flash``,
+``sdpa_math``) is PyTorch's.
 
 The figure (1600 x 900 pixels, text 14 pt and up, for a slide): the training loss against
 the step, smoothed by a trailing moving average of ``--smooth`` steps (the raw values as a
@@ -21,12 +22,25 @@ zooms into the second half of the steps. The legend gives each run's median step
 first ``--skip`` steps left out, as train_gpt.py's summary does).
 
 Printed: per run, the final training loss (the mean of the last ``--last`` steps), the last
-validation loss and the median step time; then whether each tutorial run's final training
-and validation losses lie inside the [min, max] of PyTorch's runs' (and by how much it
-differs from the PyTorch run of the same seed, which saw the same batches from the same
-initial weights), and the ratio of the tutorial's median step time to PyTorch's (the mean
-of its runs' medians). Exit 0 once drawn, whatever the comparison says; 2 for input it
-cannot read (the file and line named).
+validation loss and the median step time; then the comparison:
+
+- PyTorch's band: [min, max] of the final training loss over all of PyTorch's runs, every
+  seed and every repeat (a seed's repeats differ: FlashAttention-2 sums dQ with atomics,
+  in another order each run, as chapter 08 does), and the same for the validation loss;
+- each tutorial run: inside or outside that band, and its difference from the mean of
+  PyTorch's runs of the same seed (same batches, same initial weights);
+- the verdict, one line per seed of the tutorial's: ``VERDICT seed S: INSIDE`` when the
+  mean final training loss of the tutorial's runs with that seed lies inside PyTorch's
+  band, ``OUTSIDE`` otherwise. The mean, not each run: the tutorial's seed-S runs sit next
+  to PyTorch's seed-S runs, and when those are one edge of the band a single run lands on
+  either side of it by chance (chapter 08's README counts the cases);
+- the issue's letter beside it: the tutorial's first run of seed 0 against the band of
+  PyTorch's first runs of each seed;
+- step times: the median over the tutorial's runs of their median step times against the
+  same over PyTorch's, and their ratio.
+
+Exit 0 once drawn, whatever the comparison says; 2 for input it cannot read (the file and
+line named).
 """
 import argparse
 import csv
@@ -62,8 +76,8 @@ class InputError(Exception):
 
 
 class Run:
-    def __init__(self, attention, seed):
-        self.attention, self.seed = attention, seed
+    def __init__(self, attention, seed, repeat="0"):
+        self.attention, self.seed, self.repeat = attention, seed, repeat
         self.steps, self.loss, self.ms = [], [], []
         self.val = []  # (step, val_loss)
         self.where = None
@@ -74,7 +88,7 @@ class Run:
 
     @property
     def label(self):
-        return f"{self.attention} seed {self.seed}"
+        return f"{self.attention} seed {self.seed} repeat {self.repeat}"
 
     def final_loss(self, last):
         return statistics.fmean(self.loss[-last:])
@@ -112,6 +126,7 @@ def read_runs(paths):
                 raise InputError(f"{path}:1: no column {', '.join(missing)} (train_gpt.py's CSV "
                                  f"starts with {','.join(REQUIRED)})")
             col = {c: header.index(c) for c in REQUIRED}
+            repeat_col = header.index("repeat") if "repeat" in header else None
             seen_here = set()
             for line, row in enumerate(reader, start=2):
                 if not row or row == header:  # a blank line, or the next file's header
@@ -119,18 +134,19 @@ def read_runs(paths):
                 where = f"{path}:{line}"
                 if len(row) < len(header):
                     raise InputError(f"{where}: {len(row)} fields, the header has {len(header)}")
-                key = (row[col["attention"]], row[col["seed"]])
+                repeat = (row[repeat_col].strip() or "0") if repeat_col is not None else "0"
+                key = (row[col["attention"]], row[col["seed"]], repeat)
                 run = runs.get(key)
                 if run is None:
                     run = runs[key] = Run(*key)
                     run.where = path
                 elif key not in seen_here and run.where != path:
-                    raise InputError(f"{where}: run {key[0]} seed {key[1]} is also in {run.where}: "
+                    raise InputError(f"{where}: run {run.label} is also in {run.where}: "
                                      f"give each run once")
                 seen_here.add(key)
                 step = int(number(row[col["step"]], where, "step"))
                 if step in run.steps:
-                    raise InputError(f"{where}: step {step} of {key[0]} seed {key[1]} appears twice")
+                    raise InputError(f"{where}: step {step} of {run.label} appears twice")
                 run.steps.append(step)
                 run.loss.append(number(row[col["loss"]], where, "loss"))
                 run.ms.append(number(row[col["ms"]], where, "ms"))
@@ -145,10 +161,20 @@ def read_runs(paths):
         run.ms = [run.ms[i] for i in by_step]
         run.val.sort()
 
-    def rank(r):  # PyTorch's runs first, then the tutorial's, each by seed (as a number if one)
-        seed = int(r.seed) if r.seed.lstrip("-").isdigit() else 0
-        return (r.tutorial, r.attention, seed, r.seed)
+    def as_int(text):
+        return int(text) if text.lstrip("-").isdigit() else 0
+
+    def rank(r):  # PyTorch's runs first, then the tutorial's, each by seed, then repeat
+        return (r.tutorial, r.attention, as_int(r.seed), r.seed, as_int(r.repeat), r.repeat)
     return sorted(runs.values(), key=rank)
+
+
+def seeds_of(runs):
+    """The runs grouped by seed, in order: [(seed, [runs])]."""
+    groups = {}
+    for r in runs:
+        groups.setdefault(r.seed, []).append(r)
+    return list(groups.items())
 
 
 def smooth(values, window):
@@ -170,6 +196,11 @@ def band(runs, window):
             [max(c[s] for c in curves) for s in common])
 
 
+def median_of_medians(runs, skip):
+    """The median over runs of each run's median step time."""
+    return statistics.median(r.median_ms(skip) for r in runs)
+
+
 def draw(runs, args):
     torch_runs = [r for r in runs if not r.tutorial]
     ours = [r for r in runs if r.tutorial]
@@ -181,36 +212,44 @@ def draw(runs, args):
     for axis in (ax, zoom):
         if len(torch_runs) > 1:
             steps, low, high = band(torch_runs, args.smooth)
-            names = ", ".join(str(r.seed) for r in torch_runs)
+            names = ", ".join(seed for seed, _ in seeds_of(torch_runs))
             axis.fill_between(steps, low, high, color=TORCH_COLOR, alpha=0.3, lw=0, zorder=1,
-                              label=f"PyTorch, {torch_runs[0].attention}: band of seeds {names}")
+                              label=f"PyTorch, {torch_runs[0].attention}: band of its "
+                                    f"{len(torch_runs)} runs (seeds {names})")
             zoom_values += [v for s, a, b in zip(steps, low, high) if s >= zoom_from for v in (a, b)]
-        for r in torch_runs:
-            sm = smooth(r.loss, args.smooth)
-            if args.raw:
-                axis.plot(r.steps, r.loss, color=TORCH_COLOR, lw=0.6, alpha=0.35, zorder=1)
-            axis.plot(r.steps, sm, color=TORCH_COLOR, lw=1.2, alpha=0.8, zorder=2,
-                      label=f"PyTorch {r.attention}, seed {r.seed}: "
-                            f"{r.median_ms(args.skip):.1f} ms/step")
-            if r.val:
-                axis.plot(*zip(*r.val), "o", color=TORCH_COLOR, ms=8, mec="white", mew=1.0,
-                          zorder=4, label=None if r is not torch_runs[0] else
-                          "PyTorch: validation loss (every seed)")
-            zoom_values += [v for s, v in zip(r.steps, sm) if s >= zoom_from]
-            zoom_values += [v for s, v in r.val if s >= zoom_from]
-        for i, r in enumerate(ours):
-            color = TUTORIAL_COLORS[i % len(TUTORIAL_COLORS)]
-            sm = smooth(r.loss, args.smooth)
-            if args.raw:
-                axis.plot(r.steps, r.loss, color=color, lw=0.6, alpha=0.35, zorder=3)
-            axis.plot(r.steps, sm, color=color, lw=2.6, zorder=5,
-                      label=f"tutorial (ch07 + ch08), seed {r.seed}: "
-                            f"{r.median_ms(args.skip):.1f} ms/step")
-            if r.val:
-                axis.plot(*zip(*r.val), "D", color=color, ms=9, mec="white", mew=1.0, zorder=6,
-                          label=f"tutorial, seed {r.seed}: validation loss")
-            zoom_values += [v for s, v in zip(r.steps, sm) if s >= zoom_from]
-            zoom_values += [v for s, v in r.val if s >= zoom_from]
+        for seed, group in seeds_of(torch_runs):
+            for i, r in enumerate(group):
+                sm = smooth(r.loss, args.smooth)
+                if args.raw:
+                    axis.plot(r.steps, r.loss, color=TORCH_COLOR, lw=0.6, alpha=0.35, zorder=1)
+                axis.plot(r.steps, sm, color=TORCH_COLOR, lw=1.2, alpha=0.8, zorder=2,
+                          label=None if i else
+                          f"PyTorch {r.attention}, seed {seed} ({len(group)} "
+                          f"run{'s' if len(group) > 1 else ''}): "
+                          f"{median_of_medians(group, args.skip):.1f} ms/step")
+                if r.val:
+                    axis.plot(*zip(*r.val), "o", color=TORCH_COLOR, ms=8, mec="white", mew=1.0,
+                              zorder=4, label=None if r is not torch_runs[0] else
+                              "PyTorch: validation loss (every run)")
+                zoom_values += [v for s, v in zip(r.steps, sm) if s >= zoom_from]
+                zoom_values += [v for s, v in r.val if s >= zoom_from]
+        for k, (seed, group) in enumerate(seeds_of(ours)):
+            color = TUTORIAL_COLORS[k % len(TUTORIAL_COLORS)]
+            for i, r in enumerate(group):
+                sm = smooth(r.loss, args.smooth)
+                if args.raw:
+                    axis.plot(r.steps, r.loss, color=color, lw=0.6, alpha=0.35, zorder=3)
+                axis.plot(r.steps, sm, color=color, lw=2.2, alpha=0.9, zorder=5,
+                          label=None if i else
+                          f"tutorial (ch07 + ch08), seed {seed} ({len(group)} "
+                          f"run{'s' if len(group) > 1 else ''}): "
+                          f"{median_of_medians(group, args.skip):.1f} ms/step")
+                if r.val:
+                    axis.plot(*zip(*r.val), "D", color=color, ms=9, mec="white", mew=1.0,
+                              zorder=6, label=None if i else
+                              f"tutorial, seed {seed}: validation loss")
+                zoom_values += [v for s, v in zip(r.steps, sm) if s >= zoom_from]
+                zoom_values += [v for s, v in r.val if s >= zoom_from]
         axis.grid(True, color="0.88", zorder=0)
         axis.set_xlabel("step")
     ax.set_ylabel(f"loss (nats per byte; training: mean of {args.smooth} steps)")
@@ -237,23 +276,31 @@ def draw(runs, args):
 
 
 def time_line(torch_runs, ours, skip):
-    """The subtitle: median step times and their ratio."""
+    """The subtitle: median step times (the median of the runs' medians) and their ratio."""
+    if not torch_runs and not ours:
+        return ""
     parts = []
     if torch_runs:
-        t = statistics.fmean(r.median_ms(skip) for r in torch_runs)
-        parts.append(f"median step: PyTorch {t:.1f} ms")
-    for r in ours:
-        parts.append(f"tutorial (seed {r.seed}) {r.median_ms(skip):.1f} ms" +
-                     (f" ({r.median_ms(skip) / t:.2f}x)" if torch_runs else ""))
-    return ", ".join(parts) + (f" (the first {skip} steps left out)" if parts else "")
+        t = median_of_medians(torch_runs, skip)
+        parts.append(f"median step: PyTorch {t:.2f} ms")
+    if ours:
+        m = median_of_medians(ours, skip)
+        parts.append(f"tutorial {m:.2f} ms" + (f" ({m / t:.3f}x)" if torch_runs else ""))
+    return ", ".join(parts) + f" (medians over the runs; the first {skip} steps left out)"
 
 
 def inside(value, low, high):
     return low <= value <= high
 
 
+def edge_note(value, low, high):
+    """'' inside, else how far beyond the nearer edge."""
+    return "" if inside(value, low, high) else \
+        f", {min(abs(value - low), abs(value - high)):.4f} beyond its nearer edge"
+
+
 def report(runs, args):
-    """The lines printed after drawing."""
+    """The lines printed after drawing (the module's docstring says what they hold)."""
     lines = []
     for r in runs:
         lines.append(f"run {r.label}: {len(r.steps)} steps, final train loss "
@@ -269,29 +316,45 @@ def report(runs, args):
     vals = [r.final_val() for r in torch_runs]
     lo, hi = min(finals), max(finals)
     vlo, vhi = min(vals), max(vals)
-    t_torch = statistics.fmean(r.median_ms(args.skip) for r in torch_runs)
-    seeds = ", ".join(str(r.seed) for r in torch_runs)
+    torch_by_seed = dict(seeds_of(torch_runs))
+    lines.append(f"PyTorch's band: final train loss [{lo:.4f}, {hi:.4f}] (width {hi - lo:.4f}), "
+                 f"final val loss [{vlo:.4f}, {vhi:.4f}], over {len(torch_runs)} runs (seeds "
+                 f"{', '.join(f'{s} x{len(g)}' for s, g in torch_by_seed.items())})")
     for r in ours:
         f, v = r.final_loss(args.last), r.final_val()
-        same = next((t for t in torch_runs if t.seed == r.seed), None)
-        verdict = "INSIDE" if inside(f, lo, hi) else "OUTSIDE"
-        line = (f"tutorial seed {r.seed}: final train loss {f:.4f} is {verdict} PyTorch's band "
-                f"[{lo:.4f}, {hi:.4f}] (seeds {seeds}; width {hi - lo:.4f})")
-        if not inside(f, lo, hi):
-            line += f", {min(abs(f - lo), abs(f - hi)):.4f} beyond its nearer edge"
-        if same is not None:
-            line += f"; {f - same.final_loss(args.last):+.4f} from PyTorch seed {r.seed} (same batches)"
-        lines.append(line)
+        same = torch_by_seed.get(r.seed)
+        line = (f"tutorial seed {r.seed} repeat {r.repeat}: final train loss {f:.4f} is "
+                f"{'INSIDE' if inside(f, lo, hi) else 'OUTSIDE'} PyTorch's band"
+                f"{edge_note(f, lo, hi)}")
+        if same:
+            line += (f"; {f - statistics.fmean(t.final_loss(args.last) for t in same):+.4f} from "
+                     f"the mean of PyTorch's seed-{r.seed} runs (same batches)")
         if math.isfinite(v):
-            vverdict = "INSIDE" if inside(v, vlo, vhi) else "OUTSIDE"
-            line = (f"tutorial seed {r.seed}: final val loss {v:.4f} is {vverdict} PyTorch's "
-                    f"[{vlo:.4f}, {vhi:.4f}]")
-            if same is not None and math.isfinite(same.final_val()):
-                line += f"; {v - same.final_val():+.4f} from PyTorch seed {r.seed}"
-            lines.append(line)
-        lines.append(f"tutorial seed {r.seed}: median step {r.median_ms(args.skip):.2f} ms against "
-                     f"PyTorch's {t_torch:.2f} ms (mean of its seeds' medians): ratio "
-                     f"{r.median_ms(args.skip) / t_torch:.3f} (above 1: the tutorial is slower)")
+            line += (f"; final val loss {v:.4f} {'INSIDE' if inside(v, vlo, vhi) else 'OUTSIDE'}"
+                     f"{edge_note(v, vlo, vhi)}")
+        lines.append(line)
+    for seed, group in seeds_of(ours):
+        mean = statistics.fmean(r.final_loss(args.last) for r in group)
+        count = sum(inside(r.final_loss(args.last), lo, hi) for r in group)
+        lines.append(f"VERDICT seed {seed}: {'INSIDE' if inside(mean, lo, hi) else 'OUTSIDE'}: "
+                     f"the mean final train loss of the tutorial's {len(group)} run"
+                     f"{'s' if len(group) > 1 else ''}, {mean:.4f}, against PyTorch's band "
+                     f"[{lo:.4f}, {hi:.4f}]{edge_note(mean, lo, hi)} ({count} of {len(group)} "
+                     f"runs inside one by one)")
+    # The issue's letter: one tutorial run of seed 0 against the band of one PyTorch run of
+    # each seed (the first of each).
+    first_ours = next((r for r in ours if r.seed == "0"), ours[0])
+    firsts = [g[0] for g in torch_by_seed.values()]
+    flo = min(r.final_loss(args.last) for r in firsts)
+    fhi = max(r.final_loss(args.last) for r in firsts)
+    f = first_ours.final_loss(args.last)
+    lines.append(f"letter: tutorial seed {first_ours.seed} repeat {first_ours.repeat}, {f:.4f}, "
+                 f"against the band of PyTorch's first run of each seed [{flo:.4f}, {fhi:.4f}]: "
+                 f"{'INSIDE' if inside(f, flo, fhi) else 'OUTSIDE'}{edge_note(f, flo, fhi)}")
+    t_torch, t_ours = median_of_medians(torch_runs, args.skip), median_of_medians(ours, args.skip)
+    lines.append(f"step time: tutorial {t_ours:.2f} ms against PyTorch's {t_torch:.2f} ms "
+                 f"(medians over the runs of their median steps): ratio {t_ours / t_torch:.3f} "
+                 f"(above 1: the tutorial is slower)")
     return lines
 
 

@@ -7,7 +7,7 @@
 #   scripts/gpu_run.sh OUT_DIR [BUILD_DIR] [STAGES]
 #
 # STAGES: comma-separated subset of env,tests,ctest,readme,sanitizer,sanitizer_views,tour,chapters,tc,anchors,
-# vs_pytorch,train,traffic,profiles (default: all but ctest, which repeats `tests` through ctest,
+# autograd_gpu,vs_pytorch,train,traffic,profiles (default: all but ctest, which repeats `tests` through ctest,
 # in parallel and filtered by FT_CTEST_REGEX). `readme` runs the README's two commands (the workflow
 # presets) in a fresh copy of the tree and records their wall time in readme_commands.txt;
 # `tc` runs the tensor-core chapters' programs on every variant (the staircase and the
@@ -79,10 +79,23 @@ if want readme; then
   fi
 fi
 
-if [ ! -x "$BUILD/chapters/tour/tour" ]; then
+# The stages that run the programs and tests need the whole build; the Python ones
+# (autograd_gpu, vs_pytorch, train) only the library.
+needs_programs() {
+  local st
+  for st in tests ctest sanitizer sanitizer_views tour chapters tc traffic profiles; do
+    want "$st" && return 0
+  done
+  return 1
+}
+if needs_programs && [ ! -x "$BUILD/chapters/tour/tour" ]; then
   say "== build ($BUILD)"
   cmake -S "$ROOT" -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release >"$LOGS/configure.log" 2>&1 &&
     cmake --build "$BUILD" -j 16 -- -k 0 >"$LOGS/build.log" 2>&1 || { say "BUILD FAILED (the targets that did build still run)"; grep -E "error|FAILED" "$LOGS/build.log" | head -30 | tee -a "$SUMMARY"; }
+elif [ ! -f "$BUILD/common/libflashtut.so" ]; then
+  say "== build the library ($BUILD)"
+  cmake -S "$ROOT" -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release >"$LOGS/configure.log" 2>&1 &&
+    cmake --build "$BUILD" -j 16 --target flashtut >"$LOGS/build.log" 2>&1 || { say "BUILD FAILED"; grep -E "error|FAILED" "$LOGS/build.log" | head -30 | tee -a "$SUMMARY"; }
 fi
 
 if want env; then
@@ -113,6 +126,15 @@ if want tests; then
     say "$name: $r — $(grep -E '^\[  (PASSED|FAILED|SKIPPED) ' "$LOGS/$name.log" | tr '\n' ' ')"
     [ "$r" = ok ] || grep -E "Failure|error|FAILED" "$LOGS/$name.log" | head -20 | tee -a "$SUMMARY"
   done
+fi
+
+if want tests || want autograd_gpu; then
+  # flashtut.autograd on the GPU, eager and from a CUDA graph (exit 77: skipped, says why).
+  FLASHTUT_LIB="$BUILD/common/libflashtut.so" PYTHONDONTWRITEBYTECODE=1 timeout 300 \
+    python3 "$ROOT/python/tests/test_autograd_gpu.py" -v >"$LOGS/python_autograd_gpu.log" 2>&1
+  rc=$?
+  say "python_autograd_gpu: rc=$rc — $(grep -E '^(Ran|OK|FAILED|test_autograd_gpu: skipped)' "$LOGS/python_autograd_gpu.log" | tr '\n' ' ')"
+  [ "$rc" = 0 ] || grep -E "Error|FAIL|rel_err|differs" "$LOGS/python_autograd_gpu.log" | head -30 | tee -a "$SUMMARY"
 fi
 
 if want ctest; then
@@ -270,31 +292,65 @@ if want vs_pytorch; then
 fi
 
 if want train; then
-  # A small GPT trained three times (scripts/train_gpt.py): PyTorch's FlashAttention-2 with
-  # seeds 0 and 1 (the run-to-run band), the tutorial's attention (chapters 07 and 08) with
-  # seed 0; then the figure. training.csv holds every step of the three runs.
+  # A small GPT (scripts/train_gpt.py) trained with PyTorch's FlashAttention-2 and with the
+  # tutorial's attention (chapters 07 and 08): FT_TRAIN_REPEATS runs (default 3) of each seed
+  # of FT_TRAIN_SEEDS (default "0 1") with each attention, in rounds (one run of every
+  # (seed, attention), then the next round), so that a drift of the host's speed falls on both
+  # alike; each step replayed as a CUDA graph (--graph) unless FT_TRAIN_GRAPH=0. The tutorial's
+  # first run checks its kernels against FlashAttention-2 first; its later runs skip that
+  # (--no-check). Round 0's seed-0 runs also profile FT_TRAIN_PROFILE (default 5) eager steps.
+  # training.csv holds every step of every run; plots/plot_training.py draws training.png and
+  # prints the band, each run, the verdict and the step times (training_verdict.txt).
+  # FT_TRAIN_EAGER=1 adds an eager pair (seed 0, FlashAttention-2 then the tutorial, no
+  # graph): training_eager.csv, for the host-bound step time.
   say "== training (FT_TRAIN_STEPS=${FT_TRAIN_STEPS:-300} steps each)"
   if python3 -c 'import torch' >/dev/null 2>&1; then
-    for run in "sdpa_flash 0" "sdpa_flash 1" "flashtut 0"; do
-      set -- $run
-      PYTHONUNBUFFERED=1 timeout 300 python3 "$ROOT/scripts/train_gpt.py" --attention "$1" --seed "$2" \
-        --steps "${FT_TRAIN_STEPS:-300}" --lib "$BUILD/common/libflashtut.so" \
-        --out "$LOGS/train_$1_s$2.csv" --profile "${FT_TRAIN_PROFILE:-5}" >"$LOGS/train_$1_s$2.log" 2>&1
-      say "train $1 seed $2: rc=$? $(tail -n 3 "$LOGS/train_$1_s$2.log" | tr '\n' ' ')"
+    graph=$([ "${FT_TRAIN_GRAPH:-1}" = 1 ] && echo --graph)
+    checked=0
+    train_one() {  # attention seed repeat out.csv [flags...]
+      local a=$1 s=$2 r=$3 csv=$4; shift 4
+      local name; name=$(basename "$csv" .csv)
+      local flags=("$@")
+      if [ "$a" = flashtut ]; then
+        if [ "$checked" = 0 ]; then checked=1; else flags+=(--no-check); fi
+      fi
+      PYTHONUNBUFFERED=1 timeout 300 python3 "$ROOT/scripts/train_gpt.py" --attention "$a" --seed "$s" \
+        --repeat "$r" --steps "${FT_TRAIN_STEPS:-300}" --lib "$BUILD/common/libflashtut.so" \
+        --out "$csv" "${flags[@]}" >"$LOGS/$name.log" 2>&1
+      say "train $a seed $s repeat $r ${flags[*]}: rc=$? $(grep -E '^train_gpt: (summary|profile|error|check:   )' "$LOGS/$name.log" | tr '\n' ' ')"
+    }
+    parts=()
+    for ((r = 0; r < ${FT_TRAIN_REPEATS:-3}; r++)); do
+      for s in ${FT_TRAIN_SEEDS:-0 1}; do
+        for a in sdpa_flash flashtut; do
+          profile=0
+          [ "$r" = 0 ] && [ "$s" = 0 ] && profile=${FT_TRAIN_PROFILE:-5}
+          train_one "$a" "$s" "$r" "$LOGS/train_${a}_s${s}_r${r}.csv" $graph --profile "$profile"
+          parts+=("$LOGS/train_${a}_s${s}_r${r}.csv")
+        done
+      done
     done
-    python3 - "$OUT/training.csv" "$LOGS"/train_sdpa_flash_s0.csv "$LOGS"/train_sdpa_flash_s1.csv \
-      "$LOGS"/train_flashtut_s0.csv <<'PY'
+    join_csvs() { python3 - "$@" <<'PY'
 import sys
 out, parts = sys.argv[1], sys.argv[2:]
 with open(out, "w") as f:
-    for i, path in enumerate(parts):
+    for path in parts:
         try:
             lines = open(path).read().splitlines()
         except OSError:
             continue
-        f.write("\n".join(lines if i == 0 or not f.tell() else lines[1:]) + "\n")
+        f.write("\n".join(lines if not f.tell() else lines[1:]) + "\n")
 PY
-    python3 "$ROOT/plots/plot_training.py" "$OUT/training.csv" --out "$OUT/training.png" 2>&1 | tee -a "$SUMMARY"
+    }
+    join_csvs "$OUT/training.csv" "${parts[@]}"
+    python3 "$ROOT/plots/plot_training.py" "$OUT/training.csv" --out "$OUT/training.png" 2>&1 |
+      tee "$OUT/training_verdict.txt" | tee -a "$SUMMARY"
+    if [ "${FT_TRAIN_EAGER:-0}" = 1 ]; then
+      for a in sdpa_flash flashtut; do
+        train_one "$a" 0 0 "$LOGS/train_eager_${a}_s0.csv" --profile 0
+      done
+      join_csvs "$OUT/training_eager.csv" "$LOGS"/train_eager_sdpa_flash_s0.csv "$LOGS"/train_eager_flashtut_s0.csv
+    fi
   else
     say "training: python3 cannot import torch, skipped"
   fi

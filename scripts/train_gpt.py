@@ -8,6 +8,9 @@ identical, and writes the loss curve and the step times.
   python3 scripts/train_gpt.py --attention flashtut   --seed 0 --out build/train_flashtut_s0.csv
   python3 plots/plot_training.py build/train_*.csv --out build/training.png
 
+  python3 scripts/train_gpt.py --attention flashtut --graph --repeat 2 --no-check --out ...
+                          # the step replayed as a CUDA graph; the CSV marks the run's repeat
+
   python3 scripts/train_gpt.py --tiny --device cpu --out /tmp/t.csv   # a smoke test, no GPU
   python3 scripts/train_gpt.py --attention flashtut --check-only      # the kernels vs FA2 only
 
@@ -57,11 +60,30 @@ Timing: CUDA events around each step's forward, backward, clipping and optimizer
 event; the summary's median leaves out the first ``--timing-skip`` steps (warm-up:
 allocator, cuBLAS heuristics).
 
+``--graph``: the step replayed as a CUDA graph (``torch.cuda.CUDAGraph``). At this model's
+size the GPU's work of a step (about 9 ms on an H200) is shorter than the Python that
+queues it one operation at a time, so an eager step's time is the host's: it moved by
+13.4-17.5 ms between calls on the same H200 with the same kernels (chapter 08's README).
+A graph records the step's kernels once and replays them with one call, so the step's
+time is the GPU's, which is what the attention kernels change. The first ``GRAPH_WARMUP``
+steps run eagerly on a side stream (real steps of the run: lazy initializations such as
+the optimizer's state happen there, as PyTorch's whole-network capture asks), then the
+next step's work is captured, and every later step copies its batch into the captured
+input tensors and replays. The numbers are those of eager steps: the same kernels on the
+same values. What capture needs, on both attentions: the learning rate in a GPU tensor
+(``fill_`` before each step) and AdamW ``capturable``; autocast with its cast cache off;
+gradients left in place between steps (the captured backward writes them). The tutorial's
+calls capture as they are: the library launches on PyTorch's current stream and takes its
+outputs and workspace from PyTorch's allocator (python/tests/test_autograd_gpu.py replays
+them against the float64 reference).
+
 The CSV (``--out``), one row per step, written as the run goes (flushed each step):
-``attention,seed,step,loss,val_loss,ms,lr,grad_norm``. ``step`` counts from 1; ``loss`` is
-that step's training loss (on its batch, before its update), ``val_loss`` the validation
-loss after its update (empty except on evaluation steps), ``ms`` the step's time, ``lr`` the
-learning rate it used, ``grad_norm`` the gradient norm before clipping. A last line starting
+``attention,seed,step,loss,val_loss,ms,lr,grad_norm,repeat,graph``. ``step`` counts from 1;
+``loss`` is that step's training loss (on its batch, before its update), ``val_loss`` the
+validation loss after its update (empty except on evaluation steps), ``ms`` the step's time,
+``lr`` the learning rate it used, ``grad_norm`` the gradient norm before clipping,
+``repeat`` the run's ``--repeat`` (a label that tells apart runs of one attention and seed),
+``graph`` 1 for a step replayed from the CUDA graph, 0 for an eager one. A last line starting
 ``train_gpt: summary:`` gives the final training loss (the mean of the last 20 steps), the
 final validation loss, the median step time, tokens per second, the GPU, the peak memory.
 
@@ -69,6 +91,7 @@ Exit codes: 0 done; 1 a non-finite loss or a failed check of the kernels; 2 bad 
 no library or no PyTorch; 3 no CUDA GPU.
 """
 import argparse
+import contextlib
 import csv
 import hashlib
 import math
@@ -84,9 +107,15 @@ sys.path.insert(0, os.path.join(ROOT, "python"))
 import flashtut  # noqa: E402  (imports neither torch nor the library: both come later, in that order)
 
 VOCAB = 256  # bytes
-COLUMNS = ["attention", "seed", "step", "loss", "val_loss", "ms", "lr", "grad_norm"]
+COLUMNS = ["attention", "seed", "step", "loss", "val_loss", "ms", "lr", "grad_norm", "repeat",
+           "graph"]
 LAST = 20  # the final training loss: the mean of the last this many steps
 SKIP_DIRS = {"site-packages", "dist-packages", "__pycache__"}
+# --graph: eager steps before the capture. PyTorch's whole-network capture wants a few
+# iterations on a side stream first, so that what is made lazily on a first call (cuBLAS's
+# workspace, the optimizer's state, autograd's per-stream bookkeeping) is made outside the
+# capture; three is the number its documentation's example uses.
+GRAPH_WARMUP = 3
 
 # name: (default, --tiny's default). None in the parser means "not given".
 DEFAULTS = {
@@ -138,6 +167,13 @@ def parse_args(argv):
     ap.add_argument("--profile", type=int, default=0, metavar="STEPS",
                     help="after training, STEPS more steps under torch.profiler; prints the "
                          "GPU time per kernel (top 15) and the step's CPU and GPU totals")
+    ap.add_argument("--graph", action="store_true",
+                    help="replay each step as a CUDA graph after %d eager ones, so that the "
+                         "step time is the GPU's, not Python's (the docstring says how)"
+                    % GRAPH_WARMUP)
+    ap.add_argument("--repeat", type=int, default=0,
+                    help="a label written to the CSV's repeat column, to tell apart runs of "
+                         "one attention and seed (default 0)")
     ap.add_argument("--print-every", type=int, default=10,
                     help="a progress line every this many steps (default 10)")
     args = ap.parse_args(argv)
@@ -157,6 +193,8 @@ def validate(args):
     if args.device == "cpu" and args.attention == "flashtut":
         return ("--attention flashtut runs the tutorial's CUDA kernels: it needs --device cuda "
                 "(--device cpu works with --attention sdpa_flash, SDPA's math backend there)")
+    if args.graph and args.device != "cuda":
+        return "--graph replays CUDA graphs: it needs --device cuda"
     if args.check_only and args.attention != "flashtut":
         return "--check-only checks the tutorial's kernels: give --attention flashtut"
     for name in ("layers", "width", "heads", "context", "batch", "steps", "eval_every",
@@ -331,6 +369,19 @@ def check_kernels(torch, args, device="cuda"):
 
 # ---- training --------------------------------------------------------------------------------
 
+def capture_step(torch, work, opt):
+    """One training step captured as a CUDA graph (PyTorch's whole-network capture): the
+    gradients set to None first, so that the captured backward allocates them from the
+    graph's memory and every replay writes them anew (no zeroing between replays). Capture
+    records the kernels without running them, so the step is not taken here. Returns the
+    graph and the tensors each replay overwrites: (graph, loss, gradient norm)."""
+    opt.zero_grad(set_to_none=True)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        loss, norm = work()
+    return graph, loss, norm
+
+
 def lr_at(step, args):
     """The learning rate of step (1-based): linear warm-up to --lr, then cosine to 10% or
     constant."""
@@ -424,14 +475,27 @@ def main(argv=None):
     decay = [p for p in model.parameters() if p.dim() >= 2]
     no_decay = [p for p in model.parameters() if p.dim() < 2]
     extra = {"fused": True} if args.device == "cuda" else {}
+    lr_start = args.lr
+    if args.graph:
+        # A replayed step reads nothing from the host: the learning rate lives in a GPU tensor
+        # (set_lr fills it before each step) and AdamW keeps its step count on the GPU.
+        extra["capturable"] = True
+        lr_start = torch.tensor(args.lr, device=device)
     opt = torch.optim.AdamW([{"params": decay, "weight_decay": args.weight_decay},
                              {"params": no_decay, "weight_decay": 0.0}],
-                            lr=args.lr, betas=(0.9, 0.95), eps=1e-8, **extra)
+                            lr=lr_start, betas=(0.9, 0.95), eps=1e-8, **extra)
+
+    def set_lr(lr):
+        for group in opt.param_groups:
+            if torch.is_tensor(group["lr"]):
+                group["lr"].fill_(lr)
+            else:
+                group["lr"] = lr
     print(f"train_gpt: {attention_name}, seed {args.seed}: {args.layers} layers, width "
           f"{args.width}, {args.heads} heads of {args.width // args.heads}, context "
           f"{args.context}, batch {args.batch}, {nparams / 1e6:.1f} M parameters; {args.steps} "
-          f"steps, lr {args.lr:g} ({args.warmup} warm-up, {args.schedule}), bf16 autocast",
-          flush=True)
+          f"steps, lr {args.lr:g} ({args.warmup} warm-up, {args.schedule}), bf16 autocast"
+          + (f", CUDA graph from step {GRAPH_WARMUP + 1}" if args.graph else ""), flush=True)
 
     # The batches: training ones from a generator of this seed, validation ones fixed.
     gen = torch.Generator().manual_seed(args.seed)
@@ -447,7 +511,10 @@ def main(argv=None):
 
     val_starts = torch.linspace(0, len(val) - args.context - 1,
                                 args.eval_batches * args.batch).long().view(args.eval_batches, -1)
-    autocast = lambda: torch.autocast(device_type=args.device, dtype=torch.bfloat16)  # noqa: E731
+    # Autocast keeps the bf16 copies of the weights it made for the rest of its context; a
+    # captured step must make them inside the graph instead (cache off), as PyTorch asks.
+    autocast = lambda: torch.autocast(device_type=args.device, dtype=torch.bfloat16,  # noqa: E731
+                                      cache_enabled=not args.graph)
 
     def loss_of(x, y):
         with autocast():
@@ -481,17 +548,9 @@ def main(argv=None):
         writer = csv.writer(out)
         writer.writerow(COLUMNS)
         out.flush()
-    losses, times, val_loss, status = [], [], None, 0
-    if args.device == "cuda":
-        torch.cuda.reset_peak_memory_stats(device)
-    model.train()
-    t_run = time.perf_counter()
-    for step in range(1, args.steps + 1):
-        lr = lr_at(step, args)
-        for group in opt.param_groups:
-            group["lr"] = lr
-        x, y = train_batch()
-        stop = clock()
+    def step_work(x, y):
+        """One step's work on the GPU: forward, backward, clipping, update (what --graph
+        captures). Returns the loss and the gradient norm, as tensors."""
         loss = loss_of(x, y)
         loss.backward()
         if args.grad_clip > 0:
@@ -500,8 +559,52 @@ def main(argv=None):
             norm = torch.linalg.vector_norm(
                 torch.stack([p.grad.detach().norm() for p in model.parameters()]))
         opt.step()
-        opt.zero_grad(set_to_none=True)
-        ms = stop()
+        return loss, norm
+
+    graph = static_loss = static_norm = None  # the captured step and its outputs, once made
+    if args.graph:
+        # The tensors the graph reads its batch from: each step copies its batch in.
+        static_x = torch.empty(args.batch, args.context, dtype=torch.long, device=device)
+        static_y = torch.empty_like(static_x)
+        side = torch.cuda.Stream(device)
+
+    losses, times, val_loss, status = [], [], None, 0
+    if args.device == "cuda":
+        torch.cuda.reset_peak_memory_stats(device)
+    model.train()
+    t_run = time.perf_counter()
+    for step in range(1, args.steps + 1):
+        lr = lr_at(step, args)
+        set_lr(lr)
+        x, y = train_batch()
+        if args.graph:
+            static_x.copy_(x)
+            static_y.copy_(y)
+            x, y = static_x, static_y
+        replayed = graph is not None
+        if replayed:
+            stop = clock()
+            graph.replay()
+            ms = stop()
+            loss, norm = static_loss, static_norm
+        else:
+            # Eager (the warm-up steps of --graph on their side stream, after the batch's copy).
+            if args.graph:
+                side.wait_stream(torch.cuda.current_stream(device))
+            with torch.cuda.stream(side) if args.graph else contextlib.nullcontext():
+                stop = clock()
+                loss, norm = step_work(x, y)
+                opt.zero_grad(set_to_none=True)
+                ms = stop()
+            if args.graph:
+                torch.cuda.current_stream(device).wait_stream(side)
+            if args.graph and step == GRAPH_WARMUP and step < args.steps:
+                try:
+                    graph, static_loss, static_norm = capture_step(torch, lambda: step_work(
+                        static_x, static_y), opt)
+                except RuntimeError as e:
+                    return fail(f"capturing the training step as a CUDA graph failed ({e}); "
+                                f"run without --graph", 1)
         loss_v, norm_v = loss.item(), norm.item()
         losses.append(loss_v)
         times.append(ms)
@@ -511,7 +614,7 @@ def main(argv=None):
         if out:
             writer.writerow([attention_name, args.seed, step, f"{loss_v:.6f}",
                              "" if ev is None else f"{ev:.6f}", f"{ms:.4f}", f"{lr:.6g}",
-                             f"{norm_v:.6g}"])
+                             f"{norm_v:.6g}", args.repeat, int(replayed)])
             out.flush()
         if step % args.print_every == 0 or step == 1 or step == args.steps or ev is not None:
             print(f"train_gpt: step {step:4d}  loss {loss_v:.4f}" +
@@ -558,7 +661,8 @@ def main(argv=None):
     median_ms = statistics.median(timed)
     tokens_per_s = args.batch * args.context / (median_ms / 1e3)
     peak = (torch.cuda.max_memory_allocated(device) / 2**30) if args.device == "cuda" else float("nan")
-    print(f"train_gpt: summary: attention={attention_name} seed={args.seed} steps={len(losses)} "
+    print(f"train_gpt: summary: attention={attention_name} seed={args.seed} repeat={args.repeat} "
+          f"graph={int(args.graph)} steps={len(losses)} "
           f"final_train_loss={statistics.fmean(last):.4f} (mean of steps "
           f"{len(losses) - len(last) + 1}-{len(losses)}) final_val_loss="
           f"{'nan' if val_loss is None else f'{val_loss:.4f}'} median_step_ms={median_ms:.2f} "

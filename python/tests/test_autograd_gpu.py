@@ -1,0 +1,238 @@
+#!/usr/bin/env python3
+"""GPU tests of python/flashtut/autograd.py (ctest python_autograd_gpu): chapter 07's forward
+and chapter 08's backward called the way a model calls them, eagerly and replayed from a
+CUDA graph, against a float64 reference.
+
+  python3 python/tests/test_autograd_gpu.py [-v]   # the library: $FLASHTUT_LIB, else build/
+
+Exit 77 (ctest reports it as skipped) with the reason printed where the tests cannot run:
+no PyTorch, a PyTorch without CUDA or no GPU, no library.
+
+- Eager: q, k and v are views of one [B, N, 3·H·d] projection, as a model makes them, and
+  the output reaches the loss through its transpose (so dO arrives strided, as in a
+  model). N = 1, 17, 1000 (not multiples of the tiles), d = 64 and 128, causal and not,
+  bf16 and fp16. o and the projection's gradient (dQ, dK, dV side by side) are held to the
+  contract's same-precision rule: relative L2 error against float64 at most
+  min(1e-2, max(floor, 2 × the error of the same dtype's unfused computation)).
+- CUDA graph: the forward and backward captured once (torch.cuda.graph), then replayed on a
+  second set of inputs with the outputs poisoned (NaN) first. Every element must be
+  rewritten and right for the new inputs (a replay that kept the capture's pointers to
+  stale inputs, a skipped tile, or values left from the previous replay fail), and the
+  replay's o must equal an eager call's on the same inputs bit for bit (the forward is
+  deterministic). One case runs chapter 08's cut tiles (its workspace zeroed by a
+  cudaMemsetAsync inside the graph), one is the training script's shape.
+"""
+import os
+import sys
+import unittest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.dirname(HERE))  # python/, where flashtut is
+import flashtut as ft  # noqa: E402
+
+SKIP = 77  # ctest's SKIP_RETURN_CODE for this test
+
+
+def skip_reason():
+    """Why these tests cannot run here, or None."""
+    try:
+        import torch
+    except ImportError:
+        return "PyTorch is not installed (pip install torch): the GPU tests of flashtut.autograd skip"
+    if not torch.cuda.is_available():
+        return (f"PyTorch {torch.__version__} sees no CUDA GPU: the GPU tests of "
+                f"flashtut.autograd skip")
+    try:
+        ft.library_path()
+    except ft.LibraryError as e:
+        return f"no library: {e}"
+    return None
+
+
+# Unit roundoff of each storage type, and the contract's cap (common/testing.hpp).
+UNIT_ROUNDOFF = {"bfloat16": 2.0 ** -8, "float16": 2.0 ** -11}
+FLOAT32_ROUNDOFF = 2.0 ** -24
+CAP = 1e-2
+
+
+def error_floor(dtype_name):
+    """common/testing.hpp's error_floor: one rounding of the stored value plus 16 float32
+    roundings, under which the ratio of two tiny errors is rounding luck."""
+    return UNIT_ROUNDOFF[dtype_name] + 16 * FLOAT32_ROUNDOFF
+
+
+def attention_by_formula(torch, q, k, v, do, causal, scale, store):
+    """o, dq, dk, dv by the formulas of common/precision.hpp, computed in q's dtype (float64
+    for the reference, float32 for the unfused baseline), `store` applied to every value the
+    unfused computation stores (S, P, O, dV, dP, dS, dQ, dK); D stays in the compute dtype."""
+    s = store(scale * (q @ k.mT))
+    if causal:
+        n = q.shape[-2]
+        above = torch.ones(n, n, dtype=torch.bool, device=q.device).triu(1)
+        s = s.masked_fill(above, float("-inf"))
+    p = store(torch.softmax(s, dim=-1))  # safe softmax: subtracts the row max first
+    o = store(p @ v)
+    big_d = (do * o).sum(-1, keepdim=True)
+    dv = store(p.mT @ do)
+    dp = store(do @ v.mT)
+    ds = store(p * (dp - big_d))
+    dq = store(scale * (ds @ k))
+    dk = store(scale * (ds.mT @ q))
+    return o, dq, dk, dv
+
+
+def rel_l2(torch, got, ref):
+    """‖got − ref‖ / ‖ref‖ (‖got − ref‖ when ref is all zeros), NaN when got is not finite."""
+    got, ref = got.double(), ref.double()
+    if not bool(torch.isfinite(got).all()):
+        return float("nan")
+    diff = (got - ref).norm().item()
+    norm = ref.norm().item()
+    return diff / norm if norm > 0 else diff
+
+
+class Case:
+    """One problem: the projection x [B, N, 3·H·d] and the output weights w [B, N, H, d], in
+    the dtype, drawn from a seeded generator; q, k, v are views of x."""
+
+    def __init__(self, torch, b, h, n, d, causal, dtype, seed):
+        self.torch, self.b, self.h, self.n, self.d = torch, b, h, n, d
+        self.causal, self.dtype = causal, dtype
+        g = torch.Generator(device="cuda").manual_seed(seed)
+        self.x = torch.randn(b, n, 3 * h * d, device="cuda", generator=g).to(dtype)
+        self.w = torch.randn(b, n, h, d, device="cuda", generator=g).to(dtype)
+
+    def views(self, x):
+        """q, k, v as [B, H, N, d] views of x (strided: rows 3·H·d elements apart)."""
+        b, n, h, d = self.b, self.n, self.h, self.d
+        return [t.view(b, n, h, d).transpose(1, 2) for t in x.split(h * d, dim=2)]
+
+    def grads_of(self, gx):
+        """dq, dk, dv as [B, H, N, d] views of the projection's gradient."""
+        return self.views(gx)
+
+    def expected(self, x, w):
+        """(reference, baseline): o, dq, dk, dv in float64, and the same dtype's unfused
+        computation (float32 arithmetic, stored values rounded to the dtype)."""
+        torch = self.torch
+        scale = self.d ** -0.5
+        do = w.transpose(1, 2)
+        q, k, v = self.views(x)
+        ref = attention_by_formula(torch, *(t.double() for t in (q, k, v, do)), self.causal,
+                                   scale, lambda t: t)
+        dtype = self.dtype
+        base = attention_by_formula(torch, *(t.float() for t in (q, k, v, do)), self.causal,
+                                    scale, lambda t: t.to(dtype).float())
+        return ref, base
+
+    def failures(self, o, gx, x, w, what):
+        """The tensors over the rule, as messages (empty when all pass)."""
+        ref, base = self.expected(x, w)
+        name = str(self.dtype).replace("torch.", "")
+        out = []
+        for label, got, r, u in zip(("o", "dq", "dk", "dv"), [o] + self.grads_of(gx), ref, base):
+            err, baseline = rel_l2(self.torch, got, r), rel_l2(self.torch, u, r)
+            limit = CAP if r.norm().item() == 0 else min(CAP, max(error_floor(name), 2 * baseline))
+            if not err <= limit:  # NaN fails too
+                out.append(f"{what} {label}: rel_err {err:.3e} over {limit:.3e} (unfused "
+                           f"{name} {baseline:.3e})")
+        return out
+
+    def __str__(self):
+        return (f"B={self.b} H={self.h} N={self.n} d={self.d} causal={self.causal} "
+                f"{str(self.dtype).replace('torch.', '')}")
+
+
+def forward_backward(fa, case, x, w):
+    """The model's use: attention on views of x, its output weighted by w through the
+    transpose a model applies next; returns o (the backward has filled x.grad)."""
+    q, k, v = case.views(x)
+    o = fa.attention(q, k, v, is_causal=case.causal)
+    (o.transpose(1, 2) * w).sum().backward()
+    return o
+
+
+class AutogradGpu(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        import torch
+        import flashtut.autograd as fa
+        cls.torch, cls.fa = torch, fa
+        # Formulas in float32 mean float32: no TF32 in the baseline's products.
+        torch.backends.cuda.matmul.allow_tf32 = False
+
+    def test_eager_views_match_float64(self):
+        torch = self.torch
+        bad, seed = [], 0
+        for dtype in (torch.bfloat16, torch.float16):
+            for d in (64, 128):
+                for n in (1, 17, 1000):
+                    for causal in (False, True):
+                        seed += 1
+                        case = Case(torch, 2, 3, n, d, causal, dtype, seed)
+                        x = case.x.clone().requires_grad_()
+                        o = forward_backward(self.fa, case, x, case.w)
+                        self.assertFalse(case.views(x)[0].is_contiguous())
+                        bad += [f"{case}: {m}" for m in
+                                case.failures(o.detach(), x.grad, case.x, case.w, "eager")]
+        self.assertEqual(bad, [], "\n".join(bad))
+
+    def check_graph(self, b, h, n, d, causal, dtype):
+        torch, fa = self.torch, self.fa
+        case = Case(torch, b, h, n, d, causal, dtype, seed=100 + n + d)
+        other = Case(torch, b, h, n, d, causal, dtype, seed=200 + n + d)
+        x = case.x.clone().requires_grad_()  # the graph's input tensors
+        w = case.w.clone()
+        # Warm-up on a side stream (PyTorch's rule for capture: lazy set-up happens outside).
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):
+            for _ in range(2):
+                x.grad = None
+                forward_backward(fa, case, x, w)
+        torch.cuda.current_stream().wait_stream(side)
+        x.grad = None
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            o = forward_backward(fa, case, x, w)
+        gx = x.grad
+        graph.replay()  # capture runs nothing: this is the first run of the captured work
+        torch.cuda.synchronize()
+        bad = case.failures(o.detach(), gx, case.x, case.w, "replay 1")
+        # New inputs into the captured tensors, outputs poisoned, replay.
+        with torch.no_grad():
+            x.copy_(other.x)
+            w.copy_(other.w)
+            o.detach().fill_(float("nan"))
+            gx.fill_(float("nan"))
+        graph.replay()
+        torch.cuda.synchronize()
+        bad += case.failures(o.detach(), gx, other.x, other.w, "replay 2 (new inputs)")
+        # The forward is deterministic: an eager call on the same inputs, bit for bit.
+        x2 = other.x.clone().requires_grad_()
+        o2 = forward_backward(fa, case, x2, other.w)
+        if not torch.equal(o.detach(), o2.detach()):
+            bad.append("replay 2's o differs from an eager call's on the same inputs")
+        self.assertEqual(bad, [], f"{case}:\n" + "\n".join(bad))
+
+    def test_graph_cut_tiles(self):
+        # Non-causal N = 1000, d = 64, B·H = 6: 48 key tiles of 8 query tiles each (Bc = Br
+        # = 128), a grid smaller than one wave on a GPU of more than 48 SMs, where chapter
+        # 08's plan (tail_split.hpp) cuts every tile in two: the slots zeroed by a
+        # cudaMemsetAsync and store_shared_tiles both inside the graph.
+        self.check_graph(2, 3, 1000, 64, False, self.torch.bfloat16)
+
+    def test_graph_ragged_causal_fp16(self):
+        self.check_graph(2, 3, 17, 128, True, self.torch.float16)
+
+    def test_graph_training_shape(self):
+        # scripts/train_gpt.py's attention: B = 8, H = 12, N = 1024, d = 64, causal, bf16.
+        self.check_graph(8, 12, 1024, 64, True, self.torch.bfloat16)
+
+
+if __name__ == "__main__":
+    reason = skip_reason()
+    if reason:
+        print(f"test_autograd_gpu: skipped: {reason}", flush=True)
+        sys.exit(SKIP)
+    unittest.main()
