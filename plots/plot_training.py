@@ -201,6 +201,30 @@ def median_of_medians(runs, skip):
     return statistics.median(r.median_ms(skip) for r in runs)
 
 
+def runs_text(group):
+    return f"{len(group)} run{'s' if len(group) > 1 else ''}"
+
+
+def draw_seed(axis, group, args, *, color, lw, alpha, z, marker, ms, label, val_label,
+              zoom_from):
+    """One seed's runs on one axis: each run's smoothed training loss (and with --raw the raw
+    one under it) at zorder z, its validation losses as markers above; the legend names the
+    seed once. Returns the values drawn from step zoom_from on (for the zoom's limits)."""
+    drawn = []
+    for i, r in enumerate(group):
+        sm = smooth(r.loss, args.smooth)
+        if args.raw:
+            axis.plot(r.steps, r.loss, color=color, lw=0.6, alpha=0.35, zorder=z - 1)
+        axis.plot(r.steps, sm, color=color, lw=lw, alpha=alpha, zorder=z,
+                  label=None if i else label)
+        if r.val:
+            axis.plot(*zip(*r.val), marker, color=color, ms=ms, mec="white", mew=1.0,
+                      zorder=z + 2, label=None if i else val_label)
+        drawn += [v for s, v in zip(r.steps, sm) if s >= zoom_from]
+        drawn += [v for s, v in r.val if s >= zoom_from]
+    return drawn
+
+
 def draw(runs, args):
     torch_runs = [r for r in runs if not r.tutorial]
     ours = [r for r in runs if r.tutorial]
@@ -217,39 +241,19 @@ def draw(runs, args):
                               label=f"PyTorch, {torch_runs[0].attention}: band of its "
                                     f"{len(torch_runs)} runs (seeds {names})")
             zoom_values += [v for s, a, b in zip(steps, low, high) if s >= zoom_from for v in (a, b)]
-        for seed, group in seeds_of(torch_runs):
-            for i, r in enumerate(group):
-                sm = smooth(r.loss, args.smooth)
-                if args.raw:
-                    axis.plot(r.steps, r.loss, color=TORCH_COLOR, lw=0.6, alpha=0.35, zorder=1)
-                axis.plot(r.steps, sm, color=TORCH_COLOR, lw=1.2, alpha=0.8, zorder=2,
-                          label=None if i else
-                          f"PyTorch {r.attention}, seed {seed} ({len(group)} "
-                          f"run{'s' if len(group) > 1 else ''}): "
-                          f"{median_of_medians(group, args.skip):.1f} ms/step")
-                if r.val:
-                    axis.plot(*zip(*r.val), "o", color=TORCH_COLOR, ms=8, mec="white", mew=1.0,
-                              zorder=4, label=None if r is not torch_runs[0] else
-                              "PyTorch: validation loss (every run)")
-                zoom_values += [v for s, v in zip(r.steps, sm) if s >= zoom_from]
-                zoom_values += [v for s, v in r.val if s >= zoom_from]
+        for k, (seed, group) in enumerate(seeds_of(torch_runs)):
+            zoom_values += draw_seed(
+                axis, group, args, color=TORCH_COLOR, lw=1.2, alpha=0.8, z=2, marker="o", ms=8,
+                label=f"PyTorch {group[0].attention}, seed {seed} ({runs_text(group)}): "
+                      f"{median_of_medians(group, args.skip):.1f} ms/step",
+                val_label=None if k else "PyTorch: validation loss (every run)", zoom_from=zoom_from)
         for k, (seed, group) in enumerate(seeds_of(ours)):
-            color = TUTORIAL_COLORS[k % len(TUTORIAL_COLORS)]
-            for i, r in enumerate(group):
-                sm = smooth(r.loss, args.smooth)
-                if args.raw:
-                    axis.plot(r.steps, r.loss, color=color, lw=0.6, alpha=0.35, zorder=3)
-                axis.plot(r.steps, sm, color=color, lw=2.2, alpha=0.9, zorder=5,
-                          label=None if i else
-                          f"tutorial (ch07 + ch08), seed {seed} ({len(group)} "
-                          f"run{'s' if len(group) > 1 else ''}): "
-                          f"{median_of_medians(group, args.skip):.1f} ms/step")
-                if r.val:
-                    axis.plot(*zip(*r.val), "D", color=color, ms=9, mec="white", mew=1.0,
-                              zorder=6, label=None if i else
-                              f"tutorial, seed {seed}: validation loss")
-                zoom_values += [v for s, v in zip(r.steps, sm) if s >= zoom_from]
-                zoom_values += [v for s, v in r.val if s >= zoom_from]
+            zoom_values += draw_seed(
+                axis, group, args, color=TUTORIAL_COLORS[k % len(TUTORIAL_COLORS)], lw=2.2,
+                alpha=0.9, z=5, marker="D", ms=9,
+                label=f"tutorial (ch07 + ch08), seed {seed} ({runs_text(group)}): "
+                      f"{median_of_medians(group, args.skip):.1f} ms/step",
+                val_label=f"tutorial, seed {seed}: validation loss", zoom_from=zoom_from)
         axis.grid(True, color="0.88", zorder=0)
         axis.set_xlabel("step")
     ax.set_ylabel(f"loss (nats per byte; training: mean of {args.smooth} steps)")
