@@ -36,8 +36,11 @@ validation loss and the median step time; then the comparison:
   either side of it by chance (chapter 08's README counts the cases);
 - the issue's letter beside it: the tutorial's first run of seed 0 against the band of
   PyTorch's first runs of each seed;
+- beside the verdict, a tighter check: each seed's mean against the band of PyTorch's runs
+  of that seed alone (their run-to-run spread, without the spread between seeds);
 - step times: the median over the tutorial's runs of their median step times against the
-  same over PyTorch's, and their ratio.
+  same over PyTorch's, and their ratio, for the ``--graph`` runs and the eager ones apart
+  (a run is a ``--graph`` run when its ``graph`` column is 1 on some step).
 
 Exit 0 once drawn, whatever the comparison says; 2 for input it cannot read (the file and
 line named).
@@ -81,6 +84,7 @@ class Run:
         self.steps, self.loss, self.ms = [], [], []
         self.val = []  # (step, val_loss)
         self.where = None
+        self.graph = False  # a --graph run: some of its steps were replayed
 
     @property
     def tutorial(self):
@@ -109,7 +113,8 @@ def number(text, where, column):
 
 
 def read_runs(paths):
-    """{(attention, seed): Run}, in the order first seen; each run's rows sorted by step."""
+    """The runs, one per (attention, seed, repeat), PyTorch's first, each by seed and repeat;
+    each run's rows sorted by step."""
     runs = {}
     for path in paths:
         try:
@@ -127,6 +132,7 @@ def read_runs(paths):
                                  f"starts with {','.join(REQUIRED)})")
             col = {c: header.index(c) for c in REQUIRED}
             repeat_col = header.index("repeat") if "repeat" in header else None
+            graph_col = header.index("graph") if "graph" in header else None
             seen_here = set()
             for line, row in enumerate(reader, start=2):
                 if not row or row == header:  # a blank line, or the next file's header
@@ -150,6 +156,8 @@ def read_runs(paths):
                 run.steps.append(step)
                 run.loss.append(number(row[col["loss"]], where, "loss"))
                 run.ms.append(number(row[col["ms"]], where, "ms"))
+                if graph_col is not None and row[graph_col].strip() == "1":
+                    run.graph = True
                 if row[col["val_loss"]].strip():
                     run.val.append((step, number(row[col["val_loss"]], where, "val_loss")))
     if not runs:
@@ -280,9 +288,13 @@ def draw(runs, args):
 
 
 def time_line(torch_runs, ours, skip):
-    """The subtitle: median step times (the median of the runs' medians) and their ratio."""
+    """The subtitle: median step times (the median of the runs' medians) and their ratio,
+    over the --graph runs where there are any of both kinds, else over all."""
     if not torch_runs and not ours:
         return ""
+    if any(r.graph for r in torch_runs) and any(r.graph for r in ours):
+        torch_runs = [r for r in torch_runs if r.graph]
+        ours = [r for r in ours if r.graph]
     parts = []
     if torch_runs:
         t = median_of_medians(torch_runs, skip)
@@ -355,10 +367,32 @@ def report(runs, args):
     lines.append(f"letter: tutorial seed {first_ours.seed} repeat {first_ours.repeat}, {f:.4f}, "
                  f"against the band of PyTorch's first run of each seed [{flo:.4f}, {fhi:.4f}]: "
                  f"{'INSIDE' if inside(f, flo, fhi) else 'OUTSIDE'}{edge_note(f, flo, fhi)}")
-    t_torch, t_ours = median_of_medians(torch_runs, args.skip), median_of_medians(ours, args.skip)
-    lines.append(f"step time: tutorial {t_ours:.2f} ms against PyTorch's {t_torch:.2f} ms "
-                 f"(medians over the runs of their median steps): ratio {t_ours / t_torch:.3f} "
-                 f"(above 1: the tutorial is slower)")
+    # The tighter check beside the verdict: each seed's mean against PyTorch's runs of that
+    # seed alone (their run-to-run spread, without the spread between seeds).
+    for seed, group in seeds_of(ours):
+        same = torch_by_seed.get(seed)
+        if not same or len(same) < 2:
+            continue
+        slo, shi = (f(t.final_loss(args.last) for t in same) for f in (min, max))
+        mean = statistics.fmean(r.final_loss(args.last) for r in group)
+        count = sum(inside(r.final_loss(args.last), slo, shi) for r in group)
+        lines.append(f"same seed {seed}: the tutorial's mean {mean:.4f} against PyTorch's seed-{seed} "
+                     f"band [{slo:.4f}, {shi:.4f}] (width {shi - slo:.4f}): "
+                     f"{'INSIDE' if inside(mean, slo, shi) else 'OUTSIDE'}{edge_note(mean, slo, shi)} "
+                     f"({count} of {len(group)} runs inside one by one)")
+    # Step times compare within one mode: an eager step is the host's, a replayed one the GPU's.
+    for mode, graph in (("--graph", True), ("eager", False)):
+        t_runs = [r for r in torch_runs if r.graph == graph]
+        o_runs = [r for r in ours if r.graph == graph]
+        if not t_runs or not o_runs:
+            continue
+        t_torch, t_ours = median_of_medians(t_runs, args.skip), median_of_medians(o_runs, args.skip)
+        lines.append(f"step time{'' if graph else ' (eager)'}: tutorial {t_ours:.2f} ms against "
+                     f"PyTorch's {t_torch:.2f} ms (medians over the {mode} runs of their median "
+                     f"steps): ratio {t_ours / t_torch:.3f} (above 1: the tutorial is slower)")
+    if any(r.graph for r in runs) and not all(r.graph for r in runs):
+        lines.append("note: these runs mix --graph and eager ones; the step times above compare "
+                     "each mode with itself")
     return lines
 
 

@@ -79,8 +79,9 @@ if want readme; then
   fi
 fi
 
-# The stages that run the programs and tests need the whole build; the Python ones
-# (autograd_gpu, vs_pytorch, train) only the library.
+# The stages that run the programs and tests need the whole build. autograd_gpu, vs_pytorch
+# and train need only the library, anchors nothing of ours, and env only what is there (it
+# runs tools/ft_probes when that was built).
 needs_programs() {
   local st
   for st in tests ctest sanitizer sanitizer_views tour chapters tc traffic profiles; do
@@ -342,7 +343,7 @@ with open(out, "w") as f:
         f.write("\n".join(lines if not f.tell() else lines[1:]) + "\n")
 PY
     }
-    join_csvs "$OUT/training.csv" "${parts[@]}"
+    join_csvs "$OUT/training.csv" ${parts[@]+"${parts[@]}"}
     python3 "$ROOT/plots/plot_training.py" "$OUT/training.csv" --out "$OUT/training.png" 2>&1 |
       tee "$OUT/training_verdict.txt" | tee -a "$SUMMARY"
     if [ "${FT_TRAIN_EAGER:-0}" = 1 ]; then

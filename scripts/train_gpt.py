@@ -62,20 +62,29 @@ allocator, cuBLAS heuristics).
 
 ``--graph``: the step replayed as a CUDA graph (``torch.cuda.CUDAGraph``). At this model's
 size the GPU's work of a step (about 9 ms on an H200) is shorter than the Python that
-queues it one operation at a time, so an eager step's time is the host's: it moved by
-13.4-17.5 ms between calls on the same H200 with the same kernels (chapter 08's README).
-A graph records the step's kernels once and replays them with one call, so the step's
-time is the GPU's, which is what the attention kernels change. The first ``GRAPH_WARMUP``
-steps run eagerly on a side stream (real steps of the run: lazy initializations such as
-the optimizer's state happen there, as PyTorch's whole-network capture asks), then the
-next step's work is captured, and every later step copies its batch into the captured
-input tensors and replays. The numbers are those of eager steps: the same kernels on the
-same values. What capture needs, on both attentions: the learning rate in a GPU tensor
-(``fill_`` before each step) and AdamW ``capturable``; autocast with its cast cache off;
-gradients left in place between steps (the captured backward writes them). The tutorial's
-calls capture as they are: the library launches on PyTorch's current stream and takes its
-outputs and workspace from PyTorch's allocator (python/tests/test_autograd_gpu.py replays
-them against the float64 reference).
+queues it one operation at a time, so an eager step's time is the host's: FlashAttention-2's
+ranged over 13.4-17.5 ms between calls on the same H200 with the same kernels (chapter 08's
+README). A graph records the step's kernels once and replays them with one call, so the
+step's time is the GPU's, which is what the attention kernels change.
+
+The first ``GRAPH_WARMUP`` steps run eagerly on a side stream. They are real steps of the
+run, and lazy initializations such as the optimizer's state happen there, as PyTorch's
+whole-network capture asks. Then the next step's work is captured, and every later step
+copies its batch into the captured input tensors and replays.
+
+A replay computes what an eager step computes, though not bit for bit: AdamW takes its
+capturable path (step count and learning rate on the GPU), and autocast casts the weights
+anew inside the graph.
+
+What capture needs, with either attention:
+
+- the learning rate in a GPU tensor (``fill_`` before each step) and AdamW ``capturable``;
+- autocast with its cast cache off;
+- gradients left in place between steps (the captured backward writes them).
+
+The tutorial's calls capture as they are: the library launches on PyTorch's current stream
+and takes its outputs and workspace from PyTorch's allocator. python/tests/test_autograd_gpu.py
+replays them against the float64 reference.
 
 The CSV (``--out``), one row per step, written as the run goes (flushed each step):
 ``attention,seed,step,loss,val_loss,ms,lr,grad_norm,repeat,graph``. ``step`` counts from 1;
@@ -165,8 +174,9 @@ def parse_args(argv):
     ap.add_argument("--check-only", action="store_true",
                     help="flashtut: run only the check of the kernels, then exit")
     ap.add_argument("--profile", type=int, default=0, metavar="STEPS",
-                    help="after training, STEPS more steps under torch.profiler; prints the "
-                         "GPU time per kernel (top 15) and the step's CPU and GPU totals")
+                    help="after training, STEPS more eager steps (forward and backward, also "
+                         "with --graph) under torch.profiler; prints the GPU time per kernel "
+                         "(top 15) and the step's CPU and GPU totals")
     ap.add_argument("--graph", action="store_true",
                     help="replay each step as a CUDA graph after %d eager ones, so that the "
                          "step time is the GPU's, not Python's (the docstring says how)"
@@ -631,6 +641,9 @@ def main(argv=None):
         # the GPU (kernel time) against its wall time (a GPU idle between launches shows here).
         from torch.profiler import ProfilerActivity, profile
         acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if args.device == "cuda" else [])
+        # With --graph the gradients are the graph's tensors: drop them, so that the profiled
+        # backwards allocate their own, as eager steps do, rather than add into those.
+        opt.zero_grad(set_to_none=True)
         with profile(activities=acts) as prof:
             t0 = time.perf_counter()
             for _ in range(args.profile):

@@ -20,15 +20,16 @@ HEADER = ["attention", "seed", "step", "loss", "val_loss", "ms", "lr", "grad_nor
           "graph"]
 
 
-def rows(attention, seed, repeat, final, val, ms):
+def rows(attention, seed, repeat, final, val, ms, graph=True):
     """A run whose last 20 steps' loss is `final` (earlier steps higher), its last validation
-    loss `val`, every step `ms` long."""
+    loss `val`, every step `ms` long; a --graph run replays from step 4 (train_gpt.py's
+    graph column), an eager one never."""
     out = []
     for step in range(1, STEPS + 1):
         loss = final if step > STEPS - 20 else final + 1.0
         v = f"{val:.6f}" if step == STEPS else ""
         out.append([attention, seed, step, f"{loss:.6f}", v, f"{ms:.4f}", "0.001", "1.0",
-                    repeat, 1])
+                    repeat, int(graph and step > 3)])
     return out
 
 
@@ -116,6 +117,32 @@ class Verdict(unittest.TestCase):
         s = line(out, "step time:")
         self.assertIn("tutorial 9.60 ms against PyTorch's 9.15 ms", s)
         self.assertIn("ratio 1.049", s)
+
+    def test_the_same_seed_band_beside_the_verdict(self):
+        # Seed 0's PyTorch runs span [2.296, 2.302]; the tutorial's mean 2.2995 is inside
+        # it, and so is each of its two runs.
+        out = report_of(TORCH + [("flashtut", "0", "0", 2.299, 2.463, 9.4),
+                                 ("flashtut", "0", "1", 2.300, 2.463, 9.4)])
+        same = line(out, "same seed 0:")
+        self.assertIn("mean 2.2995 against PyTorch's seed-0 band [2.2960, 2.3020] (width "
+                      "0.0060): INSIDE (2 of 2 runs inside", same)
+        # Seed 1 has one PyTorch run: no band of its own, no line.
+        out = report_of(TORCH + [("flashtut", "1", "0", 2.37, 2.463, 9.4)])
+        self.assertFalse([x for x in out if x.startswith("same seed 1:")])
+
+    def test_a_mean_outside_its_seeds_band_is_said(self):
+        # 2.31 is inside the band of all runs (up to 2.376) but above seed 0's 2.302.
+        out = report_of(TORCH + [("flashtut", "0", "0", 2.310, 2.463, 9.4)])
+        self.assertIn("INSIDE", line(out, "VERDICT seed 0:"))
+        self.assertIn("OUTSIDE, 0.0080 beyond its nearer edge", line(out, "same seed 0:"))
+
+    def test_step_times_compare_each_mode_with_itself(self):
+        eager = [("sdpa_flash", "0", "5", 2.300, 2.466, 12.0, False),
+                 ("flashtut", "0", "5", 2.300, 2.466, 15.0, False)]
+        out = report_of(TORCH + [("flashtut", "0", "0", 2.299, 2.463, 9.6)] + eager)
+        self.assertIn("tutorial 9.60 ms against PyTorch's 9.15 ms", line(out, "step time:"))
+        self.assertIn("ratio 1.250", line(out, "step time (eager):"))
+        self.assertIn("mix --graph and eager", line(out, "note:"))
 
     def test_without_both_kinds_of_run_there_is_no_comparison(self):
         out = report_of(TORCH)
