@@ -8,8 +8,8 @@ identical, and writes the loss curve and the step times.
   python3 scripts/train_gpt.py --attention flashtut   --seed 0 --out build/train_flashtut_s0.csv
   python3 plots/plot_training.py build/train_*.csv --out build/training.png
 
-  python3 scripts/train_gpt.py --attention flashtut --graph --repeat 2 --no-check --out ...
-                          # the step replayed as a CUDA graph; the CSV marks the run's repeat
+  python3 scripts/train_gpt.py --attention flashtut --graph --repeat 2 --no-check \
+      --out build/train_flashtut_s0_r2.csv   # steps replayed as a CUDA graph; a repeat's label
 
   python3 scripts/train_gpt.py --tiny --device cpu --out /tmp/t.csv   # a smoke test, no GPU
   python3 scripts/train_gpt.py --attention flashtut --check-only      # the kernels vs FA2 only
@@ -63,7 +63,7 @@ allocator, cuBLAS heuristics).
 ``--graph``: the step replayed as a CUDA graph (``torch.cuda.CUDAGraph``). At this model's
 size the GPU's work of a step (about 9 ms on an H200) is shorter than the Python that
 queues it one operation at a time, so an eager step's time is the host's: FlashAttention-2's
-ranged over 13.4-17.5 ms between calls on the same H200 with the same kernels (chapter 08's
+ranged over 11.96-17.5 ms between calls on the same H200 with the same kernels (chapter 08's
 README). A graph records the step's kernels once and replays them with one call, so the
 step's time is the GPU's, which is what the attention kernels change.
 
@@ -558,6 +558,7 @@ def main(argv=None):
         writer = csv.writer(out)
         writer.writerow(COLUMNS)
         out.flush()
+
     def step_work(x, y):
         """One step's work on the GPU: forward, backward, clipping, update (what --graph
         captures). Returns the loss and the gradient norm, as tensors."""
