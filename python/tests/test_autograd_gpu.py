@@ -116,13 +116,10 @@ class Case:
         self.w = torch.randn(b, n, h, d, device="cuda", generator=g).to(dtype)
 
     def views(self, x):
-        """q, k, v as [B, H, N, d] views of x (strided: rows 3·H·d elements apart)."""
+        """q, k, v as [B, H, N, d] views of x (strided: rows 3·H·d elements apart); of the
+        projection's gradient, likewise dq, dk, dv."""
         b, n, h, d = self.b, self.n, self.h, self.d
         return [t.view(b, n, h, d).transpose(1, 2) for t in x.split(h * d, dim=2)]
-
-    def grads_of(self, gx):
-        """dq, dk, dv as [B, H, N, d] views of the projection's gradient."""
-        return self.views(gx)
 
     def expected(self, x, w):
         """(reference, baseline): o, dq, dk, dv in float64, and the same dtype's unfused
@@ -141,9 +138,9 @@ class Case:
     def failures(self, o, gx, x, w, what):
         """The tensors over the rule, as messages (empty when all pass)."""
         ref, base = self.expected(x, w)
-        name = str(self.dtype).replace("torch.", "")
+        name = self.dtype_name
         out = []
-        for label, got, r, u in zip(("o", "dq", "dk", "dv"), [o] + self.grads_of(gx), ref, base):
+        for label, got, r, u in zip(("o", "dq", "dk", "dv"), [o] + self.views(gx), ref, base):
             err, baseline = rel_l2(self.torch, got, r), rel_l2(self.torch, u, r)
             if r.norm().item() == 0 or not math.isfinite(baseline):
                 limit = CAP
@@ -154,9 +151,13 @@ class Case:
                            f"{name} {baseline:.3e})")
         return out
 
+    @property
+    def dtype_name(self):
+        return str(self.dtype).replace("torch.", "")
+
     def __str__(self):
         return (f"B={self.b} H={self.h} N={self.n} d={self.d} causal={self.causal} "
-                f"{str(self.dtype).replace('torch.', '')}")
+                f"{self.dtype_name}")
 
 
 def forward_backward(fa, case, x, w, grads=None):
