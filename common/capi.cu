@@ -23,12 +23,15 @@ namespace ft::capi {
 Problem to_problem(const ft_problem& p) {
   Problem q;
   q.batch = p.batch;
-  q.heads = p.heads;
-  q.seq_len = p.seq_len;
+  q.heads_q = p.heads_q;
+  q.heads_kv = p.heads_kv;
+  q.len_q = p.len_q;
+  q.len_kv = p.len_kv;
   q.head_dim = p.head_dim;
   q.causal = p.causal != 0;
+  q.align = static_cast<CausalAlign>(p.causal_align);  // validate() refuses other values
   q.scale = p.scale;
-  q.dtype = static_cast<DType>(p.dtype);  // validate() refuses values outside the enum
+  q.dtype = static_cast<DType>(p.dtype);  // likewise
   q.validate();
   return q;
 }

@@ -5,10 +5,15 @@
  * comparison scripts.
  *
  * Conventions (docs/contracts.md has the whole contract):
- * - Q, K, V, O, dO, dQ, dK, dV: device pointers to `[batch, heads, seq_len, head_dim]`
- *   tensors, contiguous row-major, of the element type `problem.dtype` names (FT_DTYPE_*).
- *   lse: float32 `[batch, heads, seq_len]`, natural-log log-sum-exp, whatever the dtype.
- * - `scale` 0 means 1/sqrt(head_dim). `causal` nonzero: key j visible to query i iff j <= i.
+ * - Q, O, dO, dQ: device pointers to `[batch, heads_q, len_q, head_dim]` tensors; K, V, dK,
+ *   dV to `[batch, heads_kv, len_kv, head_dim]`; contiguous row-major, of the element type
+ *   `problem.dtype` names (FT_DTYPE_*). lse: float32 `[batch, heads_q, len_q]`, natural-log
+ *   log-sum-exp, whatever the dtype. Query head h reads key/value head h / (heads_q / heads_kv).
+ * - `scale` 0 means 1/sqrt(head_dim). `causal` nonzero: key j visible to query i iff j <= i
+ *   (FT_CAUSAL_TOP_LEFT) or iff j <= i + len_kv - len_q (FT_CAUSAL_BOTTOM_RIGHT); the two agree
+ *   when len_q = len_kv. A query row that sees no key (bottom-right, len_q > len_kv) gets
+ *   O = 0, lse = -inf, dQ = 0. An implementation that computes only len_q = len_kv, or only
+ *   heads_kv = heads_q, refuses the rest with -1 and says so.
  * - Alignment: every pointer (tensors, lse, workspace) must be a multiple of
  *   FT_ALIGNMENT = 16 bytes, because the kernels move 16 bytes per load and store. Memory
  *   from cudaMalloc (256-byte aligned) and PyTorch's allocator qualifies; a view that starts
@@ -19,9 +24,10 @@
  *   where memory is needed is refused with -1, naming it. The functions allocate nothing.
  *   `*_workspace_bytes` returns FT_WORKSPACE_ERROR (SIZE_MAX) for a problem the function
  *   cannot run, with ft_last_error() set; 0 is a true answer (chapter 04 needs nothing).
- * - Every function validates the problem first (sizes >= 1, seq_len <= 2^24,
- *   head_dim <= 1024, batch·heads·seq_len < 2^31, so no byte count can overflow), then
- *   the head dim and dtype the implementation supports, then the pointers; then it
+ * - Every function validates the problem first (sizes >= 1, lengths <= 2^24, head_dim <= 1024,
+ *   heads_q a multiple of heads_kv, batch·heads·len < 2^31 on both sides, so no byte count can
+ *   overflow), then the head dim, dtype, lengths and heads the implementation supports, then
+ *   the pointers; then it
  *   launches asynchronously on `stream` and returns 0 on success. Errors: -1 for a problem,
  *   pointer or GPU the function cannot serve (ft_last_error() says why, in one line), or a
  *   cudaError_t value (> 0) for a CUDA failure. No C++ exception ever crosses this API.
@@ -50,8 +56,9 @@ extern "C" {
 #endif
 
 /** Version of this header's structs and functions: 2 added ft_problem.dtype, 3 ft_layout and
- * the `*_strided` functions. */
-#define FT_API_VERSION 3
+ * the `*_strided` functions, 4 the two lengths, the two head counts and the causal alignment
+ * of ft_problem. */
+#define FT_API_VERSION 4
 /** Every pointer passed to the library must be a multiple of this many bytes. */
 #define FT_ALIGNMENT 16
 /** What `*_workspace_bytes` returns for a problem the function cannot run. */
@@ -64,18 +71,28 @@ enum ft_dtype {
   FT_DTYPE_FP16 = 2     /**< IEEE half (5 exponent bits, 11 significant bits) */
 };
 
-/** The shape of one attention problem. */
+/** Where the causal mask's diagonal sits when len_q != len_kv (docs/contracts.md draws it). */
+enum ft_causal_align {
+  FT_CAUSAL_TOP_LEFT = 0,     /**< key j visible to query i iff j <= i (PyTorch SDPA's is_causal) */
+  FT_CAUSAL_BOTTOM_RIGHT = 1  /**< iff j <= i + len_kv - len_q (FlashAttention's; a KV cache's) */
+};
+
+/** The shape of one attention problem (API version 4: the two sides apart). Self-attention
+ * of B sequences of N tokens with H heads is {B, H, H, N, N, d, causal, 0, scale, dtype}. */
 typedef struct ft_problem {
-  int batch;     /**< B */
-  int heads;     /**< H */
-  int seq_len;   /**< N (queries and keys) */
-  int head_dim;  /**< d */
-  int causal;    /**< nonzero: causal mask */
-  float scale;   /**< softmax scale; 0 = 1/sqrt(d) */
-  int dtype;     /**< an ft_dtype: the element type of the tensors (API version 2) */
+  int batch;         /**< B */
+  int heads_q;       /**< H_q: query heads */
+  int heads_kv;      /**< H_kv: key/value heads; heads_q a multiple of it (1: multi-query) */
+  int len_q;         /**< N_q: queries per sequence */
+  int len_kv;        /**< N_kv: keys (and values) per sequence */
+  int head_dim;      /**< d */
+  int causal;        /**< nonzero: causal mask */
+  int causal_align;  /**< an ft_causal_align (matters only when causal and len_q != len_kv) */
+  float scale;       /**< softmax scale; 0 = 1/sqrt(d) */
+  int dtype;         /**< an ft_dtype: the element type of the tensors */
 } ft_problem;
 
-/** Where one tensor's rows are: element (b, h, n, c) of a `[batch, heads, seq_len, head_dim]`
+/** Where one tensor's rows are: element (b, h, n, c) of a `[batch, heads, len, head_dim]`
  * tensor is at b·batch + h·head + n·row + c, counted in elements (head_dim contiguous).
  * Contiguous `[B, H, N, d]`: batch = H·N·d, head = N·d, row = d. (API version 3) */
 typedef struct ft_strides {

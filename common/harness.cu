@@ -33,6 +33,19 @@ void check_dtype(const std::vector<DType>& dtypes, DType t, const std::string& w
                     dtype_list(dtypes) + ")");
 }
 
+void check_features(const Features& f, const Problem& p, const std::string& who) {
+  if (!p.same_lengths() && !f.lengths)
+    throw Unsupported(who + " computes queries and keys of one length only: len_q " +
+                      std::to_string(p.len_q) + " != len_kv " + std::to_string(p.len_kv) +
+                      " (supported: len_q = len_kv; see the implementations that take two "
+                      "lengths in the README's table)");
+  if (p.grouped() && !f.grouped)
+    throw Unsupported(who + " needs as many key/value heads as query heads: heads_kv " +
+                      std::to_string(p.heads_kv) + " != heads_q " + std::to_string(p.heads_q) +
+                      " (supported: heads_kv = heads_q; repeat K and V per query head, or use "
+                      "an implementation that takes grouped heads)");
+}
+
 namespace {
 template <class Impl>
 void check_supported_impl(const Impl& impl, const Problem& p) {
@@ -40,6 +53,7 @@ void check_supported_impl(const Impl& impl, const Problem& p) {
   const std::string who = "chapter " + impl.chapter + " (" + impl.variant + ")";
   check_head_dim(impl.head_dims, p.head_dim, who);
   check_dtype(impl.dtypes, p.dtype, who);
+  check_features(impl.features, p, who);
 }
 }  // namespace
 
@@ -122,11 +136,13 @@ void check_fits(size_t bytes, const std::string& what) {
 }
 
 size_t forward_device_bytes(const ForwardImpl& impl, const Problem& p) {
-  return 4 * p.tensor_bytes() + size_t(p.rows()) * sizeof(float) + impl.workspace_bytes(p);
+  return 2 * p.q_bytes() + 2 * p.kv_bytes() + size_t(p.rows()) * sizeof(float) +  // Q O, K V, lse
+         impl.workspace_bytes(p);
 }
 
 size_t backward_device_bytes(const BackwardImpl& impl, const Problem& p) {
-  return 8 * p.tensor_bytes() + size_t(p.rows()) * sizeof(float) + impl.workspace_bytes(p);
+  return 4 * p.q_bytes() + 4 * p.kv_bytes() + size_t(p.rows()) * sizeof(float) +  // Q O dO dQ, K V dK dV
+         impl.workspace_bytes(p);
 }
 
 Row predicted_row(const std::string& chapter, const std::string& variant, const std::string& what,
@@ -138,8 +154,11 @@ Row predicted_row(const std::string& chapter, const std::string& variant, const 
   r.what = what;
   r.pass = pass;
   r.batch = p.batch;
-  r.heads = p.heads;
-  r.seq_len = p.seq_len;
+  r.heads = p.heads_q;
+  r.seq_len = p.len_q;
+  r.heads_kv = p.heads_kv;
+  r.len_kv = p.len_kv;
+  r.causal_align = causal_align_name(p.align);
   r.head_dim = p.head_dim;
   r.causal = p.causal;
   r.dtype = dtype_name(p.dtype);
@@ -181,9 +200,9 @@ struct Sample {
 
 Sample choose_sample(const Problem& p) {
   Sample s;
-  const int N = p.seq_len;
+  const int N = p.len_q;
   const int64_t bh = p.heads_total();
-  if (double(bh) * N * N * p.head_dim <= 2e9) {  // a second or so of float64 work
+  if (double(bh) * N * p.len_kv * p.head_dim <= 2e9) {  // a second or so of float64 work
     for (int64_t h = 0; h < bh; ++h) s.heads.push_back(h);
     s.row_ranges.push_back({0, N});
     return s;
@@ -251,11 +270,12 @@ VerifyResult all_finite(const char* name, const std::vector<float>& v) {
 /// Verifies O and lse on the sample; returns the worst result.
 VerifyResult verify_forward(const Problem& p, const AttentionInputs& in, const MeasureConfig& cfg,
                             const std::vector<float>& O, const std::vector<float>& lse) {
-  VerifyResult bad = worst(all_finite("O", O), all_finite("lse", lse));
+  // The lse of a row that sees no key is −∞ (problem.hpp): verify() below matches it exactly.
+  VerifyResult bad = all_finite("O", O);
   if (!bad.ok) return bad;
   const Sample s = choose_sample(p);
   const ForwardSampleRef& ref = forward_sample_ref(p, s, in, cache_key(p, cfg));
-  const int N = p.seq_len, d = p.head_dim;
+  const int N = p.len_q, d = p.head_dim;
   std::vector<float> got_O, got_lse;
   for (int64_t h : s.heads)
     for (auto [b, e] : s.row_ranges) {
@@ -267,38 +287,38 @@ VerifyResult verify_forward(const Problem& p, const AttentionInputs& in, const M
                verify("lse", got_lse.data(), ref.lse.data(), got_lse.size(), tol));
 }
 
-/// Verifies dQ, dK, dV on whole heads: all heads when small, else the last head only
-/// (a float64 backward of one head at N = 16384, d = 64 is ~9e10 multiply-adds).
+/// Verifies dQ, dK, dV on whole key/value heads (each with the query heads that read it):
+/// all of them when small, else the last one only (a float64 backward of one head at
+/// N = 16384, d = 64 is ~9e10 multiply-adds).
 VerifyResult verify_backward(const Problem& p, const AttentionInputs& in, const std::string& key,
                              const std::vector<float>& dQ, const std::vector<float>& dK,
                              const std::vector<float>& dV) {
   VerifyResult bad = worst(all_finite("dQ", dQ), worst(all_finite("dK", dK), all_finite("dV", dV)));
   if (!bad.ok) return bad;
-  const int64_t head = int64_t(p.seq_len) * p.head_dim;
-  const int64_t bh = p.heads_total();
-  const bool all = double(bh) * p.seq_len * p.seq_len * p.head_dim <= 2e9;
-  const int64_t first = all ? 0 : bh - 1;
+  const int64_t q_head = int64_t(p.len_q) * p.head_dim, kv_head = int64_t(p.len_kv) * p.head_dim;
+  const int64_t groups = p.kv_heads_total(), g = p.group();
+  const bool all = double(p.heads_total()) * p.len_q * p.len_kv * p.head_dim <= 2e9;
+  const int64_t first = all ? 0 : groups - 1;  // the first key/value head checked
   // The reference of the last problem is kept: the tour checks two backwards on it.
   static std::string cached_key;
   static std::vector<double> rq, rk, rv;
   if (cached_key != key) {
-    const size_t n = size_t((bh - first) * head);
-    rq.assign(n, 0);
-    rk.assign(n, 0);
-    rv.assign(n, 0);
-    for (int64_t h = first; h < bh; ++h) {
-      const int64_t at = (h - first) * head;
+    rq.assign(size_t((groups - first) * g * q_head), 0);
+    rk.assign(size_t((groups - first) * kv_head), 0);
+    rv.assign(rk.size(), 0);
+    std::vector<double> dk(static_cast<size_t>(kv_head)), dv(static_cast<size_t>(kv_head));
+    for (int64_t h = first * g; h < groups * g; ++h) {
       reference_backward_head(p, in.Q.data(), in.K.data(), in.V.data(), in.dO.data(), h,
-                              rq.data() + at, rk.data() + at, rv.data() + at);
+                              rq.data() + (h - first * g) * q_head, dk.data(), dv.data());
+      const int64_t at = (p.kv_head(h) - first) * kv_head;
+      for (int64_t x = 0; x < kv_head; ++x) rk[size_t(at + x)] += dk[size_t(x)], rv[size_t(at + x)] += dv[size_t(x)];
     }
     cached_key = key;
   }
-  const size_t n = size_t((bh - first) * head);
-  const int64_t at = first * head;
   const double tol = fixed_tolerance(p.dtype);
-  VerifyResult r = verify("dQ", dQ.data() + at, rq.data(), n, tol);
-  r = worst(r, verify("dK", dK.data() + at, rk.data(), n, tol));
-  return worst(r, verify("dV", dV.data() + at, rv.data(), n, tol));
+  VerifyResult r = verify("dQ", dQ.data() + first * g * q_head, rq.data(), rq.size(), tol);
+  r = worst(r, verify("dK", dK.data() + first * kv_head, rk.data(), rk.size(), tol));
+  return worst(r, verify("dV", dV.data() + first * kv_head, rv.data(), rv.size(), tol));
 }
 
 std::string who(const std::string& chapter, const std::string& variant) {
@@ -314,8 +334,8 @@ Row measure_forward(const ForwardImpl& impl, const Problem& p, const MeasureConf
   check_fits(forward_device_bytes(impl, p), name + " on " + p.describe());
 
   const AttentionInputs in = make_inputs(p, cfg.inputs, cfg.seed);
-  const size_t n = size_t(p.elems());
-  DeviceTensor Q(p.dtype, n), K(p.dtype, n), V(p.dtype, n), O(p.dtype, n);
+  const size_t n = size_t(p.elems()), kv = size_t(p.kv_elems());
+  DeviceTensor Q(p.dtype, n), K(p.dtype, kv), V(p.dtype, kv), O(p.dtype, n);
   DeviceBuffer<float> lse(size_t(p.rows()));
   Q.upload(in.Q);
   K.upload(in.K);
@@ -355,9 +375,9 @@ Row measure_backward(const BackwardImpl& impl, const Problem& p, const MeasureCo
   check_fits(backward_device_bytes(impl, p), name + " on " + p.describe());
 
   const AttentionInputs in = make_inputs(p, cfg.inputs, cfg.seed);
-  const size_t n = size_t(p.elems());
-  DeviceTensor Q(p.dtype, n), K(p.dtype, n), V(p.dtype, n), O(p.dtype, n), dO(p.dtype, n),
-      dQ(p.dtype, n), dK(p.dtype, n), dV(p.dtype, n);
+  const size_t n = size_t(p.elems()), kv = size_t(p.kv_elems());
+  DeviceTensor Q(p.dtype, n), K(p.dtype, kv), V(p.dtype, kv), O(p.dtype, n), dO(p.dtype, n),
+      dQ(p.dtype, n), dK(p.dtype, kv), dV(p.dtype, kv);
   DeviceBuffer<float> lse(size_t(p.rows()));
   Q.upload(in.Q);
   K.upload(in.K);

@@ -44,8 +44,8 @@ class TensorPtr {
 using InTensor = TensorPtr<const void>;
 using OutTensor = TensorPtr<void>;
 
-/// Device pointers of a forward pass. O is B·H·N·d of the problem's dtype, lse is B·H·N
-/// float32; workspace is `workspace_bytes(p)` bytes (nullptr when that is 0). `layout` null:
+/// Device pointers of a forward pass. Q and O are B·H_q·N_q·d of the problem's dtype, K and
+/// V B·H_kv·N_kv·d, lse is B·H_q·N_q float32; workspace is `workspace_bytes(p)` bytes (nullptr when that is 0). `layout` null:
 /// Q, K, V, O contiguous [B, H, N, d] (the layout contract); else their strides, which only
 /// an implementation marked `strided` reads (the C API refuses the others a layout).
 struct ForwardArgs {
@@ -81,6 +81,14 @@ inline Layout layout_of(const Problem& p, const Layout* layout) {
   return layout ? *layout : contiguous_layout(p);
 }
 
+/// What an implementation computes beyond self-attention (len_q = len_kv, heads_q =
+/// heads_kv, problem.hpp). The harness and the C API refuse the rest, saying what is
+/// supported, before anything is allocated.
+struct Features {
+  bool lengths = false;  ///< len_q ≠ len_kv, the causal mask aligned either way
+  bool grouped = false;  ///< heads_kv < heads_q: grouped-query and multi-query heads
+};
+
 using WorkspaceFn = size_t (*)(const Problem&);
 using ForwardFn = void (*)(const Problem&, const ForwardArgs&, cudaStream_t);
 using BackwardFn = void (*)(const Problem&, const BackwardArgs&, cudaStream_t);
@@ -99,6 +107,7 @@ struct ForwardImpl {
   std::vector<DType> dtypes = {DType::Float32};  ///< element types it computes in
   int min_sm = 0;  ///< the compute capability it needs, ×10 (80: sm_80, Ampere); 0: any
   bool strided = false;  ///< reads ForwardArgs::layout: takes views (chapter 07)
+  Features features = {};  ///< beyond self-attention; none by default
 };
 
 /// One backward implementation. `forward` is the forward pass it pairs with: it writes O,
@@ -115,6 +124,7 @@ struct BackwardImpl {
   std::vector<DType> dtypes = {DType::Float32};
   int min_sm = 0;
   bool strided = false;  ///< reads BackwardArgs::layout (chapter 08)
+  Features features = {};
 };
 
 /// A kernel's output failed verification (NaN/Inf, unwritten, or error over tolerance).
@@ -129,8 +139,13 @@ void check_head_dim(const std::vector<int>& head_dims, int d, const std::string&
 /// Throws ft::Unsupported unless the problem's dtype is in the list.
 void check_dtype(const std::vector<DType>& dtypes, DType t, const std::string& who);
 
+/// Throws ft::Unsupported unless the problem asks only for what `f` lists (two lengths,
+/// grouped heads), naming what is supported.
+void check_features(const Features& f, const Problem& p, const std::string& who);
+
 /// Everything an implementation checks before it touches the GPU: the problem is valid
-/// (Problem::validate), its head dim and dtype are supported. Throws ft::Unsupported.
+/// (Problem::validate), its head dim, dtype and features (two lengths, grouped heads) are
+/// supported. Throws ft::Unsupported.
 void check_supported(const ForwardImpl& impl, const Problem& p);
 void check_supported(const BackwardImpl& impl, const Problem& p);
 

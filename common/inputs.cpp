@@ -36,14 +36,14 @@ float large_score_factor(int head_dim) {
 }
 
 AttentionInputs make_inputs(const Problem& p, InputKind kind, uint64_t seed) {
-  const size_t n = size_t(p.elems());
+  const size_t n = size_t(p.elems()), kv = size_t(p.kv_elems());  // Q and dO; K and V
   AttentionInputs in;
   // Four streams from one seed; the odd multiplier keeps them apart for nearby seeds.
   const uint64_t s = seed * 0x2545F4914F6CDD1Dull;
   const float a = kind == InputKind::LargeScores ? large_score_factor(p.head_dim) : 1.f;
   in.Q = random_uniform(n, s + 1, -a, a);
-  in.K = random_uniform(n, s + 2, -a, a);
-  in.V = random_uniform(n, s + 3);
+  in.K = random_uniform(kv, s + 2, -a, a);
+  in.V = random_uniform(kv, s + 3);
   in.dO = random_uniform(n, s + 4);
   // Half-precision problems compute on the rounded values: round here, once, so that the
   // kernels and the float64 reference see exactly the same numbers.

@@ -19,7 +19,8 @@ enum class InputKind {
 /// result depends only on (seed, n, lo, hi).
 std::vector<float> random_uniform(size_t n, uint64_t seed, float lo = -1.f, float hi = 1.f);
 
-/// The inputs of one attention problem (forward and backward).
+/// The inputs of one attention problem (forward and backward): Q and dO of the query side
+/// (B·H_q·N_q·d), K and V of the key/value side (B·H_kv·N_kv·d).
 struct AttentionInputs {
   std::vector<float> Q, K, V, dO;
 };

@@ -11,7 +11,8 @@
 namespace ft {
 
 Problem Options::problem() const {
-  return make_problem(batch, heads, seq_len, head_dim, causal, dtype);
+  return with_kv(make_problem(batch, heads, seq_len, head_dim, causal, dtype),
+                 len_kv > 0 ? len_kv : seq_len, heads_kv > 0 ? heads_kv : heads, align);
 }
 
 namespace {
@@ -46,8 +47,18 @@ ParseResult parse_options(int argc, const char* const* argv, const OptionSpec& s
   CLI::App app{spec.description, spec.program};
   app.set_help_flag("-h,--help", "print this help and exit");
   app.add_option("--batch,-b", o.batch, "B, sequences in the batch")->capture_default_str();
-  app.add_option("--heads", o.heads, "H, attention heads")->capture_default_str();
-  app.add_option("--seq-len,-n", o.seq_len, "N, tokens per sequence")->capture_default_str();
+  app.add_option("--heads", o.heads, "H, attention heads (query heads)")->capture_default_str();
+  CLI::Option* heads_kv_opt = app.add_option("--heads-kv", o.heads_kv,
+                 "key/value heads, a divisor of --heads (grouped-query; 1: multi-query); "
+                 "default: --heads");
+  app.add_option("--seq-len,-n", o.seq_len, "N, tokens per sequence (queries)")->capture_default_str();
+  CLI::Option* len_kv_opt = app.add_option("--len-kv", o.len_kv, "keys (and values) per sequence; default: --seq-len");
+  std::string align_arg = causal_align_name(o.align);
+  app.add_option("--causal-align", align_arg,
+                 "where the causal diagonal sits when --len-kv differs from --seq-len: "
+                 "top-left (key j visible to query i iff j <= i, PyTorch's is_causal) or "
+                 "bottom-right (iff j <= i + len_kv - seq_len, FlashAttention's)")
+      ->capture_default_str();
   std::string dims = spec.head_dims.empty() ? "1 to 1024" : join(spec.head_dims);
   app.add_option("--head-dim,-d", o.head_dim, "d, the head dimension (supported: " + dims + ")")
       ->capture_default_str();
@@ -87,6 +98,14 @@ ParseResult parse_options(int argc, const char* const* argv, const OptionSpec& s
   o.verify = !no_verify;
   o.baseline = !no_baseline;
 
+  if (align_arg == "top-left") o.align = CausalAlign::TopLeft;
+  else if (align_arg == "bottom-right") o.align = CausalAlign::BottomRight;
+  else return fail("--causal-align '" + align_arg + "' is not an alignment (top-left, bottom-right)");
+  // Given, they must be real sizes (left out, 0 stands for "the same as the query side").
+  if (heads_kv_opt->count() && o.heads_kv < 1)
+    return fail("--heads-kv must be >= 1, got " + std::to_string(o.heads_kv));
+  if (len_kv_opt->count() && o.len_kv < 1)
+    return fail("--len-kv must be >= 1, got " + std::to_string(o.len_kv));
   if (!parse_dtype(dtype_arg, &o.dtype))
     return fail("--dtype '" + dtype_arg + "' is not a dtype (float32, bf16, fp16)");
   if (std::find(spec.dtypes.begin(), spec.dtypes.end(), o.dtype) == spec.dtypes.end())

@@ -1,7 +1,7 @@
 /// @file options.hpp
 /// @brief The command line every chapter's program shares (parsed with CLI11):
-/// `--batch --heads --seq-len --head-dim --dtype --causal --iters --warmup --csv --variant --seed
-/// --no-verify --no-baseline --ledger-csv --help`.
+/// `--batch --heads --heads-kv --seq-len --len-kv --head-dim --dtype --causal --causal-align
+/// --iters --warmup --csv --variant --seed --no-verify --no-baseline --ledger-csv --help`.
 #pragma once
 
 #include <cstdint>
@@ -16,8 +16,11 @@ namespace ft {
 /// H=32 heads of d=64 (hidden size 2048), the shapes the FlashAttention papers benchmark.
 struct Options {
   int batch = 4;
-  int heads = 32;
-  int seq_len = 4096;
+  int heads = 32;      ///< H_q
+  int heads_kv = 0;    ///< H_kv; 0: the same as heads
+  int seq_len = 4096;  ///< N_q
+  int len_kv = 0;      ///< N_kv; 0: the same as seq_len
+  CausalAlign align = CausalAlign::TopLeft;  ///< --causal-align top-left|bottom-right
   int head_dim = 64;
   bool causal = false;
   DType dtype = DType::Float32;  ///< --dtype float32|bf16|fp16

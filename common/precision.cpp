@@ -58,28 +58,34 @@ std::vector<float> transpose(const float* x, int rows, int cols) {
   return t;
 }
 
-/// One head's unfused forward. Writes O and lse; when P is given (N×N), also the stored
-/// probabilities of every row (entries past the causal diagonal are left alone: every later
-/// loop stops at the diagonal).
+/// One head's unfused forward (q: its N_q rows; k, v: the N_kv rows of its key/value head).
+/// Writes O and lse; when P is given (N_q×N_kv), also the stored probabilities of every row
+/// (entries past a row's visible keys are left alone: every later loop stops there). A row
+/// that sees no key gets O = 0, lse = −∞, as in the float64 reference.
 void forward_head(const Problem& p, const float* q, const float* k, const float* v, float* O,
                   float* lse, float* P, SumOrder order) {
   const bool rev = order == SumOrder::Descending;
-  const int N = p.seq_len, d = p.head_dim;
+  const int N = p.len_q, Nk = p.len_kv, d = p.head_dim;
   const DType t = p.dtype;
   const float scale = p.softmax_scale();
-  const std::vector<float> Kt = transpose(k, N, d);
+  const std::vector<float> Kt = transpose(k, Nk, d);
 #pragma omp parallel
   {
-    std::vector<float> acc(N), row(P ? 0 : N), o(d);
+    std::vector<float> acc(Nk), row(P ? 0 : Nk), o(d);
 #pragma omp for schedule(dynamic, 8)
     for (int i = 0; i < N; ++i) {
-      const int visible = p.causal ? i + 1 : N;
-      float* Pi = P ? P + int64_t(i) * N : row.data();
+      const int visible = p.visible_keys(i);
+      if (visible == 0) {
+        std::fill(O + int64_t(i) * d, O + int64_t(i + 1) * d, 0.f);
+        lse[i] = -std::numeric_limits<float>::infinity();
+        continue;
+      }
+      float* Pi = P ? P + int64_t(i) * Nk : row.data();
       // S_i = scale·q_i·Kᵀ: acc_j = Σ_c q_ic·k_jc in order of c, then scaled and stored.
       std::fill(acc.begin(), acc.begin() + visible, 0.f);
       for (int n = 0; n < d; ++n) {
         const int c = rev ? d - 1 - n : n;
-        fma_axpy(visible, q[int64_t(i) * d + c], &Kt[size_t(c) * N], acc.data());
+        fma_axpy(visible, q[int64_t(i) * d + c], &Kt[size_t(c) * Nk], acc.data());
       }
       float m = -std::numeric_limits<float>::infinity();
       for (int j = 0; j < visible; ++j) {
@@ -103,24 +109,26 @@ void forward_head(const Problem& p, const float* q, const float* k, const float*
   }
 }
 
-/// One head's unfused backward from the stored P and O of forward_head.
+/// One head's unfused backward from the stored P and O of forward_head. dQ is stored; dK and
+/// dV (N_kv·d) are this query head's float32 sums, *added* to what they hold, so that the
+/// query heads of a group add up before the caller stores (rounds) the total.
 void backward_head(const Problem& p, const float* q, const float* k, const float* v,
                    const float* dout, const float* O, const float* P, float* dQ, float* dK,
                    float* dV, SumOrder order) {
   const bool rev = order == SumOrder::Descending;
-  const int N = p.seq_len, d = p.head_dim;
+  const int N = p.len_q, Nk = p.len_kv, d = p.head_dim;
   const DType t = p.dtype;
   const float scale = p.softmax_scale();
-  const std::vector<float> Vt = transpose(v, N, d);
-  std::vector<float> dS(size_t(N) * N);
+  const std::vector<float> Vt = transpose(v, Nk, d);
+  std::vector<float> dS(size_t(N) * Nk);
   // Rows: D_i = rowsum(dO∘O) (float32), dP_i = dO_i·Vᵀ (stored), dS_i = P_i∘(dP_i − D_i)
   // (stored), dQ_i = scale·dS_i·K (stored).
 #pragma omp parallel
   {
-    std::vector<float> acc(N), dq(d);
+    std::vector<float> acc(Nk), dq(d);
 #pragma omp for schedule(dynamic, 8)
     for (int i = 0; i < N; ++i) {
-      const int visible = p.causal ? i + 1 : N;
+      const int visible = p.visible_keys(i);
       const float* do_i = dout + int64_t(i) * d;
       const float* o_i = O + int64_t(i) * d;
       float D = 0.f;
@@ -131,10 +139,10 @@ void backward_head(const Problem& p, const float* q, const float* k, const float
       std::fill(acc.begin(), acc.begin() + visible, 0.f);
       for (int n = 0; n < d; ++n) {
         const int c = rev ? d - 1 - n : n;
-        fma_axpy(visible, do_i[c], &Vt[size_t(c) * N], acc.data());
+        fma_axpy(visible, do_i[c], &Vt[size_t(c) * Nk], acc.data());
       }
-      const float* Pi = P + int64_t(i) * N;
-      float* dSi = &dS[size_t(i) * N];
+      const float* Pi = P + int64_t(i) * Nk;
+      float* dSi = &dS[size_t(i) * Nk];
       for (int j = 0; j < visible; ++j) {
         const float dP = round_to(t, acc[j]);
         dSi[j] = round_to(t, Pi[j] * (dP - D));
@@ -150,28 +158,30 @@ void backward_head(const Problem& p, const float* q, const float* k, const float
   // Columns: dV_j = Σ_i P_ij·dO_i and dK_j = scale·Σ_i dS_ij·q_i, each summed in order of i,
   // for a chunk of keys at a time (their accumulators stay in cache while i runs).
   constexpr int kChunk = 32;
-  const int chunks = (N + kChunk - 1) / kChunk;
+  const int chunks = (Nk + kChunk - 1) / kChunk;
 #pragma omp parallel
   {
     std::vector<float> ak(size_t(kChunk) * d), av(size_t(kChunk) * d);
 #pragma omp for schedule(dynamic, 1)
     for (int ch = 0; ch < chunks; ++ch) {
-      const int j0 = ch * kChunk, j1 = std::min(N, j0 + kChunk);
+      const int j0 = ch * kChunk, j1 = std::min(Nk, j0 + kChunk);
       std::fill(ak.begin(), ak.end(), 0.f);
       std::fill(av.begin(), av.end(), 0.f);
-      const int i0 = p.causal ? j0 : 0;
+      // The first query that sees key j0 (causal: j0 ≤ i + offset); the ones before see none
+      // of this chunk.
+      const int i0 = p.causal ? std::clamp(j0 - p.causal_offset(), 0, N) : 0;
       for (int n = 0; n < N - i0; ++n) {
         const int i = rev ? N - 1 - n : i0 + n;
-        const int j_end = p.causal ? std::min(j1, i + 1) : j1;  // key j visible iff j <= i
+        const int j_end = std::min(j1, p.visible_keys(i));
         for (int j = j0; j < j_end; ++j) {
-          fma_axpy(d, P[int64_t(i) * N + j], dout + int64_t(i) * d, &av[size_t(j - j0) * d]);
-          fma_axpy(d, dS[size_t(i) * N + j], q + int64_t(i) * d, &ak[size_t(j - j0) * d]);
+          fma_axpy(d, P[int64_t(i) * Nk + j], dout + int64_t(i) * d, &av[size_t(j - j0) * d]);
+          fma_axpy(d, dS[size_t(i) * Nk + j], q + int64_t(i) * d, &ak[size_t(j - j0) * d]);
         }
       }
       for (int j = j0; j < j1; ++j)
         for (int c = 0; c < d; ++c) {
-          dV[int64_t(j) * d + c] = round_to(t, av[size_t(j - j0) * d + c]);
-          dK[int64_t(j) * d + c] = round_to(t, scale * ak[size_t(j - j0) * d + c]);
+          dV[int64_t(j) * d + c] += av[size_t(j - j0) * d + c];
+          dK[int64_t(j) * d + c] += scale * ak[size_t(j - j0) * d + c];
         }
     }
   }
@@ -194,7 +204,8 @@ void round_inputs(DType t, AttentionInputs& in) {
 double relative_l2(const float* got, const double* ref, size_t n) {
   double err2 = 0, ref2 = 0;
   for (size_t i = 0; i < n; ++i) {
-    if (!std::isfinite(got[i])) return std::numeric_limits<double>::quiet_NaN();
+    if (std::isinf(ref[i]) && double(got[i]) == ref[i]) continue;  // −∞: a row with no key
+    if (!std::isfinite(got[i]) || std::isinf(ref[i])) return std::numeric_limits<double>::quiet_NaN();
     const double e = double(got[i]) - ref[i];
     err2 += e * e;
     ref2 += ref[i] * ref[i];
@@ -204,17 +215,41 @@ double relative_l2(const float* got, const double* ref, size_t n) {
 
 void unfused_forward_head(const Problem& p, const float* Q, const float* K, const float* V,
                           int64_t bh, float* O, float* lse, SumOrder order) {
-  const int64_t head = bh * int64_t(p.seq_len) * p.head_dim;
-  forward_head(p, Q + head, K + head, V + head, O, lse, nullptr, order);
+  const int64_t head = bh * int64_t(p.len_q) * p.head_dim;
+  const int64_t kv = p.kv_head(bh) * int64_t(p.len_kv) * p.head_dim;
+  forward_head(p, Q + head, K + kv, V + kv, O, lse, nullptr, order);
 }
+
+namespace {
+/// The forward and backward of query head bh, its dK and dV contributions added (unrounded)
+/// to dK and dV (N_kv·d each).
+void backward_head_sums(const Problem& p, const float* Q, const float* K, const float* V,
+                        const float* dO, int64_t bh, float* O, float* lse, float* dQ, float* dK,
+                        float* dV, SumOrder order) {
+  const int64_t head = bh * int64_t(p.len_q) * p.head_dim;
+  const int64_t kv = p.kv_head(bh) * int64_t(p.len_kv) * p.head_dim;
+  std::vector<float> P(size_t(p.len_q) * p.len_kv);
+  forward_head(p, Q + head, K + kv, V + kv, O, lse, P.data(), order);
+  backward_head(p, Q + head, K + kv, V + kv, dO + head, O, P.data(), dQ, dK, dV, order);
+}
+
+/// Stores (rounds to the dtype) n float32 sums of dK and dV.
+void store_sums(DType t, int64_t n, float* dK, float* dV) {
+  for (int64_t x = 0; x < n; ++x) {
+    dK[x] = round_to(t, dK[x]);
+    dV[x] = round_to(t, dV[x]);
+  }
+}
+}  // namespace
 
 void unfused_backward_head(const Problem& p, const float* Q, const float* K, const float* V,
                            const float* dO, int64_t bh, float* O, float* lse, float* dQ,
                            float* dK, float* dV, SumOrder order) {
-  const int64_t head = bh * int64_t(p.seq_len) * p.head_dim;
-  std::vector<float> P(size_t(p.seq_len) * p.seq_len);
-  forward_head(p, Q + head, K + head, V + head, O, lse, P.data(), order);
-  backward_head(p, Q + head, K + head, V + head, dO + head, O, P.data(), dQ, dK, dV, order);
+  const int64_t kv_n = int64_t(p.len_kv) * p.head_dim;
+  std::fill(dK, dK + kv_n, 0.f);
+  std::fill(dV, dV + kv_n, 0.f);
+  backward_head_sums(p, Q, K, V, dO, bh, O, lse, dQ, dK, dV, order);
+  store_sums(p.dtype, kv_n, dK, dV);
 }
 
 namespace {
@@ -226,11 +261,11 @@ ft::TensorErrors worst_of(const TensorErrors& a, const TensorErrors& b) {
 
 TensorErrors forward_error(const Problem& p, const AttentionInputs& in, const ReferenceTensors& ref,
                            SumOrder order) {
-  const int64_t nd = int64_t(p.seq_len) * p.head_dim;
+  const int64_t nd = int64_t(p.len_q) * p.head_dim;
   std::vector<float> O(size_t(p.elems())), lse(size_t(p.rows()));
   for (int64_t bh = 0; bh < p.heads_total(); ++bh)
     unfused_forward_head(p, in.Q.data(), in.K.data(), in.V.data(), bh, O.data() + bh * nd,
-                         lse.data() + bh * p.seq_len, order);
+                         lse.data() + bh * p.len_q, order);
   TensorErrors e;
   e.O = relative_l2(O.data(), ref.O.data(), O.size());
   e.lse = relative_l2(lse.data(), ref.lse.data(), lse.size());
@@ -239,19 +274,23 @@ TensorErrors forward_error(const Problem& p, const AttentionInputs& in, const Re
 
 TensorErrors backward_error(const Problem& p, const AttentionInputs& in,
                             const ReferenceTensors& ref, SumOrder order) {
-  const int64_t nd = int64_t(p.seq_len) * p.head_dim;
-  const size_t n = size_t(p.elems());
-  std::vector<float> O(n), lse(size_t(p.rows())), dQ(n), dK(n), dV(n);
-  for (int64_t bh = 0; bh < p.heads_total(); ++bh)
-    unfused_backward_head(p, in.Q.data(), in.K.data(), in.V.data(), in.dO.data(), bh,
-                          O.data() + bh * nd, lse.data() + bh * p.seq_len, dQ.data() + bh * nd,
-                          dK.data() + bh * nd, dV.data() + bh * nd, order);
+  const int64_t nd = int64_t(p.len_q) * p.head_dim, kv_nd = int64_t(p.len_kv) * p.head_dim;
+  const size_t n = size_t(p.elems()), kv_n = size_t(p.kv_elems());
+  std::vector<float> O(n), lse(size_t(p.rows())), dQ(n), dK(kv_n, 0.f), dV(kv_n, 0.f);
+  for (int64_t bh = 0; bh < p.heads_total(); ++bh) {
+    const int64_t kv = p.kv_head(bh) * kv_nd;
+    backward_head_sums(p, in.Q.data(), in.K.data(), in.V.data(), in.dO.data(), bh,
+                       O.data() + bh * nd, lse.data() + bh * p.len_q, dQ.data() + bh * nd,
+                       dK.data() + kv, dV.data() + kv, order);
+  }
+  // A key/value head's gradients are stored once, after its group's query heads added up.
+  store_sums(p.dtype, p.kv_elems(), dK.data(), dV.data());
   TensorErrors e;
   e.O = relative_l2(O.data(), ref.O.data(), n);
   e.lse = relative_l2(lse.data(), ref.lse.data(), lse.size());
   e.dQ = relative_l2(dQ.data(), ref.dQ.data(), n);
-  e.dK = relative_l2(dK.data(), ref.dK.data(), n);
-  e.dV = relative_l2(dV.data(), ref.dV.data(), n);
+  e.dK = relative_l2(dK.data(), ref.dK.data(), kv_n);
+  e.dV = relative_l2(dV.data(), ref.dV.data(), kv_n);
   return e;
 }
 
@@ -272,19 +311,22 @@ TensorErrors unfused_backward_error(const Problem& p, const AttentionInputs& in,
 StoredOError stored_o_error(const Problem& p, const AttentionInputs& in,
                             const ReferenceTensors& ref) {
   if (p.dtype == DType::Float32 || ref.dQ.empty()) return {};
-  const int N = p.seq_len, d = p.head_dim;
-  const int64_t heads = p.heads_total(), head_elems = int64_t(N) * d;
+  const int N = p.len_q, d = p.head_dim;
+  const int64_t head_elems = int64_t(N) * d, kv_elems = int64_t(p.len_kv) * d;
   const double scale = p.softmax_scale();
-  std::vector<double> ddq(size_t(p.elems()), 0.0), ddk(size_t(p.elems()), 0.0);
+  std::vector<double> ddq(size_t(p.elems()), 0.0), ddk(size_t(p.kv_elems()), 0.0);
+  // One thread per key/value head, its group's query heads in turn, so that no two threads
+  // add into one ΔdK.
 #pragma omp parallel for schedule(dynamic, 1)
-  for (int64_t h = 0; h < heads; ++h) {
+  for (int64_t g = 0; g < p.kv_heads_total(); ++g)
+  for (int64_t h = g * p.group(); h < (g + 1) * p.group(); ++h) {
     const float* q = in.Q.data() + h * head_elems;
-    const float* k = in.K.data() + h * head_elems;
+    const float* k = in.K.data() + g * kv_elems;
     const float* dout = in.dO.data() + h * head_elems;
     const double* o = ref.O.data() + h * head_elems;
     const double* lse = ref.lse.data() + h * N;
     double* dq = ddq.data() + h * head_elems;
-    double* dk = ddk.data() + h * head_elems;
+    double* dk = ddk.data() + g * kv_elems;
     for (int i = 0; i < N; ++i) {
       double dD = 0;  // ΔD_i: what O's rounding does to D_i
       for (int c = 0; c < d; ++c) {
@@ -292,7 +334,7 @@ StoredOError stored_o_error(const Problem& p, const AttentionInputs& in,
         dD += double(dout[int64_t(i) * d + c]) * (double(round_to(p.dtype, float(oc))) - oc);
       }
       if (dD == 0) continue;
-      const int visible = p.causal ? i + 1 : N;
+      const int visible = p.visible_keys(i);
       for (int j = 0; j < visible; ++j) {
         double s = 0;
         for (int c = 0; c < d; ++c) s += double(q[int64_t(i) * d + c]) * k[int64_t(j) * d + c];
@@ -362,9 +404,9 @@ std::string compute_fingerprint() {
         std::vector<float> o(n), l(size_t(p.rows())), gq(n), gk(n), gv(n);
         for (SumOrder order : {SumOrder::Ascending, SumOrder::Descending})
           for (int64_t bh = 0; bh < p.heads_total(); ++bh) {
-            const int64_t off = bh * p.seq_len * p.head_dim;
+            const int64_t off = bh * p.len_q * p.head_dim;
             unfused_backward_head(p, in.Q.data(), in.K.data(), in.V.data(), in.dO.data(), bh,
-                                  o.data() + off, l.data() + bh * p.seq_len, gq.data() + off,
+                                  o.data() + off, l.data() + bh * p.len_q, gq.data() + off,
                                   gk.data() + off, gv.data() + off, order);
             for (const auto* x : {&o, &l, &gq, &gk, &gv}) f.add(*x);
           }
@@ -389,9 +431,10 @@ std::string key_of(const Problem& p, InputKind kind, uint64_t seed, const char* 
   char scale[32];
   std::snprintf(scale, sizeof scale, "%a", double(p.scale));
   return std::string("flashtut reference v1 code=") + code_fingerprint() +
-         " B=" + std::to_string(p.batch) + " H=" + std::to_string(p.heads) +
-         " N=" + std::to_string(p.seq_len) + " d=" + std::to_string(p.head_dim) +
-         " causal=" + (p.causal ? "1" : "0") + " scale=" + scale + " dtype=" + dtype_name(p.dtype) +
+         " B=" + std::to_string(p.batch) + " Hq=" + std::to_string(p.heads_q) +
+         " Hkv=" + std::to_string(p.heads_kv) + " Nq=" + std::to_string(p.len_q) +
+         " Nkv=" + std::to_string(p.len_kv) + " d=" + std::to_string(p.head_dim) +
+         " causal=" + (p.causal ? "1" : "0") + " align=" + causal_align_name(p.align) + " scale=" + scale + " dtype=" + dtype_name(p.dtype) +
          " kind=" + std::to_string(int(kind)) + " seed=" + std::to_string(seed) + " part=" + part;
 }
 
@@ -585,7 +628,8 @@ Part compute_backward(const void* ctx) {
   ReferenceTensors r;
   r.O = j.forward->tensors.O;
   r.lse = j.forward->tensors.lse;
-  for (auto* x : {&r.dQ, &r.dK, &r.dV}) x->resize(size_t(j.p.elems()));
+  r.dQ.resize(size_t(j.p.elems()));
+  for (auto* x : {&r.dK, &r.dV}) x->resize(size_t(j.p.kv_elems()));
   reference_backward(j.p, in.Q.data(), in.K.data(), in.V.data(), in.dO.data(), r.dQ.data(),
                      r.dK.data(), r.dV.data());
   const TensorErrors e = unfused_backward_error(j.p, in, r);
@@ -621,8 +665,8 @@ const Reference& cached_reference(const Problem& p, InputKind kind, uint64_t see
   auto it = g_memory.find(key);
   if (it != g_memory.end()) return *it->second;
   const Job job{p, kind, seed, &fwd};
-  const size_t n = size_t(p.elems());
-  Part part = load_or_compute(cache_dir, key, {n, n, n}, compute_backward, &job);
+  const size_t n = size_t(p.elems()), kv_n = size_t(p.kv_elems());
+  Part part = load_or_compute(cache_dir, key, {n, kv_n, kv_n}, compute_backward, &job);
   auto r = std::make_unique<Reference>(fwd);
   r->tensors.dQ = std::move(part.arrays[0]);
   r->tensors.dK = std::move(part.arrays[1]);

@@ -68,15 +68,17 @@ double relative_l2(const float* got, const double* ref, size_t n);
 /// The order of every sum of the unfused computation: index 0 first, or the last first.
 enum class SumOrder { Ascending, Descending };
 
-/// The unfused forward of head `bh` in `p.dtype`: O (N·d values, each representable in the
-/// dtype) and lse (N floats) of that head. Q, K, V are whole [B,H,N,d] tensors whose values
-/// are already representable in the dtype.
+/// The unfused forward of query head `bh` in `p.dtype`: O (N_q·d values, each representable
+/// in the dtype) and lse (N_q floats) of that head. Q, K, V are whole tensors (K and V of
+/// the key/value heads, problem.hpp) whose values are already representable in the dtype.
 void unfused_forward_head(const Problem& p, const float* Q, const float* K, const float* V,
                           int64_t bh, float* O, float* lse,
                           SumOrder order = SumOrder::Ascending);
 
 /// The unfused backward of head `bh` in `p.dtype`, its own forward included (the backward
-/// reads the P and O that forward stored): that head's O, lse, dQ, dK, dV.
+/// reads the P and O that forward stored): that head's O, lse, dQ, and its contribution to
+/// its key/value head's dK and dV (N_kv·d each, stored). With grouped heads the baseline of
+/// a whole problem adds the group's contributions in float32 before storing them once.
 void unfused_backward_head(const Problem& p, const float* Q, const float* K, const float* V,
                            const float* dO, int64_t bh, float* O, float* lse, float* dQ,
                            float* dK, float* dV, SumOrder order = SumOrder::Ascending);

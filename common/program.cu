@@ -60,7 +60,7 @@ void write_ledger_csv(const std::string& path, const Problem& p, const std::stri
            "model_write_bytes,model_dram_read_bytes,model_dram_write_bytes,flops\n";
   for (const auto& k : kernels)
     out << chapter << ',' << variant << ',' << k.kernel << ',' << pass << ',' << p.batch << ','
-        << p.heads << ',' << p.seq_len << ',' << p.head_dim << ',' << (p.causal ? 1 : 0) << ','
+        << p.heads_q << ',' << p.len_q << ',' << p.head_dim << ',' << (p.causal ? 1 : 0) << ','
         << std::fixed << k.read_bytes << ',' << k.write_bytes << ',' << k.dram_read_bytes << ','
         << k.dram_write_bytes << ',' << k.flops << '\n';
 }

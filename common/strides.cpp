@@ -11,19 +11,21 @@
 namespace ft {
 
 Layout contiguous_layout(const Problem& p) {
-  const Strides s = contiguous_strides(p);
-  return {s, s, s, s, s, s, s, s};
+  const Strides q = q_strides(p), kv = kv_strides(p);
+  return {q, kv, kv, q, q, q, kv, kv};  // Q K V O dO dQ dK dV
 }
 
-void check_strides(const Problem& p, const Strides& s, const char* name, bool written) {
+void check_strides(const Problem& p, const Strides& s, const char* name, bool written,
+                   bool kv_side) {
+  const int heads = kv_side ? p.heads_kv : p.heads_q, len = kv_side ? p.len_kv : p.len_q;
   const std::string who = std::string(name) + "'s strides (batch " + std::to_string(s.batch) +
                           ", head " + std::to_string(s.head) + ", row " + std::to_string(s.row) +
                           " elements)";
   // The dimensions the kernels step through, with their lengths; head_dim is contiguous.
   std::array<std::pair<int64_t, int64_t>, 3> dims = {
-      {{s.batch, p.batch}, {s.head, p.heads}, {s.row, p.seq_len}}};
+      {{s.batch, p.batch}, {s.head, heads}, {s.row, len}}};
   const int64_t chunk = 16 / int64_t(dtype_bytes(p.dtype));  // elements in 16 bytes
-  if (p.seq_len > 1 && s.row > INT32_MAX)
+  if (len > 1 && s.row > INT32_MAX)
     throw Unsupported(who + ": the row stride must be below 2^31 elements (the kernels step "
                       "from row to row in 32-bit arithmetic)");
   for (const auto& [stride, length] : dims) {
@@ -55,14 +57,14 @@ void check_strides(const Problem& p, const Strides& s, const char* name, bool wr
 
 void check_layout(const Problem& p, const Layout& l, bool backward) {
   check_strides(p, l.Q, "Q", false);
-  check_strides(p, l.K, "K", false);
-  check_strides(p, l.V, "V", false);
+  check_strides(p, l.K, "K", false, true);
+  check_strides(p, l.V, "V", false, true);
   check_strides(p, l.O, "O", !backward);
   if (!backward) return;
   check_strides(p, l.dO, "dO", false);
   check_strides(p, l.dQ, "dQ", true);
-  check_strides(p, l.dK, "dK", true);
-  check_strides(p, l.dV, "dV", true);
+  check_strides(p, l.dK, "dK", true, true);
+  check_strides(p, l.dV, "dV", true, true);
 }
 
 }  // namespace ft

@@ -40,11 +40,16 @@ FT_HOST_DEVICE inline int64_t head_start(Strides s, int64_t bh, int heads) {
   return bh / heads * s.batch + bh % heads * s.head;
 }
 
-/// The layout contract's strides: contiguous [B, H, N, d].
-inline Strides contiguous_strides(const Problem& p) {
-  const int64_t row = p.head_dim, head = row * p.seq_len;
-  return {head * p.heads, head, row};
+/// The layout contract's strides: contiguous [B, H, N, d] of a tensor with `heads` heads of
+/// `len` rows.
+inline Strides contiguous_strides(const Problem& p, int heads, int len) {
+  const int64_t row = p.head_dim, head = row * len;
+  return {head * heads, head, row};
 }
+/// ... of Q, O, dO, dQ: [B, H_q, N_q, d].
+inline Strides q_strides(const Problem& p) { return contiguous_strides(p, p.heads_q, p.len_q); }
+/// ... of K, V, dK, dV: [B, H_kv, N_kv, d].
+inline Strides kv_strides(const Problem& p) { return contiguous_strides(p, p.heads_kv, p.len_kv); }
 
 /// The strides of every tensor a pass touches (a forward uses Q, K, V, O).
 struct Layout {
@@ -52,13 +57,15 @@ struct Layout {
 };
 
 /// What a kernel that reads views needs beside its own arguments: every tensor's strides, and
-/// H (a grid counts heads b·H + h). A kernel argument of its own, kept out of the kernels'
+/// H_q and H_kv (a grid counts query heads b·H_q + h; K and V are found by their own head
+/// index b·H_kv + h / group). A kernel argument of its own, kept out of the kernels'
 /// Params: the kernels' lambdas capture Params by reference, and a struct that size (the
 /// Layout is 192 bytes) captured so makes the compiler take the parameters' address and load
 /// every one of them into registers, which at the backward's register limit spilled.
 struct ViewArgs {
   Layout strides;
-  int heads = 1;
+  int heads = 1;     ///< H_q
+  int heads_kv = 1;  ///< H_kv
 };
 
 /// Every tensor contiguous: the layout of the harness, the chapters' programs and the C API's
@@ -70,12 +77,14 @@ Layout contiguous_layout(const Problem& p);
 constexpr int64_t kMaxReach = int64_t(1) << 60;
 
 /// Throws ft::Unsupported, naming the tensor and what to change, unless `s` is a view the
-/// kernels can use for a tensor of problem `p`: no negative stride, none reaching past
+/// kernels can use for a tensor of problem `p` (of its query side, Q O dO dQ, or with
+/// `kv_side` of K V dK dV): no negative stride, none reaching past
 /// kMaxReach, a row stride below 2^31; every row start 16-byte aligned (the stride of each
 /// dimension longer than 1 a multiple of 16 bytes; a dimension of length 1 is never stepped,
 /// so its stride does not matter, as in PyTorch); and, for a tensor the pass writes
 /// (`written`), no two elements at one address (else two blocks would race to store them).
-void check_strides(const Problem& p, const Strides& s, const char* name, bool written);
+void check_strides(const Problem& p, const Strides& s, const char* name, bool written,
+                   bool kv_side = false);
 
 /// check_strides on Q, K, V (read) and O (written); with `backward`, O and dO read and dQ,
 /// dK, dV written.

@@ -29,7 +29,7 @@ std::string text(const std::string& s) {
 std::string csv_header() {
   return "chapter,variant,pass,dtype,batch,heads,seq_len,head_dim,causal,ms,tflops,model_bytes,"
          "gbps,rel_err,speedup_vs_ch01,what,model_requested_bytes,ms_min,ms_max,iters,"
-         "extra_mem_bytes,gpu";
+         "extra_mem_bytes,gpu,heads_kv,len_kv,causal_align";
 }
 
 std::string csv_line(const Row& r) {
@@ -40,7 +40,8 @@ std::string csv_line(const Row& r) {
     << num(r.model_bytes, 12) << ',' << num(r.gbps) << ',' << num(r.rel_err, 3) << ','
     << num(r.speedup_vs_ch01, 4) << ',' << text(r.what) << ','
     << num(r.model_requested_bytes, 12) << ',' << num(r.ms_min) << ',' << num(r.ms_max) << ','
-    << r.iters << ',' << num(r.extra_mem_bytes, 12) << ',' << text(r.gpu);
+    << r.iters << ',' << num(r.extra_mem_bytes, 12) << ',' << text(r.gpu) << ','
+    << r.heads_kv << ',' << r.len_kv << ',' << r.causal_align;
   return s.str();
 }
 
@@ -63,7 +64,8 @@ void fill_speedups(std::vector<Row>& rows) {
     for (const auto& base : rows)
       if (base.chapter == "01" && base.pass == r.pass && base.ms > 0 && base.batch == r.batch &&
           base.heads == r.heads && base.seq_len == r.seq_len && base.head_dim == r.head_dim &&
-          base.causal == r.causal)
+          base.heads_kv == r.heads_kv && base.len_kv == r.len_kv &&
+          base.causal == r.causal && base.causal_align == r.causal_align)
         r.speedup_vs_ch01 = base.ms / r.ms;
   }
 }

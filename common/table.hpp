@@ -16,8 +16,10 @@ struct Row {
   std::string what;      ///< what this step changes, for the table
   std::string pass = "forward";  ///< "forward" or "backward"
   std::string dtype = "float32";
-  int batch = 0, heads = 0, seq_len = 0, head_dim = 0;
+  int batch = 0, heads = 0, seq_len = 0, head_dim = 0;  ///< heads_q and len_q of the problem
   bool causal = false;
+  int heads_kv = 0, len_kv = 0;       ///< the key/value side (equal to heads, seq_len: self-attention)
+  std::string causal_align = "top-left";  ///< "top-left" or "bottom-right" (problem.hpp)
   double ms = -1;            ///< median time; negative: not measured
   double ms_min = -1, ms_max = -1;
   int iters = 0;

@@ -15,10 +15,13 @@ namespace ft::testing {
 Problem Shape::problem() const {
   Problem p;
   p.batch = 2;  // B·H = 6 > 1, with B ≠ H so a swapped stride shows
-  p.heads = 3;
-  p.seq_len = seq_len;
+  p.heads_q = 3;
+  p.heads_kv = heads_kv;
+  p.len_q = seq_len;
+  p.len_kv = len_kv > 0 ? len_kv : seq_len;
   p.head_dim = head_dim;
   p.causal = causal;
+  p.align = align;
   p.dtype = dtype;
   return p;
 }
@@ -32,9 +35,36 @@ std::vector<Shape> standard_shapes(const std::vector<int>& head_dims, DType dtyp
 }
 
 std::string shape_name(const Shape& s) {
-  return "N" + std::to_string(s.seq_len) + "_d" + std::to_string(s.head_dim) +
-         (s.causal ? "_causal" : "_full") +
+  const bool two_lengths = s.len_kv > 0 && s.len_kv != s.seq_len;
+  return "N" + std::to_string(s.seq_len) + (two_lengths ? "_Nkv" + std::to_string(s.len_kv) : "") +
+         (s.heads_kv != 3 ? "_Hkv" + std::to_string(s.heads_kv) : "") + "_d" +
+         std::to_string(s.head_dim) + (s.causal ? "_causal" : "_full") +
+         (s.causal && two_lengths && s.align == CausalAlign::BottomRight ? "_br" : "") +
          (s.dtype == DType::Float32 ? "" : std::string("_") + dtype_name(s.dtype));
+}
+
+std::vector<Shape> kv_shapes(const std::vector<int>& head_dims, DType dtype) {
+  std::vector<Shape> shapes;
+  // (N_q, N_kv): a few queries over a long cache (decoding's shape, with a ragged tail), a
+  // cache shorter than the queries (bottom-right: the first rows see nothing), one query, and
+  // cross-attention past a tile.
+  const std::pair<int, int> lengths[] = {{17, 1000}, {1000, 17}, {1, 300}, {300, 1}, {200, 130}};
+  for (int d : head_dims)
+    for (auto [nq, nk] : lengths)
+      for (bool causal : {false, true})
+        for (CausalAlign a : {CausalAlign::TopLeft, CausalAlign::BottomRight}) {
+          if (!causal && a == CausalAlign::BottomRight) continue;  // the same problem
+          shapes.push_back({nq, d, causal, dtype, nk, 3, a});
+        }
+  // Grouped heads: 3 query heads over one key/value head (multi-query), at equal and at two
+  // lengths, causal bottom-right as a cache needs.
+  for (int d : head_dims)
+    for (int n : {17, 1000}) {
+      shapes.push_back({n, d, true, dtype, 0, 1});
+      shapes.push_back({n, d, false, dtype, 0, 1});
+      shapes.push_back({n, d, true, dtype, 2 * n + 5, 1, CausalAlign::BottomRight});
+    }
+  return shapes;
 }
 
 double allowed_error(double baseline, DType storage, double cap, bool ref_is_zero) {
@@ -47,7 +77,12 @@ namespace {
 /// A fixed seed per problem shape, so a failure reproduces, while different shapes draw
 /// different numbers. (Not the dtype: a bf16 problem sees the float32 inputs, rounded.)
 uint64_t seed_for(const Problem& p) {
-  return 1000003ull * uint64_t(p.seq_len) + 101ull * uint64_t(p.head_dim) + (p.causal ? 7 : 0);
+  // The key/value side adds terms only where it differs from self-attention, so that every
+  // self-attention shape keeps the seed it always had.
+  const uint64_t kv = (p.same_lengths() ? 0 : 7919ull * uint64_t(p.len_kv)) +
+                      (p.grouped() ? 31ull * uint64_t(p.heads_kv) : 0) +
+                      (p.align == CausalAlign::BottomRight ? 3 : 0);
+  return 1000003ull * uint64_t(p.len_q) + 101ull * uint64_t(p.head_dim) + (p.causal ? 7 : 0) + kv;
 }
 
 bool all_zero(const std::vector<double>& x) {
@@ -94,15 +129,20 @@ double cap_for(const Problem& p, InputKind kind, double tolerance) {
 }  // namespace
 
 Layout test_layout(const Problem& p, ViewKind kind) {
-  const int64_t d = p.head_dim, N = p.seq_len, H = p.heads;
+  const int64_t d = p.head_dim;
   // Elements of gap: multiples of 8 (16 bytes of bf16/fp16), so rows stay aligned; and a
   // different gap for each tensor (Q, K, V, O, dO, dQ, dK, dV: 8, 16, ..., 64), so that a
   // kernel that stepped through one tensor with another's strides would fail the check.
   Strides s[8];
   for (int t = 0; t < 8; ++t) {
+    const bool kv = t == 1 || t == 2 || t == 6 || t == 7;  // K V dK dV: [B, H_kv, N_kv, d]
+    const int64_t H = kv ? p.heads_kv : p.heads_q, N = kv ? p.len_kv : p.len_q;
     const int64_t pad = 8 * (t + 1);
     if (kind == ViewKind::kProjection) {
-      const int64_t row = (t < 3 ? 3 : 1) * H * d + pad;  // q, k, v: [B, N, 3, H, d]; the rest [B, N, H, d]
+      // q, k, v: views of one [B, N, H_q + 2·H_kv, d] product (when their lengths agree);
+      // the rest [B, N, H, d].
+      const bool fused = t < 3 && p.same_lengths();
+      const int64_t row = (fused ? p.heads_q + 2 * p.heads_kv : H) * d + pad;
       s[t] = {N * row, d, row};
     } else {
       const int64_t head = N * (d + pad) + pad;
@@ -123,8 +163,10 @@ namespace {
 /// longer hold NaN.
 class ViewTensor {
  public:
-  ViewTensor(const Problem& p, const Strides* s)
-      : offsets_(offsets(p, s)), span_(span(p, s)), t_(p.dtype, size_t(span_)) {}
+  /// A tensor of `heads` heads of `len` rows (the query side's or the key/value side's).
+  ViewTensor(const Problem& p, int heads, int len, const Strides* s)
+      : offsets_(offsets(p, heads, len, s)), span_(span(p, heads, len, s)),
+        t_(p.dtype, size_t(span_)) {}
   void* get() const { return t_.get(); }
   void upload(const std::vector<float>& dense) {
     if (offsets_.empty()) return t_.upload(dense);
@@ -149,22 +191,22 @@ class ViewTensor {
 
  private:
   /// Element (b, h, n, c)'s place, in the dense order; empty when contiguous.
-  static std::vector<int64_t> offsets(const Problem& p, const Strides* s) {
+  static std::vector<int64_t> offsets(const Problem& p, int heads, int len, const Strides* s) {
     std::vector<int64_t> at;
     if (s == nullptr) return at;
-    at.reserve(size_t(p.elems()));
+    at.reserve(size_t(int64_t(p.batch) * heads * len * p.head_dim));
     for (int64_t b = 0; b < p.batch; ++b)
-      for (int64_t h = 0; h < p.heads; ++h)
-        for (int64_t n = 0; n < p.seq_len; ++n)
+      for (int64_t h = 0; h < heads; ++h)
+        for (int64_t n = 0; n < len; ++n)
           for (int64_t c = 0; c < p.head_dim; ++c) at.push_back(b * s->batch + h * s->head + n * s->row + c);
     return at;
   }
   /// Elements the buffer holds: up to the farthest element, and a tail of kTail more (where a
   /// store past the last row would land, and be counted).
-  static int64_t span(const Problem& p, const Strides* s) {
+  static int64_t span(const Problem& p, int heads, int len, const Strides* s) {
     constexpr int64_t kTail = 64;
-    if (s == nullptr) return p.elems();
-    return (p.batch - 1) * s->batch + (p.heads - 1) * s->head + (p.seq_len - 1) * s->row +
+    if (s == nullptr) return int64_t(p.batch) * heads * len * p.head_dim;
+    return (p.batch - 1) * s->batch + (heads - 1) * s->head + (len - 1) * s->row +
            p.head_dim + kTail;
   }
   std::vector<int64_t> offsets_;
@@ -178,7 +220,9 @@ ForwardOutputs run_forward(const ForwardImpl& impl, const Problem& p, const Atte
                            const Layout* layout) {
   const auto at = [&](const Strides& s) { return layout ? &s : nullptr; };
   const Layout l = layout_of(p, layout);
-  ViewTensor Q(p, at(l.Q)), K(p, at(l.K)), V(p, at(l.V)), O(p, at(l.O));
+  const int Hq = p.heads_q, Nq = p.len_q, Hkv = p.heads_kv, Nk = p.len_kv;
+  ViewTensor Q(p, Hq, Nq, at(l.Q)), K(p, Hkv, Nk, at(l.K)), V(p, Hkv, Nk, at(l.V)),
+      O(p, Hq, Nq, at(l.O));
   DeviceBuffer<float> lse(size_t(p.rows()));
   DeviceBuffer<unsigned char> work(impl.workspace_bytes(p));
   Q.upload(in.Q);
@@ -198,8 +242,10 @@ BackwardOutputs run_backward(const BackwardImpl& impl, const Problem& p,
                              const AttentionInputs& in, const Layout* layout) {
   const auto at = [&](const Strides& s) { return layout ? &s : nullptr; };
   const Layout l = layout_of(p, layout);
-  ViewTensor Q(p, at(l.Q)), K(p, at(l.K)), V(p, at(l.V)), O(p, at(l.O)), dO(p, at(l.dO)),
-      dQ(p, at(l.dQ)), dK(p, at(l.dK)), dV(p, at(l.dV));
+  const int Hq = p.heads_q, Nq = p.len_q, Hkv = p.heads_kv, Nk = p.len_kv;
+  ViewTensor Q(p, Hq, Nq, at(l.Q)), K(p, Hkv, Nk, at(l.K)), V(p, Hkv, Nk, at(l.V)),
+      O(p, Hq, Nq, at(l.O)), dO(p, Hq, Nq, at(l.dO)), dQ(p, Hq, Nq, at(l.dQ)),
+      dK(p, Hkv, Nk, at(l.dK)), dV(p, Hkv, Nk, at(l.dV));
   DeviceBuffer<float> lse(size_t(p.rows()));
   DeviceBuffer<unsigned char> work(impl.workspace_bytes(p));
   Q.upload(in.Q);

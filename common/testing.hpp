@@ -43,25 +43,33 @@ namespace ft::testing {
 
 /// One test shape. B·H = 2·3 so that batch and head strides are both exercised.
 struct Shape {
-  int seq_len;
+  int seq_len;  ///< N_q (and N_kv unless len_kv says otherwise)
   int head_dim;
   bool causal;
   DType dtype = DType::Float32;
+  int len_kv = 0;    ///< N_kv; 0: seq_len (self-attention)
+  int heads_kv = 3;  ///< key/value heads of the 3 query heads: 3, or 1 (multi-query)
+  CausalAlign align = CausalAlign::TopLeft;  ///< where the causal diagonal sits (problem.hpp)
   Problem problem() const;
 };
 
 /// How GoogleTest prints a Shape in test listings and failures (instead of raw bytes).
-inline void PrintTo(const Shape& s, std::ostream* os) {
-  *os << "N=" << s.seq_len << " d=" << s.head_dim << (s.causal ? " causal" : " non-causal");
-  if (s.dtype != DType::Float32) *os << " " << dtype_name(s.dtype);
-}
+inline void PrintTo(const Shape& s, std::ostream* os) { *os << s.problem().describe(); }
 
 /// N ∈ {1, 17, 64, 1000, 2048} × the given d × {non-causal, causal}: ragged sizes that are
 /// not multiples of any tile, the single-token case, and sizes past one tile.
 std::vector<Shape> standard_shapes(const std::vector<int>& head_dims = {32, 64, 128},
                                    DType dtype = DType::Float32);
 
-/// "N1000_d64_causal" ("N1000_d64_causal_bf16" for a 16-bit shape): a test-name suffix.
+/// Shapes beyond self-attention, for the implementations that take them (Features): two
+/// lengths (N_q, N_kv) ∈ {(17, 1000), (1000, 17), (1, 300), (300, 1), (200, 130)} × the
+/// given d × {non-causal, causal top-left, causal bottom-right}; and multi-query heads (3
+/// query heads over one key/value head) at N ∈ {17, 1000}, causal and not, and over a cache
+/// of 2N + 5 keys, causal bottom-right.
+std::vector<Shape> kv_shapes(const std::vector<int>& head_dims, DType dtype);
+
+/// "N1000_d64_causal" ("N1000_d64_causal_bf16" for a 16-bit shape; "N17_Nkv1000_Hkv1_d64_causal_br"
+/// with two lengths, grouped heads and the bottom-right alignment): a test-name suffix.
 std::string shape_name(const Shape& s);
 
 /// One implementation (a ForwardImpl or a BackwardImpl) on one shape in one dtype: the

@@ -50,20 +50,24 @@ double tiled_matmul_read_bytes(double M, double N, double K, int tile_m, int til
 }
 
 double visible_pairs(const Problem& p) {
-  const double n = p.seq_len;
-  return p.causal ? n * (n + 1) / 2 : n * n;
+  const double nq = p.len_q, nk = p.len_kv;
+  if (!p.causal) return nq * nk;
+  if (p.same_lengths()) return nq * (nq + 1) / 2;
+  double pairs = 0;
+  for (int i = 0; i < p.len_q; ++i) pairs += p.visible_keys(i);
+  return pairs;
 }
 
 double visited_tile_fraction(const Problem& p, int tile_q, int tile_k) {
   if (!p.causal) return 1.0;
-  const int64_t n = p.seq_len;
-  const int64_t tq = (n + tile_q - 1) / tile_q, tk = (n + tile_k - 1) / tile_k;
+  const int64_t nq = p.len_q, nk = p.len_kv;
+  const int64_t tq = (nq + tile_q - 1) / tile_q, tk = (nk + tile_k - 1) / tile_k;
   int64_t visited = 0;
   for (int64_t i = 0; i < tq; ++i) {
-    // query tile i holds rows [i·tile_q, min(n, (i+1)·tile_q)); its last row sees keys up
-    // to that row, so the key tiles 0 … floor(last_row / tile_k) are visited.
-    const int64_t last_row = std::min(n, (i + 1) * tile_q) - 1;
-    visited += std::min(tk, last_row / tile_k + 1);
+    // query tile i holds rows [i·tile_q, min(nq, (i+1)·tile_q)); its last row sees keys
+    // [0, visible_keys(last_row)), so the key tiles 0 … ceil(that / tile_k) − 1 are visited.
+    const int last_row = int(std::min(nq, (i + 1) * tile_q) - 1);
+    visited += (p.visible_keys(last_row) + tile_k - 1) / tile_k;
   }
   return double(visited) / double(tq * tk);
 }

@@ -82,11 +82,12 @@ double tiled_matmul_read_bytes(double M, double N, double K, int tile_m, int til
 /// True when `bytes` of data that one wave of blocks re-reads fits the model's L2 share.
 inline bool fits_l2(double bytes) { return bytes <= l2_bytes() / 2; }
 
-/// Visible (query, key) pairs of one head: N² or, causal, N(N+1)/2.
+/// Visible (query, key) pairs of one head: N_q·N_kv or, causal, Σ_i visible_keys(i)
+/// (N(N+1)/2 for equal lengths).
 double visible_pairs(const Problem& p);
 
-/// Fraction of a tile grid (tile_q × tile_k tiles over N×N) that a causal kernel visits:
-/// the tiles on or below the diagonal. 1 for non-causal.
+/// Fraction of a tile grid (tile_q × tile_k tiles over N_q×N_kv) that a causal kernel visits:
+/// the tiles that hold a visible key for one of their rows. 1 for non-causal.
 double visited_tile_fraction(const Problem& p, int tile_q, int tile_k);
 
 }  // namespace ft

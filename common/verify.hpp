@@ -33,7 +33,9 @@ struct VerifyResult {
   std::string message;        ///< one line: what failed (or the error figures when ok)
 };
 
-/// Compares n values. `name` labels the message ("O", "dK", …).
+/// Compares n values. `name` labels the message ("O", "dK", …). A reference of ±∞ (the lse
+/// of a query row that sees no key is −∞) must be matched exactly and counts in no sum; any
+/// other non-finite value fails.
 VerifyResult verify(const char* name, const float* got, const double* ref, size_t n,
                     double tolerance);
 

@@ -91,7 +91,7 @@ unsigned blocks_for(int64_t n) {
 }
 
 void forward(const ft::Problem& p, const ft::ForwardArgs& a, cudaStream_t stream) {
-  const int N = p.seq_len, d = p.head_dim;
+  const int N = p.len_q, d = p.head_dim;
   float* S = static_cast<float*>(a.workspace);  // S, then P in place
   qk_naive_kernel<<<blocks_for(p.grid_elems()), kThreads, 0, stream>>>(
       a.Q, a.K, S, N, d, p.softmax_scale(), p.grid_elems());
@@ -118,7 +118,7 @@ size_t workspace_bytes(const ft::Problem& p) {
 
 std::vector<ft::KernelTraffic> traffic(const ft::Problem& p) {
   using ft::kFloatBytes;
-  const double BH = double(p.heads_total()), N = p.seq_len, d = p.head_dim;
+  const double BH = double(p.heads_total()), N = p.len_q, d = p.head_dim;
   const double grid = ft::matrix_bytes(BH * N, N);        // one N×N grid per head
   const double tensor = ft::matrix_bytes(BH * N, d);      // one of Q, K, V, O
   const double lse = ft::matrix_bytes(BH * N, 1);

@@ -62,7 +62,7 @@ using MatmulTrafficFn = ft::KernelTraffic (*)(const char*, int, int, int, int64_
 
 template <MatmulFn kMatmul>
 void forward(const ft::Problem& p, const ft::ForwardArgs& a, cudaStream_t stream) {
-  const int N = p.seq_len, d = p.head_dim;
+  const int N = p.len_q, d = p.head_dim;
   const int64_t BH = p.heads_total();
   const int64_t head = int64_t(N) * d;  // elements of one head's Q, K, V or O
   const int64_t grid = int64_t(N) * N;  // elements of one head's S or P
@@ -79,7 +79,7 @@ size_t workspace_bytes(const ft::Problem& p) { return p.grid_bytes(); }
 template <MatmulTrafficFn kMatmulTraffic>
 std::vector<ft::KernelTraffic> passes_traffic(const ft::Problem& p) {
   using ft::kFloatBytes;
-  const double BH = double(p.heads_total()), N = p.seq_len;
+  const double BH = double(p.heads_total()), N = p.len_q;
   const double grid = ft::matrix_bytes(BH * N, N);
   const double lse = ft::matrix_bytes(BH * N, 1);
   const double visible = BH * ft::visible_pairs(p) * kFloatBytes;
@@ -88,7 +88,7 @@ std::vector<ft::KernelTraffic> passes_traffic(const ft::Problem& p) {
   const bool head_fits = ft::fits_l2(ft::matrix_bytes(N, p.head_dim));
   const double matmul_flops = p.forward_flops() / 2;  // papers' count: halved when causal
 
-  ft::KernelTraffic qk = kMatmulTraffic("S = scale·Q·Kᵀ", p.seq_len, p.seq_len, p.head_dim,
+  ft::KernelTraffic qk = kMatmulTraffic("S = scale·Q·Kᵀ", p.len_q, p.len_q, p.head_dim,
                                         p.heads_total(), head_fits);
   qk.flops = matmul_flops;
 
@@ -108,7 +108,7 @@ std::vector<ft::KernelTraffic> passes_traffic(const ft::Problem& p) {
             (rows_fit ? ", they fit in L2: passes 2 and 3 hit L2, the grid is read from DRAM once"
                       : ", more than L2 holds: all three passes reach DRAM");
 
-  ft::KernelTraffic pv = kMatmulTraffic("O = P·V", p.seq_len, p.head_dim, p.seq_len,
+  ft::KernelTraffic pv = kMatmulTraffic("O = P·V", p.len_q, p.head_dim, p.len_q,
                                         p.heads_total(), head_fits);
   pv.flops = matmul_flops;
   return {qk, sm, pv};

@@ -56,7 +56,7 @@ __global__ void __launch_bounds__(ch02::kSoftmaxThreads)
 }
 
 void forward(const ft::Problem& p, const ft::ForwardArgs& a, cudaStream_t stream) {
-  const int N = p.seq_len, d = p.head_dim;
+  const int N = p.len_q, d = p.head_dim;
   const int64_t BH = p.heads_total();
   const int64_t head = int64_t(N) * d;  // elements of one head's Q, K, V or O
   const int64_t grid = int64_t(N) * N;  // elements of one head's S or P
@@ -84,12 +84,12 @@ void online_softmax_rows(const float* in, float* out, float* lse, int64_t rows, 
 }
 
 void attention_softmax(const ft::Problem& p, float* S, float* lse, cudaStream_t stream) {
-  online_softmax_rows(S, S, lse, p.rows(), p.seq_len, p.causal, stream);
+  online_softmax_rows(S, S, lse, p.rows(), p.len_q, p.causal, stream);
 }
 
 ft::KernelTraffic attention_softmax_traffic(const ft::Problem& p) {
   using ft::kFloatBytes;
-  const double BH = double(p.heads_total()), N = p.seq_len;
+  const double BH = double(p.heads_total()), N = p.len_q;
   const double grid = ft::matrix_bytes(BH * N, N);
   const double visible = BH * ft::visible_pairs(p) * kFloatBytes;
   // Same residency as chapter 02's softmax (one 256-thread block per row): the rows in

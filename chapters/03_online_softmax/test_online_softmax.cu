@@ -37,7 +37,7 @@ class AttentionSoftmax : public ::testing::TestWithParam<Shape> {};
 TEST_P(AttentionSoftmax, MatchesFloat64InPlace) {
   FT_REQUIRE_GPU();
   const ft::Problem p = GetParam().problem();
-  const int N = p.seq_len;
+  const int N = p.len_q;
   // Scaled scores of a few units, as scale·Q·Kᵀ produces them.
   const std::vector<float> S = ft::random_uniform(size_t(p.grid_elems()), 31, -3.f, 3.f);
   ft::DeviceBuffer<float> dS(S.size()), dlse(size_t(p.rows()));

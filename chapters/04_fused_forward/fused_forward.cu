@@ -33,7 +33,7 @@ using ft::ceil_div;
 /// Blocks for B·H heads of ceil(N/Br) query tiles, in one flat grid.x (limit 2^31 − 1;
 /// grid.y would cap B·H at 65535).
 int grid_blocks(const ft::Problem& p, int Br) {
-  const int64_t blocks = int64_t(ceil_div(p.seq_len, Br)) * p.heads_total();
+  const int64_t blocks = int64_t(ceil_div(p.len_q, Br)) * p.heads_total();
   if (blocks > INT_MAX) throw ft::Unsupported("ch04: too many blocks for one grid: " + p.describe());
   return int(blocks);
 }
@@ -44,8 +44,8 @@ void launch_simple(const ft::Problem& p, const ft::ForwardArgs& a, cudaStream_t 
   // Dynamic shared memory above 48 KB must be asked for, once per kernel (launch.cuh).
   ft::allow_dynamic_smem(fused_forward_simple_kernel<D>, simple_smem_bytes<D>(), "ch04 simple");
   fused_forward_simple_kernel<D><<<grid_blocks(p, kSimpleBr), kSimpleBr, simple_smem_bytes<D>(),
-                                   stream>>>(a.Q, a.K, a.V, a.O, a.lse, p.seq_len,
-                                             ceil_div(p.seq_len, kSimpleBr), p.causal,
+                                   stream>>>(a.Q, a.K, a.V, a.O, a.lse, p.len_q,
+                                             ceil_div(p.len_q, kSimpleBr), p.causal,
                                              p.softmax_scale() * ft::kLog2e);
   CUDA_CHECK_LAUNCH();
 }
@@ -63,7 +63,7 @@ template <class T>
 void launch_fast(const ft::Problem& p, const ft::ForwardArgs& a, cudaStream_t stream) {
   ft::allow_dynamic_smem(fused_forward_kernel<T>, T::kSmemBytes, "ch04 fast");
   fused_forward_kernel<T><<<grid_blocks(p, T::Br), T::kThreads, T::kSmemBytes, stream>>>(
-      a.Q, a.K, a.V, a.O, a.lse, p.seq_len, ceil_div(p.seq_len, T::Br), p.causal,
+      a.Q, a.K, a.V, a.O, a.lse, p.len_q, ceil_div(p.len_q, T::Br), p.causal,
       p.softmax_scale() * ft::kLog2e);
   CUDA_CHECK_LAUNCH();
 }
@@ -117,24 +117,30 @@ ft::ForwardImpl fast_impl(const std::string& variant, const std::string& what) {
 }  // namespace
 
 double kv_rows_loaded(const ft::Problem& p, int Br, int Bc) {
-  const int N = p.seq_len;
+  const int Nq = p.len_q, Nk = p.len_kv;
   double rows = 0;
-  for (int q0 = 0; q0 < N; q0 += Br) {
-    const int kv_end = p.causal ? std::min(N, q0 + Br) : N;
-    rows += std::min(N, ceil_div(kv_end, Bc) * Bc);
+  for (int q0 = 0; q0 < Nq; q0 += Br) {
+    // The keys the tile's last query sees (problem.hpp): all N_kv, or causal a prefix.
+    const int kv_end = p.causal ? int(std::clamp<int64_t>(int64_t(q0) + Br + p.causal_offset(), 0, Nk)) : Nk;
+    rows += std::min(Nk, ceil_div(kv_end, Bc) * Bc);
   }
   return rows;
 }
 
 ft::KernelTraffic fused_forward_traffic(const ft::Problem& p, const char* kernel, int Br, int Bc) {
-  const double heads = double(p.heads_total()), N = p.seq_len, d = p.head_dim;
-  const double head_bytes = ft::matrix_bytes(p, N, d);  // one head's Q (or K, V, O)
+  const double heads = double(p.heads_total()), d = p.head_dim;
+  const double q_head = ft::matrix_bytes(p, p.len_q, d);    // one query head's Q (or O)
+  const double kv_head = ft::matrix_bytes(p, p.len_kv, d);  // one key/value head's K (or V)
   ft::KernelTraffic t;
   t.kernel = kernel;
-  t.read_bytes = heads * (head_bytes + 2 * ft::matrix_bytes(p, kv_rows_loaded(p, Br, Bc), d));
-  t.write_bytes = heads * (head_bytes + ft::matrix_bytes(N, 1));  // O, and lse in float32
-  const bool kv_in_l2 = ft::fits_l2(2 * head_bytes);
-  t.dram_read_bytes = kv_in_l2 ? heads * 3 * head_bytes : t.read_bytes;
+  t.read_bytes = heads * (q_head + 2 * ft::matrix_bytes(p, kv_rows_loaded(p, Br, Bc), d));
+  t.write_bytes = heads * (q_head + ft::matrix_bytes(p.len_q, 1));  // O, and lse in float32
+  // A key/value head's K and V are re-read by its query tiles and, grouped, by the query
+  // heads that share it, all of which run at about the same time (blocks are numbered head
+  // by head).
+  const bool kv_in_l2 = ft::fits_l2(2 * kv_head);
+  t.dram_read_bytes =
+      kv_in_l2 ? heads * q_head + double(p.kv_heads_total()) * 2 * kv_head : t.read_bytes;
   t.dram_write_bytes = t.write_bytes;
   t.flops = p.forward_flops();
   t.note = kv_in_l2 ? "K/V re-reads hit L2 (a head's K+V fits; its query tiles run together): "

@@ -71,7 +71,7 @@ TEST(Ch04, CausalTinySequences) {
       for (int d : {32, 64, 128})
         for (int heads : {1, 5}) {
           ft::Problem p;
-          p.batch = 3, p.heads = heads, p.seq_len = n, p.head_dim = d, p.causal = true;
+          p.batch = 3, p.heads_q = p.heads_kv = heads, p.len_q = p.len_kv = n, p.head_dim = d, p.causal = true;
           SCOPED_TRACE(impl.variant + " " + p.describe());
           ft::testing::expect_forward_correct(impl, p);
         }
@@ -81,7 +81,7 @@ TEST(Ch04, CausalTinySequences) {
 TEST(Ch04, MoreHeadsThanGridY) {
   FT_REQUIRE_GPU();
   ft::Problem p;
-  p.batch = 700, p.heads = 100, p.seq_len = 5, p.head_dim = 32, p.causal = true;
+  p.batch = 700, p.heads_q = p.heads_kv = 100, p.len_q = p.len_kv = 5, p.head_dim = 32, p.causal = true;
   ft::testing::expect_forward_correct(ch04::simple(), p);
   ft::testing::expect_forward_correct(ch04::fast(), p);
 }
@@ -90,7 +90,7 @@ TEST(Ch04, MoreHeadsThanGridY) {
 TEST(Ch04, CustomScale) {
   FT_REQUIRE_GPU();
   ft::Problem p;
-  p.batch = 1, p.heads = 2, p.seq_len = 300, p.head_dim = 64, p.scale = 0.5f;
+  p.batch = 1, p.heads_q = p.heads_kv = 2, p.len_q = p.len_kv = 300, p.head_dim = 64, p.scale = 0.5f;
   for (const auto& impl : ch04::forward_impls()) {
     SCOPED_TRACE(impl.variant);
     ft::testing::expect_forward_correct(impl, p);
@@ -101,7 +101,7 @@ TEST(Ch04, CustomScale) {
 // (No GPU needed: run() throws before touching the device.)
 TEST(Ch04, RefusesOtherHeadDims) {
   ft::Problem p;
-  p.seq_len = 16, p.head_dim = 48;
+  p.len_q = p.len_kv = 16, p.head_dim = 48;
   for (const auto& impl : ch04::forward_impls()) {
     EXPECT_EQ(impl.head_dims, (std::vector<int>{32, 64, 128})) << impl.variant;
     EXPECT_THROW(impl.run(p, ft::ForwardArgs{}, nullptr), ft::Unsupported) << impl.variant;
@@ -110,7 +110,7 @@ TEST(Ch04, RefusesOtherHeadDims) {
 
 TEST(Ch04, NeedsNoWorkspace) {
   ft::Problem p;
-  p.batch = 4, p.heads = 32, p.seq_len = 16384, p.head_dim = 128;
+  p.batch = 4, p.heads_q = p.heads_kv = 32, p.len_q = p.len_kv = 16384, p.head_dim = 128;
   for (const auto& impl : ch04::forward_impls()) EXPECT_EQ(impl.workspace_bytes(p), 0u) << impl.variant;
 }
 

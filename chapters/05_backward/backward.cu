@@ -79,7 +79,7 @@ struct MaterializeWorkspace {
 };
 
 void materialize_forward_run(const ft::Problem& p, const ft::ForwardArgs& a, cudaStream_t st) {
-  const int N = p.seq_len, d = p.head_dim;
+  const int N = p.len_q, d = p.head_dim;
   const int64_t bh = p.heads_total(), nd = int64_t(N) * d, nn = int64_t(N) * N;
   float* P = MaterializeWorkspace(p, a.workspace).P;
   ch02::tiled_matmul(false, true, N, N, d, p.softmax_scale(), a.Q, nd, a.K, nd, P, nn, bh, st);
@@ -91,7 +91,7 @@ void materialize_forward_run(const ft::Problem& p, const ft::ForwardArgs& a, cud
 }
 
 void materialize_backward_run(const ft::Problem& p, const ft::BackwardArgs& a, cudaStream_t st) {
-  const int N = p.seq_len, d = p.head_dim;
+  const int N = p.len_q, d = p.head_dim;
   const int64_t bh = p.heads_total(), nd = int64_t(N) * d, nn = int64_t(N) * N;
   const float scale = p.softmax_scale();
   const MaterializeWorkspace w(p, a.workspace);
@@ -125,7 +125,7 @@ enum class DqStrategy { kAtomic, kSeparatePass };
 
 /// Blocks = tiles × heads on grid.x (grid.y would stop at 65535 heads).
 int grid_size(const ft::Problem& p, int tile) {
-  const int64_t blocks = int64_t((p.seq_len + tile - 1) / tile) * p.heads_total();
+  const int64_t blocks = int64_t((p.len_q + tile - 1) / tile) * p.heads_total();
   if (blocks > INT_MAX) throw ft::Unsupported("flash backward: more than 2^31-1 blocks");
   return int(blocks);
 }
@@ -177,7 +177,7 @@ void flash_run(const ft::Problem& p, const ft::BackwardArgs& a, cudaStream_t st)
   float* zero_dQ = kDq == DqStrategy::kAtomic ? a.dQ : nullptr;
   compute_D(a.O, a.dO, D, p.rows(), p.head_dim, st, zero_dQ);
   const BackwardParams bp{a.Q, a.K, a.V, a.dO, a.lse, D, a.dQ, a.dK, a.dV,
-                          p.seq_len, p.causal, p.softmax_scale()};
+                          p.len_q, p.causal, p.softmax_scale()};
   switch (p.head_dim) {
     case 32: launch_flash<Shape<32>, kDq, Copy>(p, bp, st); break;
     case 64: launch_flash<Shape<64>, kDq, Copy>(p, bp, st); break;
@@ -194,20 +194,20 @@ double tile_rows(int N, int tile, int t) { return std::min(tile, N - t * tile); 
 /// Key-tile blocks of a dK/dV kernel that load query tile i: all of them; causal, the
 /// blocks whose start tile floor(j·Bc/Br) is ≤ i, i.e. j < (i+1)·Br/Bc.
 double blocks_visiting_query_tile(const ft::Problem& p, int i, int Br, int Bc) {
-  const int n_kv = n_tiles(p.seq_len, Bc);
+  const int n_kv = n_tiles(p.len_q, Bc);
   return p.causal ? std::min(n_kv, n_tiles((i + 1) * Br, Bc)) : n_kv;
 }
 /// Query-tile blocks of the dQ kernel that load key tile j: all; causal, those from tile
 /// floor(j·Bc/Br) on (the tile holding key j·Bc).
 double blocks_visiting_key_tile(const ft::Problem& p, int j, int Br, int Bc) {
-  const int n_q = n_tiles(p.seq_len, Br);
+  const int n_q = n_tiles(p.len_q, Br);
   return p.causal ? n_q - (j * Bc) / Br : n_q;
 }
 
 ft::KernelTraffic dot_dO_O_traffic(const ft::Problem& p, bool zero_dQ) {
-  const double bytes_in = 2 * double(p.tensor_bytes());                  // O, dO
+  const double bytes_in = 2 * double(p.q_bytes());                  // O, dO
   const double bytes_out = double(p.rows()) * ft::kFloatBytes +          // D
-                           (zero_dQ ? double(p.tensor_bytes()) : 0);     // dQ's zeros
+                           (zero_dQ ? double(p.q_bytes()) : 0);     // dQ's zeros
   return {"dot_dO_O", bytes_in, bytes_out, bytes_in, bytes_out, 2.0 * double(p.elems()),
           zero_dQ ? "O and dO streamed once, D written once, dQ cleared once"
                   : "O and dO streamed once, D written once"};
@@ -216,12 +216,12 @@ ft::KernelTraffic dot_dO_O_traffic(const ft::Problem& p, bool zero_dQ) {
 /// flash_backward_atomic_dq (atomic_dq) or flash_backward_dkdv: per head, K and V read
 /// once; each query tile's Q, dO, L, D (and dQ atomics) once per key-tile block visiting it.
 ft::KernelTraffic dkdv_traffic(const ft::Problem& p, bool atomic_dq, int Br, int Bc) {
-  const int N = p.seq_len;
+  const int N = p.len_q;
   const double d = p.head_dim, bh = double(p.heads_total()), fb = ft::kFloatBytes;
   double q_rows_loaded = 0;  // Σ over query tiles of (rows × blocks loading them), per head
   for (int i = 0; i < n_tiles(N, Br); ++i)
     q_rows_loaded += tile_rows(N, Br, i) * blocks_visiting_query_tile(p, i, Br, Bc);
-  const double kv = 2 * double(p.tensor_bytes());  // K, V in; dK, dV out: once each
+  const double kv = 2 * double(p.kv_bytes());  // K, V in; dK, dV out: once each
   ft::KernelTraffic t;
   t.kernel = atomic_dq ? "flash_backward_atomic_dq" : "flash_backward_dkdv";
   t.read_bytes = kv + bh * q_rows_loaded * (2 * d + 2) * fb;
@@ -231,9 +231,9 @@ ft::KernelTraffic dkdv_traffic(const ft::Problem& p, bool atomic_dq, int Br, int
   // One head's Q, dO, dQ, L, D are what its key-tile blocks (adjacent on the grid) re-read.
   const double per_head_reread = double(N) * (3 * d + 2) * fb;
   if (ft::fits_l2(per_head_reread)) {
-    const double compulsory = 4 * double(p.tensor_bytes()) + 2 * double(p.rows()) * fb;
-    t.dram_read_bytes = compulsory + (atomic_dq ? double(p.tensor_bytes()) : 0);
-    t.dram_write_bytes = kv + (atomic_dq ? double(p.tensor_bytes()) : 0);
+    const double compulsory = 4 * double(p.q_bytes()) + 2 * double(p.rows()) * fb;
+    t.dram_read_bytes = compulsory + (atomic_dq ? double(p.q_bytes()) : 0);
+    t.dram_write_bytes = kv + (atomic_dq ? double(p.q_bytes()) : 0);
     t.note = atomic_dq ? "Q,K,V,dO,L,D,dQ(zeros) read once; dK,dV,dQ written once: re-reads "
                          "and atomics stay in L2 (one head's Q,dO,dQ fit)"
                        : "Q,K,V,dO,L,D read once, dK,dV written once: one head's Q,dO re-reads "
@@ -249,19 +249,19 @@ ft::KernelTraffic dkdv_traffic(const ft::Problem& p, bool atomic_dq, int Br, int
 /// flash_backward_dq: per head, Q, dO, L, D read once; each key tile's K, V once per
 /// query-tile block visiting it; dQ written once.
 ft::KernelTraffic dq_traffic(const ft::Problem& p, int Br, int Bc) {
-  const int N = p.seq_len;
+  const int N = p.len_q;
   const double d = p.head_dim, bh = double(p.heads_total()), fb = ft::kFloatBytes;
   double kv_rows_loaded = 0;
   for (int j = 0; j < n_tiles(N, Bc); ++j)
     kv_rows_loaded += tile_rows(N, Bc, j) * blocks_visiting_key_tile(p, j, Br, Bc);
-  const double q_side = 2 * double(p.tensor_bytes()) + 2 * double(p.rows()) * fb;  // Q, dO, L, D
+  const double q_side = 2 * double(p.q_bytes()) + 2 * double(p.rows()) * fb;  // Q, dO, L, D
   ft::KernelTraffic t;
   t.kernel = "flash_backward_dq";
   t.read_bytes = q_side + bh * kv_rows_loaded * 2 * d * fb;
-  t.write_bytes = double(p.tensor_bytes());
+  t.write_bytes = double(p.q_bytes());
   t.flops = p.backward_flops() * 3.0 / 5.0;  // S, dP and dS·K again: 3 products of 2·N²·d
   if (ft::fits_l2(2 * ft::matrix_bytes(N, d))) {
-    t.dram_read_bytes = q_side + 2 * double(p.tensor_bytes());
+    t.dram_read_bytes = q_side + 2 * double(p.q_bytes());
     t.note = "Q,dO,L,D,K,V read once, dQ written once: one head's K,V re-reads fit in L2";
   } else {
     t.dram_read_bytes = t.read_bytes;
@@ -274,7 +274,7 @@ ft::KernelTraffic dq_traffic(const ft::Problem& p, int Br, int Bc) {
 /// The baseline's products: re-read operands are the N×d matrices (one head's pair fits in
 /// L2 up to N ≈ 30 000 at d = 128); the N×N operand streams through.
 ft::KernelTraffic matmul(const ft::Problem& p, const char* what, int M, int N, int K) {
-  const bool fit = ft::fits_l2(2 * ft::matrix_bytes(p.seq_len, p.head_dim));
+  const bool fit = ft::fits_l2(2 * ft::matrix_bytes(p.len_q, p.head_dim));
   return ch02::tiled_matmul_traffic(what, M, N, K, p.heads_total(), fit);
 }
 
@@ -288,13 +288,13 @@ size_t materialize_workspace_bytes(const ft::Problem& p) {
 size_t flash_workspace_bytes(const ft::Problem& p) { return size_t(p.rows()) * sizeof(float); }
 
 std::vector<ft::KernelTraffic> materialize_forward_traffic(const ft::Problem& p) {
-  const int N = p.seq_len, d = p.head_dim;
+  const int N = p.len_q, d = p.head_dim;
   return {matmul(p, "S = scale*Q*K^T", N, N, d), ch03::attention_softmax_traffic(p),
           matmul(p, "O = P*V", N, d, N)};
 }
 
 std::vector<ft::KernelTraffic> materialize_traffic(const ft::Problem& p) {
-  const int N = p.seq_len, d = p.head_dim;
+  const int N = p.len_q, d = p.head_dim;
   const double grid = double(p.grid_bytes()), stats = double(p.rows()) * ft::kFloatBytes;
   const ft::KernelTraffic ds{"softmax_backward", 2 * grid + stats, grid, 2 * grid + stats, grid,
                              2.0 * double(p.grid_elems()),

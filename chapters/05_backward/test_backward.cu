@@ -181,7 +181,7 @@ TEST(Ch05ComputeD, MatchesCpuRowDotsAndClearsDq) {
 TEST(Ch05Flash, RefusesOtherHeadDims) {
   FT_REQUIRE_GPU();
   ft::Problem p;
-  p.seq_len = 16;
+  p.len_q = p.len_kv = 16;
   p.head_dim = 48;
   ft::BackwardArgs a{};
   EXPECT_THROW(ch05::flash().run(p, a, 0), ft::Unsupported);

@@ -180,7 +180,7 @@ TEST(Ch05Ledger, FlashMovesFarFewerDramBytesThanMaterialize) {
   const double materialize = ft::total(ch05::materialize_traffic(p)).dram_bytes();
   EXPECT_GT(materialize, 20 * flash);
   // Flash: Q, K, V, O, dO read, dK, dV, dQ written, about 10 tensors of 134 MB; nothing N².
-  EXPECT_LT(flash, 12.0 * p.tensor_bytes());
+  EXPECT_LT(flash, 12.0 * p.q_bytes());
 }
 
 }  // namespace

@@ -27,7 +27,7 @@ const char* storage_name(ScoreStorage storage) {
 /// qk_scores_tc. Per head: a tile (qt, kt) copies the rows of Q tile qt and of K tile kt
 /// that lie below N and stores rows < N, columns < ld of its 128×128 piece of S.
 ft::KernelTraffic scores_line(const ft::Problem& p, ScoreStorage storage) {
-  const int N = p.seq_len, tiles = ceil_div(N, kScoreTile);
+  const int N = p.len_q, tiles = ceil_div(N, kScoreTile);
   const double ld = grid_row_stride(N), row = double(p.head_dim) * ft::dtype_bytes(p.dtype);
   double q_rows = 0, k_rows = 0, s_elems = 0;  // one head's
   for (int t = 0; t < tiles; ++t) {
@@ -56,7 +56,7 @@ ft::KernelTraffic scores_line(const ft::Problem& p, ScoreStorage storage) {
 /// p_columns_written(i) elements of P and one float of lse. warp_softmax_tc (a warp per row,
 /// for rows that fit: warp_softmax_fits) reads and writes exactly the same pieces, once.
 ft::KernelTraffic softmax_line(const ft::Problem& p, ScoreStorage storage, SoftmaxKernel softmax) {
-  const int N = p.seq_len, ld = grid_row_stride(N);
+  const int N = p.len_q, ld = grid_row_stride(N);
   const double es = score_bytes(p, storage);
   const int vec = int(16 / es);  // scores per 16-byte load
   double read = 0, written = 0;  // elements, one head's
@@ -91,7 +91,7 @@ ft::KernelTraffic softmax_line(const ft::Problem& p, ScoreStorage storage, Softm
 /// pv_output_tc. Query tile qt copies, for each key tile up to its last visible key, the
 /// chunks of P below N and the rows of V below N; writes its rows of O.
 ft::KernelTraffic pv_line(const ft::Problem& p) {
-  const int N = p.seq_len, q_tiles = ceil_div(N, kPvRows);
+  const int N = p.len_q, q_tiles = ceil_div(N, kPvRows);
   const double ld = grid_row_stride(N), E = ft::dtype_bytes(p.dtype), row = p.head_dim * E;
   double p_elems = 0, v_rows = 0;  // one head's
   for (int t = 0; t < q_tiles; ++t) {
@@ -116,7 +116,7 @@ ft::KernelTraffic pv_line(const ft::Problem& p) {
 }  // namespace
 
 size_t workspace_bytes(const ft::Problem& p, ScoreStorage storage) {
-  return size_t(p.rows()) * size_t(grid_row_stride(p.seq_len)) * size_t(score_bytes(p, storage));
+  return size_t(p.rows()) * size_t(grid_row_stride(p.len_q)) * size_t(score_bytes(p, storage));
 }
 
 std::vector<ft::KernelTraffic> traffic(const ft::Problem& p, ScoreStorage storage,

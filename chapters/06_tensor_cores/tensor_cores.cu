@@ -42,7 +42,7 @@ unsigned blocks_or_throw(int64_t blocks, const char* kernel) {
 
 /// Score tiles of one head: all of them, or (causal) those on or below the diagonal.
 int64_t score_tiles_per_head(const ft::Problem& p) {
-  const int64_t tiles = ceil_div(p.seq_len, kScoreTile);
+  const int64_t tiles = ceil_div(p.len_q, kScoreTile);
   return p.causal ? tiles * (tiles + 1) / 2 : tiles * tiles;
 }
 
@@ -55,7 +55,7 @@ void launch_softmax(const SoftmaxParams<Score, T>& sp, int64_t rows, cudaStream_
 template <class T, class Score, int D, SoftmaxKernel kSoftmax>
 void forward(const ft::Problem& p, const ft::ForwardArgs& a, cudaStream_t stream) {
   ft::require_sm(kMinSm, "chapter 06");
-  const int N = p.seq_len, ld = grid_row_stride(N);
+  const int N = p.len_q, ld = grid_row_stride(N);
   const int64_t BH = p.heads_total();
   Score* S = static_cast<Score*>(a.workspace);
 

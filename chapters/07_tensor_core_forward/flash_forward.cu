@@ -40,12 +40,14 @@ void launch(const ft::Problem& p, const ft::ForwardArgs& a, cudaStream_t stream)
   using T = typename Tr::T;
   ft::require_sm(kMinSm, "chapter 07");
   ft::allow_dynamic_smem(flash_forward_tc<Tr>, Tr::kSmemBytes, "chapter 07 forward");
-  const int num_q_tiles = (p.seq_len + Tr::Br - 1) / Tr::Br;
+  const int num_q_tiles = (p.len_q + Tr::Br - 1) / Tr::Br;
   const int64_t blocks = int64_t(num_q_tiles) * p.heads_total();  // grid.x: up to 2^31 − 1
   if (blocks > INT_MAX) throw ft::Unsupported("chapter 07: too many blocks for one grid");
-  const Params<T> params{a.Q.as<T>(), a.K.as<T>(), a.V.as<T>(), a.O.as<T>(), a.lse,
-                         p.seq_len,   num_q_tiles, p.causal,   p.softmax_scale() * ft::kLog2e};
-  const ft::ViewArgs views{ft::layout_of(p, a.layout), p.heads};
+  const Params<T> params{a.Q.as<T>(), a.K.as<T>(), a.V.as<T>(), a.O.as<T>(),
+                         a.lse,       p.len_q,     p.len_kv,    num_q_tiles,
+                         p.group(),   p.causal_offset(), p.causal,
+                         p.softmax_scale() * ft::kLog2e};
+  const ft::ViewArgs views{ft::layout_of(p, a.layout), p.heads_q, p.heads_kv};
   flash_forward_tc<Tr><<<int(blocks), Tr::kThreads, Tr::kSmemBytes, stream>>>(params, views);
   CUDA_CHECK_LAUNCH();
 }
@@ -123,9 +125,12 @@ size_t no_workspace(const ft::Problem&) { return 0; }
 
 template <template <class, int> class Shape, bool kTakesViews = false>
 ft::ForwardImpl impl(const std::string& variant, const std::string& what) {
+  // Two lengths and grouped heads are an index each (flash_forward.cuh): every variant.
+  const ft::Features features{/*lengths=*/true, /*grouped=*/true};
   return {"07",         variant,         what,
           {64, 128},    no_workspace,    run<Shape, kTakesViews>,
-          traffic<Shape>, {ft::DType::BFloat16, ft::DType::Float16}, kMinSm, kTakesViews};
+          traffic<Shape>, {ft::DType::BFloat16, ft::DType::Float16}, kMinSm, kTakesViews,
+          features};
 }
 
 }  // namespace

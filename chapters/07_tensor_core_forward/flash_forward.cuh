@@ -29,17 +29,21 @@ using ft::tc::FragA;
 using ft::tc::FragB;
 using ft::tc::FragC;
 
-/// The kernel's arguments: one head is N·d elements of each tensor, heads back to back
-/// (unless the traits read views: then the ft::ViewArgs beside them say where each row is).
+/// The kernel's arguments: one query head is N_q·d elements of Q and O, one key/value head
+/// N_kv·d of K and V, heads back to back (unless the traits read views: then the
+/// ft::ViewArgs beside them say where each row is).
 template <class T>
 struct Params {
   const T* Q;
   const T* K;
   const T* V;
   T* O;
-  float* lse;       ///< natural-log log-sum-exp per query row, [B, H, N] (always contiguous)
-  int N;            ///< sequence length
-  int num_q_tiles;  ///< ceil(N / Br)
+  float* lse;       ///< natural-log log-sum-exp per query row, [B, H_q, N_q] (always contiguous)
+  int Nq;           ///< queries per head
+  int Nkv;          ///< keys per head
+  int num_q_tiles;  ///< ceil(N_q / Br)
+  int group;        ///< query heads per key/value head: query head bh reads K/V head bh / group
+  int causal_offset;  ///< causal: key j visible to query i iff j <= i + causal_offset
   bool causal;
   float scale_log2;  ///< softmax scale · log2(e): scores in base-2 units, every exp an exp2
 };
@@ -87,33 +91,36 @@ __global__ void __launch_bounds__(Tr::kThreads) flash_forward_tc(const Params<ty
   // Last query tile first: under the causal mask it has the most key tiles, and starting the
   // longest blocks first keeps the last wave short (chapter 04).
   const int q0 = (p.num_q_tiles - 1 - int(blockIdx.x % p.num_q_tiles)) * Br;
-  const int64_t head = blockIdx.x / p.num_q_tiles;  // b·H + h
-  const int N = p.N;
+  const int64_t head = blockIdx.x / p.num_q_tiles;  // b·H_q + h
+  const int64_t kv_head = head / p.group;          // b·H_kv + h / group: grouped heads share it
+  const int Nq = p.Nq, N = p.Nkv;                   // N: the keys, what the K/V loop runs over
   // This head's rows: heads back to back (the layout contract), or where a view's strides
   // put them (strides.hpp; the contiguous lines stay as they were measured).
   constexpr bool kViews = Tr::kViews;
-  const T* Q = p.Q + head * N * D;
-  const T* K = p.K + head * N * D;
-  const T* V = p.V + head * N * D;
+  const T* Q = p.Q + head * Nq * D;
+  const T* K = p.K + kv_head * N * D;
+  const T* V = p.V + kv_head * N * D;
   if constexpr (kViews) {
     Q = p.Q + ft::head_start(v.strides.Q, head, v.heads);
-    K = p.K + ft::head_start(v.strides.K, head, v.heads);
-    V = p.V + ft::head_start(v.strides.V, head, v.heads);
+    K = p.K + ft::head_start(v.strides.K, kv_head, v.heads_kv);
+    V = p.V + ft::head_start(v.strides.V, kv_head, v.heads_kv);
   }
   const auto ldk = ft::row_stride<kViews>(v.strides.K), ldv = ft::row_stride<kViews>(v.strides.V);
   const int warp_row0 = warp * Tr::kRowsPerWarp;  // this warp's first row in the tile
 
-  // Causal: no key tile past the one that holds the tile's last query (tiles above the
-  // diagonal are skipped, not masked).
-  const int kv_end = p.causal ? min(N, q0 + Br) : N;
-  const int num_kv_tiles = (kv_end + Bc - 1) / Bc;
+  // Causal: no key tile past the one that holds the last key the tile's last query sees
+  // (tiles above the diagonal are skipped, not masked). Bottom-right with N_q > N_kv: a tile
+  // whose queries see no key has none (kv_end ≤ 0), and writes O = 0, lse = −∞.
+  const int kv_end = p.causal ? min(N, q0 + Br + p.causal_offset) : N;
+  const int num_kv_tiles = kv_end > 0 ? (kv_end + Bc - 1) / Bc : 0;
 
   // The Q tile (and, with cp.async, K/V tile 0 in the same group) start on their way.
   if constexpr (Tr::kCopy == Copy::kAsync) {
-    ft::tc::copy_tile_async<Tile, Br, Tr::kThreads>(Qs, Q, q0, N, ft::row_stride<kViews>(v.strides.Q));
-    load_kv<Tr>(Ks, Vs, K, V, ldk, ldv, 0, N);
+    ft::tc::copy_tile_async<Tile, Br, Tr::kThreads>(Qs, Q, q0, Nq, ft::row_stride<kViews>(v.strides.Q));
+    if (num_kv_tiles > 0) load_kv<Tr>(Ks, Vs, K, V, ldk, ldv, 0, N);
+    else ft::tc::cp_async_commit(), ft::tc::cp_async_wait<0>();  // nothing to compute: Q lands, unused
   } else {
-    ft::tc::copy_tile_sync<Tile, Br, Tr::kThreads>(Qs, Q, q0, N, ft::row_stride<kViews>(v.strides.Q));
+    ft::tc::copy_tile_sync<Tile, Br, Tr::kThreads>(Qs, Q, q0, Nq, ft::row_stride<kViews>(v.strides.Q));
   }
 
   FragC o[MT][Tr::kOTiles] = {};        // O, unnormalized: 16×8 float tiles
@@ -187,7 +194,7 @@ __global__ void __launch_bounds__(Tr::kThreads) flash_forward_tc(const Params<ty
           for (int i = 0; i < 4; ++i) {
             const ft::tc::RowCol at = ft::tc::mma_c_coord(lane, i);
             const int query = q0 + warp_row0 + mt * 16 + at.row, key = kv0 + nt * 8 + at.col;
-            if (key >= N || (p.causal && key > query)) s[mt][nt].c[i] = -INFINITY;
+            if (key >= N || (p.causal && key > query + p.causal_offset)) s[mt][nt].c[i] = -INFINITY;
           }
     }
 
@@ -262,16 +269,19 @@ __global__ void __launch_bounds__(Tr::kThreads) flash_forward_tc(const Params<ty
   };
 
   // Tiles wholly below the diagonal and inside N first, unmasked; then the rest (the
-  // diagonal tiles under causal, the partial tile past N), masked. Ascending order matters:
-  // tile 0 holds key 0, visible to every query, so every row's max is finite from the start.
-  const int full_tiles = min(N / Bc, p.causal ? (q0 + 1) / Bc : num_kv_tiles);
+  // diagonal tiles under causal, the partial tile past N), masked. (A row whose first tiles
+  // hide every key, bottom-right with N_q > N_kv, keeps m = −∞ until a visible key comes:
+  // online_softmax.cuh makes such a row's weights 0, not NaN.) Tile j is wholly visible to
+  // the tile's first query, q0, when its last key (j + 1)·Bc − 1 ≤ q0 + causal_offset.
+  const int full_tiles = min(N / Bc, p.causal ? max(0, q0 + p.causal_offset + 1) / Bc : num_kv_tiles);
   int j = 0;
   for (; j < min(full_tiles, num_kv_tiles); ++j) kv_step(j, std::false_type{});
   for (; j < num_kv_tiles; ++j) kv_step(j, std::true_type{});
 
   // The division by l, once per row, then O (two neighbouring columns per 32-bit store)
-  // and the natural-log lse. Rows past N were computed on zero queries and are dropped.
-  T* O = p.O + head * N * D;
+  // and the natural-log lse. Rows past N_q were computed on zero queries and are dropped. A
+  // row that saw no key has l = 0: its O is 0 (not 0·∞ = NaN) and its lse −∞.
+  T* O = p.O + head * Nq * D;
   if constexpr (kViews) O = p.O + ft::head_start(v.strides.O, head, v.heads);
   const int64_t ldo = kViews ? v.strides.O.row : D;  // elements from one row of O to the next
 #pragma unroll
@@ -279,16 +289,16 @@ __global__ void __launch_bounds__(Tr::kThreads) flash_forward_tc(const Params<ty
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
       row[mt][h].l = quad_sum(row[mt][h].l);
-      const float inv_l = 1.f / row[mt][h].l;
+      const float inv_l = row[mt][h].l > 0.f ? 1.f / row[mt][h].l : 0.f;
       const int query = q0 + warp_row0 + mt * 16 + h * 8 + ft::tc::lane_group(lane);
-      if (query >= N) continue;
+      if (query >= Nq) continue;
 #pragma unroll
       for (int ot = 0; ot < Tr::kOTiles; ++ot) {
         const int col = ot * 8 + 2 * ft::tc::lane_in_group(lane);
         *reinterpret_cast<uint32_t*>(O + int64_t(query) * ldo + col) =
             ft::tc::pack2<T>(o[mt][ot].c[2 * h] * inv_l, o[mt][ot].c[2 * h + 1] * inv_l);
       }
-      if (ft::tc::lane_in_group(lane) == 0) p.lse[head * N + query] = ft::online_lse(row[mt][h]);
+      if (ft::tc::lane_in_group(lane) == 0) p.lse[head * Nq + query] = ft::online_lse(row[mt][h]);
     }
 }
 

@@ -108,6 +108,54 @@ TEST(Ch07, ManyHeadsAndCustomScale) {
   }
 }
 
+// Two lengths and grouped heads (ft::testing::kv_shapes: a few queries over a long cache and
+// the reverse, one query, both causal alignments, a bottom-right mask whose first rows see
+// no key, multi-query heads): an index in the kernel, so every staircase variant and
+// `fastest`, one test per variant and dtype (the tile-shape sweep runs the same code).
+std::vector<ft::testing::ShapeGroup<ft::ForwardImpl>> kv_groups() {
+  std::vector<ft::testing::ShapeGroup<ft::ForwardImpl>> groups;
+  for (const auto& impl : ch07::forward_impls())
+    if (in_staircase(impl.variant) || impl.variant == "fastest")
+      for (ft::DType t : impl.dtypes) {
+        if (t == ft::DType::Float16 && impl.variant != "fastest") continue;  // fp16: same code
+        groups.push_back({impl, t, ft::testing::kv_shapes(impl.head_dims, t)});
+      }
+  return groups;
+}
+
+class Ch07KeyValue : public ::testing::TestWithParam<ft::testing::ShapeGroup<ft::ForwardImpl>> {};
+
+TEST_P(Ch07KeyValue, TwoLengthsAndGroupedHeadsMatchReference) {
+  FT_REQUIRE_GPU();
+  ft::testing::check_each_shape(GetParam(), [](const Case& c) {
+    ft::testing::expect_forward_correct(c.impl, c.problem());
+  });
+}
+
+INSTANTIATE_TEST_SUITE_P(AllVariants, Ch07KeyValue, ::testing::ValuesIn(kv_groups()),
+                         &ft::testing::group_name<ft::ForwardImpl>);
+
+// Grouped-query heads proper (2 sequences of 8 query heads over 2 key/value heads: heads 0-3
+// read key/value head 0, 4-7 head 1) on the tutorial's sizes, the views included: the
+// decoding-like shape (16 queries over a 3000-token cache, bottom-right) and a square one.
+TEST(Ch07KeyValue, GroupedQueryHeadsAndViews) {
+  FT_REQUIRE_GPU();
+  for (ft::DType t : {ft::DType::BFloat16, ft::DType::Float16})
+    for (int d : {64, 128})
+      for (auto [nq, nk] : {std::pair{16, 3000}, std::pair{1000, 1000}}) {
+        const ft::Problem p = ft::with_kv(ft::make_problem(2, 8, nq, d, true, t), nk, 2,
+                                          ft::CausalAlign::BottomRight);
+        SCOPED_TRACE(p.describe());
+        ft::testing::expect_forward_correct(ch07::fastest(), p);
+        for (auto kind : {ft::testing::ViewKind::kProjection, ft::testing::ViewKind::kPadded}) {
+          const ft::Layout layout = ft::testing::test_layout(p, kind);
+          SCOPED_TRACE(ft::testing::view_name(kind));
+          ft::testing::expect_forward_correct(ch07::fastest(), p, ft::InputKind::Uniform,
+                                              ft::testing::kDtypeTolerance, &layout);
+        }
+      }
+}
+
 // Views (strides.hpp): `fastest` reads q, k, v where their strides say and writes O there,
 // on the ragged sizes, causal and not; the inputs' gaps hold NaN (a read there fails the
 // check) and the output's gaps must keep their poison. One test per kind of view.

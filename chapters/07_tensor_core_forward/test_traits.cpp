@@ -31,7 +31,7 @@ TEST(Ch07Impls, ListWhatTheyCompile) {
 }
 
 TEST(Ch07CApi, RefusesFloat32AndOddHeadDims) {
-  ft_problem p{2, 3, 64, 64, 0, 0.f, FT_DTYPE_FLOAT32};
+  ft_problem p{2, 3, 3, 64, 64, 64, 0, FT_CAUSAL_TOP_LEFT, 0.f, FT_DTYPE_FLOAT32};
   EXPECT_EQ(ft_ch07_forward(p, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, 0), -1);
   EXPECT_NE(std::string(ft_last_error()).find("does not support dtype float32"), std::string::npos)
       << ft_last_error();

@@ -114,9 +114,9 @@ constexpr bool kSplitsTail = [] {
 
 /// A problem's key tiles (one block each before split_tail) and each one's query tiles.
 template <class Tr>
-int64_t key_tiles(const ft::Problem& p) { return int64_t((p.seq_len + Tr::Bc - 1) / Tr::Bc) * p.heads_total(); }
+int64_t key_tiles(const ft::Problem& p) { return int64_t((p.len_q + Tr::Bc - 1) / Tr::Bc) * p.heads_total(); }
 template <class Tr>
-int query_tiles(const ft::Problem& p) { return (p.seq_len + Tr::Br - 1) / Tr::Br; }
+int query_tiles(const ft::Problem& p) { return (p.len_q + Tr::Br - 1) / Tr::Br; }
 
 template <class Tr>
 TailSplit split_plan(const ft::Problem& p, int sms) {
@@ -154,8 +154,8 @@ void launch(const ft::Problem& p, const ft::BackwardArgs& a, cudaStream_t stream
   ft::allow_dynamic_smem(kernel, Tr::kSmemBytes, "chapter 08 backward");
   if constexpr (!kAtomics)
     ft::allow_dynamic_smem(flash_backward_dq_tc<DqTr>, DqTr::kSmemBytes, "chapter 08 dQ pass");
-  const int num_kv_tiles = (p.seq_len + Tr::Bc - 1) / Tr::Bc;
-  const int num_q_tiles = (p.seq_len + DqTr::Br - 1) / DqTr::Br;
+  const int num_kv_tiles = (p.len_q + Tr::Bc - 1) / Tr::Bc;
+  const int num_q_tiles = (p.len_q + DqTr::Br - 1) / DqTr::Br;
   const int64_t blocks = int64_t(num_kv_tiles) * p.heads_total();  // grid.x: up to 2^31 − 1
   const int64_t dq_blocks = int64_t(num_q_tiles) * p.heads_total();
   if (blocks > INT_MAX || dq_blocks > INT_MAX)
@@ -174,14 +174,14 @@ void launch(const ft::Problem& p, const ft::BackwardArgs& a, cudaStream_t stream
   static_assert(!kViews || kAtomics, "the separate dQ pass (flash_backward_dq_tc) reads contiguous tensors only");
   const ft::Layout l = ft::layout_of(p, a.layout);
   dot_dO_O_tc<T, kViews><<<int(d_blocks), kSmallBlock, 0, stream>>>(
-      a.O.as<T>(), l.O, a.dO.as<T>(), l.dO, w.D, w.dq_acc, rows, p.seq_len, p.heads, p.head_dim);
+      a.O.as<T>(), l.O, a.dO.as<T>(), l.dO, w.D, w.dq_acc, rows, p.len_q, p.heads_q, p.head_dim);
   CUDA_CHECK_LAUNCH();
 
   const Params<T> params{a.Q.as<T>(), a.K.as<T>(),  a.V.as<T>(),  a.dO.as<T>(),
                          a.lse,       w.D,          w.dq_acc,     a.dK.as<T>(),
-                         a.dV.as<T>(), p.seq_len,   num_kv_tiles, p.causal,
+                         a.dV.as<T>(), p.len_q,   num_kv_tiles, p.causal,
                          p.softmax_scale(), p.softmax_scale() * ft::kLog2e};
-  const ft::ViewArgs views{l, p.heads};
+  const ft::ViewArgs views{l, p.heads_q, p.heads_kv};
   if constexpr (kWarpTileKernel<Tr>) {
     if (slots > 0) CUDA_CHECK(cudaMemsetAsync(w.slots, 0, size_t(slots) * sizeof(float), stream));
     kernel<<<int(grid), Tr::kThreads, Tr::kSmemBytes, stream>>>(params, split, views);
@@ -201,7 +201,7 @@ void launch(const ft::Problem& p, const ft::BackwardArgs& a, cudaStream_t stream
     const int c_blocks = int(std::min<int64_t>((n + kSmallBlock - 1) / kSmallBlock, 1 << 16));
     if constexpr (kViews)
       convert_dq_views<T, Tr::D><<<c_blocks, kSmallBlock, 0, stream>>>(w.dq_acc, a.dQ.as<T>(), l.dQ,
-                                                                       rows, p.seq_len, p.heads);
+                                                                       rows, p.len_q, p.heads_q);
     else
       convert_dq<T><<<c_blocks, kSmallBlock, 0, stream>>>(w.dq_acc, a.dQ.as<T>(), n);
   } else {
@@ -267,12 +267,12 @@ double tile_rows(int N, int tile, int t) { return std::min(tile, N - t * tile); 
 /// Key blocks (of Bc keys) that load query tile i (of Br queries): all; causal, those whose
 /// first query tile floor(j·Bc/Br) is ≤ i, i.e. j < (i+1)·Br/Bc.
 double blocks_visiting_query_tile(const ft::Problem& p, int i, int Br, int Bc) {
-  const int n_kv = n_tiles(p.seq_len, Bc);
+  const int n_kv = n_tiles(p.len_q, Bc);
   return p.causal ? std::min(n_kv, n_tiles((i + 1) * Br, Bc)) : n_kv;
 }
 
 ft::KernelTraffic dot_traffic(const ft::Problem& p, bool atomics) {
-  const double in = 2 * double(p.tensor_bytes());                        // O, dO (2-byte)
+  const double in = 2 * double(p.q_bytes());                        // O, dO (2-byte)
   const double out = double(p.rows()) * ft::kFloatBytes +                // D
                      (atomics ? double(p.elems()) * ft::kFloatBytes : 0);  // accumulator zeros
   return {"dot_dO_O_tc", in, out, in, out, 2.0 * double(p.elems()),
@@ -284,13 +284,13 @@ ft::KernelTraffic dot_traffic(const ft::Problem& p, bool atomics) {
 /// visits (Q, dO, L, D) and, with atomics, adds a float32 dQ share for each.
 ft::KernelTraffic main_traffic(const ft::Problem& p, int Br, int Bc, bool atomics,
                                const char* kernel = "flash_backward_tc") {
-  const int N = p.seq_len;
+  const int N = p.len_q;
   const double d = p.head_dim, bh = double(p.heads_total()), fb = ft::kFloatBytes;
   const double eb = double(ft::dtype_bytes(p.dtype));
   double q_rows_loaded = 0;  // Σ over query tiles of rows × key blocks loading them, per head
   for (int i = 0; i < n_tiles(N, Br); ++i)
     q_rows_loaded += tile_rows(N, Br, i) * blocks_visiting_query_tile(p, i, Br, Bc);
-  const double kv = 2 * double(p.tensor_bytes());  // K, V in; dK, dV out: once each
+  const double kv = 2 * double(p.kv_bytes());  // K, V in; dK, dV out: once each
   ft::KernelTraffic t;
   t.kernel = kernel;
   t.read_bytes = kv + bh * q_rows_loaded * (2 * d * eb + 2 * fb);            // Q, dO; L, D
@@ -301,7 +301,7 @@ ft::KernelTraffic main_traffic(const ft::Problem& p, int Br, int Bc, bool atomic
   const double per_head_reread = double(N) * (2 * d * eb + 2 * fb + (atomics ? d * fb : 0));
   const double acc = atomics ? double(p.elems()) * fb : 0.0;
   if (ft::fits_l2(per_head_reread)) {
-    t.dram_read_bytes = 4 * double(p.tensor_bytes()) + 2 * double(p.rows()) * fb + acc;
+    t.dram_read_bytes = 4 * double(p.q_bytes()) + 2 * double(p.rows()) * fb + acc;
     t.dram_write_bytes = kv + acc;
     t.note = atomics ? "Q,K,V,dO,L,D and the dQ accumulator read once; dK,dV,dQ(float32) "
                        "written once: re-reads and atomics stay in L2"
@@ -315,7 +315,7 @@ ft::KernelTraffic main_traffic(const ft::Problem& p, int Br, int Bc, bool atomic
 }
 
 ft::KernelTraffic convert_traffic(const ft::Problem& p) {
-  const double in = double(p.elems()) * ft::kFloatBytes, out = double(p.tensor_bytes());
+  const double in = double(p.elems()) * ft::kFloatBytes, out = double(p.q_bytes());
   return {"convert_dq", in, out, in, out, 0.0, "the float32 dQ read once, dQ written once"};
 }
 
@@ -323,7 +323,7 @@ ft::KernelTraffic convert_traffic(const ft::Problem& p) {
 /// read beside Q and dQ written in place of O; S, dP and dS·K: three products.
 ft::KernelTraffic dq_pass_traffic(const ft::Problem& p, int Br, int Bc) {
   ft::KernelTraffic t = ch04::fused_forward_traffic(p, "flash_backward_dq_tc", Br, Bc);
-  const double extra = double(p.tensor_bytes()) + 2 * double(p.rows()) * ft::kFloatBytes;
+  const double extra = double(p.q_bytes()) + 2 * double(p.rows()) * ft::kFloatBytes;
   t.read_bytes += extra;       // dO once, L and D once (the forward read Q alone)
   t.dram_read_bytes += extra;
   t.write_bytes -= double(p.rows()) * ft::kFloatBytes;  // no lse written

@@ -70,7 +70,7 @@ TEST(Ch08Workspace, HoldsTheFloat32DqAndD) {
 }
 
 TEST(Ch08CApi, RefusesFloat32AndOddHeadDims) {
-  ft_problem p{2, 3, 64, 64, 0, 0.f, FT_DTYPE_FLOAT32};
+  ft_problem p{2, 3, 3, 64, 64, 64, 0, FT_CAUSAL_TOP_LEFT, 0.f, FT_DTYPE_FLOAT32};
   EXPECT_EQ(ft_ch08_backward(p, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr,
                              nullptr, nullptr, nullptr, 0),
             -1);

@@ -149,7 +149,7 @@ TEST(Ch08, FastestRunsTheVariantItsDispatchPicks) {
 ft::Problem two_heads(const Case& c) {
   ft::Problem p = c.problem();
   p.batch = 2;
-  p.heads = 1;
+  p.heads_q = p.heads_kv = 1;
   return p;
 }
 

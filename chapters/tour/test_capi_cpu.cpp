@@ -13,7 +13,7 @@
 namespace {
 
 ft_problem problem(int N, int d, bool causal) {
-  return ft_problem{2, 3, N, d, causal ? 1 : 0, 0.f, FT_DTYPE_FLOAT32};
+  return ft_problem{2, 3, 3, N, N, d, causal ? 1 : 0, FT_CAUSAL_TOP_LEFT, 0.f, FT_DTYPE_FLOAT32};
 }
 
 bool says(const char* what) { return std::string(ft_last_error()).find(what) != std::string::npos; }
@@ -40,10 +40,10 @@ TEST(CApiErrors, UnsupportedHeadDimIsReportedNotLaunched) {
 
 TEST(CApiErrors, NonPositiveShapeIsReported) {
   ft_problem p = problem(64, 64, false);
-  p.seq_len = 0;
+  p.len_q = 0;
   EXPECT_EQ(ft_ch01_forward(p, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, 0), -1);
-  EXPECT_TRUE(says("seq_len")) << ft_last_error();
-  p.seq_len = 64;
+  EXPECT_TRUE(says("len_q")) << ft_last_error();
+  p.len_q = 64;
   p.batch = -1;
   EXPECT_EQ(ft_ch05_backward(p, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr,
                              nullptr, nullptr, nullptr, 0),
@@ -57,7 +57,7 @@ TEST(CApiErrors, NonPositiveShapeIsReported) {
 TEST(CApiErrors, LimitsOfTheCommandLineHoldHere) {
   ft_problem p = problem((1 << 24) + 1, 64, false);  // N past 2^24
   EXPECT_EQ(call_ch04(p), -1);
-  EXPECT_TRUE(says("seq_len must be in [1, 16777216]")) << ft_last_error();
+  EXPECT_TRUE(says("len_q must be in [1, 16777216]")) << ft_last_error();
   p = problem(64, 2048, false);  // d past 1024
   EXPECT_EQ(ft_ch01_forward(p, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, 0), -1);
   EXPECT_TRUE(says("head_dim must be in [1, 1024]")) << ft_last_error();
@@ -70,14 +70,45 @@ TEST(CApiErrors, LimitsOfTheCommandLineHoldHere) {
   EXPECT_TRUE(says("scale must be >= 0")) << ft_last_error();
 }
 
+// Version 4's fields: two lengths, two head counts, the alignment. What no implementation can
+// run is refused by the problem's own validation; what one chapter lacks, by that chapter.
+TEST(CApiErrors, KeyValueSideIsValidatedThenRefusedWhereUnsupported) {
+  ft_problem p = problem(64, 64, true);
+  p.heads_kv = 2;  // 3 query heads cannot share 2 key/value heads
+  EXPECT_EQ(call_ch04(p), -1);
+  EXPECT_TRUE(says("heads_q must be a multiple of heads_kv")) << ft_last_error();
+  p.heads_kv = 0;
+  EXPECT_EQ(call_ch04(p), -1);
+  EXPECT_TRUE(says("heads_kv must be >= 1")) << ft_last_error();
+  p.heads_kv = 3;
+  p.causal_align = 2;
+  EXPECT_EQ(call_ch04(p), -1);
+  EXPECT_TRUE(says("causal alignment must be 0 (top-left) or 1 (bottom-right)")) << ft_last_error();
+  p.causal_align = FT_CAUSAL_BOTTOM_RIGHT;
+  // Equal lengths: the two alignments are one mask, and chapter 04 computes it.
+  EXPECT_EQ(ft_ch04_forward_workspace_bytes(p), 0u) << ft_last_error();
+  p.len_kv = 0;
+  EXPECT_EQ(call_ch04(p), -1);
+  EXPECT_TRUE(says("len_kv must be in [1, 16777216]")) << ft_last_error();
+  // Valid problems that chapter 04 does not compute: it says what it does.
+  p.len_kv = 100;
+  EXPECT_EQ(call_ch04(p), -1);
+  EXPECT_TRUE(says("one length only: len_q 64 != len_kv 100")) << ft_last_error();
+  p.len_kv = 64;
+  p.heads_kv = 1;
+  EXPECT_EQ(call_ch04(p), -1);
+  EXPECT_TRUE(says("heads_kv 1 != heads_q 3")) << ft_last_error();
+  EXPECT_EQ(ft_ch04_forward_workspace_bytes(p), FT_WORKSPACE_ERROR);
+}
+
 // B·H·N·N·4 at B = 4, N = 2^30 wraps past 2^64 to exactly 0: the workspace query must not
 // answer 0 ("no workspace needed") but the sentinel, with the reason.
 TEST(CApiWorkspace, OverflowingProblemGetsTheSentinelNotAWrappedSize) {
-  const ft_problem huge{4, 1, 1 << 30, 1, 0, 0.f, FT_DTYPE_FLOAT32};
+  const ft_problem huge{4, 1, 1, 1 << 30, 1 << 30, 1, 0, FT_CAUSAL_TOP_LEFT, 0.f, FT_DTYPE_FLOAT32};
   EXPECT_EQ(ft_ch01_forward_workspace_bytes(huge), FT_WORKSPACE_ERROR);
-  EXPECT_TRUE(says("seq_len")) << ft_last_error();
+  EXPECT_TRUE(says("len_q")) << ft_last_error();
   // Within N's limit but too many rows in all: B·H·N = 2^31.
-  const ft_problem rows{128, 1, 1 << 24, 64, 0, 0.f, FT_DTYPE_FLOAT32};
+  const ft_problem rows{128, 1, 1, 1 << 24, 1 << 24, 64, 0, FT_CAUSAL_TOP_LEFT, 0.f, FT_DTYPE_FLOAT32};
   EXPECT_EQ(ft_ch02_forward_workspace_bytes(rows), FT_WORKSPACE_ERROR);
   EXPECT_TRUE(says("2^31 - 1 query rows")) << ft_last_error();
   EXPECT_EQ(call_ch04(rows), -1);
@@ -86,13 +117,13 @@ TEST(CApiWorkspace, OverflowingProblemGetsTheSentinelNotAWrappedSize) {
 // Valid sizes whose N×N grid needs more blocks than one launch holds: the workspace query
 // says so (the sentinel) rather than answering a size the forward would then refuse.
 TEST(CApiWorkspace, AGridTooLargeToLaunchGetsTheSentinel) {
-  ft_problem p{1, 1, 1 << 24, 64, 0, 0.f, FT_DTYPE_FLOAT32};
+  ft_problem p{1, 1, 1, 1 << 24, 1 << 24, 64, 0, FT_CAUSAL_TOP_LEFT, 0.f, FT_DTYPE_FLOAT32};
   EXPECT_EQ(ft_ch01_forward_workspace_bytes(p), FT_WORKSPACE_ERROR);
   EXPECT_TRUE(says("exceed one grid")) << ft_last_error();
   p.dtype = FT_DTYPE_BF16;
   EXPECT_EQ(ft_ch06_forward_workspace_bytes(p), FT_WORKSPACE_ERROR);
   EXPECT_TRUE(says("more than one grid holds")) << ft_last_error();
-  p.seq_len = 1 << 14;  // 16384: fine
+  p.len_q = p.len_kv = 1 << 14;  // 16384: fine
   EXPECT_NE(ft_ch06_forward_workspace_bytes(p), FT_WORKSPACE_ERROR);
 }
 
@@ -117,6 +148,45 @@ TEST(CApiWorkspace, GridForTheMaterializingChaptersNoneForTheFusedOne) {
   // The flash backward keeps O(N) beside its inputs: D, one float per query row.
   EXPECT_LT(ft_ch05_backward_workspace_bytes(p), grid / 10);
   EXPECT_LT(ft_ch05_backward_dq_pass_workspace_bytes(p), grid / 10);
+}
+
+// Beyond self-attention: chapter 07 takes two lengths and grouped heads (an index in its
+// kernel); every other chapter refuses them before anything else, saying what it supports.
+TEST(CApiKeyValue, OnlyChapter07TakesTwoLengthsAndGroupedHeads) {
+  using Query = size_t (*)(ft_problem);
+  const std::pair<const char*, Query> f32[] = {
+      {"ch01", ft_ch01_forward_workspace_bytes},
+      {"ch02", ft_ch02_forward_workspace_bytes},
+      {"ch03", ft_ch03_forward_workspace_bytes},
+      {"ch04", ft_ch04_forward_workspace_bytes},
+      {"ch04_simple", ft_ch04_forward_simple_workspace_bytes},
+      {"ch05_materialize", ft_ch05_forward_materialize_workspace_bytes},
+      {"ch05", ft_ch05_backward_workspace_bytes},
+      {"ch05_dq_pass", ft_ch05_backward_dq_pass_workspace_bytes},
+      {"ch05_bc128", ft_ch05_backward_bc128_workspace_bytes},
+      {"ch05_materialize_backward", ft_ch05_backward_materialize_workspace_bytes}};
+  const std::pair<const char*, Query> half[] = {{"ch06", ft_ch06_forward_workspace_bytes},
+                                                {"ch08", ft_ch08_backward_workspace_bytes}};
+  ft_problem lengths = problem(64, 64, true), grouped = problem(64, 64, true);
+  lengths.len_kv = 100;
+  lengths.causal_align = FT_CAUSAL_BOTTOM_RIGHT;
+  grouped.heads_kv = 1;
+  const auto refuses = [&](const char* name, Query q, ft_problem p) {
+    EXPECT_EQ(q(p), FT_WORKSPACE_ERROR) << name;
+    const bool said = says("one length only") || says("as many key/value heads as query heads");
+    EXPECT_TRUE(said) << name << ": " << ft_last_error();
+  };
+  for (const auto& [name, q] : f32) {
+    refuses(name, q, lengths);
+    refuses(name, q, grouped);
+  }
+  for (auto* p : {&lengths, &grouped}) p->dtype = FT_DTYPE_BF16;
+  for (const auto& [name, q] : half) {
+    refuses(name, q, lengths);
+    refuses(name, q, grouped);
+  }
+  EXPECT_EQ(ft_ch07_forward_workspace_bytes(lengths), 0u) << ft_last_error();
+  EXPECT_EQ(ft_ch07_forward_workspace_bytes(grouped), 0u) << ft_last_error();
 }
 
 // Chapters 01–05 compute in float32; bf16 and fp16 get -1 and a line that says so.
@@ -181,8 +251,8 @@ TEST(CApiPointers, NullIsRefusedByName) {
 // pointers, the GPU and any launch: a NULL layout, a stride that leaves rows unaligned, a
 // negative one, outputs whose elements overlap are each refused with -1 and a message.
 ft_layout contiguous(const ft_problem& p) {
-  const int64_t row = p.head_dim, head = row * p.seq_len;
-  const ft_strides s{head * p.heads, head, row};
+  const int64_t row = p.head_dim, head = row * p.len_q;
+  const ft_strides s{head * p.heads_q, head, row};
   return ft_layout{s, s, s, s, s, s, s, s};
 }
 

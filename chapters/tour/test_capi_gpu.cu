@@ -19,7 +19,7 @@
 namespace {
 
 ft_problem problem(int N, int d, bool causal) {
-  return ft_problem{2, 3, N, d, causal ? 1 : 0, 0.f, FT_DTYPE_FLOAT32};
+  return ft_problem{2, 3, 3, N, N, d, causal ? 1 : 0, FT_CAUSAL_TOP_LEFT, 0.f, FT_DTYPE_FLOAT32};
 }
 
 using ForwardC = ft_forward_fn;
@@ -146,8 +146,8 @@ struct Spread {
   size_t span = 0;
   Spread(const ft::Problem& p, const ft::Strides& s) {
     for (int64_t b = 0; b < p.batch; ++b)
-      for (int64_t h = 0; h < p.heads; ++h)
-        for (int64_t i = 0; i < p.seq_len; ++i)
+      for (int64_t h = 0; h < p.heads_q; ++h)
+        for (int64_t i = 0; i < p.len_q; ++i)
           for (int64_t c = 0; c < p.head_dim; ++c)
             at.push_back(size_t(b * s.batch + h * s.head + i * s.row + c));
     span = *std::max_element(at.begin(), at.end()) + 1;

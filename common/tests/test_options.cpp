@@ -105,9 +105,15 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Values(BadCase{{"--bogus"}, "--bogus"},
                       BadCase{{"--batch", "x"}, "batch"},
                       BadCase{{"--batch", "0"}, "batch must be >= 1"},
-                      BadCase{{"--heads", "-3"}, "heads must be >= 1"},
-                      BadCase{{"--seq-len", "0"}, "seq_len must be in"},
-                      BadCase{{"--seq-len", "99999999"}, "seq_len must be in"},
+                      BadCase{{"--heads", "-3"}, "heads_q must be >= 1"},
+                      BadCase{{"--seq-len", "0"}, "len_q must be in"},
+                      BadCase{{"--seq-len", "99999999"}, "len_q must be in"},
+                      BadCase{{"--len-kv", "0"}, "--len-kv must be >= 1"},
+                      BadCase{{"--len-kv", "99999999"}, "len_kv must be in"},
+                      BadCase{{"--heads-kv", "0"}, "--heads-kv must be >= 1"},
+                      BadCase{{"--heads", "32", "--heads-kv", "5"},
+                              "heads_q must be a multiple of heads_kv"},
+                      BadCase{{"--causal-align", "middle"}, "--causal-align 'middle'"},
                       // 2^31 query rows: the limit the C API enforces too (Problem::validate)
                       BadCase{{"--batch", "128", "--heads", "1", "--seq-len", "16777216"},
                               "2^31 - 1 query rows"},
@@ -120,6 +126,20 @@ INSTANTIATE_TEST_SUITE_P(
                       BadCase{{"--seq-len"}, "seq-len"},
                       BadCase{{"extra"}, "extra"}));
 
+TEST(Options, TheKeyValueSideDefaultsToTheQuerySide) {
+  const ft::Problem p = parse({"--seq-len", "100", "--heads", "8"}).options.problem();
+  EXPECT_EQ(p.len_kv, 100);
+  EXPECT_EQ(p.heads_kv, 8);
+  EXPECT_EQ(p.align, ft::CausalAlign::TopLeft);
+  const ft::Problem q = parse({"--seq-len", "4", "--len-kv", "8192", "--heads", "32", "--heads-kv",
+                               "8", "--causal", "--causal-align", "bottom-right"})
+                            .options.problem();
+  EXPECT_EQ(q.len_q, 4);
+  EXPECT_EQ(q.len_kv, 8192);
+  EXPECT_EQ(q.heads_kv, 8);
+  EXPECT_EQ(q.align, ft::CausalAlign::BottomRight);
+}
+
 TEST(Options, DtypeDefaultsToTheFirstSupportedAndParses) {
   EXPECT_EQ(parse({}).options.dtype, ft::DType::Float32);
   ft::OptionSpec half{"p", "d", {}, {64}, {ft::DType::BFloat16, ft::DType::Float16}};
@@ -131,7 +151,7 @@ TEST(Options, DtypeDefaultsToTheFirstSupportedAndParses) {
   const auto h = ft::parse_options(3, fp16.data(), half);
   ASSERT_TRUE(h.ok) << h.message;
   EXPECT_EQ(h.options.problem().dtype, ft::DType::Float16);
-  EXPECT_EQ(h.options.problem().tensor_bytes(), size_t(4) * 32 * 4096 * 64 * 2);  // 2 B each
+  EXPECT_EQ(h.options.problem().q_bytes(), size_t(4) * 32 * 4096 * 64 * 2);  // 2 B each
   std::vector<const char*> f32{"p", "--dtype", "float32"};
   EXPECT_EQ(ft::parse_options(3, f32.data(), half).exit_code, 2);
 }

@@ -201,7 +201,7 @@ TEST(UnfusedBaseline, BackwardRunsTheSameForward) {
 // float64 rounding), on large logits where the term is large, causal and not.
 std::vector<double> grads_with_rounded_o(const Problem& p, const ft::AttentionInputs& in,
                                          const ft::ReferenceTensors& r, bool want_dk) {
-  const int N = p.seq_len, d = p.head_dim;
+  const int N = p.len_q, d = p.head_dim;
   const double scale = p.softmax_scale();
   std::vector<double> out(size_t(p.elems()), 0.0);
   for (int64_t h = 0; h < p.heads_total(); ++h) {
@@ -515,7 +515,7 @@ void row_times(const float* a, const std::vector<float>& Bt, int N, int d, int n
 void backward_from_p(const Problem& p, const float* q, const float* k, const float* v,
                      const float* dO, const float* O, const std::vector<float>& P, bool scale_in_ds,
                      float* dQ, float* dK, float* dV) {
-  const int N = p.seq_len, d = p.head_dim;
+  const int N = p.len_q, d = p.head_dim;
   const float scale = p.softmax_scale();
   const std::vector<float> Vt = transposed(v, N, d);
   std::vector<float> dS(size_t(N) * N, 0.f), acc(N), dq(d);
@@ -553,7 +553,7 @@ void backward_from_p(const Problem& p, const float* q, const float* k, const flo
 /// the *unrounded* product, while the sum l was built from the rounded one (chapter 03's
 /// kernel as it is). consistent = true: both from the same rounded x (chapter 05's fix).
 Outputs emulate_materialize(const Problem& p, const ft::AttentionInputs& in, bool consistent) {
-  const int N = p.seq_len, d = p.head_dim;
+  const int N = p.len_q, d = p.head_dim;
   const float scale = p.softmax_scale();
   Outputs out(p);
   for (int64_t bh = 0; bh < p.heads_total(); ++bh) {
@@ -595,7 +595,7 @@ enum class FlashLse {
 /// O·(1/l), L = (m + log2 l)·ln2), then chapter 05's flash backward: D = rowsum(dO∘O),
 /// P recomputed from the saved L, dS = (scale·P)∘(dP − D).
 Outputs emulate_flash(const Problem& p, const ft::AttentionInputs& in, FlashLse how) {
-  const int N = p.seq_len, d = p.head_dim, Bc = 64;
+  const int N = p.len_q, d = p.head_dim, Bc = 64;
   const float scale = p.softmax_scale(), scale_log2 = scale * ft::kLog2e;
   Outputs out(p);
   for (int64_t bh = 0; bh < p.heads_total(); ++bh) {
@@ -667,7 +667,7 @@ void print_row(const char* name, const ft::TensorErrors& e, const ft::TensorErro
 /// uses for the shape.
 Problem large_logit_problem(int N, bool causal) { return shape(N, 64, causal); }
 uint64_t test_seed(const Problem& p) {  // testing.cu's seed_for
-  return 1000003ull * uint64_t(p.seq_len) + 101ull * uint64_t(p.head_dim) + (p.causal ? 7 : 0);
+  return 1000003ull * uint64_t(p.len_q) + 101ull * uint64_t(p.head_dim) + (p.causal ? 7 : 0);
 }
 
 class LargeLogits : public ::testing::TestWithParam<std::tuple<int, bool>> {};

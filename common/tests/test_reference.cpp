@@ -15,37 +15,68 @@ using ft::Problem;
 Problem small(int N, int d, bool causal) {
   Problem p;
   p.batch = 2;
-  p.heads = 2;
-  p.seq_len = N;
+  p.heads_q = p.heads_kv = 2;
+  p.len_q = p.len_kv = N;
   p.head_dim = d;
   p.causal = causal;
   return p;
 }
 
+// Whether query i sees key j, written from the contract's words (docs/contracts.md), not from
+// Problem::visible_keys: top-left j <= i, bottom-right j <= i + N_kv - N_q.
+bool visible(const Problem& p, int i, int j) {
+  if (!p.causal) return true;
+  return p.align == ft::CausalAlign::TopLeft ? j <= i : j <= i + p.len_kv - p.len_q;
+}
+
 // Softmax straight from the definition (no max subtraction: fine for small inputs),
-// materialising the whole N×N matrix.
+// materialising the whole N_q×N_kv matrix. Query head (b, h) reads key/value head
+// (b, h / (H_q / H_kv)). A row with no visible key: O = 0, lse = -inf.
 void naive_attention(const Problem& p, const std::vector<float>& Q, const std::vector<float>& K,
                      const std::vector<float>& V, std::vector<double>& O, std::vector<double>& lse) {
-  const int N = p.seq_len, d = p.head_dim;
+  const int Nq = p.len_q, Nk = p.len_kv, d = p.head_dim;
   O.assign(p.elems(), 0);
   lse.assign(p.rows(), 0);
-  for (int64_t h = 0; h < p.heads_total(); ++h) {
-    const int64_t base = h * N * d;
-    std::vector<double> S(size_t(N) * N, 0.0);
-    for (int i = 0; i < N; ++i)
-      for (int j = 0; j < N; ++j) {
-        double s = 0;
-        for (int c = 0; c < d; ++c) s += double(Q[base + i * d + c]) * K[base + j * d + c];
-        S[size_t(i) * N + j] = (p.causal && j > i) ? 0.0 : std::exp(s * p.softmax_scale());
+  for (int b = 0; b < p.batch; ++b)
+    for (int h = 0; h < p.heads_q; ++h) {
+      const int64_t qh = int64_t(b) * p.heads_q + h;
+      const int64_t kh = int64_t(b) * p.heads_kv + h / (p.heads_q / p.heads_kv);
+      const int64_t qbase = qh * Nq * d, kbase = kh * Nk * d;
+      std::vector<double> S(size_t(Nq) * Nk, 0.0);
+      for (int i = 0; i < Nq; ++i)
+        for (int j = 0; j < Nk; ++j) {
+          double s = 0;
+          for (int c = 0; c < d; ++c) s += double(Q[qbase + i * d + c]) * K[kbase + j * d + c];
+          S[size_t(i) * Nk + j] = visible(p, i, j) ? std::exp(s * p.softmax_scale()) : 0.0;
+        }
+      for (int i = 0; i < Nq; ++i) {
+        double z = 0;
+        for (int j = 0; j < Nk; ++j) z += S[size_t(i) * Nk + j];
+        lse[qh * Nq + i] = std::log(z);  // log(0) = -inf for a row that sees nothing
+        if (z == 0) continue;
+        for (int j = 0; j < Nk; ++j)
+          for (int c = 0; c < d; ++c)
+            O[qbase + i * d + c] += S[size_t(i) * Nk + j] / z * V[kbase + j * d + c];
       }
-    for (int i = 0; i < N; ++i) {
-      double z = 0;
-      for (int j = 0; j < N; ++j) z += S[size_t(i) * N + j];
-      lse[h * N + i] = std::log(z);
-      for (int j = 0; j < N; ++j)
-        for (int c = 0; c < d; ++c) O[base + i * d + c] += S[size_t(i) * N + j] / z * V[base + j * d + c];
     }
-  }
+}
+
+// The problems the reference is checked on: self-attention (the parameter's causal flag),
+// then two lengths either way round with both alignments, and grouped heads.
+std::vector<Problem> kv_problems(int d, bool causal) {
+  std::vector<Problem> out;
+  for (auto [nq, nk] : {std::pair{5, 11}, std::pair{11, 5}, std::pair{1, 7}, std::pair{7, 1}})
+    for (auto a : {ft::CausalAlign::TopLeft, ft::CausalAlign::BottomRight}) {
+      Problem p = ft::with_kv(small(nq, d, causal), nk, 2, a);
+      out.push_back(p);
+    }
+  Problem g = ft::with_kv(small(6, d, causal), 9, 1, ft::CausalAlign::BottomRight);
+  g.heads_q = 4;  // 4 query heads over one key/value head (multi-query)
+  out.push_back(g);
+  g = ft::with_kv(small(6, d, causal), 6, 2);
+  g.heads_q = 6;  // grouped-query: 3 query heads a key/value head
+  out.push_back(g);
+  return out;
 }
 
 class ReferenceForward : public ::testing::TestWithParam<bool> {};
@@ -58,6 +89,22 @@ TEST_P(ReferenceForward, MatchesNaiveLoop) {
   naive_attention(p, in.Q, in.K, in.V, nO, nlse);
   for (size_t i = 0; i < O.size(); ++i) ASSERT_NEAR(O[i], nO[i], 1e-12) << "O[" << i << "]";
   for (size_t i = 0; i < lse.size(); ++i) ASSERT_NEAR(lse[i], nlse[i], 1e-12) << "lse[" << i << "]";
+}
+
+TEST_P(ReferenceForward, TwoLengthsAndGroupedHeadsMatchNaiveLoop) {
+  for (const Problem& p : kv_problems(4, GetParam())) {
+    SCOPED_TRACE(p.describe());
+    const auto in = ft::make_inputs(p, ft::InputKind::Uniform, 19);
+    ASSERT_EQ(in.K.size(), size_t(p.kv_elems()));
+    std::vector<double> O(p.elems()), lse(p.rows()), nO, nlse;
+    ft::reference_forward(p, in.Q.data(), in.K.data(), in.V.data(), O.data(), lse.data());
+    naive_attention(p, in.Q, in.K, in.V, nO, nlse);
+    for (size_t i = 0; i < O.size(); ++i) ASSERT_NEAR(O[i], nO[i], 1e-12) << "O[" << i << "]";
+    for (size_t i = 0; i < lse.size(); ++i) {
+      if (std::isinf(nlse[i])) ASSERT_EQ(lse[i], nlse[i]) << "lse[" << i << "]";
+      else ASSERT_NEAR(lse[i], nlse[i], 1e-12) << "lse[" << i << "]";
+    }
+  }
 }
 
 TEST_P(ReferenceForward, RowRangeMatchesWholeHead) {
@@ -91,6 +138,78 @@ TEST(ReferenceForward, CausalFirstRowCopiesFirstValue) {
   EXPECT_NEAR(lse[0], s * p.softmax_scale(), 1e-12);
 }
 
+// Worked by hand. Three queries over six keys (problem.hpp's drawing), causal:
+//   top-left:     query 0 sees key 0 alone, so O_0 = v_0 and lse_0 = scale·q_0·k_0;
+//   bottom-right: query 2 (the last) sees all six keys, query 0 the first four.
+// Six queries over three keys, bottom-right: queries 0-2 see nothing (O = 0, lse = -inf),
+// query 3 sees key 0 alone.
+TEST(ReferenceForward, CausalAlignmentsByHand) {
+  const auto dot = [](const float* a, const float* b, int d) {
+    double s = 0;
+    for (int c = 0; c < d; ++c) s += double(a[c]) * b[c];
+    return s;
+  };
+  const int d = 4;
+  Problem p = ft::with_kv(small(3, d, true), 6, 2, ft::CausalAlign::TopLeft);
+  auto in = ft::make_inputs(p, ft::InputKind::Uniform, 23);
+  std::vector<double> O(p.elems()), lse(p.rows());
+  ft::reference_forward(p, in.Q.data(), in.K.data(), in.V.data(), O.data(), lse.data());
+  for (int c = 0; c < d; ++c) EXPECT_NEAR(O[c], in.V[c], 1e-15);
+  EXPECT_NEAR(lse[0], p.softmax_scale() * dot(&in.Q[0], &in.K[0], d), 1e-12);
+
+  p.align = ft::CausalAlign::BottomRight;
+  EXPECT_EQ(p.visible_keys(0), 4);
+  EXPECT_EQ(p.visible_keys(2), 6);
+  ft::reference_forward(p, in.Q.data(), in.K.data(), in.V.data(), O.data(), lse.data());
+  double z = 0;  // query 2 of head 0: the log-sum-exp over all six keys
+  for (int j = 0; j < 6; ++j) z += std::exp(p.softmax_scale() * dot(&in.Q[2 * d], &in.K[j * d], d));
+  EXPECT_NEAR(lse[2], std::log(z), 1e-12);
+
+  p = ft::with_kv(small(6, d, true), 3, 2, ft::CausalAlign::BottomRight);
+  in = ft::make_inputs(p, ft::InputKind::Uniform, 29);
+  O.assign(p.elems(), 1.0);
+  lse.assign(p.rows(), 1.0);
+  ft::reference_forward(p, in.Q.data(), in.K.data(), in.V.data(), O.data(), lse.data());
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_EQ(lse[i], -INFINITY) << "query " << i << " sees no key";
+    for (int c = 0; c < d; ++c) EXPECT_EQ(O[i * d + c], 0.0);
+  }
+  for (int c = 0; c < d; ++c) EXPECT_NEAR(O[3 * d + c], in.V[c], 1e-15);
+  // The FLOPs count the visible area: 6 queries over 3 keys, bottom-right, is the triangle
+  // of the last three queries, 3²/2 pairs a head, as the papers count N²/2 for N = 3.
+  EXPECT_DOUBLE_EQ(p.attended_pairs(), 4.5);
+  EXPECT_DOUBLE_EQ(ft::with_kv(small(3, d, true), 6, 2, ft::CausalAlign::BottomRight).attended_pairs(),
+                   3 * 6 - 4.5);
+}
+
+// Grouped heads by hand: with one key/value head, every query head reads the same K and V,
+// so two query heads with equal queries give equal outputs, and dK, dV are the sum of what
+// each query head would give alone.
+TEST(ReferenceBackward, GroupedHeadsSumTheirContributions) {
+  Problem p = ft::with_kv(small(5, 4, true), 7, 1, ft::CausalAlign::BottomRight);
+  p.batch = 1;
+  p.heads_q = 2;
+  auto in = ft::make_inputs(p, ft::InputKind::Uniform, 31);
+  std::vector<double> dQ(p.elems()), dK(p.kv_elems()), dV(p.kv_elems());
+  ft::reference_backward(p, in.Q.data(), in.K.data(), in.V.data(), in.dO.data(), dQ.data(), dK.data(), dV.data());
+  std::vector<double> sumK(p.kv_elems(), 0.0), sumV(p.kv_elems(), 0.0);
+  for (int h = 0; h < 2; ++h) {
+    Problem one = p;
+    one.heads_q = 1;
+    const size_t q0 = size_t(h) * 5 * 4;
+    const std::vector<float> Q(in.Q.begin() + q0, in.Q.begin() + q0 + 20),
+        dO(in.dO.begin() + q0, in.dO.begin() + q0 + 20);
+    std::vector<double> a(20), b(p.kv_elems()), c(p.kv_elems());
+    ft::reference_backward(one, Q.data(), in.K.data(), in.V.data(), dO.data(), a.data(), b.data(), c.data());
+    for (int x = 0; x < 20; ++x) EXPECT_DOUBLE_EQ(dQ[q0 + x], a[x]);
+    for (int64_t x = 0; x < p.kv_elems(); ++x) sumK[x] += b[x], sumV[x] += c[x];
+  }
+  for (int64_t x = 0; x < p.kv_elems(); ++x) {
+    EXPECT_NEAR(dK[x], sumK[x], 1e-15);
+    EXPECT_NEAR(dV[x], sumV[x], 1e-15);
+  }
+}
+
 TEST(ReferenceForward, LargeScoresStayFinite) {
   // Scores near 1e4: exp overflows unless the row maximum is subtracted first.
   const Problem p = small(40, 64, false);
@@ -118,12 +237,11 @@ double loss(const Problem& p, const std::vector<double>& Q, const std::vector<do
 
 class ReferenceBackward : public ::testing::TestWithParam<bool> {};
 
-TEST_P(ReferenceBackward, MatchesFiniteDifferences) {
-  const Problem p = small(6, 5, GetParam());
+void expect_gradients_match_finite_differences(const Problem& p, int stride) {
   const auto in = ft::make_inputs(p, ft::InputKind::Uniform, 13);
   std::vector<double> Q(in.Q.begin(), in.Q.end()), K(in.K.begin(), in.K.end()),
       V(in.V.begin(), in.V.end()), dO(in.dO.begin(), in.dO.end());
-  std::vector<double> dQ(p.elems()), dK(p.elems()), dV(p.elems());
+  std::vector<double> dQ(p.elems()), dK(p.kv_elems()), dV(p.kv_elems());
   ft::reference_backward(p, Q.data(), K.data(), V.data(), dO.data(), dQ.data(), dK.data(), dV.data());
 
   const double h = 1e-6;  // central differences: error ~h² ≈ 1e-12, rounding ~1e-16/h ≈ 1e-10
@@ -133,7 +251,7 @@ TEST_P(ReferenceBackward, MatchesFiniteDifferences) {
     const std::vector<double>* grad;
   };
   for (Tensor t : {Tensor{"Q", &Q, &dQ}, Tensor{"K", &K, &dK}, Tensor{"V", &V, &dV}})
-    for (size_t i = 0; i < t.x->size(); i += 7) {  // every 7th element: all heads, rows, cols
+    for (size_t i = 0; i < t.x->size(); i += stride) {  // all heads, rows, cols
       const double keep = (*t.x)[i];
       (*t.x)[i] = keep + h;
       const double up = loss(p, Q, K, V, dO);
@@ -144,12 +262,23 @@ TEST_P(ReferenceBackward, MatchesFiniteDifferences) {
     }
 }
 
+TEST_P(ReferenceBackward, MatchesFiniteDifferences) {
+  expect_gradients_match_finite_differences(small(6, 5, GetParam()), 7);  // every 7th element
+}
+
+TEST_P(ReferenceBackward, TwoLengthsAndGroupedHeadsMatchFiniteDifferences) {
+  for (const Problem& p : kv_problems(3, GetParam())) {
+    SCOPED_TRACE(p.describe());
+    expect_gradients_match_finite_differences(p, 5);
+  }
+}
+
 TEST_P(ReferenceBackward, FloatAndDoubleInputsAgree) {
   const Problem p = small(7, 3, GetParam());
   const auto in = ft::make_inputs(p, ft::InputKind::Uniform, 17);
   std::vector<double> Q(in.Q.begin(), in.Q.end()), K(in.K.begin(), in.K.end()),
       V(in.V.begin(), in.V.end()), dO(in.dO.begin(), in.dO.end());
-  std::vector<double> a(p.elems()), b(p.elems()), c(p.elems()), x(p.elems()), y(p.elems()), z(p.elems());
+  std::vector<double> a(p.elems()), b(p.kv_elems()), c(p.kv_elems()), x(p.elems()), y(p.kv_elems()), z(p.kv_elems());
   ft::reference_backward(p, in.Q.data(), in.K.data(), in.V.data(), in.dO.data(), a.data(), b.data(), c.data());
   ft::reference_backward(p, Q.data(), K.data(), V.data(), dO.data(), x.data(), y.data(), z.data());
   for (size_t i = 0; i < a.size(); ++i) {

@@ -13,7 +13,7 @@ ft::Problem bf16(int B, int H, int N, int d) {
 
 TEST(Strides, ContiguousIsTheLayoutContract) {
   const ft::Problem p = bf16(2, 3, 5, 64);
-  const ft::Strides s = ft::contiguous_strides(p);
+  const ft::Strides s = ft::q_strides(p);
   EXPECT_EQ(s.row, 64);
   EXPECT_EQ(s.head, 5 * 64);
   EXPECT_EQ(s.batch, 3 * 5 * 64);
@@ -33,23 +33,23 @@ TEST(Strides, AModelsProjectionIsAView) {
 
 TEST(Strides, RowsMustStartAligned) {
   const ft::Problem p = bf16(2, 3, 5, 64);
-  ft::Strides s = ft::contiguous_strides(p);
+  ft::Strides s = ft::q_strides(p);
   s.row = 68;  // 136 bytes
   EXPECT_THROW(ft::check_strides(p, s, "K", false), ft::Unsupported);
-  s = ft::contiguous_strides(p);
+  s = ft::q_strides(p);
   s.head += 4;
   EXPECT_THROW(ft::check_strides(p, s, "K", false), ft::Unsupported);
   // float32 rows: 4 elements make 16 bytes.
   ft::Problem f = p;
   f.dtype = ft::DType::Float32;
-  s = ft::contiguous_strides(f);
+  s = ft::q_strides(f);
   s.row = 68;
   EXPECT_NO_THROW(ft::check_strides(f, s, "K", false));
 }
 
 TEST(Strides, LengthOneDimensionsAreNeverStepped) {
   const ft::Problem p = bf16(1, 3, 1, 64);  // B = 1, N = 1: any batch and row stride
-  ft::Strides s = ft::contiguous_strides(p);
+  ft::Strides s = ft::q_strides(p);
   s.batch = 3;
   s.row = 1;
   EXPECT_NO_THROW(ft::check_strides(p, s, "O", true));
@@ -57,18 +57,18 @@ TEST(Strides, LengthOneDimensionsAreNeverStepped) {
 
 TEST(Strides, NegativeHugeAndOverlappingAreRefused) {
   const ft::Problem p = bf16(2, 3, 5, 64);
-  ft::Strides s = ft::contiguous_strides(p);
+  ft::Strides s = ft::q_strides(p);
   s.head = -s.head;
   EXPECT_THROW(ft::check_strides(p, s, "Q", false), ft::Unsupported);
-  s = ft::contiguous_strides(p);
+  s = ft::q_strides(p);
   s.batch = ft::kMaxReach;  // (B − 1)·batch reaches past 2^60
   s.batch += 8;
   EXPECT_THROW(ft::check_strides(p, s, "Q", false), ft::Unsupported);
-  s = ft::contiguous_strides(p);
+  s = ft::q_strides(p);
   s.row = int64_t(1) << 31;
   EXPECT_THROW(ft::check_strides(p, s, "Q", false), ft::Unsupported);
   // Overlap: harmless for a tensor only read, refused for one written.
-  s = ft::contiguous_strides(p);
+  s = ft::q_strides(p);
   s.row = 32;
   EXPECT_NO_THROW(ft::check_strides(p, s, "K", false));
   EXPECT_THROW(ft::check_strides(p, s, "dK", true), ft::Unsupported);

@@ -2,6 +2,7 @@
 // worked out by hand.
 #include <gtest/gtest.h>
 
+#include "check.cuh"
 #include "problem.hpp"
 #include "traffic.hpp"
 
@@ -19,7 +20,7 @@ TEST(Traffic, TiledMatmulRereadsByTileCount) {
 
 TEST(Traffic, VisiblePairs) {
   ft::Problem p;
-  p.seq_len = 4;
+  p.len_q = p.len_kv = 4;
   EXPECT_DOUBLE_EQ(ft::visible_pairs(p), 16);
   p.causal = true;
   EXPECT_DOUBLE_EQ(ft::visible_pairs(p), 10);  // 1 + 2 + 3 + 4
@@ -27,16 +28,35 @@ TEST(Traffic, VisiblePairs) {
 
 TEST(Traffic, CausalTileFraction) {
   ft::Problem p;
-  p.seq_len = 128;
+  p.len_q = p.len_kv = 128;
   EXPECT_DOUBLE_EQ(ft::visited_tile_fraction(p, 64, 64), 1.0);
   p.causal = true;
   EXPECT_DOUBLE_EQ(ft::visited_tile_fraction(p, 64, 64), 0.75);  // 3 of 2×2 tiles
-  p.seq_len = 100;  // the last query tile holds rows 64..99: sees key tiles 0 and 1
+  p.len_q = p.len_kv = 100;  // the last query tile holds rows 64..99: sees key tiles 0 and 1
   EXPECT_DOUBLE_EQ(ft::visited_tile_fraction(p, 64, 64), 0.75);
-  p.seq_len = 1;
+  p.len_q = p.len_kv = 1;
   EXPECT_DOUBLE_EQ(ft::visited_tile_fraction(p, 64, 64), 1.0);
-  p.seq_len = 256;  // Br = 128, Bc = 64: tile 0 sees key tiles 0–1, tile 1 sees 0–3 → 6 of 8
+  p.len_q = p.len_kv = 256;  // Br = 128, Bc = 64: tile 0 sees key tiles 0–1, tile 1 sees 0–3 → 6 of 8
   EXPECT_DOUBLE_EQ(ft::visited_tile_fraction(p, 128, 64), 0.75);
+}
+
+// Two lengths: 4 queries over 6 keys. Top-left: 1 + 2 + 3 + 4 pairs; bottom-right (offset 2):
+// 3 + 4 + 5 + 6. Six queries over three keys bottom-right: 0 + 0 + 0 + 1 + 2 + 3.
+TEST(Traffic, VisiblePairsOfTwoLengths) {
+  ft::Problem p = ft::with_kv(ft::make_problem(1, 1, 4, 8, true), 6, 1, ft::CausalAlign::TopLeft);
+  EXPECT_DOUBLE_EQ(ft::visible_pairs(p), 10);
+  p.align = ft::CausalAlign::BottomRight;
+  EXPECT_DOUBLE_EQ(ft::visible_pairs(p), 18);
+  p = ft::with_kv(ft::make_problem(1, 1, 6, 8, true), 3, 1, ft::CausalAlign::BottomRight);
+  EXPECT_DOUBLE_EQ(ft::visible_pairs(p), 6);
+  p.causal = false;
+  EXPECT_DOUBLE_EQ(ft::visible_pairs(p), 18);
+  // 128 queries over 256 keys, 64×64 tiles, bottom-right: query tile 0 (rows 0-63) sees keys
+  // up to 63 + 128: key tiles 0-2; tile 1 sees all 4: 7 of 2×4.
+  p = ft::with_kv(ft::make_problem(1, 1, 128, 8, true), 256, 1, ft::CausalAlign::BottomRight);
+  EXPECT_DOUBLE_EQ(ft::visited_tile_fraction(p, 64, 64), 7.0 / 8);
+  p.align = ft::CausalAlign::TopLeft;  // tile 0 sees key tile 0, tile 1 tiles 0-1: 3 of 8
+  EXPECT_DOUBLE_EQ(ft::visited_tile_fraction(p, 64, 64), 3.0 / 8);
 }
 
 TEST(Traffic, TotalSumsEveryColumn) {
@@ -65,9 +85,40 @@ TEST(ProblemFlops, AsThePapersCount) {
   EXPECT_EQ(p.grid_bytes(), size_t(6 * 10 * 10 * 4));
   // 16384 tokens at N = 16384 with 32 heads: the score grid is 32 GiB, past 2^31 elements.
   ft::Problem big;
-  big.heads = 32;
-  big.seq_len = 16384;
+  big.heads_q = big.heads_kv = 32;
+  big.len_q = big.len_kv = 16384;
   EXPECT_EQ(big.grid_bytes(), size_t(32) << 30);
+}
+
+// Decoding's shape: 4 new tokens of 32 query heads over a cache of 8192 tokens of 8 key/value
+// heads. Non-causal FLOPs are 4·B·H_q·N_q·N_kv·d; bottom-right causal the visible area,
+// 4·8192 − 4²/2 pairs a head (the last 4 keys form the triangle).
+TEST(ProblemFlops, TwoLengthsAndGroupedHeads) {
+  ft::Problem p = ft::with_kv(ft::make_problem(1, 32, 4, 128), 8192, 8, ft::CausalAlign::BottomRight);
+  EXPECT_EQ(p.group(), 4);
+  EXPECT_EQ(p.kv_head(31), 7);
+  EXPECT_EQ(p.elems(), int64_t(32) * 4 * 128);
+  EXPECT_EQ(p.kv_elems(), int64_t(8) * 8192 * 128);
+  EXPECT_DOUBLE_EQ(p.forward_flops(), 4.0 * 32 * 4 * 8192 * 128);
+  p.causal = true;
+  EXPECT_DOUBLE_EQ(p.forward_flops(), 4.0 * 32 * (4 * 8192 - 8) * 128);
+  EXPECT_EQ(p.describe(), "B=1 Hq=32 Hkv=8 Nq=4 Nkv=8192 d=128 causal(bottom-right)");
+  p.align = ft::CausalAlign::TopLeft;  // query i sees keys 0..i: 1 + 2 + 3 + 4 ≈ 4²/2
+  EXPECT_DOUBLE_EQ(p.forward_flops(), 4.0 * 32 * 8 * 128);
+}
+
+TEST(ProblemValidate, TheKeyValueSideIsChecked) {
+  ft::Problem p = ft::with_kv(ft::make_problem(2, 6, 16, 64), 32, 4);
+  EXPECT_THROW(p.validate(), ft::Unsupported);  // 6 query heads over 4 key/value heads
+  p.heads_kv = 3;
+  EXPECT_NO_THROW(p.validate());
+  p.len_kv = 0;
+  EXPECT_THROW(p.validate(), ft::Unsupported);
+  p.len_kv = 1 << 25;
+  EXPECT_THROW(p.validate(), ft::Unsupported);
+  p.len_kv = 1;
+  p.align = static_cast<ft::CausalAlign>(7);
+  EXPECT_THROW(p.validate(), ft::Unsupported);
 }
 
 }  // namespace

@@ -69,6 +69,7 @@ from collections import namedtuple
 
 __all__ = [
     "API_VERSION", "ALIGNMENT", "WORKSPACE_ERROR", "DTYPE_FLOAT32", "DTYPE_BF16", "DTYPE_FP16",
+    "CAUSAL_TOP_LEFT", "CAUSAL_BOTTOM_RIGHT",
     "Problem", "Strides", "Layout", "FlashtutError", "LibraryError", "FORWARDS", "BACKWARDS", "SIGNATURES",
     "library_path", "load", "available", "last_error", "problem", "workspace_bytes",
     "check_tensors", "view_strides", "forward", "backward", "row_softmax",
@@ -76,10 +77,11 @@ __all__ = [
 
 # ---- What flashtut.h says ------------------------------------------------------------------
 
-API_VERSION = 3               #: FT_API_VERSION: the header this module was written against
+API_VERSION = 4               #: FT_API_VERSION: the header this module was written against
 ALIGNMENT = 16                #: FT_ALIGNMENT: every pointer must be a multiple of this
 WORKSPACE_ERROR = (1 << (8 * ctypes.sizeof(ctypes.c_size_t))) - 1  #: FT_WORKSPACE_ERROR, SIZE_MAX
 DTYPE_FLOAT32, DTYPE_BF16, DTYPE_FP16 = 0, 1, 2  #: enum ft_dtype
+CAUSAL_TOP_LEFT, CAUSAL_BOTTOM_RIGHT = 0, 1      #: enum ft_causal_align
 
 # torch's names of the three element types (str(torch.bfloat16) == "torch.bfloat16"), the
 # enum value each maps to, and the repository's name for it (docs/contracts.md, contract 1).
@@ -94,15 +96,18 @@ _CONVERT = {DTYPE_FLOAT32: ".float()", DTYPE_BF16: ".bfloat16()", DTYPE_FP16: ".
 class Problem(ctypes.Structure):
     """``ft_problem``, field for field: the shape of one attention problem, passed by value.
 
-    ``scale`` 0 means 1/sqrt(head_dim); ``causal`` nonzero applies the causal mask;
+    Queries ``[batch, heads_q, len_q, head_dim]``, keys and values ``[batch, heads_kv, len_kv,
+    head_dim]``. ``scale`` 0 means 1/sqrt(head_dim); ``causal`` nonzero applies the causal
+    mask, aligned as ``causal_align`` says (``CAUSAL_TOP_LEFT`` or ``CAUSAL_BOTTOM_RIGHT``);
     ``dtype`` is one of ``DTYPE_FLOAT32``, ``DTYPE_BF16``, ``DTYPE_FP16``. The order and the
     C types must be the header's exactly: ctypes lays the fields out as a C compiler would,
     and :func:`load` compares ``ctypes.sizeof(Problem)`` with the library's
     ``ft_problem_size()``.
     """
-    _fields_ = [("batch", ctypes.c_int), ("heads", ctypes.c_int), ("seq_len", ctypes.c_int),
-                ("head_dim", ctypes.c_int), ("causal", ctypes.c_int), ("scale", ctypes.c_float),
-                ("dtype", ctypes.c_int)]
+    _fields_ = [("batch", ctypes.c_int), ("heads_q", ctypes.c_int), ("heads_kv", ctypes.c_int),
+                ("len_q", ctypes.c_int), ("len_kv", ctypes.c_int), ("head_dim", ctypes.c_int),
+                ("causal", ctypes.c_int), ("causal_align", ctypes.c_int),
+                ("scale", ctypes.c_float), ("dtype", ctypes.c_int)]
 
     def __repr__(self):
         return ("Problem(" + ", ".join(f"{n}={getattr(self, n)!r}" for n, _ in self._fields_) + ")")
@@ -343,10 +348,15 @@ def _impl(table, key, kind):
 # ---- The C struct and the workspace -------------------------------------------------------
 
 
-def problem(batch, heads, seq_len, head_dim, *, causal=False, scale=None, dtype=DTYPE_FLOAT32):
-    """A :class:`Problem`; ``scale=None`` becomes 0, the library's 1/sqrt(head_dim)."""
-    return Problem(int(batch), int(heads), int(seq_len), int(head_dim), 1 if causal else 0,
-                   0.0 if scale is None else float(scale), int(dtype))
+def problem(batch, heads, seq_len, head_dim, *, causal=False, scale=None, dtype=DTYPE_FLOAT32,
+            heads_kv=None, len_kv=None, causal_align=CAUSAL_TOP_LEFT):
+    """A :class:`Problem`; ``scale=None`` becomes 0, the library's 1/sqrt(head_dim).
+    ``heads`` and ``seq_len`` are the query side's; ``heads_kv`` and ``len_kv`` (None: the
+    same) the key/value side's."""
+    return Problem(int(batch), int(heads), int(heads if heads_kv is None else heads_kv),
+                   int(seq_len), int(seq_len if len_kv is None else len_kv), int(head_dim),
+                   1 if causal else 0, int(causal_align), 0.0 if scale is None else float(scale),
+                   int(dtype))
 
 
 def workspace_bytes(function, prob):

@@ -51,7 +51,7 @@ size_t ft_ch07_forward_workspace_bytes(ft_problem p) { (void)p; return 0; }
 int ft_ch07_forward(ft_problem p, const void* Q, const void* K, const void* V, void* O,
                     float* lse, void* ws, cudaStream_t s) { return 0; }
 size_t ft_ch08_backward_workspace_bytes(ft_problem p) {
-  size_t rows = (size_t)p.batch * p.heads * p.seq_len;
+  size_t rows = (size_t)p.batch * p.heads_q * p.len_q;
   return rows * p.head_dim * 4 + rows * 4;
 }
 int ft_ch08_backward(ft_problem p, const void* Q, const void* K, const void* V, const void* O,

@@ -380,11 +380,11 @@ class Loading(unittest.TestCase):
 
     def test_another_struct_size_is_refused(self):
         lib = self.build("int ft_api_version(void) { return %d; }\n"
-                         "size_t ft_problem_size(void) { return 32; }\n" % ft.API_VERSION +
+                         "size_t ft_problem_size(void) { return 36; }\n" % ft.API_VERSION +
                          "const char* ft_last_error(void) { return \"\"; }\n")
         with self.assertRaises(ft.LibraryError) as c:
             ft.load(lib)
-        self.assertIn("sizeof(ft_problem) is 32 bytes in the library but 28", str(c.exception))
+        self.assertIn("sizeof(ft_problem) is 36 bytes in the library but 40", str(c.exception))
 
     def test_a_foreign_library_is_refused(self):
         lib = self.build("int something_else(void) { return 0; }\n")
@@ -406,13 +406,13 @@ class Loading(unittest.TestCase):
 @need_lib
 class Workspace(unittest.TestCase):
     def test_the_error_sentinel_becomes_an_exception_with_the_librarys_reason(self):
-        bad = ft.problem(2, 3, 0, 64)  # seq_len 0
+        bad = ft.problem(2, 3, 0, 64)  # len_q (and len_kv) 0
         self.assertEqual(ft.load().ft_ch04_forward_workspace_bytes(bad), ft.WORKSPACE_ERROR)
         with self.assertRaises(ft.FlashtutError) as c:
             ft.workspace_bytes("ft_ch04_forward", bad)
         self.assertIsNone(c.exception.code)
         self.assertEqual(c.exception.function, "ft_ch04_forward_workspace_bytes")
-        self.assertIn("seq_len must be in [1, 16777216], got 0", str(c.exception))
+        self.assertIn("len_q must be in [1, 16777216], got 0", str(c.exception))
         self.assertIsInstance(c.exception, RuntimeError)
 
     def test_unsupported_head_dim_and_dtype(self):
@@ -544,10 +544,14 @@ class Checks(unittest.TestCase):
 
     def test_problem_of_the_struct(self):
         p = ft.problem(4, 16, 4096, 128, causal=True)
-        self.assertEqual((p.batch, p.heads, p.seq_len, p.head_dim, p.causal, p.scale, p.dtype),
-                         (4, 16, 4096, 128, 1, 0.0, ft.DTYPE_FLOAT32))
+        self.assertEqual((p.batch, p.heads_q, p.heads_kv, p.len_q, p.len_kv, p.head_dim, p.causal,
+                          p.causal_align, p.scale, p.dtype),
+                         (4, 16, 16, 4096, 4096, 128, 1, ft.CAUSAL_TOP_LEFT, 0.0, ft.DTYPE_FLOAT32))
         self.assertAlmostEqual(ft.problem(1, 1, 1, 64, scale=0.125).scale, 0.125)
-        self.assertIn("seq_len=4096", repr(p))
+        self.assertIn("len_q=4096", repr(p))
+        g = ft.problem(1, 32, 4, 128, heads_kv=8, len_kv=8192, causal_align=ft.CAUSAL_BOTTOM_RIGHT)
+        self.assertEqual((g.heads_q, g.heads_kv, g.len_q, g.len_kv, g.causal_align),
+                         (32, 8, 4, 8192, ft.CAUSAL_BOTTOM_RIGHT))
 
 
 class Reached(Exception):
@@ -595,7 +599,7 @@ class KeptCalls(unittest.TestCase):
         self.forward(*self.qkv(), causal=1)     # the same causal, spelled otherwise
         self.assertEqual(self.counts(), (1, 1))
         (call,) = ft._FORWARD_CALLS.values()
-        self.assertEqual((call.prob.batch, call.prob.seq_len, call.prob.causal), (2, 64, 1))
+        self.assertEqual((call.prob.batch, call.prob.len_q, call.prob.causal), (2, 64, 1))
         self.assertEqual(call.function, "ft_ch04_forward")
 
     def test_another_problem_is_worked_out_again(self):
