@@ -37,8 +37,7 @@ void check_features(const Features& f, const Problem& p, const std::string& who)
   if (!p.same_lengths() && !f.lengths)
     throw Unsupported(who + " computes queries and keys of one length only: len_q " +
                       std::to_string(p.len_q) + " != len_kv " + std::to_string(p.len_kv) +
-                      " (supported: len_q = len_kv; see the implementations that take two "
-                      "lengths in the README's table)");
+                      " (supported: len_q = len_kv)");
   if (p.grouped() && !f.grouped)
     throw Unsupported(who + " needs as many key/value heads as query heads: heads_kv " +
                       std::to_string(p.heads_kv) + " != heads_q " + std::to_string(p.heads_q) +
