@@ -43,26 +43,36 @@ void launch(const ft::Problem& p, const ft::ForwardArgs& a, cudaStream_t stream)
   const int num_q_tiles = (p.len_q + Tr::Br - 1) / Tr::Br;
   const int64_t blocks = int64_t(num_q_tiles) * p.heads_total();  // grid.x: up to 2^31 − 1
   if (blocks > INT_MAX) throw ft::Unsupported("chapter 07: too many blocks for one grid");
-  const Params<T> params{a.Q.as<T>(), a.K.as<T>(), a.V.as<T>(), a.O.as<T>(),
-                         a.lse,       p.len_q,     p.len_kv,    num_q_tiles,
-                         p.group(),   p.causal_offset(), p.causal,
-                         p.softmax_scale() * ft::kLog2e};
+  const Params<T> params{a.Q.as<T>(), a.K.as<T>(), a.V.as<T>(), a.O.as<T>(), a.lse,
+                         p.len_kv,    num_q_tiles, p.causal,   p.softmax_scale() * ft::kLog2e};
   const ft::ViewArgs views{ft::layout_of(p, a.layout), p.heads_q, p.heads_kv};
-  flash_forward_tc<Tr><<<int(blocks), Tr::kThreads, Tr::kSmemBytes, stream>>>(params, views);
+  const KeyValueArgs kv{p.len_q, p.group(), p.causal_offset()};
+  flash_forward_tc<Tr><<<int(blocks), Tr::kThreads, Tr::kSmemBytes, stream>>>(params, views, kv);
   CUDA_CHECK_LAUNCH();
 }
 
-/// Contiguous tensors: Tr's kernel; views: ft::Views<Tr>'s, which only the variants that take
-/// views (kTakesViews: `fastest`) instantiate.
-template <class Tr, bool kTakesViews>
+/// Contiguous tensors: Tr's kernel; views: ft::Views<Tr>'s; two lengths or grouped heads:
+/// KeyValue<Tr>'s (with views, ft::Views<KeyValue<Tr>>'s). Only `fastest` (kFastest)
+/// instantiates the last three; the staircase computes self-attention on contiguous tensors.
+template <class Tr, bool kFastest>
 void launch_layout(const ft::Problem& p, const ft::ForwardArgs& a, cudaStream_t stream) {
+  const bool key_value = !p.same_lengths() || p.grouped();
+  if constexpr (kFastest) {
+    if (key_value) {
+      if (a.layout == nullptr) return launch<KeyValue<Tr>>(p, a, stream);
+      return launch<ft::Views<KeyValue<Tr>>>(p, a, stream);
+    }
+    if (a.layout != nullptr) return launch<ft::Views<Tr>>(p, a, stream);
+  }
+  if (key_value)
+    throw ft::Unsupported("chapter 07: this variant computes len_q = len_kv and heads_q = heads_kv "
+                          "only (fastest computes two lengths and grouped heads)");
   if (a.layout == nullptr) return launch<Tr>(p, a, stream);
-  if constexpr (kTakesViews) return launch<ft::Views<Tr>>(p, a, stream);
   throw ft::Unsupported("chapter 07: this variant reads contiguous tensors only (fastest reads views)");
 }
 
 /// A variant: for each (dtype, d), which traits. Shape<T, D> names the ForwardTraits.
-template <template <class, int> class Shape, bool kTakesViews = false>
+template <template <class, int> class Shape, bool kFastest = false>
 void run(const ft::Problem& p, const ft::ForwardArgs& a, cudaStream_t stream) {
   const bool bf16 = p.dtype == ft::DType::BFloat16;
   if (!bf16 && p.dtype != ft::DType::Float16)
@@ -74,11 +84,11 @@ void run(const ft::Problem& p, const ft::ForwardArgs& a, cudaStream_t stream) {
   if (a.layout) ft::check_layout(p, *a.layout, false);  // views: rows aligned, O disjoint
   switch (p.head_dim) {
     case 64:
-      return bf16 ? launch_layout<Shape<__nv_bfloat16, 64>, kTakesViews>(p, a, stream)
-                  : launch_layout<Shape<__half, 64>, kTakesViews>(p, a, stream);
+      return bf16 ? launch_layout<Shape<__nv_bfloat16, 64>, kFastest>(p, a, stream)
+                  : launch_layout<Shape<__half, 64>, kFastest>(p, a, stream);
     case 128:
-      return bf16 ? launch_layout<Shape<__nv_bfloat16, 128>, kTakesViews>(p, a, stream)
-                  : launch_layout<Shape<__half, 128>, kTakesViews>(p, a, stream);
+      return bf16 ? launch_layout<Shape<__nv_bfloat16, 128>, kFastest>(p, a, stream)
+                  : launch_layout<Shape<__half, 128>, kFastest>(p, a, stream);
   }
   throw ft::Unsupported("chapter 07: head_dim must be 64 or 128");
 }
@@ -123,13 +133,14 @@ std::vector<ft::KernelTraffic> traffic(const ft::Problem& p) {
 
 size_t no_workspace(const ft::Problem&) { return 0; }
 
-template <template <class, int> class Shape, bool kTakesViews = false>
+template <template <class, int> class Shape, bool kFastest = false>
 ft::ForwardImpl impl(const std::string& variant, const std::string& what) {
-  // Two lengths and grouped heads are an index each (flash_forward.cuh): every variant.
-  const ft::Features features{/*lengths=*/true, /*grouped=*/true};
+  // Two lengths and grouped heads are an index each (flash_forward.cuh), in `fastest`'s own
+  // instantiations (KeyValue<Traits>).
+  const ft::Features features{/*lengths=*/kFastest, /*grouped=*/kFastest};
   return {"07",         variant,         what,
-          {64, 128},    no_workspace,    run<Shape, kTakesViews>,
-          traffic<Shape>, {ft::DType::BFloat16, ft::DType::Float16}, kMinSm, kTakesViews,
+          {64, 128},    no_workspace,    run<Shape, kFastest>,
+          traffic<Shape>, {ft::DType::BFloat16, ft::DType::Float16}, kMinSm, kFastest,
           features};
 }
 

@@ -29,23 +29,28 @@ using ft::tc::FragA;
 using ft::tc::FragB;
 using ft::tc::FragC;
 
-/// The kernel's arguments: one query head is N_q·d elements of Q and O, one key/value head
-/// N_kv·d of K and V, heads back to back (unless the traits read views: then the
-/// ft::ViewArgs beside them say where each row is).
+/// The kernel's arguments: one head is N·d elements of each tensor, heads back to back
+/// (unless the traits read views: then the ft::ViewArgs beside them say where each row is).
 template <class T>
 struct Params {
   const T* Q;
   const T* K;
   const T* V;
   T* O;
-  float* lse;       ///< natural-log log-sum-exp per query row, [B, H_q, N_q] (always contiguous)
-  int Nq;           ///< queries per head
-  int Nkv;          ///< keys per head
-  int num_q_tiles;  ///< ceil(N_q / Br)
-  int group;        ///< query heads per key/value head: query head bh reads K/V head bh / group
-  int causal_offset;  ///< causal: key j visible to query i iff j <= i + causal_offset
+  float* lse;       ///< natural-log log-sum-exp per query row, [B, H, N] (always contiguous)
+  int N;            ///< sequence length (with KeyValue traits: the keys')
+  int num_q_tiles;  ///< ceil(N / Br) (KeyValue: ceil(N_q / Br))
   bool causal;
   float scale_log2;  ///< softmax scale · log2(e): scores in base-2 units, every exp an exp2
+};
+
+/// What the KeyValue traits (forward_traits.cuh) read beside Params: two lengths and grouped
+/// heads. A kernel argument of its own, as ft::ViewArgs is, so that Params and the
+/// self-attention kernels stay as they were measured.
+struct KeyValueArgs {
+  int Nq = 0;             ///< queries per head (Params::N is the keys')
+  int group = 1;          ///< query heads per key/value head: query head bh reads K/V head bh / group
+  int causal_offset = 0;  ///< causal: key j visible to query i iff j <= i + causal_offset
 };
 
 /// The max (or sum) of a row across the 4 lanes that hold it (tc/fragment.hpp: lanes
@@ -76,7 +81,8 @@ __device__ __forceinline__ void load_kv(T* Ks, T* Vs, const T* K, const T* V, Ld
 
 template <class Tr>
 __global__ void __launch_bounds__(Tr::kThreads) flash_forward_tc(const Params<typename Tr::T> p,
-                                                                  const ft::ViewArgs v) {
+                                                                  const ft::ViewArgs v,
+                                                                  const KeyValueArgs kv) {
   using T = typename Tr::T;
   using Tile = typename Tr::Tile;
   constexpr int D = Tr::D, Br = Tr::Br, Bc = Tr::Bc, MT = Tr::kMTiles;
@@ -92,8 +98,15 @@ __global__ void __launch_bounds__(Tr::kThreads) flash_forward_tc(const Params<ty
   // longest blocks first keeps the last wave short (chapter 04).
   const int q0 = (p.num_q_tiles - 1 - int(blockIdx.x % p.num_q_tiles)) * Br;
   const int64_t head = blockIdx.x / p.num_q_tiles;  // b·H_q + h
-  const int64_t kv_head = head / p.group;          // b·H_kv + h / group: grouped heads share it
-  const int Nq = p.Nq, N = p.Nkv;                   // N: the keys, what the K/V loop runs over
+  const int N = p.N;  // keys per head: what the K/V loop runs over
+  // Two lengths and grouped heads (KeyValue traits): the queries per head, the key/value head
+  // this query head reads (b·H_kv + h / group, which is head / group), and how far right the
+  // causal diagonal sits (problem.hpp). Self-attention's kernels fold these to N, head and 0
+  // at compile time, and compile to the instructions that were measured.
+  constexpr bool kKV = Tr::kKeyValue;
+  const int Nq = kKV ? kv.Nq : N;
+  const int64_t kv_head = kKV ? int64_t(int(head) / kv.group) : head;
+  const int offset = kKV ? kv.causal_offset : 0;
   // This head's rows: heads back to back (the layout contract), or where a view's strides
   // put them (strides.hpp; the contiguous lines stay as they were measured).
   constexpr bool kViews = Tr::kViews;
@@ -102,8 +115,8 @@ __global__ void __launch_bounds__(Tr::kThreads) flash_forward_tc(const Params<ty
   const T* V = p.V + kv_head * N * D;
   if constexpr (kViews) {
     Q = p.Q + ft::head_start(v.strides.Q, head, v.heads);
-    K = p.K + ft::head_start(v.strides.K, kv_head, v.heads_kv);
-    V = p.V + ft::head_start(v.strides.V, kv_head, v.heads_kv);
+    K = p.K + ft::head_start(v.strides.K, kv_head, kKV ? v.heads_kv : v.heads);
+    V = p.V + ft::head_start(v.strides.V, kv_head, kKV ? v.heads_kv : v.heads);
   }
   const auto ldk = ft::row_stride<kViews>(v.strides.K), ldv = ft::row_stride<kViews>(v.strides.V);
   const int warp_row0 = warp * Tr::kRowsPerWarp;  // this warp's first row in the tile
@@ -111,13 +124,13 @@ __global__ void __launch_bounds__(Tr::kThreads) flash_forward_tc(const Params<ty
   // Causal: no key tile past the one that holds the last key the tile's last query sees
   // (tiles above the diagonal are skipped, not masked). Bottom-right with N_q > N_kv: a tile
   // whose queries see no key has none (kv_end ≤ 0), and writes O = 0, lse = −∞.
-  const int kv_end = p.causal ? min(N, q0 + Br + p.causal_offset) : N;
-  const int num_kv_tiles = kv_end > 0 ? (kv_end + Bc - 1) / Bc : 0;
+  const int kv_end = p.causal ? min(N, q0 + Br + offset) : N;
+  const int num_kv_tiles = kKV && kv_end <= 0 ? 0 : (kv_end + Bc - 1) / Bc;
 
   // The Q tile (and, with cp.async, K/V tile 0 in the same group) start on their way.
   if constexpr (Tr::kCopy == Copy::kAsync) {
     ft::tc::copy_tile_async<Tile, Br, Tr::kThreads>(Qs, Q, q0, Nq, ft::row_stride<kViews>(v.strides.Q));
-    if (num_kv_tiles > 0) load_kv<Tr>(Ks, Vs, K, V, ldk, ldv, 0, N);
+    if (!kKV || num_kv_tiles > 0) load_kv<Tr>(Ks, Vs, K, V, ldk, ldv, 0, N);
     else ft::tc::cp_async_commit(), ft::tc::cp_async_wait<0>();  // nothing to compute: Q lands, unused
   } else {
     ft::tc::copy_tile_sync<Tile, Br, Tr::kThreads>(Qs, Q, q0, Nq, ft::row_stride<kViews>(v.strides.Q));
@@ -194,7 +207,7 @@ __global__ void __launch_bounds__(Tr::kThreads) flash_forward_tc(const Params<ty
           for (int i = 0; i < 4; ++i) {
             const ft::tc::RowCol at = ft::tc::mma_c_coord(lane, i);
             const int query = q0 + warp_row0 + mt * 16 + at.row, key = kv0 + nt * 8 + at.col;
-            if (key >= N || (p.causal && key > query + p.causal_offset)) s[mt][nt].c[i] = -INFINITY;
+            if (key >= N || (p.causal && key > query + offset)) s[mt][nt].c[i] = -INFINITY;
           }
     }
 
@@ -273,7 +286,8 @@ __global__ void __launch_bounds__(Tr::kThreads) flash_forward_tc(const Params<ty
   // hide every key, bottom-right with N_q > N_kv, keeps m = −∞ until a visible key comes:
   // online_softmax.cuh makes such a row's weights 0, not NaN.) Tile j is wholly visible to
   // the tile's first query, q0, when its last key (j + 1)·Bc − 1 ≤ q0 + causal_offset.
-  const int full_tiles = min(N / Bc, p.causal ? max(0, q0 + p.causal_offset + 1) / Bc : num_kv_tiles);
+  const int first_row_keys = kKV ? max(0, q0 + offset + 1) : q0 + 1;  // keys query q0 sees
+  const int full_tiles = min(N / Bc, p.causal ? first_row_keys / Bc : num_kv_tiles);
   int j = 0;
   for (; j < min(full_tiles, num_kv_tiles); ++j) kv_step(j, std::false_type{});
   for (; j < num_kv_tiles; ++j) kv_step(j, std::true_type{});
@@ -289,7 +303,7 @@ __global__ void __launch_bounds__(Tr::kThreads) flash_forward_tc(const Params<ty
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
       row[mt][h].l = quad_sum(row[mt][h].l);
-      const float inv_l = row[mt][h].l > 0.f ? 1.f / row[mt][h].l : 0.f;
+      const float inv_l = kKV && row[mt][h].l == 0.f ? 0.f : 1.f / row[mt][h].l;
       const int query = q0 + warp_row0 + mt * 16 + h * 8 + ft::tc::lane_group(lane);
       if (query >= Nq) continue;
 #pragma unroll

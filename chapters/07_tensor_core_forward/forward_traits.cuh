@@ -37,6 +37,9 @@ struct ForwardTraits {
   using Tile = Layout_<D>;  ///< where (row, col) of a Q, K or V tile sits in shared memory
   /// Contiguous tensors (the layout contract); ft::Views<...> of these traits read views.
   static constexpr bool kViews = false;
+  /// Self-attention (len_q = len_kv, heads_q = heads_kv); KeyValue<...> of these traits
+  /// computes two lengths and grouped heads.
+  static constexpr bool kKeyValue = false;
 
   static constexpr int kThreads = kWarps * ft::tc::kLanes;
   /// FlashAttention-2's split: warp w owns query rows [w·Br/W, (w+1)·Br/W) of the tile, so
@@ -66,6 +69,16 @@ struct ForwardTraits {
   static_assert(kMTiles * (kSTiles + kOTiles) * 4 <= 192,
                 "S and O accumulators must leave registers for everything else (255 max)");
   static_assert(kSmemBytes <= 227 * 1024, "at most 227 KB of shared memory per block (sm_90)");
+};
+
+/// KeyValue<Traits>: the same kernel for queries and keys of two lengths (the causal diagonal
+/// aligned either way) and for grouped heads, each an index in the kernel (flash_forward.cuh).
+/// A second instantiation rather than one kernel for all: at d = 128 the extra values the
+/// general kernel keeps live cost the self-attention kernel 5-8% of its time on the H200,
+/// so self-attention keeps the kernel that was measured.
+template <class Traits>
+struct KeyValue : Traits {
+  static constexpr bool kKeyValue = true;
 };
 
 }  // namespace ch07

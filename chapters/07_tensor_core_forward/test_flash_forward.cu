@@ -110,16 +110,11 @@ TEST(Ch07, ManyHeadsAndCustomScale) {
 
 // Two lengths and grouped heads (ft::testing::kv_shapes: a few queries over a long cache and
 // the reverse, one query, both causal alignments, a bottom-right mask whose first rows see
-// no key, multi-query heads): an index in the kernel, so every staircase variant and
-// `fastest`, one test per variant and dtype (the tile-shape sweep runs the same code).
+// no key, multi-query heads): `fastest`'s KeyValue instantiations, one test per dtype.
 std::vector<ft::testing::ShapeGroup<ft::ForwardImpl>> kv_groups() {
   std::vector<ft::testing::ShapeGroup<ft::ForwardImpl>> groups;
-  for (const auto& impl : ch07::forward_impls())
-    if (in_staircase(impl.variant) || impl.variant == "fastest")
-      for (ft::DType t : impl.dtypes) {
-        if (t == ft::DType::Float16 && impl.variant != "fastest") continue;  // fp16: same code
-        groups.push_back({impl, t, ft::testing::kv_shapes(impl.head_dims, t)});
-      }
+  for (ft::DType t : ch07::fastest().dtypes)
+    groups.push_back({ch07::fastest(), t, ft::testing::kv_shapes(ch07::fastest().head_dims, t)});
   return groups;
 }
 
@@ -132,8 +127,25 @@ TEST_P(Ch07KeyValue, TwoLengthsAndGroupedHeadsMatchReference) {
   });
 }
 
-INSTANTIATE_TEST_SUITE_P(AllVariants, Ch07KeyValue, ::testing::ValuesIn(kv_groups()),
+INSTANTIATE_TEST_SUITE_P(Fastest, Ch07KeyValue, ::testing::ValuesIn(kv_groups()),
                          &ft::testing::group_name<ft::ForwardImpl>);
+
+// The staircase computes self-attention only, and says so before any launch (no GPU needed);
+// `fastest` lists both features.
+TEST(Ch07KeyValue, OnlyFastestTakesThem) {
+  ft::Problem lengths = ft::with_kv(ft::make_problem(1, 2, 17, 64, true, ft::DType::BFloat16), 40, 2,
+                                    ft::CausalAlign::BottomRight);
+  ft::Problem grouped = ft::with_kv(ft::make_problem(1, 2, 17, 64, true, ft::DType::BFloat16), 17, 1);
+  for (const auto& impl : ch07::forward_impls()) {
+    const bool fastest = impl.variant == "fastest";
+    EXPECT_EQ(impl.features.lengths, fastest) << impl.variant;
+    EXPECT_EQ(impl.features.grouped, fastest) << impl.variant;
+    if (fastest) continue;
+    EXPECT_THROW(ft::check_supported(impl, lengths), ft::Unsupported) << impl.variant;
+    EXPECT_THROW(ft::check_supported(impl, grouped), ft::Unsupported) << impl.variant;
+    EXPECT_THROW(impl.run(grouped, ft::ForwardArgs{}, nullptr), ft::Unsupported) << impl.variant;
+  }
+}
 
 // Grouped-query heads proper (2 sequences of 8 query heads over 2 key/value heads: heads 0-3
 // read key/value head 0, 4-7 head 1) on the tutorial's sizes, the views included: the
