@@ -1,15 +1,27 @@
-# Helpers that every chapter's CMakeLists.txt uses, so each of those stays three lines.
+# Helpers that every chapter's CMakeLists.txt uses, so each of those stays one call.
 
-# ft_chapter(<program> KERNELS <.cu...> MAIN <main.cu> [GPU_TESTS <.cu...>] [CPU_TESTS <.cpp/.cu...>])
-#   KERNELS    compiled into the shared library flashtut (the C API calls them too)
-#   MAIN       the chapter's program, built as <program> (e.g. ch01_naive)
-#   GPU_TESTS  GoogleTest sources labelled "gpu" (they skip with a message without a GPU)
-#   CPU_TESTS  GoogleTest sources labelled "cpu"
+# ft_chapter(<program> KERNELS <.cu...> MAIN <main.cu> [ARCHITECTURES <list>]
+#            [GPU_TESTS <.cu...>] [CPU_TESTS <.cpp/.cu...>])
+#   KERNELS        the chapter's own target, ft_chNN (an object library), linked into the
+#                  shared library flashtut; the kernels register themselves there
+#                  (common/registry.hpp), so the C API, the tour and Python find them
+#   ARCHITECTURES  the GPU architectures the chapter compiles for (CMAKE_CUDA_ARCHITECTURES's
+#                  form, e.g. 90a for Hopper's wgmma and setmaxnreg); default: the project's
+#   MAIN           the chapter's program, built as <program> (e.g. ch01_naive)
+#   GPU_TESTS      GoogleTest sources labelled "gpu" (they skip with a message without a GPU)
+#   CPU_TESTS      GoogleTest sources labelled "cpu"
+# A chapter's CMakeLists.txt is this one call; nothing outside the chapter's folder names it.
 function(ft_chapter program)
-  cmake_parse_arguments(FT "" "MAIN" "KERNELS;GPU_TESTS;CPU_TESTS" ${ARGN})
-  target_sources(flashtut PRIVATE ${FT_KERNELS})
+  cmake_parse_arguments(FT "" "MAIN" "KERNELS;ARCHITECTURES;GPU_TESTS;CPU_TESTS" ${ARGN})
+  string(REGEX MATCH "^ch[0-9][0-9]" chapter ${program})
+  set(kernels ft_${chapter})
+  add_library(${kernels} OBJECT ${FT_KERNELS})
+  target_link_libraries(${kernels} PUBLIC ft_headers)
+  set_target_properties(${kernels} PROPERTIES POSITION_INDEPENDENT_CODE ON)
+  target_sources(flashtut PRIVATE $<TARGET_OBJECTS:${kernels}>)
   add_executable(${program} ${FT_MAIN})
   target_link_libraries(${program} PRIVATE flashtut)
+  set(targets ${kernels} ${program})
   if(FT_BUILD_TESTS)
     foreach(kind GPU CPU)
       if(FT_${kind}_TESTS)
@@ -18,8 +30,12 @@ function(ft_chapter program)
         add_executable(${test_exe} ${FT_${kind}_TESTS})
         target_link_libraries(${test_exe} PRIVATE flashtut ft_testing)
         ft_discover(${test_exe} ${label})
+        list(APPEND targets ${test_exe})
       endif()
     endforeach()
+  endif()
+  if(FT_ARCHITECTURES)
+    set_target_properties(${targets} PROPERTIES CUDA_ARCHITECTURES "${FT_ARCHITECTURES}")
   endif()
 endfunction()
 

@@ -8,6 +8,7 @@
 
 #include "check.cuh"
 #include "launch.cuh"
+#include "registry.hpp"
 #include "strides.hpp"
 
 namespace {
@@ -171,3 +172,120 @@ size_t workspace(const ForwardImpl& impl, const ft_problem& p) { return workspac
 size_t workspace(const BackwardImpl& impl, const ft_problem& p) { return workspace_of(impl, p); }
 
 }  // namespace ft::capi
+
+// ---- The implementations by name (flashtut.h) ----------------------------------------------
+
+namespace {
+
+using namespace ft;
+
+template <class Entry>
+std::string names_of(const std::vector<Entry>& list) {
+  std::string names;
+  for (const Entry& e : list) names += (names.empty() ? "" : ", ") + e.name;
+  return names;
+}
+
+template <class Entry, class Find>
+const Entry& named(const char* impl, const char* pass, const std::vector<Entry>& list, Find find) {
+  if (impl == nullptr)
+    throw Unsupported(std::string(pass) + " implementation name is NULL: pass one such as \"" +
+                      (list.empty() ? std::string("ch07") : list.front().name) + "\"");
+  if (const Entry* e = find(impl)) return *e;
+  throw Unsupported("no " + std::string(pass) + " implementation named '" + impl +
+                    "' in this library (there are: " + names_of(list) + ")");
+}
+const RegisteredForward& forward_named(const char* impl) {
+  return named(impl, "forward", registered_forwards(), find_forward);
+}
+const RegisteredBackward& backward_named(const char* impl) {
+  return named(impl, "backward", registered_backwards(), find_backward);
+}
+
+/// The fields every implementation shares, from its impl and listing.
+template <class Entry>
+void describe(const Entry& e, const char* pass, ft_impl_info* info) {
+  *info = ft_impl_info{};
+  info->name = e.name.c_str();
+  info->alias = e.alias.c_str();
+  info->pass = pass;
+  info->chapter = e.impl.chapter.c_str();
+  info->variant = e.impl.variant.c_str();
+  info->what = e.impl.what.c_str();
+  info->pairs_with = e.listing.pairs_with.c_str();
+  for (DType t : e.impl.dtypes) info->dtypes |= 1u << int(t);
+  const size_t kMaxDims = sizeof info->head_dims / sizeof info->head_dims[0];
+  if (e.impl.head_dims.size() > kMaxDims)
+    throw std::logic_error(e.name + " lists more head dims than ft_impl_info holds");
+  for (size_t i = 0; i < e.impl.head_dims.size(); ++i) info->head_dims[i] = e.impl.head_dims[i];
+  info->num_head_dims = int(e.impl.head_dims.size());
+  info->min_sm = e.impl.min_sm;
+  info->lengths = e.impl.features.lengths;
+  info->grouped = e.impl.features.grouped;
+  info->strided = e.impl.strided;
+  info->tour = e.listing.tour;
+}
+
+}  // namespace
+
+extern "C" int ft_impl_count(void) {
+  return int(registered_forwards().size() + registered_backwards().size());
+}
+
+extern "C" int ft_impl_info_at(int index, ft_impl_info* info) {
+  return ft::capi::guarded([&] {
+    if (info == nullptr) throw Unsupported("info is NULL: pass an ft_impl_info to fill");
+    const int forwards = int(registered_forwards().size());
+    if (index < 0 || index >= ft_impl_count())
+      throw Unsupported("no implementation " + std::to_string(index) + " (there are " +
+                        std::to_string(ft_impl_count()) + ")");
+    if (index < forwards) describe(registered_forwards()[size_t(index)], "forward", info);
+    else describe(registered_backwards()[size_t(index - forwards)], "backward", info);
+  });
+}
+
+extern "C" size_t ft_forward_workspace_bytes(const char* impl, ft_problem p) {
+  const RegisteredForward* f = nullptr;
+  if (ft::capi::guarded([&] { f = &forward_named(impl); }) != 0) return FT_WORKSPACE_ERROR;
+  return ft::capi::workspace(f->impl, p);
+}
+
+extern "C" int ft_forward(const char* impl, ft_problem p, const void* Q, const void* K,
+                          const void* V, void* O, float* lse, void* workspace,
+                          cudaStream_t stream) {
+  const RegisteredForward* f = nullptr;
+  if (const int rc = ft::capi::guarded([&] { f = &forward_named(impl); })) return rc;
+  return ft::capi::forward(f->impl, p, {Q, K, V, O, lse, workspace}, stream);
+}
+
+extern "C" int ft_forward_strided(const char* impl, ft_problem p, const ft_layout* layout,
+                                  const void* Q, const void* K, const void* V, void* O,
+                                  float* lse, void* workspace, cudaStream_t stream) {
+  const RegisteredForward* f = nullptr;
+  if (const int rc = ft::capi::guarded([&] { f = &forward_named(impl); })) return rc;
+  return ft::capi::forward_strided(f->impl, p, layout, {Q, K, V, O, lse, workspace}, stream);
+}
+
+extern "C" size_t ft_backward_workspace_bytes(const char* impl, ft_problem p) {
+  const RegisteredBackward* b = nullptr;
+  if (ft::capi::guarded([&] { b = &backward_named(impl); }) != 0) return FT_WORKSPACE_ERROR;
+  return ft::capi::workspace(b->impl, p);
+}
+
+extern "C" int ft_backward(const char* impl, ft_problem p, const void* Q, const void* K,
+                           const void* V, const void* O, const float* lse, const void* dO,
+                           void* dQ, void* dK, void* dV, void* workspace, cudaStream_t stream) {
+  const RegisteredBackward* b = nullptr;
+  if (const int rc = ft::capi::guarded([&] { b = &backward_named(impl); })) return rc;
+  return ft::capi::backward(b->impl, p, {Q, K, V, O, lse, dO, dQ, dK, dV, workspace}, stream);
+}
+
+extern "C" int ft_backward_strided(const char* impl, ft_problem p, const ft_layout* layout,
+                                   const void* Q, const void* K, const void* V, const void* O,
+                                   const float* lse, const void* dO, void* dQ, void* dK,
+                                   void* dV, void* workspace, cudaStream_t stream) {
+  const RegisteredBackward* b = nullptr;
+  if (const int rc = ft::capi::guarded([&] { b = &backward_named(impl); })) return rc;
+  return ft::capi::backward_strided(b->impl, p, layout,
+                                    {Q, K, V, O, lse, dO, dQ, dK, dV, workspace}, stream);
+}

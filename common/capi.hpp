@@ -1,7 +1,7 @@
 /// @file capi.hpp
-/// @brief How a chapter exports its implementations as the plain C functions declared in
-/// flashtut.h: one macro line per implementation, so the C API calls exactly the code the
-/// chapter teaches. C callers get an error code, never an exception.
+/// @brief The C API's checks and plumbing (flashtut.h): a registered implementation
+/// (registry.hpp) is found by name and run through these, so the C API calls exactly the
+/// code the chapter teaches. C callers get an error code, never an exception.
 #pragma once
 
 #include <functional>
@@ -38,46 +38,3 @@ size_t workspace(const ForwardImpl& impl, const ft_problem& p);
 size_t workspace(const BackwardImpl& impl, const ft_problem& p);
 
 }  // namespace ft::capi
-
-/// Defines `NAME(problem, Q, K, V, O, lse, workspace, stream)` and
-/// `NAME_workspace_bytes(problem)` for the ForwardImpl that `IMPL` evaluates to.
-#define FT_EXPORT_FORWARD(NAME, IMPL)                                                      \
-  extern "C" size_t NAME##_workspace_bytes(ft_problem p) {                                 \
-    return ::ft::capi::workspace((IMPL), p);                               \
-  }                                                                                        \
-  extern "C" int NAME(ft_problem p, const void* Q, const void* K, const void* V, void* O, \
-                      float* lse, void* workspace, cudaStream_t stream) {                 \
-    return ::ft::capi::forward((IMPL), p, {Q, K, V, O, lse, workspace}, stream);           \
-  }
-
-/// Defines `NAME(problem, Q, K, V, O, lse, dO, dQ, dK, dV, workspace, stream)` and
-/// `NAME_workspace_bytes(problem)` for the BackwardImpl that `IMPL` evaluates to.
-#define FT_EXPORT_BACKWARD(NAME, IMPL)                                                     \
-  extern "C" size_t NAME##_workspace_bytes(ft_problem p) {                                 \
-    return ::ft::capi::workspace((IMPL), p);                               \
-  }                                                                                        \
-  extern "C" int NAME(ft_problem p, const void* Q, const void* K, const void* V,         \
-                      const void* O, const float* lse, const void* dO, void* dQ, void* dK, \
-                      void* dV, void* workspace, cudaStream_t stream) {                   \
-    return ::ft::capi::backward((IMPL), p, {Q, K, V, O, lse, dO, dQ, dK, dV, workspace},   \
-                                stream);                                                   \
-  }
-
-/// Defines `NAME_strided(problem, layout, Q, K, V, O, lse, workspace, stream)` for the strided
-/// ForwardImpl that `IMPL` evaluates to (its workspace query is NAME's).
-#define FT_EXPORT_FORWARD_STRIDED(NAME, IMPL)                                                  \
-  extern "C" int NAME##_strided(ft_problem p, const ft_layout* layout, const void* Q,         \
-                                const void* K, const void* V, void* O, float* lse,            \
-                                void* workspace, cudaStream_t stream) {                       \
-    return ::ft::capi::forward_strided((IMPL), p, layout, {Q, K, V, O, lse, workspace}, stream); \
-  }
-
-/// Defines `NAME_strided(problem, layout, Q, K, V, O, lse, dO, dQ, dK, dV, workspace, stream)`.
-#define FT_EXPORT_BACKWARD_STRIDED(NAME, IMPL)                                                 \
-  extern "C" int NAME##_strided(ft_problem p, const ft_layout* layout, const void* Q,         \
-                                const void* K, const void* V, const void* O, const float* lse, \
-                                const void* dO, void* dQ, void* dK, void* dV, void* workspace, \
-                                cudaStream_t stream) {                                        \
-    return ::ft::capi::backward_strided((IMPL), p, layout,                                     \
-                                        {Q, K, V, O, lse, dO, dQ, dK, dV, workspace}, stream); \
-  }

@@ -1,8 +1,13 @@
 /**
  * @file flashtut.h
- * @brief The C API of libflashtut: every kernel the chapters teach, as plain functions over
- * device pointers and a CUDA stream, for PyTorch (through ctypes), other languages and the
- * comparison scripts.
+ * @brief The C API of libflashtut: every kernel the chapters teach, by name, as plain
+ * functions over device pointers and a CUDA stream, for PyTorch (through ctypes), other
+ * languages and the comparison scripts.
+ *
+ * The library knows its implementations from the registry every chapter adds to
+ * (common/registry.hpp): ft_impl_count() and ft_impl_info_at() list them (name, pass,
+ * dtypes, head dims, features, the GPU they need), and ft_forward("ch07_fastest", ...) or
+ * ft_backward("ch08", ...) runs one by its name or its chapter's alias.
  *
  * Conventions (docs/contracts.md has the whole contract):
  * - Q, O, dO, dQ: device pointers to `[batch, heads_q, len_q, head_dim]` tensors; K, V, dK,
@@ -20,10 +25,12 @@
  *   inside a tensor may not. An unaligned pointer is refused with -1 before any launch,
  *   never a CUDA error (a misaligned access would poison the caller's whole CUDA context).
  * - Every tensor pointer and lse must be non-NULL; `workspace`: device memory of at least
- *   `<function>_workspace_bytes(problem)` bytes (may be NULL only when that is 0). A NULL
+ *   ft_forward_workspace_bytes(impl, problem) (or the backward's) bytes (may be NULL only
+ *   when that is 0). A NULL
  *   where memory is needed is refused with -1, naming it. The functions allocate nothing.
- *   `*_workspace_bytes` returns FT_WORKSPACE_ERROR (SIZE_MAX) for a problem the function
- *   cannot run, with ft_last_error() set; 0 is a true answer (chapter 04 needs nothing).
+ *   The workspace queries return FT_WORKSPACE_ERROR (SIZE_MAX) for a problem the
+ *   implementation cannot run, with ft_last_error() set; 0 is a true answer (chapter 04
+ *   needs nothing).
  * - Every function validates the problem first (sizes >= 1, lengths <= 2^24, head_dim <= 1024,
  *   heads_q a multiple of heads_kv, batch·heads·len < 2^31 on both sides, so no byte count can
  *   overflow), then the head dim, dtype, lengths and heads the implementation supports, then
@@ -31,16 +38,17 @@
  *   launches asynchronously on `stream` and returns 0 on success. Errors: -1 for a problem,
  *   pointer or GPU the function cannot serve (ft_last_error() says why, in one line), or a
  *   cudaError_t value (> 0) for a CUDA failure. No C++ exception ever crosses this API.
- * - Views (API version 3): ft_ch07_forward_strided and ft_ch08_backward_strided take, beside
- *   the pointers, an ft_layout: each tensor's strides, so that q, k and v can be views of a
+ * - Views (API version 3): ft_forward_strided and ft_backward_strided take, beside the
+ *   pointers, an ft_layout, for the implementations whose info says `strided`: each tensor's strides, so that q, k and v can be views of a
  *   model's projection (`[batch, seq_len, 3, heads, head_dim]` seen as `[B, H, N, d]`) and O
  *   and the gradients can be written in the layout the model wants, with no copy. head_dim
  *   stays contiguous; every stride of a dimension longer than 1 must be a multiple of 16
  *   bytes (8 elements), none negative; the row stride below 2^31 elements, no dimension
  *   reaching past 2^60; an output's elements must not overlap. lse stays contiguous
- *   `[batch, heads, seq_len]`. A layout that breaks a rule is refused with -1 (after the
+ *   `[batch, heads_q, len_q]`. A layout that breaks a rule is refused with -1 (after the
  *   problem's own checks, before the pointers').
- * - Chapters 01–05 compute in float32 only: any other dtype gets -1.
+ * - Each implementation computes the dtypes and head dims its info lists (chapters 01–05
+ *   float32 only): anything else gets -1.
  * - The struct may grow: a caller checks ft_api_version() == FT_API_VERSION (or
  *   ft_problem_size() == sizeof(ft_problem)) before relying on its layout.
  */
@@ -57,7 +65,8 @@ extern "C" {
 
 /** Version of this header's structs and functions: 2 added ft_problem.dtype, 3 ft_layout and
  * the `*_strided` functions, 4 the two lengths, the two head counts and the causal alignment
- * of ft_problem. */
+ * of ft_problem, and the implementations by name from the registry (ft_impl_info, ft_forward,
+ * ft_backward) in place of one function per implementation. */
 #define FT_API_VERSION 4
 /** Every pointer passed to the library must be a multiple of this many bytes. */
 #define FT_ALIGNMENT 16
@@ -115,69 +124,63 @@ size_t ft_problem_size(void);
 /** The message of the last failure in this thread ("" if none). */
 const char* ft_last_error(void);
 
-/** The signature every forward pass has. */
-typedef int (*ft_forward_fn)(ft_problem problem, const void* Q, const void* K, const void* V,
-                             void* O, float* lse, void* workspace, cudaStream_t stream);
-/** The signature every backward pass has. */
-typedef int (*ft_backward_fn)(ft_problem problem, const void* Q, const void* K, const void* V,
-                              const void* O, const float* lse, const void* dO, void* dQ,
-                              void* dK, void* dV, void* workspace, cudaStream_t stream);
-/** The signature of every `*_workspace_bytes`. */
-typedef size_t (*ft_workspace_fn)(ft_problem problem);
+/** One implementation as the registry lists it (common/registry.hpp): every chapter
+ * registers its own, and this list is how a caller learns what the library has. The strings
+ * live as long as the library is loaded. (API version 4) */
+typedef struct ft_impl_info {
+  const char* name;        /**< "ch07_fastest": ch<chapter>_<variant>, as the results files name it */
+  const char* alias;       /**< "ch07" for the chapter's recommended forward or backward, else "" */
+  const char* pass;        /**< "forward" or "backward" */
+  const char* chapter;     /**< "07" */
+  const char* variant;     /**< "fastest" */
+  const char* what;        /**< what this step changes, one line */
+  const char* pairs_with;  /**< a backward: the forward whose O and lse (and, for the
+                                materializing baseline, workspace) it reads; "" for a forward */
+  unsigned dtypes;         /**< bit 1 << FT_DTYPE_x for each element type it computes in */
+  int head_dims[8];        /**< the head dimensions it computes (num_head_dims of them) */
+  int num_head_dims;       /**< 0: any head_dim from 1 to 1024 */
+  int min_sm;              /**< the compute capability it needs, ×10 (80: sm_80); 0: any */
+  int lengths;             /**< nonzero: computes len_q != len_kv (either causal alignment) */
+  int grouped;             /**< nonzero: computes heads_kv < heads_q */
+  int strided;             /**< nonzero: takes views (ft_forward_strided, ft_backward_strided) */
+  int tour;                /**< nonzero: a step of the tour's staircase (in this list's order) */
+} ft_impl_info;
 
-/* Forward passes: (problem, Q, K, V, O, lse, workspace, stream). */
-#define FT_DECLARE_FORWARD(name)                                                          \
-  size_t name##_workspace_bytes(ft_problem problem);                                     \
-  int name(ft_problem problem, const void* Q, const void* K, const void* V, void* O,    \
-           float* lse, void* workspace, cudaStream_t stream);
+/** How many implementations the library registers (forwards first, then backwards). */
+int ft_impl_count(void);
+/** Fills `info` for implementation `index` (0 <= index < ft_impl_count()); -1 otherwise. */
+int ft_impl_info_at(int index, ft_impl_info* info);
 
-FT_DECLARE_FORWARD(ft_ch01_forward)             /**< 01: three kernels, S and P in the workspace */
-FT_DECLARE_FORWARD(ft_ch02_forward)             /**< 02: shared-memory tiled products */
-FT_DECLARE_FORWARD(ft_ch03_forward)             /**< 03: online softmax between the products */
-FT_DECLARE_FORWARD(ft_ch04_forward_simple)      /**< 04: fused, a thread per query row */
-FT_DECLARE_FORWARD(ft_ch04_forward)             /**< 04: fused, register-tiled (the fast one) */
-FT_DECLARE_FORWARD(ft_ch05_forward_materialize) /**< 05: forward that keeps P for the baseline */
-FT_DECLARE_FORWARD(ft_ch06_forward)             /**< 06: unfused on tensor cores; bf16/fp16, d 64/128 */
-/** 07: FlashAttention-2's forward on the tensor cores; bf16 or fp16 only, head_dim 64 or
- * 128, an sm_80 GPU or newer (-1 with a message otherwise). */
-FT_DECLARE_FORWARD(ft_ch07_forward)
-/** ft_ch07_forward on views: the tensors where `layout` says (its Q, K, V, O; not NULL).
- * Workspace: ft_ch07_forward_workspace_bytes. */
-int ft_ch07_forward_strided(ft_problem problem, const ft_layout* layout, const void* Q,
-                            const void* K, const void* V, void* O, float* lse, void* workspace,
-                            cudaStream_t stream);
+/* The passes, by name: `impl` is a forward's (or a backward's) name or alias from the list.
+ * An unknown name is refused with -1 (FT_WORKSPACE_ERROR from the workspace queries), and
+ * ft_last_error() lists the names there are. */
 
-/* Backward passes: (problem, Q, K, V, O, lse, dO, dQ, dK, dV, workspace, stream).
- * The workspace must be the one the paired forward used: ft_ch05_forward_materialize for
- * ft_ch05_backward_materialize (P lives there); any forward that wrote O and lse (e.g.
- * ft_ch04_forward) for the flash backwards, whose workspace is their own. */
-#define FT_DECLARE_BACKWARD(name)                                                        \
-  size_t name##_workspace_bytes(ft_problem problem);                                    \
-  int name(ft_problem problem, const void* Q, const void* K, const void* V,            \
-           const void* O, const float* lse, const void* dO, void* dQ, void* dK, void* dV, \
-           void* workspace, cudaStream_t stream);
+/** The workspace bytes forward `impl` needs for `problem` (0 is a true answer), or
+ * FT_WORKSPACE_ERROR for a problem it cannot run, with ft_last_error() set. */
+size_t ft_forward_workspace_bytes(const char* impl, ft_problem problem);
+/** Forward: O and lse from Q, K, V. Queued on `stream`; 0, -1 (refused) or a cudaError_t. */
+int ft_forward(const char* impl, ft_problem problem, const void* Q, const void* K,
+               const void* V, void* O, float* lse, void* workspace, cudaStream_t stream);
+/** ft_forward on views: the tensors where `layout` says (its Q, K, V, O; not NULL), for an
+ * implementation whose info says `strided`. Workspace: ft_forward_workspace_bytes. */
+int ft_forward_strided(const char* impl, ft_problem problem, const ft_layout* layout,
+                       const void* Q, const void* K, const void* V, void* O, float* lse,
+                       void* workspace, cudaStream_t stream);
 
-FT_DECLARE_BACKWARD(ft_ch05_backward_materialize) /**< 05: reads the stored P, N×N dP/dS */
-FT_DECLARE_BACKWARD(ft_ch05_backward)             /**< 05: flash, recomputes P; dQ by atomics */
-FT_DECLARE_BACKWARD(ft_ch05_backward_dq_pass)     /**< 05: flash, dQ in a second kernel */
-FT_DECLARE_BACKWARD(ft_ch05_backward_bc128)       /**< 05: flash, 128 keys per block (d <= 64) */
-/** 08: FlashAttention-2's backward on the tensor cores; bf16 or fp16, head_dim 64 or 128, sm_80+;
- * workspace: dQ's float32 accumulator and D (padded to 4 floats), and, non-causal, room for the
- * float32 dK and dV of up to 160 key tiles the kernel may cut (10.5 MB at d = 64, 21 MB at
- * d = 128; pair with ft_ch07_forward). */
-FT_DECLARE_BACKWARD(ft_ch08_backward)
-/** ft_ch08_backward on views: every tensor where `layout` says (not NULL). Workspace:
- * ft_ch08_backward_workspace_bytes. */
-int ft_ch08_backward_strided(ft_problem problem, const ft_layout* layout, const void* Q,
-                             const void* K, const void* V, const void* O, const float* lse,
-                             const void* dO, void* dQ, void* dK, void* dV, void* workspace,
-                             cudaStream_t stream);
-
-/** Chapter 03's row softmax over `rows` rows of `cols` floats: variant 0 the safe three-pass
- * kernel, 1 the online one-read kernel. `in` and `out` need only float alignment (4 bytes):
- * the kernel falls back to scalar loads when they are not 16-byte aligned. */
-int ft_ch03_row_softmax(int variant, const float* in, float* out, int64_t rows, int cols,
-                        cudaStream_t stream);
+/** The workspace bytes backward `impl` needs (see ft_forward_workspace_bytes). The
+ * workspace must be the one the paired forward (its info's pairs_with) used where that
+ * forward keeps something there (the materializing baseline keeps P); a flash backward's
+ * workspace is its own. */
+size_t ft_backward_workspace_bytes(const char* impl, ft_problem problem);
+/** Backward: dQ, dK, dV from Q, K, V, the forward's O and lse, and dO. */
+int ft_backward(const char* impl, ft_problem problem, const void* Q, const void* K,
+                const void* V, const void* O, const float* lse, const void* dO, void* dQ,
+                void* dK, void* dV, void* workspace, cudaStream_t stream);
+/** ft_backward on views: every tensor where `layout` says (not NULL). */
+int ft_backward_strided(const char* impl, ft_problem problem, const ft_layout* layout,
+                        const void* Q, const void* K, const void* V, const void* O,
+                        const float* lse, const void* dO, void* dQ, void* dK, void* dV,
+                        void* workspace, cudaStream_t stream);
 
 #ifdef __cplusplus
 }

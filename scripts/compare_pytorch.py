@@ -105,28 +105,46 @@ def csv_name(spec):
     return f"ch{spec.chapter}_{spec.variant}"
 
 
-def our_impls():
-    """CSV name -> (pass, module key) of every implementation this script can run. The
-    materializing backward is left out: its call reruns its own forward (the P it needs
-    lives in that forward's workspace), so its time is not the backward's."""
-    table = {}
-    for key, spec in flashtut.FORWARDS.items():
-        table[csv_name(spec)] = ("forward", key)
-    for key, spec in flashtut.BACKWARDS.items():
-        if spec.forward != "ch05_materialize":
-            table[csv_name(spec)] = ("backward", key)
-    return table
+# The chapters whose recommended implementation is not compared by default: the three-pass
+# float32 ones, whose N×N grid does not fit in the GPU's memory at the comparison's sizes.
+UNFUSED_CHAPTERS = ("01", "02", "03")
 
 
-OURS = our_impls()
-DEFAULT_OURS = ["ch07_fastest", "ch06_" + flashtut.FORWARDS["ch06"].variant, "ch04_fast",
-                "ch05_flash", "ch08_" + flashtut.BACKWARDS["ch08"].variant]
+def registry():
+    """The implementations of libflashtut's registry (flashtut.implementations(), from
+    $FLASHTUT_LIB or the build's library); [] when no library can be loaded, so that --help
+    and --list still work without one."""
+    try:
+        return flashtut.implementations()
+    except (flashtut.LibraryError, OSError):
+        return []
+
+
+def our_impls(impls):
+    """CSV name -> (pass, name) of every implementation this script can run: all the
+    registry lists, but a backward whose paired forward is not a chapter's recommended one
+    (the materializing baseline's, which keeps P in its workspace): flashtut.backward reruns
+    such a forward in every call, so its time would not be the backward's."""
+    headline = {i.name for i in impls if i.alias}
+    return {i.name: (i.kind, i.name) for i in impls
+            if i.kind == "forward" or i.pairs_with in headline}
+
+
+def default_ours(impls):
+    """Every chapter's recommended forward and backward (its alias), the unfused float32
+    chapters aside: what a run compares unless --impls says otherwise."""
+    return [i.name for i in impls if i.alias and i.chapter not in UNFUSED_CHAPTERS]
+
+
+_REGISTRY = registry()
+OURS = our_impls(_REGISTRY)
+DEFAULT_OURS = default_ours(_REGISTRY)
 
 
 def spec_of(name):
     """The module's Impl behind one of our CSV names."""
     kind, key = OURS[name]
-    return (flashtut.FORWARDS if kind == "forward" else flashtut.BACKWARDS)[key]
+    return (flashtut.forwards() if kind == "forward" else flashtut.backwards())[key]
 
 
 def runs_in(name, dtype):
@@ -162,7 +180,8 @@ def parse_args(argv):
                     help="also the backward: PyTorch's (fwd+bwd minus fwd) and ours (ch05_flash, ch08)")
     ap.add_argument("--impls", nargs="+", metavar="NAME",
                     help="only these (default: " + ", ".join(TORCH_IMPLS + DEFAULT_OURS) +
-                         "); ours: any of " + ", ".join(OURS))
+                         "); ours: any of " + (", ".join(OURS) or "the library's list "
+                                               "(none loaded now)"))
     ap.add_argument("--reps", type=int, default=20, help="timed calls (default 20; PyTorch's "
                     "forward+backward: half as many)")
     ap.add_argument("--warmup", type=int, default=5, help="untimed calls first (default 5)")
@@ -480,13 +499,13 @@ def measure(torch, args, exported):
                 if not runs_in(name, dtype):
                     continue
                 if exported is not None and key not in exported:
-                    print(skipped(name, kind, *shape, f"{spec.function} is not exported by "
-                                  f"this build of libflashtut"), flush=True)
+                    print(skipped(name, kind, *shape, f"{key} is not in this build of "
+                                  f"libflashtut"), flush=True)
                     continue
                 try:
                     # Refuses (a skip, below) what the implementation does not support.
-                    nbytes = flashtut.workspace_bytes(spec.function, flashtut.problem(
-                        b, h, n, d, causal=causal, dtype=FT_DTYPE[dtype]))
+                    nbytes = flashtut.workspace_bytes(key, flashtut.problem(
+                        b, h, n, d, causal=causal, dtype=FT_DTYPE[dtype]), kind)
                     free, _ = torch.cuda.mem_get_info()
                     need = nbytes + inputs // 3 * (1 if kind == "forward" else 4)  # O (+ dQ, dK, dV)
                     if need > 0.9 * free:
@@ -503,7 +522,7 @@ def measure(torch, args, exported):
                         vs = rel_l2([(o, torch_o)]) if torch_o is not None else None
                         vs_name = torch_o_name if torch_o is not None else ""
                     else:
-                        o, lse = flashtut.forward(qd, kd, vd, causal=causal, impl=spec.forward)
+                        o, lse = flashtut.forward(qd, kd, vd, causal=causal, impl=spec.pairs_with)
 
                         def call(key=key, o=o, lse=lse):
                             return flashtut.backward(qd, kd, vd, o, lse, d_out, causal=causal,

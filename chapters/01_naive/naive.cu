@@ -15,7 +15,7 @@
 #include <functional>
 
 #include "01_naive/naive.hpp"
-#include "capi.hpp"
+#include "registry.hpp"
 #include "check.cuh"
 #include "table.hpp"
 
@@ -177,4 +177,4 @@ std::vector<ft::ForwardImpl> forward_impls() { return {naive()}; }
 
 }  // namespace ch01
 
-FT_EXPORT_FORWARD(ft_ch01_forward, ch01::naive())
+FT_REGISTER(ch01) { ft::register_forward(ch01::naive(), {/*headline=*/true, /*tour=*/true}); }

@@ -18,7 +18,7 @@
 
 #include "02_tiled/tiled.hpp"
 #include "02_tiled/tiled_matmul.cuh"
-#include "capi.hpp"
+#include "registry.hpp"
 #include "check.cuh"
 #include "reduce.cuh"
 #include "table.hpp"
@@ -156,4 +156,7 @@ std::vector<ft::ForwardImpl> forward_impls() { return {smem_tiles(), tiled()}; }
 
 }  // namespace ch02
 
-FT_EXPORT_FORWARD(ft_ch02_forward, ch02::tiled())
+FT_REGISTER(ch02) {
+  ft::register_forward(ch02::smem_tiles());
+  ft::register_forward(ch02::tiled(), {/*headline=*/true, /*tour=*/true});
+}

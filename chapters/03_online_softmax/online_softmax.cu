@@ -14,7 +14,7 @@
 #include "02_tiled/tiled.hpp"
 #include "02_tiled/tiled_matmul.cuh"
 #include "03_online_softmax/online_softmax.hpp"
-#include "capi.hpp"
+#include "registry.hpp"
 #include "check.cuh"
 #include "online_softmax.cuh"
 #include "reduce.cuh"
@@ -131,4 +131,4 @@ std::vector<ft::ForwardImpl> forward_impls() { return {online()}; }
 
 }  // namespace ch03
 
-FT_EXPORT_FORWARD(ft_ch03_forward, ch03::online())
+FT_REGISTER(ch03) { ft::register_forward(ch03::online(), {/*headline=*/true, /*tour=*/true}); }

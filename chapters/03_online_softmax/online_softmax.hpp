@@ -66,5 +66,10 @@ void row_softmax_benchmark(const ft::Options& options, std::vector<ft::Row>& row
 
 }  // namespace ch03
 
-// C API: ft_ch03_row_softmax (declared in flashtut.h) runs row_softmax with variant 0
-// (safe) or 1 (online).
+/// Chapter 03's row softmax for C callers (and, through ctypes, Python's
+/// flashtut.row_softmax): `rows` rows of `cols` floats, variant 0 the safe three-pass kernel,
+/// 1 the online one-read kernel. `in` and `out` need only float alignment (4 bytes): the
+/// kernel falls back to scalar loads when they are not 16-byte aligned. 0, or -1 with
+/// ft_last_error() set, or a cudaError_t, as every function of flashtut.h returns.
+extern "C" int ft_ch03_row_softmax(int variant, const float* in, float* out, int64_t rows,
+                                   int cols, cudaStream_t stream);

@@ -12,7 +12,7 @@
 #include <string>
 
 #include "04_fused_forward/fused_forward.hpp"
-#include "capi.hpp"
+#include "registry.hpp"
 #include "check.cuh"
 #include "launch.cuh"
 #include "online_softmax.cuh"
@@ -172,5 +172,9 @@ std::vector<ft::ForwardImpl> forward_impls() {
 
 }  // namespace ch04
 
-FT_EXPORT_FORWARD(ft_ch04_forward_simple, ch04::simple())
-FT_EXPORT_FORWARD(ft_ch04_forward, ch04::fast())
+FT_REGISTER(ch04) {
+  for (const auto& impl : ch04::forward_impls()) {
+    const bool fast = impl.variant == ch04::fast().variant;
+    ft::register_forward(impl, {/*headline=*/fast, /*tour=*/fast || impl.variant == "simple"});
+  }
+}

@@ -14,7 +14,7 @@
 #include "03_online_softmax/online_softmax.hpp"
 #include "04_fused_forward/fused_forward.hpp"
 #include "05_backward/flash_backward.cuh"
-#include "capi.hpp"
+#include "registry.hpp"
 #include "check.cuh"
 #include "launch.cuh"
 #include "reduce.cuh"
@@ -384,8 +384,16 @@ std::vector<ft::BackwardImpl> backward_impls() {
 
 }  // namespace ch05
 
-FT_EXPORT_FORWARD(ft_ch05_forward_materialize, ch05::materialize_forward())
-FT_EXPORT_BACKWARD(ft_ch05_backward_materialize, ch05::materialize())
-FT_EXPORT_BACKWARD(ft_ch05_backward, ch05::flash())
-FT_EXPORT_BACKWARD(ft_ch05_backward_dq_pass, ch05::flash_dq_pass())
-FT_EXPORT_BACKWARD(ft_ch05_backward_bc128, ch05::flash_wide_keys())
+FT_REGISTER(ch05) {
+  // The baseline keeps P in its own forward's workspace; the flash backwards read O and the
+  // lse of chapter 04's fused forward.
+  const ft::ForwardImpl& keeps_p = ch05::materialize_forward();
+  ft::register_forward(keeps_p);
+  for (const auto& impl : ch05::backward_impls()) {
+    const bool baseline = impl.variant == ch05::materialize().variant;
+    const bool flash = impl.variant == ch05::flash().variant;
+    ft::register_backward(impl, {/*headline=*/flash, /*tour=*/flash || baseline,
+                                 baseline ? ft::impl_name(keeps_p.chapter, keeps_p.variant)
+                                          : ft::impl_name(ch04::fast().chapter, ch04::fast().variant)});
+  }
+}

@@ -20,7 +20,7 @@
 #include "06_tensor_cores/row_softmax.cuh"
 #include "06_tensor_cores/tensor_cores.hpp"
 #include "06_tensor_cores/warp_softmax.cuh"
-#include "capi.hpp"
+#include "registry.hpp"
 #include "check.cuh"
 #include "launch.cuh"
 
@@ -165,4 +165,9 @@ std::vector<ft::ForwardImpl> forward_impls() { return {grid_f32(), grid_half(), 
 
 }  // namespace ch06
 
-FT_EXPORT_FORWARD(ft_ch06_forward, ch06::fastest())
+FT_REGISTER(ch06) {
+  for (const auto& impl : ch06::forward_impls()) {
+    const bool fastest = impl.variant == ch06::fastest().variant;
+    ft::register_forward(impl, {/*headline=*/fastest, /*tour=*/fastest});
+  }
+}

@@ -238,14 +238,14 @@ TEST(Ch06Impls, ListWhatTheyCompile) {
 
 TEST(Ch06CApi, RefusesFloat32AndOddHeadDims) {
   ft_problem p{2, 3, 3, 64, 64, 64, 0, FT_CAUSAL_TOP_LEFT, 0.f, FT_DTYPE_FLOAT32};
-  EXPECT_EQ(ft_ch06_forward(p, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, 0), -1);
+  EXPECT_EQ(ft_forward("ch06", p, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, 0), -1);
   EXPECT_NE(std::string(ft_last_error()).find("float32"), std::string::npos) << ft_last_error();
   p.dtype = FT_DTYPE_BF16;
   p.head_dim = 32;
-  EXPECT_EQ(ft_ch06_forward(p, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, 0), -1);
-  EXPECT_EQ(ft_ch06_forward_workspace_bytes(p), FT_WORKSPACE_ERROR);
+  EXPECT_EQ(ft_forward("ch06", p, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, 0), -1);
+  EXPECT_EQ(ft_forward_workspace_bytes("ch06", p), FT_WORKSPACE_ERROR);
   p.head_dim = 128;
-  EXPECT_EQ(ft_ch06_forward_workspace_bytes(p), size_t(6 * 64 * 64 * 2));  // grid_half's grid
+  EXPECT_EQ(ft_forward_workspace_bytes("ch06", p), size_t(6 * 64 * 64 * 2));  // grid_half's grid
 }
 
 }  // namespace

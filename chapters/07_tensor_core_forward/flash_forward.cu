@@ -21,7 +21,7 @@
 #include "04_fused_forward/ledger.hpp"
 #include "07_tensor_core_forward/flash_forward.cuh"
 #include "07_tensor_core_forward/flash_forward.hpp"
-#include "capi.hpp"
+#include "registry.hpp"
 #include "check.cuh"
 #include "launch.cuh"
 
@@ -169,5 +169,9 @@ std::vector<ft::ForwardImpl> forward_impls() {
 
 }  // namespace ch07
 
-FT_EXPORT_FORWARD(ft_ch07_forward, ch07::fastest())
-FT_EXPORT_FORWARD_STRIDED(ft_ch07_forward, ch07::fastest())
+FT_REGISTER(ch07) {
+  for (const auto& impl : ch07::forward_impls()) {
+    const bool fastest = impl.variant == ch07::fastest().variant;
+    ft::register_forward(impl, {/*headline=*/fastest, /*tour=*/fastest});
+  }
+}

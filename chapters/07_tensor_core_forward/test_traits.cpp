@@ -32,15 +32,15 @@ TEST(Ch07Impls, ListWhatTheyCompile) {
 
 TEST(Ch07CApi, RefusesFloat32AndOddHeadDims) {
   ft_problem p{2, 3, 3, 64, 64, 64, 0, FT_CAUSAL_TOP_LEFT, 0.f, FT_DTYPE_FLOAT32};
-  EXPECT_EQ(ft_ch07_forward(p, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, 0), -1);
+  EXPECT_EQ(ft_forward("ch07", p, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, 0), -1);
   EXPECT_NE(std::string(ft_last_error()).find("does not support dtype float32"), std::string::npos)
       << ft_last_error();
   p.dtype = FT_DTYPE_BF16;
   p.head_dim = 32;
-  EXPECT_EQ(ft_ch07_forward(p, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, 0), -1);
-  EXPECT_EQ(ft_ch07_forward_workspace_bytes(p), FT_WORKSPACE_ERROR);
+  EXPECT_EQ(ft_forward("ch07", p, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, 0), -1);
+  EXPECT_EQ(ft_forward_workspace_bytes("ch07", p), FT_WORKSPACE_ERROR);
   p.head_dim = 128;
-  EXPECT_EQ(ft_ch07_forward_workspace_bytes(p), 0u);
+  EXPECT_EQ(ft_forward_workspace_bytes("ch07", p), 0u);
 }
 
 }  // namespace

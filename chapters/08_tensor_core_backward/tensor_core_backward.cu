@@ -24,7 +24,7 @@
 #include "08_tensor_core_backward/flash_backward_dq_pointer.cuh"
 #include "08_tensor_core_backward/flash_backward_split_tail.cuh"
 #include "08_tensor_core_backward/flash_backward_warp_tiles.cuh"
-#include "capi.hpp"
+#include "registry.hpp"
 #include "check.cuh"
 #include "launch.cuh"
 
@@ -492,5 +492,11 @@ std::vector<ft::BackwardImpl> backward_impls() {
 
 }  // namespace ch08
 
-FT_EXPORT_BACKWARD(ft_ch08_backward, ch08::fastest())
-FT_EXPORT_BACKWARD_STRIDED(ft_ch08_backward, ch08::fastest())
+FT_REGISTER(ch08) {
+  // Every variant reads the O and lse of chapter 07's fastest forward.
+  const std::string forward = ft::impl_name(ch07::fastest().chapter, ch07::fastest().variant);
+  for (const auto& impl : ch08::backward_impls()) {
+    const bool fastest = impl.variant == ch08::fastest().variant;
+    ft::register_backward(impl, {/*headline=*/fastest, /*tour=*/fastest, forward});
+  }
+}

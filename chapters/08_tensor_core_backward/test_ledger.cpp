@@ -71,21 +71,21 @@ TEST(Ch08Workspace, HoldsTheFloat32DqAndD) {
 
 TEST(Ch08CApi, RefusesFloat32AndOddHeadDims) {
   ft_problem p{2, 3, 3, 64, 64, 64, 0, FT_CAUSAL_TOP_LEFT, 0.f, FT_DTYPE_FLOAT32};
-  EXPECT_EQ(ft_ch08_backward(p, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr,
+  EXPECT_EQ(ft_backward("ch08", p, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr,
                              nullptr, nullptr, nullptr, 0),
             -1);
   EXPECT_NE(std::string(ft_last_error()).find("does not support dtype float32"), std::string::npos)
       << ft_last_error();
   p.dtype = FT_DTYPE_BF16;
   p.head_dim = 32;
-  EXPECT_EQ(ft_ch08_backward(p, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr,
+  EXPECT_EQ(ft_backward("ch08", p, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr,
                              nullptr, nullptr, nullptr, 0),
             -1);
-  EXPECT_EQ(ft_ch08_backward_workspace_bytes(p), FT_WORKSPACE_ERROR);
+  EXPECT_EQ(ft_backward_workspace_bytes("ch08", p), FT_WORKSPACE_ERROR);
   p.head_dim = 64;
   // fastest's (split_tail's) workspace: dQ's accumulator and D; no padding of D (B·H·N = 384
   // rows, a multiple of 4) and no slots (N = 64: one query tile a key tile, nothing to cut).
-  EXPECT_EQ(ft_ch08_backward_workspace_bytes(p), 2u * 3 * 64 * (64 + 1) * 4);
+  EXPECT_EQ(ft_backward_workspace_bytes("ch08", p), 2u * 3 * 64 * (64 + 1) * 4);
 }
 
 // ---- The transposed products' index math, emulated lane by lane -----------------------------

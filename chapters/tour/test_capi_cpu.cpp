@@ -6,8 +6,10 @@
 
 #include <cmath>
 #include <cstdint>
+#include <set>
 #include <string>
 
+#include "03_online_softmax/online_softmax.hpp"  // ft_ch03_row_softmax
 #include "flashtut.h"
 
 namespace {
@@ -24,7 +26,7 @@ void* const kFakeOut = reinterpret_cast<void*>(uintptr_t(0x30000));
 float* const kFakeLse = reinterpret_cast<float*>(uintptr_t(0x20000));
 
 int call_ch04(const ft_problem& p, const void* Q = kFake) {
-  return ft_ch04_forward(p, Q, kFake, kFake, kFakeOut, kFakeLse, nullptr, 0);
+  return ft_forward("ch04", p, Q, kFake, kFake, kFakeOut, kFakeLse, nullptr, 0);
 }
 
 TEST(CApiVersion, HeaderAndLibraryAgree) {
@@ -41,11 +43,11 @@ TEST(CApiErrors, UnsupportedHeadDimIsReportedNotLaunched) {
 TEST(CApiErrors, NonPositiveShapeIsReported) {
   ft_problem p = problem(64, 64, false);
   p.len_q = 0;
-  EXPECT_EQ(ft_ch01_forward(p, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, 0), -1);
+  EXPECT_EQ(ft_forward("ch01", p, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, 0), -1);
   EXPECT_TRUE(says("len_q")) << ft_last_error();
   p.len_q = 64;
   p.batch = -1;
-  EXPECT_EQ(ft_ch05_backward(p, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr,
+  EXPECT_EQ(ft_backward("ch05", p, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr,
                              nullptr, nullptr, nullptr, 0),
             -1);
   EXPECT_TRUE(says("batch")) << ft_last_error();
@@ -59,7 +61,7 @@ TEST(CApiErrors, LimitsOfTheCommandLineHoldHere) {
   EXPECT_EQ(call_ch04(p), -1);
   EXPECT_TRUE(says("len_q must be in [1, 16777216]")) << ft_last_error();
   p = problem(64, 2048, false);  // d past 1024
-  EXPECT_EQ(ft_ch01_forward(p, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, 0), -1);
+  EXPECT_EQ(ft_forward("ch01", p, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, 0), -1);
   EXPECT_TRUE(says("head_dim must be in [1, 1024]")) << ft_last_error();
   p = problem(64, 64, false);
   p.scale = INFINITY;
@@ -86,7 +88,7 @@ TEST(CApiErrors, KeyValueSideIsValidatedThenRefusedWhereUnsupported) {
   EXPECT_TRUE(says("causal alignment must be 0 (top-left) or 1 (bottom-right)")) << ft_last_error();
   p.causal_align = FT_CAUSAL_BOTTOM_RIGHT;
   // Equal lengths: the two alignments are one mask, and chapter 04 computes it.
-  EXPECT_EQ(ft_ch04_forward_workspace_bytes(p), 0u) << ft_last_error();
+  EXPECT_EQ(ft_forward_workspace_bytes("ch04", p), 0u) << ft_last_error();
   p.len_kv = 0;
   EXPECT_EQ(call_ch04(p), -1);
   EXPECT_TRUE(says("len_kv must be in [1, 16777216]")) << ft_last_error();
@@ -98,18 +100,18 @@ TEST(CApiErrors, KeyValueSideIsValidatedThenRefusedWhereUnsupported) {
   p.heads_kv = 1;
   EXPECT_EQ(call_ch04(p), -1);
   EXPECT_TRUE(says("heads_kv 1 != heads_q 3")) << ft_last_error();
-  EXPECT_EQ(ft_ch04_forward_workspace_bytes(p), FT_WORKSPACE_ERROR);
+  EXPECT_EQ(ft_forward_workspace_bytes("ch04", p), FT_WORKSPACE_ERROR);
 }
 
 // B·H·N·N·4 at B = 4, N = 2^30 wraps past 2^64 to exactly 0: the workspace query must not
 // answer 0 ("no workspace needed") but the sentinel, with the reason.
 TEST(CApiWorkspace, OverflowingProblemGetsTheSentinelNotAWrappedSize) {
   const ft_problem huge{4, 1, 1, 1 << 30, 1 << 30, 1, 0, FT_CAUSAL_TOP_LEFT, 0.f, FT_DTYPE_FLOAT32};
-  EXPECT_EQ(ft_ch01_forward_workspace_bytes(huge), FT_WORKSPACE_ERROR);
+  EXPECT_EQ(ft_forward_workspace_bytes("ch01", huge), FT_WORKSPACE_ERROR);
   EXPECT_TRUE(says("len_q")) << ft_last_error();
   // Within N's limit but too many rows in all: B·H·N = 2^31.
   const ft_problem rows{128, 1, 1, 1 << 24, 1 << 24, 64, 0, FT_CAUSAL_TOP_LEFT, 0.f, FT_DTYPE_FLOAT32};
-  EXPECT_EQ(ft_ch02_forward_workspace_bytes(rows), FT_WORKSPACE_ERROR);
+  EXPECT_EQ(ft_forward_workspace_bytes("ch02", rows), FT_WORKSPACE_ERROR);
   EXPECT_TRUE(says("2^31 - 1 query rows")) << ft_last_error();
   EXPECT_EQ(call_ch04(rows), -1);
 }
@@ -118,75 +120,113 @@ TEST(CApiWorkspace, OverflowingProblemGetsTheSentinelNotAWrappedSize) {
 // says so (the sentinel) rather than answering a size the forward would then refuse.
 TEST(CApiWorkspace, AGridTooLargeToLaunchGetsTheSentinel) {
   ft_problem p{1, 1, 1, 1 << 24, 1 << 24, 64, 0, FT_CAUSAL_TOP_LEFT, 0.f, FT_DTYPE_FLOAT32};
-  EXPECT_EQ(ft_ch01_forward_workspace_bytes(p), FT_WORKSPACE_ERROR);
+  EXPECT_EQ(ft_forward_workspace_bytes("ch01", p), FT_WORKSPACE_ERROR);
   EXPECT_TRUE(says("exceed one grid")) << ft_last_error();
   p.dtype = FT_DTYPE_BF16;
-  EXPECT_EQ(ft_ch06_forward_workspace_bytes(p), FT_WORKSPACE_ERROR);
+  EXPECT_EQ(ft_forward_workspace_bytes("ch06", p), FT_WORKSPACE_ERROR);
   EXPECT_TRUE(says("more than one grid holds")) << ft_last_error();
   p.len_q = p.len_kv = 1 << 14;  // 16384: fine
-  EXPECT_NE(ft_ch06_forward_workspace_bytes(p), FT_WORKSPACE_ERROR);
+  EXPECT_NE(ft_forward_workspace_bytes("ch06", p), FT_WORKSPACE_ERROR);
 }
 
 TEST(CApiWorkspace, ZeroIsATrueAnswerAndClearsTheError) {
-  EXPECT_EQ(ft_ch01_forward_workspace_bytes(problem(0, 64, false)), FT_WORKSPACE_ERROR);
+  EXPECT_EQ(ft_forward_workspace_bytes("ch01", problem(0, 64, false)), FT_WORKSPACE_ERROR);
   EXPECT_STRNE(ft_last_error(), "");
-  EXPECT_EQ(ft_ch04_forward_workspace_bytes(problem(100, 64, false)), 0u);
+  EXPECT_EQ(ft_forward_workspace_bytes("ch04", problem(100, 64, false)), 0u);
   EXPECT_STREQ(ft_last_error(), "");
   // An unsupported head dim is an error for the workspace query too, not a size.
-  EXPECT_EQ(ft_ch04_forward_workspace_bytes(problem(100, 48, false)), FT_WORKSPACE_ERROR);
+  EXPECT_EQ(ft_forward_workspace_bytes("ch04", problem(100, 48, false)), FT_WORKSPACE_ERROR);
 }
 
 TEST(CApiWorkspace, GridForTheMaterializingChaptersNoneForTheFusedOne) {
   const ft_problem p = problem(100, 64, false);
   const size_t grid = size_t(2) * 3 * 100 * 100 * sizeof(float);  // B·H·N·N floats
-  EXPECT_EQ(ft_ch01_forward_workspace_bytes(p), grid);
-  EXPECT_GE(ft_ch02_forward_workspace_bytes(p), grid);
-  EXPECT_GE(ft_ch03_forward_workspace_bytes(p), grid);
-  EXPECT_EQ(ft_ch04_forward_workspace_bytes(p), 0u);
-  EXPECT_EQ(ft_ch04_forward_simple_workspace_bytes(p), 0u);
-  EXPECT_GE(ft_ch05_backward_materialize_workspace_bytes(p), 2 * grid);  // P and dP
+  EXPECT_EQ(ft_forward_workspace_bytes("ch01", p), grid);
+  EXPECT_GE(ft_forward_workspace_bytes("ch02", p), grid);
+  EXPECT_GE(ft_forward_workspace_bytes("ch03", p), grid);
+  EXPECT_EQ(ft_forward_workspace_bytes("ch04", p), 0u);
+  EXPECT_EQ(ft_forward_workspace_bytes("ch04_simple", p), 0u);
+  EXPECT_GE(ft_backward_workspace_bytes("ch05_materialize", p), 2 * grid);  // P and dP
   // The flash backward keeps O(N) beside its inputs: D, one float per query row.
-  EXPECT_LT(ft_ch05_backward_workspace_bytes(p), grid / 10);
-  EXPECT_LT(ft_ch05_backward_dq_pass_workspace_bytes(p), grid / 10);
+  EXPECT_LT(ft_backward_workspace_bytes("ch05", p), grid / 10);
+  EXPECT_LT(ft_backward_workspace_bytes("ch05_flash_dq_pass", p), grid / 10);
 }
 
-// Beyond self-attention: chapter 07 takes two lengths and grouped heads (an index in its
-// kernel); every other chapter refuses them before anything else, saying what it supports.
-TEST(CApiKeyValue, OnlyChapter07TakesTwoLengthsAndGroupedHeads) {
-  using Query = size_t (*)(ft_problem);
-  const std::pair<const char*, Query> f32[] = {
-      {"ch01", ft_ch01_forward_workspace_bytes},
-      {"ch02", ft_ch02_forward_workspace_bytes},
-      {"ch03", ft_ch03_forward_workspace_bytes},
-      {"ch04", ft_ch04_forward_workspace_bytes},
-      {"ch04_simple", ft_ch04_forward_simple_workspace_bytes},
-      {"ch05_materialize", ft_ch05_forward_materialize_workspace_bytes},
-      {"ch05", ft_ch05_backward_workspace_bytes},
-      {"ch05_dq_pass", ft_ch05_backward_dq_pass_workspace_bytes},
-      {"ch05_bc128", ft_ch05_backward_bc128_workspace_bytes},
-      {"ch05_materialize_backward", ft_ch05_backward_materialize_workspace_bytes}};
-  const std::pair<const char*, Query> half[] = {{"ch06", ft_ch06_forward_workspace_bytes},
-                                                {"ch08", ft_ch08_backward_workspace_bytes}};
+// Beyond self-attention: chapter 07's fastest takes two lengths and grouped heads (an index
+// in its kernel); every other implementation refuses them before anything else, saying what
+// it supports, and the listing says which is which.
+TEST(CApiKeyValue, OnlyChapter07sFastestTakesTwoLengthsAndGroupedHeads) {
   ft_problem lengths = problem(64, 64, true), grouped = problem(64, 64, true);
   lengths.len_kv = 100;
   lengths.causal_align = FT_CAUSAL_BOTTOM_RIGHT;
   grouped.heads_kv = 1;
-  const auto refuses = [&](const char* name, Query q, ft_problem p) {
-    EXPECT_EQ(q(p), FT_WORKSPACE_ERROR) << name;
-    const bool said = says("one length only") || says("as many key/value heads as query heads");
-    EXPECT_TRUE(said) << name << ": " << ft_last_error();
-  };
-  for (const auto& [name, q] : f32) {
-    refuses(name, q, lengths);
-    refuses(name, q, grouped);
+  int takes = 0;
+  for (int i = 0; i < ft_impl_count(); ++i) {
+    ft_impl_info info{};
+    ASSERT_EQ(ft_impl_info_at(i, &info), 0) << ft_last_error();
+    SCOPED_TRACE(info.name);
+    EXPECT_EQ(info.lengths, info.grouped);
+    const bool backward = std::string(info.pass) == "backward";
+    for (ft_problem p : {lengths, grouped}) {
+      p.dtype = (info.dtypes >> FT_DTYPE_FLOAT32) & 1 ? FT_DTYPE_FLOAT32 : FT_DTYPE_BF16;
+      const size_t bytes = backward ? ft_backward_workspace_bytes(info.name, p)
+                                    : ft_forward_workspace_bytes(info.name, p);
+      if (info.lengths) {
+        EXPECT_NE(bytes, FT_WORKSPACE_ERROR) << ft_last_error();
+      } else {
+        EXPECT_EQ(bytes, FT_WORKSPACE_ERROR);
+        EXPECT_TRUE(says("one length only") || says("as many key/value heads as query heads"))
+            << ft_last_error();
+      }
+    }
+    takes += info.lengths;
   }
-  for (auto* p : {&lengths, &grouped}) p->dtype = FT_DTYPE_BF16;
-  for (const auto& [name, q] : half) {
-    refuses(name, q, lengths);
-    refuses(name, q, grouped);
+  EXPECT_EQ(takes, 1);
+  lengths.dtype = FT_DTYPE_BF16;
+  EXPECT_EQ(ft_forward_workspace_bytes("ch07", lengths), 0u) << ft_last_error();
+}
+
+// The registry as the C API lists it: every chapter's implementations, names unique, each
+// one's fields filled, the aliases the chapters' READMEs use, backwards paired with a listed
+// forward; an unknown name is refused with the names there are.
+TEST(CApiRegistry, ListsEveryChapterAndFindsByNameOrAlias) {
+  std::set<std::string> forwards, backwards, chapters, aliases;
+  const int n = ft_impl_count();
+  ASSERT_GT(n, 0);
+  for (int i = 0; i < n; ++i) {
+    ft_impl_info info{};
+    ASSERT_EQ(ft_impl_info_at(i, &info), 0) << ft_last_error();
+    const std::string pass = info.pass, name = info.name;
+    EXPECT_EQ(name, "ch" + std::string(info.chapter) + "_" + info.variant);
+    EXPECT_TRUE((pass == "forward" ? forwards : backwards).insert(name).second) << name;
+    EXPECT_NE(info.dtypes, 0u) << name;
+    EXPECT_FALSE(std::string(info.what).empty()) << name;
+    chapters.insert(info.chapter);
+    if (*info.alias) aliases.insert(pass + ":" + info.alias);
+    if (pass == "backward") EXPECT_EQ(forwards.count(info.pairs_with), 1u) << name << " pairs with " << info.pairs_with;
+    else EXPECT_STREQ(info.pairs_with, "") << name;
   }
-  EXPECT_EQ(ft_ch07_forward_workspace_bytes(lengths), 0u) << ft_last_error();
-  EXPECT_EQ(ft_ch07_forward_workspace_bytes(grouped), 0u) << ft_last_error();
+  EXPECT_EQ(chapters, (std::set<std::string>{"01", "02", "03", "04", "05", "06", "07", "08"}));
+  for (const char* a : {"forward:ch01", "forward:ch02", "forward:ch03", "forward:ch04", "forward:ch06",
+                        "forward:ch07", "backward:ch05", "backward:ch08"})
+    EXPECT_EQ(aliases.count(a), 1u) << a;
+  EXPECT_EQ(ft_impl_info_at(n, nullptr), -1);
+  ft_impl_info info{};
+  EXPECT_EQ(ft_impl_info_at(n, &info), -1);
+  EXPECT_TRUE(says("no implementation")) << ft_last_error();
+  // By alias and by name: the same implementation answers.
+  ft_problem half = problem(64, 64, false);
+  half.dtype = FT_DTYPE_BF16;
+  EXPECT_EQ(ft_forward_workspace_bytes("ch07", half), 0u) << ft_last_error();
+  EXPECT_EQ(ft_forward_workspace_bytes("ch07_fastest", half), 0u) << ft_last_error();
+  EXPECT_EQ(ft_forward_workspace_bytes("ch99", problem(64, 64, false)), FT_WORKSPACE_ERROR);
+  EXPECT_TRUE(says("no forward implementation named 'ch99'")) << ft_last_error();
+  EXPECT_TRUE(says("ch07_fastest")) << "the message lists the names there are: " << ft_last_error();
+  EXPECT_EQ(ft_forward(nullptr, problem(64, 64, false), kFake, kFake, kFake, kFakeOut, kFakeLse,
+                       nullptr, 0), -1);
+  EXPECT_TRUE(says("name is NULL")) << ft_last_error();
+  EXPECT_EQ(ft_backward_workspace_bytes("ch07", problem(64, 64, false)), FT_WORKSPACE_ERROR);
+  EXPECT_TRUE(says("no backward implementation named 'ch07'")) << ft_last_error();
 }
 
 // Chapters 01–05 compute in float32; bf16 and fp16 get -1 and a line that says so.
@@ -196,11 +236,11 @@ TEST(CApiDtype, FloatChaptersRefuseHalfPrecision) {
     p.dtype = dtype;
     EXPECT_EQ(call_ch04(p), -1);
     EXPECT_TRUE(says("does not support dtype")) << ft_last_error();
-    EXPECT_EQ(ft_ch01_forward(p, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, 0), -1);
-    EXPECT_EQ(ft_ch05_backward(p, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr,
+    EXPECT_EQ(ft_forward("ch01", p, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, 0), -1);
+    EXPECT_EQ(ft_backward("ch05", p, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr,
                                nullptr, nullptr, nullptr, 0),
               -1);
-    EXPECT_EQ(ft_ch05_backward_workspace_bytes(p), FT_WORKSPACE_ERROR);
+    EXPECT_EQ(ft_backward_workspace_bytes("ch05", p), FT_WORKSPACE_ERROR);
   }
   ft_problem p = problem(64, 64, false);
   p.dtype = 7;  // not an ft_dtype at all
@@ -217,7 +257,7 @@ TEST(CApiAlignment, UnalignedPointerIsRefusedBeforeAnyLaunch) {
   EXPECT_TRUE(says("Q = 0x1004 is not a multiple of 16 bytes")) << ft_last_error();
   float* lse = reinterpret_cast<float*>(uintptr_t(0x2008));
   void* work = reinterpret_cast<void*>(uintptr_t(0x40000));
-  EXPECT_EQ(ft_ch05_backward(p, kFake, kFake, kFake, kFake, lse, kFake, kFakeOut, kFakeOut,
+  EXPECT_EQ(ft_backward("ch05", p, kFake, kFake, kFake, kFake, lse, kFake, kFakeOut, kFakeOut,
                              kFakeOut, work, 0),
             -1);
   EXPECT_TRUE(says("lse = 0x2008")) << ft_last_error();
@@ -235,14 +275,14 @@ TEST(CApiPointers, NullIsRefusedByName) {
   const void* fake = kFake;
   float* lse = kFakeLse;
   void* out = kFakeOut;
-  EXPECT_EQ(ft_ch04_forward(p, fake, nullptr, fake, out, lse, nullptr, 0), -1);
+  EXPECT_EQ(ft_forward("ch04", p, fake, nullptr, fake, out, lse, nullptr, 0), -1);
   EXPECT_TRUE(says("K is NULL")) << ft_last_error();
-  EXPECT_EQ(ft_ch04_forward(p, fake, fake, fake, out, nullptr, nullptr, 0), -1);
+  EXPECT_EQ(ft_forward("ch04", p, fake, fake, fake, out, nullptr, nullptr, 0), -1);
   EXPECT_TRUE(says("lse is NULL")) << ft_last_error();
   // Chapter 01 needs its N×N grid in the workspace.
-  EXPECT_EQ(ft_ch01_forward(p, fake, fake, fake, out, lse, nullptr, 0), -1);
+  EXPECT_EQ(ft_forward("ch01", p, fake, fake, fake, out, lse, nullptr, 0), -1);
   EXPECT_TRUE(says("workspace is NULL")) << ft_last_error();
-  EXPECT_EQ(ft_ch05_backward(p, fake, fake, fake, fake, lse, fake, out, out, nullptr, nullptr, 0),
+  EXPECT_EQ(ft_backward("ch05", p, fake, fake, fake, fake, lse, fake, out, out, nullptr, nullptr, 0),
             -1);
   EXPECT_TRUE(says("dV is NULL")) << ft_last_error();
 }
@@ -260,20 +300,20 @@ TEST(CApiViews, BadLayoutsAreRefusedBeforeAnyLaunch) {
   ft_problem p = problem(64, 64, false);
   p.dtype = FT_DTYPE_BF16;
   void* out = kFakeOut;
-  EXPECT_EQ(ft_ch07_forward_strided(p, nullptr, kFake, kFake, kFake, out, kFakeLse, nullptr, 0), -1);
+  EXPECT_EQ(ft_forward_strided("ch07", p, nullptr, kFake, kFake, kFake, out, kFakeLse, nullptr, 0), -1);
   EXPECT_TRUE(says("layout is NULL")) << ft_last_error();
   ft_layout l = contiguous(p);
   l.K.row = 68;  // 136 bytes: rows 8 bytes off 16-byte alignment
-  EXPECT_EQ(ft_ch07_forward_strided(p, &l, kFake, kFake, kFake, out, kFakeLse, nullptr, 0), -1);
+  EXPECT_EQ(ft_forward_strided("ch07", p, &l, kFake, kFake, kFake, out, kFakeLse, nullptr, 0), -1);
   EXPECT_TRUE(says("K's strides")) << ft_last_error();
   EXPECT_TRUE(says("multiple of 8 elements")) << ft_last_error();
   l = contiguous(p);
   l.Q.head = -l.Q.head;
-  EXPECT_EQ(ft_ch07_forward_strided(p, &l, kFake, kFake, kFake, out, kFakeLse, nullptr, 0), -1);
+  EXPECT_EQ(ft_forward_strided("ch07", p, &l, kFake, kFake, kFake, out, kFakeLse, nullptr, 0), -1);
   EXPECT_TRUE(says("negative stride")) << ft_last_error();
   l = contiguous(p);
   l.dV.row = 32;  // rows of 64 elements 32 apart: every element of dV but the edges twice
-  EXPECT_EQ(ft_ch08_backward_strided(p, &l, kFake, kFake, kFake, kFake, kFakeLse, kFake, out, out,
+  EXPECT_EQ(ft_backward_strided("ch08", p, &l, kFake, kFake, kFake, kFake, kFakeLse, kFake, out, out,
                                      out, out, 0),
             -1);
   EXPECT_TRUE(says("dV's strides")) << ft_last_error();
@@ -281,7 +321,7 @@ TEST(CApiViews, BadLayoutsAreRefusedBeforeAnyLaunch) {
   // A view of a tensor that is only read may overlap (K and V the same rows, say).
   l = contiguous(p);
   l.O.row = 32;  // O is the backward's input: accepted, and the next check is the pointers'
-  EXPECT_EQ(ft_ch08_backward_strided(p, &l, kFake, kFake, kFake, kFake, kFakeLse, kFake, out, out,
+  EXPECT_EQ(ft_backward_strided("ch08", p, &l, kFake, kFake, kFake, kFake, kFakeLse, kFake, out, out,
                                      nullptr, out, 0),
             -1);
   EXPECT_TRUE(says("dV is NULL")) << ft_last_error();
@@ -289,7 +329,7 @@ TEST(CApiViews, BadLayoutsAreRefusedBeforeAnyLaunch) {
   p.batch = 1;
   l = contiguous(p);
   l.Q.batch = 3;
-  EXPECT_EQ(ft_ch07_forward_strided(p, &l, kFake, nullptr, kFake, out, kFakeLse, nullptr, 0), -1);
+  EXPECT_EQ(ft_forward_strided("ch07", p, &l, kFake, nullptr, kFake, out, kFakeLse, nullptr, 0), -1);
   EXPECT_TRUE(says("K is NULL")) << ft_last_error();
 }
 

@@ -1,5 +1,5 @@
-// GPU tests of the C API (common/flashtut.h): every exported pass, called exactly as C code
-// (or ctypes) would call it, matches the float64 reference.
+// GPU tests of the C API (common/flashtut.h): every float32 pass the registry lists, called
+// by name exactly as C code (or ctypes) would call it, matches the float64 reference.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -22,27 +22,26 @@ ft_problem problem(int N, int d, bool causal) {
   return ft_problem{2, 3, 3, N, N, d, causal ? 1 : 0, FT_CAUSAL_TOP_LEFT, 0.f, FT_DTYPE_FLOAT32};
 }
 
-using ForwardC = ft_forward_fn;
-using WorkspaceC = ft_workspace_fn;
-using BackwardC = ft_backward_fn;
-
-struct ForwardCase {
-  const char* name;
-  ForwardC fn;
-  WorkspaceC workspace;
+/// A pass the registry lists, by name; a backward with the forward it pairs with (the one
+/// that leaves O, lse and, for the baseline, the workspace for it).
+struct Case {
+  std::string name;
+  std::string forward;
 };
 
-struct BackwardCase {
-  const char* name;
-  ForwardC forward;  // the pass that leaves O, lse (and the workspace) for the backward
-  WorkspaceC forward_workspace;
-  BackwardC backward;
-  WorkspaceC workspace;
-};
+// Test listings print the name, not the struct's bytes.
+void PrintTo(const Case& c, std::ostream* os) { *os << c.name; }
 
-// Test listings print the export's name, not the struct's bytes.
-void PrintTo(const ForwardCase& c, std::ostream* os) { *os << c.name; }
-void PrintTo(const BackwardCase& c, std::ostream* os) { *os << c.name; }
+/// The registry's float32 implementations of one pass (the CUDA-core chapters, 01–05).
+std::vector<Case> float32_cases(const std::string& pass) {
+  std::vector<Case> cases;
+  for (int i = 0; i < ft_impl_count(); ++i) {
+    ft_impl_info info{};
+    if (ft_impl_info_at(i, &info) != 0 || info.pass != pass) continue;
+    if ((info.dtypes >> FT_DTYPE_FLOAT32) & 1) cases.push_back({info.name, info.pairs_with});
+  }
+  return cases;
+}
 
 ft::Problem to_problem(const ft_problem& c) { return ft::capi::to_problem(c); }
 
@@ -51,7 +50,7 @@ void expect_close(const char* what, const std::vector<float>& got, const std::ve
   EXPECT_TRUE(v.ok) << v.message;
 }
 
-class CApiForward : public ::testing::TestWithParam<ForwardCase> {};
+class CApiForward : public ::testing::TestWithParam<Case> {};
 
 TEST_P(CApiForward, MatchesReference) {
   FT_REQUIRE_GPU();
@@ -61,13 +60,14 @@ TEST_P(CApiForward, MatchesReference) {
     const auto in = ft::make_inputs(p, ft::InputKind::Uniform, 99);
     const size_t n = size_t(p.elems());
     ft::DeviceBuffer<float> Q(n), K(n), V(n), O(n), lse(size_t(p.rows()));
-    ft::DeviceBuffer<unsigned char> work(GetParam().workspace(c));
+    const char* name = GetParam().name.c_str();
+    ft::DeviceBuffer<unsigned char> work(ft_forward_workspace_bytes(name, c));
     Q.upload(in.Q);
     K.upload(in.K);
     V.upload(in.V);
     O.poison();
     lse.poison();
-    ASSERT_EQ(GetParam().fn(c, Q.get(), K.get(), V.get(), O.get(), lse.get(), work.get(), 0), 0)
+    ASSERT_EQ(ft_forward(name, c, Q.get(), K.get(), V.get(), O.get(), lse.get(), work.get(), 0), 0)
         << ft_last_error();
     CUDA_CHECK(cudaDeviceSynchronize());
     std::vector<double> rO(n), rlse(size_t(p.rows()));
@@ -77,19 +77,10 @@ TEST_P(CApiForward, MatchesReference) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Exports, CApiForward,
-    ::testing::Values(
-        ForwardCase{"ch01", ft_ch01_forward, ft_ch01_forward_workspace_bytes},
-        ForwardCase{"ch02", ft_ch02_forward, ft_ch02_forward_workspace_bytes},
-        ForwardCase{"ch03", ft_ch03_forward, ft_ch03_forward_workspace_bytes},
-        ForwardCase{"ch04_simple", ft_ch04_forward_simple, ft_ch04_forward_simple_workspace_bytes},
-        ForwardCase{"ch04", ft_ch04_forward, ft_ch04_forward_workspace_bytes},
-        ForwardCase{"ch05_materialize", ft_ch05_forward_materialize,
-                    ft_ch05_forward_materialize_workspace_bytes}),
-    [](const ::testing::TestParamInfo<ForwardCase>& param_info) { return std::string(param_info.param.name); });
+INSTANTIATE_TEST_SUITE_P(Registered, CApiForward, ::testing::ValuesIn(float32_cases("forward")),
+                         [](const ::testing::TestParamInfo<Case>& param_info) { return param_info.param.name; });
 
-class CApiBackward : public ::testing::TestWithParam<BackwardCase> {};
+class CApiBackward : public ::testing::TestWithParam<Case> {};
 
 TEST_P(CApiBackward, MatchesReference) {
   FT_REQUIRE_GPU();
@@ -100,17 +91,19 @@ TEST_P(CApiBackward, MatchesReference) {
     const size_t n = size_t(p.elems());
     ft::DeviceBuffer<float> Q(n), K(n), V(n), O(n), lse(size_t(p.rows())), dO(n), dQ(n), dK(n), dV(n);
     // One workspace serves both passes, as large as either needs.
-    const size_t ws = std::max(GetParam().forward_workspace(c), GetParam().workspace(c));
+    const char* name = GetParam().name.c_str();
+    const char* forward = GetParam().forward.c_str();
+    const size_t ws = std::max(ft_forward_workspace_bytes(forward, c), ft_backward_workspace_bytes(name, c));
     ft::DeviceBuffer<unsigned char> work(ws);
     Q.upload(in.Q);
     K.upload(in.K);
     V.upload(in.V);
     dO.upload(in.dO);
     for (auto* b : {&dQ, &dK, &dV}) b->poison();
-    ASSERT_EQ(GetParam().forward(c, Q.get(), K.get(), V.get(), O.get(), lse.get(), work.get(), 0), 0)
+    ASSERT_EQ(ft_forward(forward, c, Q.get(), K.get(), V.get(), O.get(), lse.get(), work.get(), 0), 0)
         << ft_last_error();
-    ASSERT_EQ(GetParam().backward(c, Q.get(), K.get(), V.get(), O.get(), lse.get(), dO.get(),
-                                  dQ.get(), dK.get(), dV.get(), work.get(), 0),
+    ASSERT_EQ(ft_backward(name, c, Q.get(), K.get(), V.get(), O.get(), lse.get(), dO.get(),
+                          dQ.get(), dK.get(), dV.get(), work.get(), 0),
               0)
         << ft_last_error();
     CUDA_CHECK(cudaDeviceSynchronize());
@@ -123,23 +116,12 @@ TEST_P(CApiBackward, MatchesReference) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Exports, CApiBackward,
-    ::testing::Values(
-        BackwardCase{"materialize", ft_ch05_forward_materialize,
-                     ft_ch05_forward_materialize_workspace_bytes, ft_ch05_backward_materialize,
-                     ft_ch05_backward_materialize_workspace_bytes},
-        BackwardCase{"flash", ft_ch04_forward, ft_ch04_forward_workspace_bytes, ft_ch05_backward,
-                     ft_ch05_backward_workspace_bytes},
-        BackwardCase{"flash_dq_pass", ft_ch04_forward, ft_ch04_forward_workspace_bytes,
-                     ft_ch05_backward_dq_pass, ft_ch05_backward_dq_pass_workspace_bytes},
-        BackwardCase{"flash_bc128", ft_ch04_forward, ft_ch04_forward_workspace_bytes,
-                     ft_ch05_backward_bc128, ft_ch05_backward_bc128_workspace_bytes}),
-    [](const ::testing::TestParamInfo<BackwardCase>& param_info) { return std::string(param_info.param.name); });
+INSTANTIATE_TEST_SUITE_P(Registered, CApiBackward, ::testing::ValuesIn(float32_cases("backward")),
+                         [](const ::testing::TestParamInfo<Case>& param_info) { return param_info.param.name; });
 
 // Views through the C API (version 3): q, k, v as a model's projection views, O, dO and the
 // gradients in [B, N, H, d], every tensor with strides of its own (ft::testing::test_layout),
-// through ft_ch07_forward_strided and ft_ch08_backward_strided, against the float64
+// through ft_forward_strided("ch07") and ft_backward_strided("ch08"), against the float64
 // reference; the elements between the views stay as poisoned.
 struct Spread {
   std::vector<size_t> at;  // element (b, h, n, c)'s place, in the dense order
@@ -181,16 +163,16 @@ TEST(CApiViews, StridedPassesMatchReference) {
         dO(p.dtype, sdO.span), dQ(p.dtype, sdQ.span), dK(p.dtype, sdK.span), dV(p.dtype, sdV.span);
     ft::DeviceBuffer<float> lse(size_t(p.rows()));
     ft::DeviceBuffer<unsigned char> work(
-        std::max(ft_ch07_forward_workspace_bytes(c), ft_ch08_backward_workspace_bytes(c)));
+        std::max(ft_forward_workspace_bytes("ch07", c), ft_backward_workspace_bytes("ch08", c)));
     Q.upload(sQ.scatter(in.Q));
     K.upload(sK.scatter(in.K));
     V.upload(sV.scatter(in.V));
     dO.upload(sdO.scatter(in.dO));
     for (auto* t : {&O, &dQ, &dK, &dV}) t->poison();
-    ASSERT_EQ(ft_ch07_forward_strided(c, &cl, Q.get(), K.get(), V.get(), O.get(), lse.get(), work.get(), 0), 0)
+    ASSERT_EQ(ft_forward_strided("ch07", c, &cl, Q.get(), K.get(), V.get(), O.get(), lse.get(), work.get(), 0), 0)
         << ft_last_error();
-    ASSERT_EQ(ft_ch08_backward_strided(c, &cl, Q.get(), K.get(), V.get(), O.get(), lse.get(), dO.get(),
-                                       dQ.get(), dK.get(), dV.get(), work.get(), 0),
+    ASSERT_EQ(ft_backward_strided("ch08", c, &cl, Q.get(), K.get(), V.get(), O.get(), lse.get(), dO.get(),
+                                  dQ.get(), dK.get(), dV.get(), work.get(), 0),
               0)
         << ft_last_error();
     CUDA_CHECK(cudaDeviceSynchronize());
@@ -222,12 +204,12 @@ TEST(CApiAlignment, UnalignedDevicePointerIsRefusedAndTheContextSurvives) {
   K.upload(in.K);
   V.upload(in.V);
   CUDA_CHECK(cudaMemcpy(Q.get() + 1, in.Q.data(), n * sizeof(float), cudaMemcpyHostToDevice));
-  EXPECT_EQ(ft_ch04_forward(c, Q.get() + 1, K.get(), V.get(), O.get(), lse.get(), nullptr, 0), -1);
+  EXPECT_EQ(ft_forward("ch04", c, Q.get() + 1, K.get(), V.get(), O.get(), lse.get(), nullptr, 0), -1);
   EXPECT_NE(std::string(ft_last_error()).find("Q = 0x"), std::string::npos) << ft_last_error();
   EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
   CUDA_CHECK(cudaMemcpy(Q.get(), in.Q.data(), n * sizeof(float), cudaMemcpyHostToDevice));
   O.poison();
-  ASSERT_EQ(ft_ch04_forward(c, Q.get(), K.get(), V.get(), O.get(), lse.get(), nullptr, 0), 0)
+  ASSERT_EQ(ft_forward("ch04", c, Q.get(), K.get(), V.get(), O.get(), lse.get(), nullptr, 0), 0)
       << ft_last_error();
   CUDA_CHECK(cudaDeviceSynchronize());
   std::vector<double> rO(n), rlse(size_t(p.rows()));

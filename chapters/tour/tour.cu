@@ -13,28 +13,26 @@
 #include <string>
 #include <vector>
 
-#include "01_naive/naive.hpp"
-#include "02_tiled/tiled.hpp"
-#include "03_online_softmax/online_softmax.hpp"
-#include "04_fused_forward/fused_forward.hpp"
-#include "05_backward/backward.hpp"
-#include "06_tensor_cores/tensor_cores.hpp"
-#include "07_tensor_core_forward/flash_forward.hpp"
-#include "08_tensor_core_backward/tensor_core_backward.hpp"
 #include "check.cuh"
 #include "harness.hpp"
 #include "options.hpp"
+#include "registry.hpp"
 
 namespace {
 
-/// The staircase, in order. Forward steps first (chapters 01–04 in float32 on the CUDA
-/// cores, then the tensor-core chapters in bf16); then the backward passes: chapter 05's
-/// two in float32, chapter 08's fastest in bf16.
+/// The staircase, in order: the implementations the chapters registered as tour steps
+/// (registry.hpp), forwards first (chapters 01–04 in float32 on the CUDA cores, then the
+/// tensor-core chapters in bf16), then the backward passes (chapter 05's two in float32,
+/// then the tensor-core backward in bf16). A new chapter's step appears here by registering.
 struct Steps {
-  std::vector<ft::ForwardImpl> forwards{ch01::naive(), ch02::tiled(),  ch03::online(),
-                                        ch04::simple(), ch04::fast(),  ch06::fastest(),
-                                        ch07::fastest()};
-  std::vector<ft::BackwardImpl> backwards{ch05::materialize(), ch05::flash(), ch08::fastest()};
+  std::vector<ft::ForwardImpl> forwards;
+  std::vector<ft::BackwardImpl> backwards;
+  Steps() {
+    for (const auto& f : ft::registered_forwards())
+      if (f.listing.tour) forwards.push_back(f.impl);
+    for (const auto& b : ft::registered_backwards())
+      if (b.listing.tour) backwards.push_back(b.impl);
+  }
 };
 
 /// The tour's problem as a step runs it: in the step's own first dtype when it does not

@@ -2,8 +2,10 @@
 
 Every chapter's kernels are compiled into one shared library, ``build/common/libflashtut.so``,
 with a plain C API (``common/flashtut.h``; its conventions are contract 5 of
-``docs/contracts.md``). This module loads that library with :mod:`ctypes`, declares every
-function of the header, and wraps the attention passes for torch tensors::
+``docs/contracts.md``). This module loads that library with :mod:`ctypes`, declares the
+header's functions, reads the list of implementations the chapters registered
+(:func:`implementations`, :func:`forwards`, :func:`backwards`: nothing here names a chapter's
+function), and wraps the attention passes for torch tensors::
 
     import torch, flashtut
     q, k, v = (torch.randn(4, 16, 4096, 128, device="cuda", dtype=torch.bfloat16)
@@ -29,9 +31,9 @@ What happens in one call, in order (each step is a function below, so you can re
 4. The outputs and the workspace are allocated with ``new_empty`` on the inputs' device
    (the outputs as ``[B, N, H, d]`` memory when q is a view whose heads lie inside its
    tokens). The library allocates nothing itself.
-5. The C function is called with the tensors' device addresses (and, for views, a
-   :class:`Layout` of their strides, through its ``*_strided`` twin) and PyTorch's current
-   stream, so the kernels queue behind whatever PyTorch queued before; a nonzero return
+5. The C function (``ft_forward`` or ``ft_backward``, with the implementation's name) is
+   called with the tensors' device addresses (and, for views, a :class:`Layout` of their
+   strides, through its ``*_strided`` twin) and PyTorch's current stream, so the kernels queue behind whatever PyTorch queued before; a nonzero return
    becomes a :class:`FlashtutError` (a :class:`RuntimeError`) with ``ft_last_error()``.
 
 Steps 1 to 3 depend only on the problem (impl, shape, dtype, device, causal, scale, and
@@ -70,8 +72,9 @@ from collections import namedtuple
 __all__ = [
     "API_VERSION", "ALIGNMENT", "WORKSPACE_ERROR", "DTYPE_FLOAT32", "DTYPE_BF16", "DTYPE_FP16",
     "CAUSAL_TOP_LEFT", "CAUSAL_BOTTOM_RIGHT",
-    "Problem", "Strides", "Layout", "FlashtutError", "LibraryError", "FORWARDS", "BACKWARDS", "SIGNATURES",
-    "library_path", "load", "available", "last_error", "problem", "workspace_bytes",
+    "Problem", "Strides", "Layout", "ImplInfo", "Impl", "FlashtutError", "LibraryError", "SIGNATURES",
+    "library_path", "load", "implementations", "forwards", "backwards", "available", "last_error",
+    "problem", "workspace_bytes",
     "check_tensors", "view_strides", "forward", "backward", "row_softmax",
 ]
 
@@ -90,6 +93,7 @@ _DTYPES = {"torch.float32": (DTYPE_FLOAT32, "float32"),
            "torch.bfloat16": (DTYPE_BF16, "bf16"),
            "torch.float16": (DTYPE_FP16, "fp16")}
 _TORCH_NAME = {ft: name for name, (ft, _) in _DTYPES.items()}
+_BY_INDEX = {ft: name for name, (ft, _) in _DTYPES.items()}
 _CONVERT = {DTYPE_FLOAT32: ".float()", DTYPE_BF16: ".bfloat16()", DTYPE_FP16: ".half()"}
 
 
@@ -127,78 +131,55 @@ class Layout(ctypes.Structure):
 
 
 # Every device pointer (const void*, void*, float*) and the cudaStream_t travel as
-# c_void_p: ctypes never looks inside them, it passes the addresses PyTorch hands out.
-_P = ctypes.c_void_p
-_FORWARD_ARGTYPES = [Problem, _P, _P, _P, _P, _P, _P, _P]  # Q K V O lse workspace stream
-_BACKWARD_ARGTYPES = [Problem, _P, _P, _P, _P, _P, _P, _P, _P, _P, _P, _P]  # Q K V O lse dO dQ dK dV ws stream
+# c_void_p: ctypes never looks inside them, it passes the addresses PyTorch hands out. The
+# implementation's name travels as a c_char_p (bytes).
+_P, _NAME = ctypes.c_void_p, ctypes.c_char_p
+_FORWARD_ARGTYPES = [_NAME, Problem, _P, _P, _P, _P, _P, _P, _P]  # Q K V O lse workspace stream
+_BACKWARD_ARGTYPES = [_NAME, Problem] + [_P] * 11  # Q K V O lse dO dQ dK dV ws stream
 _LAYOUT = ctypes.POINTER(Layout)  # the *_strided functions take it after the problem
 
-Impl = namedtuple("Impl", "function chapter variant dtypes forward strided", defaults=(None,))
-Impl.__doc__ = """One implementation the library exports.
 
-function: the C symbol (its workspace query is ``function + "_workspace_bytes"``);
-chapter, variant: as the chapter programs name it (``chNN_<variant>`` in the results files);
-dtypes: the element types it computes in (the library checks this too);
-forward: for a backward, the forward it pairs with (the one whose O and lse, and for the
-materializing baseline whose workspace, it reads); None for a forward;
-strided: the C symbol of the same pass on views (``function + "_strided"``), for the
-implementations that read them; None for those that need contiguous tensors."""
+class ImplInfo(ctypes.Structure):
+    """``ft_impl_info``, field for field: one implementation as the library's registry
+    lists it (API version 4)."""
+    _fields_ = [("name", ctypes.c_char_p), ("alias", ctypes.c_char_p), ("pass_", ctypes.c_char_p),
+                ("chapter", ctypes.c_char_p), ("variant", ctypes.c_char_p),
+                ("what", ctypes.c_char_p), ("pairs_with", ctypes.c_char_p),
+                ("dtypes", ctypes.c_uint), ("head_dims", ctypes.c_int * 8),
+                ("num_head_dims", ctypes.c_int), ("min_sm", ctypes.c_int),
+                ("lengths", ctypes.c_int), ("grouped", ctypes.c_int), ("strided", ctypes.c_int),
+                ("tour", ctypes.c_int)]
 
-_F32, _HALF = (DTYPE_FLOAT32,), (DTYPE_BF16, DTYPE_FP16)
 
-#: The forward passes: ``forward(..., impl=KEY)``. Keys name the chapter; a chapter with
-#: several exported variants adds the variant (``ch04`` is the fast one, the one the later
-#: chapters build on).
-FORWARDS = {
-    "ch01": Impl("ft_ch01_forward", "01", "naive", _F32, None),
-    "ch02": Impl("ft_ch02_forward", "02", "tiled", _F32, None),
-    "ch03": Impl("ft_ch03_forward", "03", "online", _F32, None),
-    "ch04_simple": Impl("ft_ch04_forward_simple", "04", "simple", _F32, None),
-    "ch04": Impl("ft_ch04_forward", "04", "fast", _F32, None),
-    "ch05_materialize": Impl("ft_ch05_forward_materialize", "05", "materialize_forward", _F32, None),
-    # Chapter 06: the three-pass version on the tensor cores, S and P in a grid of the dtype.
-    # Newer than the rest: a library built before it lacks it (see available()).
-    "ch06": Impl("ft_ch06_forward", "06", "warp_rows", _HALF, None),
-    "ch07": Impl("ft_ch07_forward", "07", "fastest", _HALF, None, "ft_ch07_forward_strided"),
+Impl = namedtuple("Impl", "name alias kind chapter variant what pairs_with dtypes head_dims "
+                          "min_sm lengths grouped strided tour")
+Impl.__doc__ = """One implementation of the loaded library, as its registry lists it.
+
+name: ``ch<chapter>_<variant>`` (the results files' name); alias: ``ch<chapter>`` for the
+chapter's recommended forward or backward, else ""; kind: "forward" or "backward";
+dtypes: the FT_DTYPE_* it computes in; head_dims: the head dimensions it computes (empty:
+any from 1 to 1024); min_sm: the compute capability it needs ×10; lengths, grouped: whether
+it computes len_q != len_kv and heads_kv < heads_q; strided: whether it reads views;
+pairs_with: a backward's forward (the one whose O and lse it reads); tour: a step of the
+tour's staircase."""
+
+#: Every C function this module calls: name -> (restype, argtypes).
+SIGNATURES = {
+    "ft_api_version": (ctypes.c_int, []),
+    "ft_problem_size": (ctypes.c_size_t, []),
+    "ft_last_error": (ctypes.c_char_p, []),
+    "ft_impl_count": (ctypes.c_int, []),
+    "ft_impl_info_at": (ctypes.c_int, [ctypes.c_int, ctypes.POINTER(ImplInfo)]),
+    "ft_forward_workspace_bytes": (ctypes.c_size_t, [_NAME, Problem]),
+    "ft_forward": (ctypes.c_int, _FORWARD_ARGTYPES),
+    "ft_forward_strided": (ctypes.c_int, _FORWARD_ARGTYPES[:2] + [_LAYOUT] + _FORWARD_ARGTYPES[2:]),
+    "ft_backward_workspace_bytes": (ctypes.c_size_t, [_NAME, Problem]),
+    "ft_backward": (ctypes.c_int, _BACKWARD_ARGTYPES),
+    "ft_backward_strided": (ctypes.c_int, _BACKWARD_ARGTYPES[:2] + [_LAYOUT] + _BACKWARD_ARGTYPES[2:]),
+    # Chapter 03's row softmax (declared in its own header): (variant, in, out, rows, cols, stream)
+    "ft_ch03_row_softmax": (ctypes.c_int, [ctypes.c_int, _P, _P, ctypes.c_int64, ctypes.c_int, _P]),
 }
-
-#: The backward passes: ``backward(..., impl=KEY)``. The flash backwards read O and lse
-#: from any forward; the materializing baseline needs the P its own forward stored in the
-#: workspace, so :func:`backward` runs that forward first (into scratch O and lse).
-BACKWARDS = {
-    "ch05": Impl("ft_ch05_backward", "05", "flash", _F32, "ch04"),
-    "ch05_dq_pass": Impl("ft_ch05_backward_dq_pass", "05", "flash_dq_pass", _F32, "ch04"),
-    "ch05_bc128": Impl("ft_ch05_backward_bc128", "05", "flash_bc128", _F32, "ch04"),
-    "ch05_materialize": Impl("ft_ch05_backward_materialize", "05", "materialize", _F32,
-                             "ch05_materialize"),
-    # Chapter 08: the flash backward on the tensor cores (its fastest variant), after
-    # chapter 07's forward.
-    "ch08": Impl("ft_ch08_backward", "08", "fastest", _HALF, "ch07", "ft_ch08_backward_strided"),
-}
-
-
-def _signatures():
-    """name -> (restype, argtypes) for every function flashtut.h declares."""
-    sig = {
-        "ft_api_version": (ctypes.c_int, []),
-        "ft_problem_size": (ctypes.c_size_t, []),
-        "ft_last_error": (ctypes.c_char_p, []),
-        # (variant, in, out, rows, cols, stream)
-        "ft_ch03_row_softmax": (ctypes.c_int, [ctypes.c_int, _P, _P, ctypes.c_int64,
-                                               ctypes.c_int, _P]),
-    }
-    for table, argtypes in ((FORWARDS, _FORWARD_ARGTYPES), (BACKWARDS, _BACKWARD_ARGTYPES)):
-        for impl in table.values():
-            sig[impl.function] = (ctypes.c_int, argtypes)
-            sig[impl.function + "_workspace_bytes"] = (ctypes.c_size_t, [Problem])
-            if impl.strided:
-                sig[impl.strided] = (ctypes.c_int, [Problem, _LAYOUT] + argtypes[1:])
-    return sig
-
-
-#: Every C function this module knows: name -> (restype, argtypes).
-SIGNATURES = _signatures()
-# The ones a library must export for this module to use it at all.
+# The ones a library must export for this module to tell it is libflashtut and which version.
 _REQUIRED = ("ft_api_version", "ft_problem_size", "ft_last_error")
 
 # ---- Loading the library ----------------------------------------------------------------------
@@ -295,37 +276,69 @@ def load(path=None):
     _lib, _lib_path = lib, where
     _FORWARD_CALLS.clear()  # what was worked out with another library (see _Call)
     _BACKWARD_CALLS.clear()
+    _TABLES.clear()
     return lib
 
 
-def _function(name, key=None, kind="forward"):
-    """The declared C function `name` of the loaded library, or a LibraryError naming it
-    (and, for an implementation's function, the `kind` impls this build does have)."""
+def _function(name):
+    """The declared C function `name` of the loaded library, or a LibraryError naming it."""
     lib = load()
     if not hasattr(lib, name):
-        if key is None:
-            raise LibraryError(f"{_lib_path} does not export {name}: rebuild the library "
-                               f"from this checkout")
-        raise LibraryError(
-            f"{_lib_path} does not export {name} ({kind} impl {key!r}): that chapter is not "
-            f"in this build; rebuild the library, or pick one of: "
-            f"{', '.join(available(kind))}")
+        raise LibraryError(f"{_lib_path} does not export {name}: rebuild the library "
+                           f"from this checkout")
     return getattr(lib, name)
 
 
-def _functions(spec, key, kind):
-    """The pass and its workspace query of one implementation."""
-    return (_function(spec.function, key, kind),
-            _function(spec.function + "_workspace_bytes", key, kind))
+_TABLES = {}  # "forward"/"backward" -> {name or alias: Impl}, read once per library
+
+
+def implementations():
+    """Every implementation of the loaded library, as its registry lists them
+    (``ft_impl_count``, ``ft_impl_info_at``): forwards first, in chapter order."""
+    lib = load()
+    out = []
+    for i in range(lib.ft_impl_count()):
+        info = ImplInfo()
+        _check_status("ft_impl_info_at", lib.ft_impl_info_at(i, ctypes.byref(info)))
+        text = lambda b: b.decode() if b else ""  # noqa: E731
+        out.append(Impl(
+            name=text(info.name), alias=text(info.alias), kind=text(info.pass_),
+            chapter=text(info.chapter), variant=text(info.variant), what=text(info.what),
+            pairs_with=text(info.pairs_with),
+            dtypes=tuple(t for t in (DTYPE_FLOAT32, DTYPE_BF16, DTYPE_FP16) if info.dtypes >> t & 1),
+            head_dims=tuple(info.head_dims[:info.num_head_dims]), min_sm=info.min_sm,
+            lengths=bool(info.lengths), grouped=bool(info.grouped), strided=bool(info.strided),
+            tour=bool(info.tour)))
+    return out
+
+
+def _table(kind):
+    """{name or alias: Impl} of one pass, from the loaded library's registry."""
+    if kind not in _TABLES:
+        table = {}
+        for impl in implementations():
+            if impl.kind == kind:
+                table[impl.name] = impl
+                if impl.alias:
+                    table[impl.alias] = impl
+        _TABLES[kind] = table
+    return _TABLES[kind]
+
+
+def forwards():
+    """The forward passes: ``{name or alias: Impl}`` (``forward(..., impl=KEY)``). A
+    chapter's alias (``"ch07"``) names the implementation it recommends."""
+    return _table("forward")
+
+
+def backwards():
+    """The backward passes: ``{name or alias: Impl}`` (``backward(..., impl=KEY)``)."""
+    return _table("backward")
 
 
 def available(kind="forward"):
-    """The keys of FORWARDS (kind="forward") or BACKWARDS ("backward") whose functions the
-    loaded library exports, in the table's order."""
-    table = {"forward": FORWARDS, "backward": BACKWARDS}[kind]
-    lib = load()
-    return [key for key, impl in table.items()
-            if hasattr(lib, impl.function) and hasattr(lib, impl.function + "_workspace_bytes")]
+    """The names (and aliases) of the loaded library's forward or backward passes."""
+    return list(_table(kind))
 
 
 def last_error():
@@ -336,10 +349,11 @@ def last_error():
 
 def _who(key, spec):
     """How messages name an implementation: "chapter 07", or "chapter 04 (simple)"."""
-    return f"chapter {spec.chapter}" + ("" if key == "ch" + spec.chapter else f" ({spec.variant})")
+    return f"chapter {spec.chapter}" + ("" if key == spec.alias else f" ({spec.variant})")
 
 
-def _impl(table, key, kind):
+def _impl(key, kind):
+    table = _table(kind)
     if key not in table:
         raise ValueError(f"unknown {kind} impl {key!r}: choose one of {', '.join(table)}")
     return table[key]
@@ -359,12 +373,13 @@ def problem(batch, heads, seq_len, head_dim, *, causal=False, scale=None, dtype=
                    int(dtype))
 
 
-def workspace_bytes(function, prob):
-    """``<function>_workspace_bytes(prob)``: the scratch bytes the C function ``function``
-    needs for ``prob`` (0 is a true answer). FT_WORKSPACE_ERROR, the library's way of saying
-    it cannot run this problem, raises :class:`FlashtutError` with ``ft_last_error()``."""
-    name = function + "_workspace_bytes"
-    n = _function(name)(prob)
+def workspace_bytes(impl, prob, kind="forward"):
+    """``ft_forward_workspace_bytes(impl, prob)`` (or the backward's): the scratch bytes
+    implementation ``impl`` (a name or alias) needs for ``prob`` (0 is a true answer).
+    FT_WORKSPACE_ERROR, the library's way of saying it cannot run this problem, raises
+    :class:`FlashtutError` with ``ft_last_error()``."""
+    name = f"ft_{kind}_workspace_bytes"
+    n = _function(name)(impl.encode(), prob)
     if n == WORKSPACE_ERROR:
         raise FlashtutError(name, None, last_error())
     return n
@@ -549,15 +564,17 @@ _KEEP = 64  # problems kept per table; past that the table starts again (a sweep
 
 
 class _Call:
-    """What one problem needs from the library, worked out once: the C function (``fn``) and
-    its name, the :class:`Problem`, the workspace bytes, the CUDA device's index; for a
-    backward, the lse's shape and dtype, and ``first``, the (name, function) of the forward
-    the materializing baseline runs before it (None for the others)."""
-    __slots__ = ("function", "fn", "prob", "nbytes", "device_index", "lse_shape", "lse_dtype",
-                 "first", "layout", "tokens")
+    """What one problem needs from the library, worked out once: the implementation's name,
+    the C function (``fn``) and its name, the :class:`Problem`, the workspace bytes, the CUDA
+    device's index; for a backward, the lse's shape and dtype, and ``first``, the (name,
+    function) of the forward the materializing baseline runs before it (None for the
+    others)."""
+    __slots__ = ("impl", "function", "fn", "prob", "nbytes", "device_index", "lse_shape",
+                 "lse_dtype", "first", "layout", "tokens")
 
-    def __init__(self, function, fn, prob, nbytes, device_index, lse_shape, lse_dtype=None,
+    def __init__(self, impl, function, fn, prob, nbytes, device_index, lse_shape, lse_dtype=None,
                  first=None):
+        self.impl = impl.encode()  # the registry's name, as the C functions take it
         self.function, self.fn, self.prob, self.nbytes = function, fn, prob, nbytes
         self.device_index, self.lse_shape, self.lse_dtype = device_index, lse_shape, lse_dtype
         self.first = first
@@ -606,17 +623,16 @@ def _keep(calls, key, call):
 def _forward_call(impl, q, k, v, causal, scale):
     """The full path of :func:`forward`: every check with its message, the struct, the
     function, the workspace query (which refuses an unsupported problem)."""
-    spec = _impl(FORWARDS, impl, "forward")
+    spec = _impl(impl, "forward")
     views = bool(spec.strided) and not _contiguous((q, k, v))
     ft_dtype = check_tensors([("q", q), ("k", k), ("v", v)], dtypes=spec.dtypes,
                              who=_who(impl, spec), views=views)
     prob = _problem_of(q, ft_dtype, causal, scale)
-    fn, _ = _functions(spec, impl, "forward")
-    nbytes = workspace_bytes(spec.function, prob)  # refuses an unsupported problem here
-    call = _Call(spec.function, fn, prob, nbytes, getattr(q.device, "index", None),
-                 _shape(q)[:3])
+    nbytes = workspace_bytes(spec.name, prob)  # refuses an unsupported problem here
+    call = _Call(spec.name, "ft_forward", _function("ft_forward"), prob, nbytes,
+                 getattr(q.device, "index", None), _shape(q)[:3])
     if views:
-        call.function, call.fn = spec.strided, _function(spec.strided, impl, "forward")
+        call.function, call.fn = "ft_forward_strided", _function("ft_forward_strided")
         call.tokens = _tokens_outside(q)
         o = _output_strides(q, call.tokens)
         call.layout = ctypes.byref(_layout_of([("Q", view_strides(q)), ("K", view_strides(k)),
@@ -632,24 +648,25 @@ def _output_strides(q, tokens):
 
 def _backward_call(impl, q, k, v, o, lse, do, causal, scale):
     """The full path of :func:`backward` (see :func:`_forward_call`)."""
-    spec = _impl(BACKWARDS, impl, "backward")
+    spec = _impl(impl, "backward")
     views = bool(spec.strided) and not _contiguous((q, k, v, o, do))
     ft_dtype = check_tensors([("q", q), ("k", k), ("v", v), ("o", o), ("do", do)],
                              dtypes=spec.dtypes, who=_who(impl, spec), views=views)
     _check_lse(lse, q)
     prob = _problem_of(q, ft_dtype, causal, scale)
-    fn, _ = _functions(spec, impl, "backward")
-    nbytes = workspace_bytes(spec.function, prob)
+    nbytes = workspace_bytes(spec.name, prob, "backward")
     first = None
-    if spec.forward == "ch05_materialize":  # the workspace must come from that forward
-        paired = FORWARDS[spec.forward]
-        fwd, _ = _functions(paired, spec.forward, "forward")
-        nbytes = max(nbytes, workspace_bytes(paired.function, prob))
-        first = (paired.function, fwd)
-    call = _Call(spec.function, fn, prob, nbytes, getattr(q.device, "index", None),
-                 _shape(q)[:3], lse.dtype, first)
+    # A paired forward that keeps something in its workspace (the materializing baseline's
+    # P) must run into the backward's workspace first; the flash backwards' forwards keep
+    # nothing there (their workspace is 0) and read only O and lse.
+    forward_bytes = workspace_bytes(spec.pairs_with, prob)
+    if forward_bytes:
+        nbytes = max(nbytes, forward_bytes)
+        first = (spec.pairs_with.encode(), _function("ft_forward"))
+    call = _Call(spec.name, "ft_backward", _function("ft_backward"), prob, nbytes,
+                 getattr(q.device, "index", None), _shape(q)[:3], lse.dtype, first)
     if views:
-        call.function, call.fn = spec.strided, _function(spec.strided, impl, "backward")
+        call.function, call.fn = "ft_backward_strided", _function("ft_backward_strided")
         call.tokens = _tokens_outside(q)
         g = _output_strides(q, call.tokens)
         call.layout = ctypes.byref(_layout_of(
@@ -701,10 +718,10 @@ def forward(q, k, v, *, causal=False, scale=None, impl="ch07"):
 
     q, k, v: CUDA tensors ``[batch, heads, seq_len, head_dim]``, one dtype (float32 for
     chapters 01-05, bf16 or fp16 for chapter 07), contiguous; for an implementation that
-    reads views (``FORWARDS[impl].strided``: chapter 07), any views :func:`view_strides`
+    reads views (``forwards()[impl].strided``: chapter 07), any views :func:`view_strides`
     accepts, such as ``qkv.view(B, N, 3, H, d)[:, :, 0].transpose(1, 2)``, read in place.
     ``causal``: key j visible to query i iff j <= i. ``scale``: None for 1/sqrt(head_dim).
-    ``impl``: a key of :data:`FORWARDS` (default ``"ch07"``, FlashAttention-2 on the tensor
+    ``impl``: a key of :func:`forwards` (default ``"ch07"``, FlashAttention-2 on the tensor
     cores).
 
     Returns ``(o, lse)``: o shaped like q, contiguous, or, when q is a view whose heads lie
@@ -715,7 +732,7 @@ def forward(q, k, v, *, causal=False, scale=None, impl="ch07"):
     torch operation).
     """
     causal, scale = bool(causal), None if scale is None else float(scale)  # what Problem holds
-    spec = FORWARDS.get(impl)
+    spec = _table("forward").get(impl)
     call, key = _lookup(_FORWARD_CALLS, impl, (q, k, v), causal, scale,
                         views=bool(spec and spec.strided))
     if call is None:
@@ -725,7 +742,7 @@ def forward(q, k, v, *, causal=False, scale=None, impl="ch07"):
     o = _empty_output(torch, q, call.tokens)
     lse = q.new_empty(call.lse_shape, dtype=torch.float32)
     ws = _workspace(torch, call.nbytes, q)
-    head = (call.prob,) if call.layout is None else (call.prob, call.layout)
+    head = (call.impl, call.prob) if call.layout is None else (call.impl, call.prob, call.layout)
     # The library launches on the current device, into a stream of q's device: make them one.
     with torch.cuda.device(call.device_index):
         rc = call.fn(*head, q.data_ptr(), k.data_ptr(), v.data_ptr(), o.data_ptr(),
@@ -750,17 +767,17 @@ def backward(q, k, v, o, lse, do, *, causal=False, scale=None, impl="ch05"):
     chapter 05 computes in float32), contiguous (views, for ``"ch08"``, as in
     :func:`forward`); o and lse the outputs of :func:`forward`
     on the same q, k, v, causal and scale (any forward's: the flash backwards recompute P
-    from q, k and lse). ``impl``: a key of :data:`BACKWARDS` (default ``"ch05"``, the flash
+    from q, k and lse). ``impl``: a key of :func:`backwards` (default ``"ch05"``, the flash
     backward with dQ by atomics).
 
     ``"ch05_materialize"``, the baseline, reads the P its own forward kept in the workspace,
-    so for it this function first runs ``ft_ch05_forward_materialize`` (into scratch outputs)
+    so for it this function first runs that forward, ``"ch05_materialize_forward"`` (into scratch outputs)
     and needs that workspace's B·H·N² floats.
 
     Returns ``(dq, dk, dv)``, each shaped and laid out as :func:`forward` lays out o.
     """
     causal, scale = bool(causal), None if scale is None else float(scale)
-    spec = BACKWARDS.get(impl)
+    spec = _table("backward").get(impl)
     call, key = _lookup(_BACKWARD_CALLS, impl, (q, k, v, o, do), causal, scale, lse,
                         views=bool(spec and spec.strided))
     if call is None:
@@ -772,11 +789,11 @@ def backward(q, k, v, o, lse, do, *, causal=False, scale=None, impl="ch05"):
     with torch.cuda.device(call.device_index):
         stream = _current_stream(call.device_index)
         if call.first is not None:  # the baseline: its forward leaves P in the workspace
-            function, fwd = call.first
+            name, fwd = call.first
             o_p, lse_p = torch.empty_like(o), torch.empty_like(lse)
-            _check_status(function, fwd(call.prob, q.data_ptr(), k.data_ptr(), v.data_ptr(),
-                                        o_p.data_ptr(), lse_p.data_ptr(), _ptr(ws), stream))
-        head = (call.prob,) if call.layout is None else (call.prob, call.layout)
+            _check_status("ft_forward", fwd(name, call.prob, q.data_ptr(), k.data_ptr(), v.data_ptr(),
+                                            o_p.data_ptr(), lse_p.data_ptr(), _ptr(ws), stream))
+        head = (call.impl, call.prob) if call.layout is None else (call.impl, call.prob, call.layout)
         rc = call.fn(*head, q.data_ptr(), k.data_ptr(), v.data_ptr(), o.data_ptr(),
                      lse.data_ptr(), do.data_ptr(), dq.data_ptr(), dk.data_ptr(), dv.data_ptr(),
                      _ptr(ws), stream)

@@ -64,8 +64,8 @@ import flashtut as _ft
 
 __all__ = ["FlashAttention", "attention", "FORWARD_IMPL", "BACKWARD_IMPL", "HEAD_DIMS", "DTYPES"]
 
-FORWARD_IMPL = "ch07"   #: the forward the Function calls (flashtut.FORWARDS)
-BACKWARD_IMPL = "ch08"  #: the backward the Function calls (flashtut.BACKWARDS)
+FORWARD_IMPL = "ch07"   #: the forward the Function calls (flashtut.forwards())
+BACKWARD_IMPL = "ch08"  #: the backward the Function calls (flashtut.backwards())
 HEAD_DIMS = (64, 128)   #: the head dimensions chapters 07 and 08 compute
 DTYPES = (torch.bfloat16, torch.float16)  #: the dtypes chapters 07 and 08 compute in
 

@@ -43,29 +43,45 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 
 STUB_C = r"""
+#include <string.h>
 #include "flashtut.h"
 int ft_api_version(void) { return FT_API_VERSION; }
 size_t ft_problem_size(void) { return sizeof(ft_problem); }
 const char* ft_last_error(void) { return ""; }
-size_t ft_ch07_forward_workspace_bytes(ft_problem p) { (void)p; return 0; }
-int ft_ch07_forward(ft_problem p, const void* Q, const void* K, const void* V, void* O,
-                    float* lse, void* ws, cudaStream_t s) { return 0; }
-size_t ft_ch08_backward_workspace_bytes(ft_problem p) {
+/* The registry: chapter 07's fastest forward and chapter 08's fastest backward. */
+int ft_impl_count(void) { return 2; }
+int ft_impl_info_at(int i, ft_impl_info* info) {
+  memset(info, 0, sizeof *info);
+  info->pass = i == 0 ? "forward" : "backward";
+  info->name = i == 0 ? "ch07_fastest" : "ch08_fastest";
+  info->alias = i == 0 ? "ch07" : "ch08";
+  info->chapter = i == 0 ? "07" : "08";
+  info->variant = "fastest";
+  info->what = "stub";
+  info->pairs_with = i == 0 ? "" : "ch07_fastest";
+  info->dtypes = (1u << FT_DTYPE_BF16) | (1u << FT_DTYPE_FP16);
+  info->head_dims[0] = 64, info->head_dims[1] = 128, info->num_head_dims = 2;
+  info->min_sm = 80, info->strided = 1;
+  return i == 0 || i == 1 ? 0 : -1;
+}
+size_t ft_forward_workspace_bytes(const char* impl, ft_problem p) { (void)impl; (void)p; return 0; }
+int ft_forward(const char* impl, ft_problem p, const void* Q, const void* K, const void* V,
+               void* O, float* lse, void* ws, cudaStream_t s) { return 0; }
+int ft_forward_strided(const char* impl, ft_problem p, const ft_layout* l, const void* Q,
+                       const void* K, const void* V, void* O, float* lse, void* ws,
+                       cudaStream_t s) { return 0; }
+size_t ft_backward_workspace_bytes(const char* impl, ft_problem p) {
   size_t rows = (size_t)p.batch * p.heads_q * p.len_q;
+  (void)impl;
   return rows * p.head_dim * 4 + rows * 4;
 }
-int ft_ch08_backward(ft_problem p, const void* Q, const void* K, const void* V, const void* O,
-                     const float* lse, const void* dO, void* dQ, void* dK, void* dV, void* ws,
-                     cudaStream_t s) { return 0; }
-int ft_ch07_forward_strided(ft_problem p, const ft_layout* l, const void* Q, const void* K,
-                            const void* V, void* O, float* lse, void* ws, cudaStream_t s) {
-  return 0;
-}
-int ft_ch08_backward_strided(ft_problem p, const ft_layout* l, const void* Q, const void* K,
-                             const void* V, const void* O, const float* lse, const void* dO,
-                             void* dQ, void* dK, void* dV, void* ws, cudaStream_t s) {
-  return 0;
-}
+int ft_backward(const char* impl, ft_problem p, const void* Q, const void* K, const void* V,
+                const void* O, const float* lse, const void* dO, void* dQ, void* dK, void* dV,
+                void* ws, cudaStream_t s) { return 0; }
+int ft_backward_strided(const char* impl, ft_problem p, const ft_layout* l, const void* Q,
+                        const void* K, const void* V, const void* O, const float* lse,
+                        const void* dO, void* dQ, void* dK, void* dV, void* ws,
+                        cudaStream_t s) { return 0; }
 """
 
 # What makes the module run on CPU tensors: (old text, new text), applied where present.

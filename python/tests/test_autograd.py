@@ -92,9 +92,9 @@ class LazyImport(unittest.TestCase):
         import flashtut.autograd as fa
         self.assertIs(ft.autograd, fa)
         self.assertEqual((fa.FORWARD_IMPL, fa.BACKWARD_IMPL), ("ch07", "ch08"))
-        self.assertIn(fa.FORWARD_IMPL, ft.FORWARDS)
-        self.assertIn(fa.BACKWARD_IMPL, ft.BACKWARDS)
-        self.assertEqual(ft.BACKWARDS[fa.BACKWARD_IMPL].forward, fa.FORWARD_IMPL)  # a pair
+        self.assertIn(fa.FORWARD_IMPL, ft.forwards())
+        self.assertIn(fa.BACKWARD_IMPL, ft.backwards())
+        self.assertEqual(ft.backwards()[fa.BACKWARD_IMPL].pairs_with, ft.forwards()[fa.FORWARD_IMPL].name)  # a pair
         self.assertNotIn("autograd", ft.__all__)  # `from flashtut import *` stays torch-free
 
 

@@ -5,9 +5,10 @@ PyTorch or a GPU.
   python3 python/tests/test_flashtut.py --lib build/common/libflashtut.so [-v] [unittest args]
 
 - the module imports, and does not import torch;
-- its constants, its ctypes Structure (names, C types, offsets) and its function table
-  match common/flashtut.h, parsed here: every FT_DECLARE_FORWARD/_BACKWARD has an entry,
-  every plain prototype a declaration with as many arguments;
+- its constants, its ctypes Structures (names, C types, offsets) and its declarations match
+  common/flashtut.h, parsed here: every prototype a declaration with as many arguments;
+- its list of implementations is the library's registry (ft_impl_info_at), names unique,
+  backwards paired with listed forwards, every chapter there;
 - against the real library (--lib; CMake passes $<TARGET_FILE:flashtut>): the struct's size
   is ft_problem_size(), each field lands where the C code reads it (the library echoes a
   problem back in its error message), workspace queries that answer FT_WORKSPACE_ERROR
@@ -51,13 +52,6 @@ def header():
     return re.sub(r"//[^\n]*", "", text)
 
 
-def macro(text, name):
-    """The body of `#define name(...)`, its continuation lines joined."""
-    m = re.search(r"#define\s+" + name + r"\(\w+\)((?:[^\n]*\\\n)*[^\n]*)", text)
-    assert m, f"no #define {name} in flashtut.h"
-    return m.group(1).replace("\\\n", " ")
-
-
 def without_macros(text):
     return re.sub(r"#define[^\n]*(?:\\\n[^\n]*)*", "", text)
 
@@ -67,15 +61,10 @@ def params(arglist):
     return [] if arglist in ("", "void") else [p.strip() for p in arglist.split(",")]
 
 
-def declared(text, kind):
-    """The names FT_DECLARE_<kind>(name) declares, in the header's order."""
-    return re.findall(r"^\s*FT_DECLARE_" + kind + r"\((\w+)\)", without_macros(text), flags=re.M)
-
-
 def prototypes(text):
     """name -> (return type, [parameters]) of the plain function declarations."""
     out = {}
-    text = re.sub(r"^\s*(#|FT_DECLARE_)[^\n]*", "", without_macros(text), flags=re.M)
+    text = re.sub(r"^\s*#[^\n]*", "", without_macros(text), flags=re.M)
     text = re.sub(r'extern\s+"C"', "", text).replace("{", ";").replace("}", ";")
     for statement in text.split(";"):
         m = re.fullmatch(r"\s*((?:const\s+)?\w+\s*\**)\s*(ft_\w+)\s*\(([^)]*)\)\s*", statement)
@@ -199,11 +188,15 @@ class StructLayout(unittest.TestCase):
         # The library's validation names the problem as it read it: B, H, N, d, the causal
         # flag and the dtype; the scale (infinite) is the reason it refuses.
         p = ft.problem(2, 3, 5, 7, causal=True, scale=float("inf"), dtype=ft.DTYPE_BF16)
-        n = ft.load().ft_ch04_forward_workspace_bytes(p)
+        n = ft.load().ft_forward_workspace_bytes(b"ch04", p)
         self.assertEqual(n, ft.WORKSPACE_ERROR)
         self.assertEqual(ft.last_error(), "scale must be finite (0 means 1/sqrt(head_dim)) "
                                           "(B=2 H=3 N=5 d=7 causal bf16)")
-        ft.load().ft_ch04_forward_workspace_bytes(ft.problem(2, 3, 5, 64, dtype=7))
+        p = ft.problem(2, 6, 5, 7, causal=True, scale=float("inf"), heads_kv=2, len_kv=9,
+                       causal_align=ft.CAUSAL_BOTTOM_RIGHT)
+        ft.load().ft_forward_workspace_bytes(b"ch04", p)
+        self.assertIn("(B=2 Hq=6 Hkv=2 Nq=5 Nkv=9 d=7 causal(bottom-right))", ft.last_error())
+        ft.load().ft_forward_workspace_bytes(b"ch04", ft.problem(2, 3, 5, 64, dtype=7))
         self.assertIn("dtype must be 0 (float32), 1 (bf16) or 2 (fp16), got 7", ft.last_error())
 
 
@@ -251,10 +244,11 @@ class Views(unittest.TestCase):
         self.assertEqual([n for n, _ in ft.Layout._fields_], [x.strip() for x in names.split(",")])
         self.assertEqual(ctypes.sizeof(ft.Layout), 8 * 3 * 8)
 
+    @need_lib
     def test_the_strided_passes_are_the_fastest_chapters(self):
-        self.assertEqual(ft.FORWARDS["ch07"].strided, "ft_ch07_forward_strided")
-        self.assertEqual(ft.BACKWARDS["ch08"].strided, "ft_ch08_backward_strided")
-        self.assertIsNone(ft.FORWARDS["ch04"].strided)
+        self.assertTrue(ft.forwards()["ch07"].strided)
+        self.assertTrue(ft.backwards()["ch08"].strided)
+        self.assertFalse(ft.forwards()["ch04"].strided)
 
     @need_lib
     def test_a_strided_call_checks_its_layout_first(self):
@@ -264,79 +258,68 @@ class Views(unittest.TestCase):
             setattr(layout, name, ft.Strides(3 * 64 * 64, 64 * 64, 64))
         layout.K.row = 68  # rows 136 bytes apart
         fake = 0x10000
-        rc = ft.load().ft_ch07_forward_strided(p, ctypes.byref(layout), fake, fake, fake, fake,
-                                               fake, None, None)
+        rc = ft.load().ft_forward_strided(b"ch07", p, ctypes.byref(layout), fake, fake, fake,
+                                          fake, fake, None, None)
         self.assertEqual(rc, -1)
         self.assertIn("K's strides", ft.last_error())
 
 
 class FunctionTable(unittest.TestCase):
-    def test_every_declared_pass_has_an_entry(self):
-        # The table may name a pass the header does not declare yet (a chapter being
-        # written): available() leaves it out until the library exports it.
-        text = header()
-        for kind, table in (("FORWARD", ft.FORWARDS), ("BACKWARD", ft.BACKWARDS)):
-            names = declared(text, kind)
-            self.assertTrue(names, f"no FT_DECLARE_{kind} found: the parser is out of date")
-            functions = [impl.function for impl in table.values()]
-            for name in names:
-                self.assertIn(name, functions, f"FT_DECLARE_{kind}({name}) in flashtut.h has no "
-                                               f"entry in flashtut.{kind}S")
-
     def test_every_declared_function_is_declared_for_ctypes_with_its_arity(self):
-        text = header()
-        protos = prototypes(text)
-        self.assertIn("ft_ch03_row_softmax", protos)
+        protos = prototypes(header())
+        self.assertIn("ft_forward", protos)
         for name, (ret, args) in protos.items():
             self.assertIn(name, ft.SIGNATURES, f"{name} is in flashtut.h, not in flashtut.SIGNATURES")
             restype, argtypes = ft.SIGNATURES[name]
             self.assertEqual(len(argtypes), len(args), name)
             if ret in CTYPE:
                 self.assertIs(restype, CTYPE[ret], name)
-        for kind, table in (("FORWARD", ft.FORWARDS), ("BACKWARD", ft.BACKWARDS)):
-            body = macro(text, "FT_DECLARE_" + kind)
-            fn = re.search(r"int\s+name\s*\(([^)]*)\)", body)
-            ws = re.search(r"size_t\s+name##_workspace_bytes\s*\(([^)]*)\)", body)
-            for impl in table.values():
-                restype, argtypes = ft.SIGNATURES[impl.function]
-                self.assertIs(restype, ctypes.c_int)
-                self.assertEqual(len(argtypes), len(params(fn.group(1))), impl.function)
-                self.assertIs(argtypes[0], ft.Problem)
-                restype, argtypes = ft.SIGNATURES[impl.function + "_workspace_bytes"]
-                self.assertIs(restype, ctypes.c_size_t)
-                self.assertEqual(argtypes, [ft.Problem])
-                self.assertEqual(len(params(ws.group(1))), 1)
+        for name in ("ft_forward", "ft_backward", "ft_forward_strided", "ft_backward_strided"):
+            self.assertIs(ft.SIGNATURES[name][1][0], ctypes.c_char_p, name)  # the impl's name
+            self.assertIs(ft.SIGNATURES[name][1][1], ft.Problem, name)
 
     def test_the_parser_sees_the_declarations_it_should(self):
         protos = prototypes(header())
         self.assertEqual(protos["ft_last_error"], ("const char*", []))
         self.assertEqual(protos["ft_problem_size"], ("size_t", []))
-        self.assertEqual(len(protos["ft_ch03_row_softmax"][1]), 6)
-        self.assertNotIn("ft_forward_fn", protos)  # a typedef, not a function
+        self.assertEqual(len(protos["ft_backward"][1]), 13)
+        self.assertNotIn("ft_ch07_forward", protos)  # no chapter's name in the header
 
-    def test_backwards_pair_with_forwards_that_exist(self):
-        for key, impl in ft.BACKWARDS.items():
-            self.assertIn(impl.forward, ft.FORWARDS, key)
-        for impl in ft.FORWARDS.values():
-            self.assertIsNone(impl.forward)
+    def test_the_info_struct_is_the_headers(self):
+        body = re.search(r"typedef\s+struct\s+ft_impl_info\s*\{(.*?)\}\s*ft_impl_info\s*;", header(), re.S)
+        self.assertIsNotNone(body)
+        names = re.findall(r"(\w+)\s*(?:\[\d+\])?\s*;", body.group(1))
+        self.assertEqual([n.rstrip("_") for n, _ in ft.ImplInfo._fields_], names)
 
     @need_lib
-    def test_the_built_library_exports_what_its_header_declares(self):
-        lib = ft.load()
-        for name in prototypes(header()):
-            self.assertTrue(hasattr(lib, name), name)
-        for kind in ("FORWARD", "BACKWARD"):
-            for name in declared(header(), kind):
-                self.assertTrue(hasattr(lib, name), name)
-                fn = getattr(lib, name)
-                self.assertEqual(fn.argtypes, ft.SIGNATURES[name][1])
-        # What the module offers is exactly what the header declares and the library exports.
-        for kind, table in (("forward", ft.FORWARDS), ("backward", ft.BACKWARDS)):
-            names = declared(header(), kind.upper())
-            self.assertEqual(ft.available(kind),
-                             [key for key, impl in table.items() if impl.function in names])
+    def test_the_list_is_the_librarys_registry(self):
+        impls = ft.implementations()
+        self.assertEqual(len(impls), ft.load().ft_impl_count())
+        names = [(i.kind, i.name) for i in impls]
+        self.assertEqual(len(names), len(set(names)))
+        self.assertEqual({i.chapter for i in impls}, {"01", "02", "03", "04", "05", "06", "07", "08"})
+        for impl in impls:
+            self.assertEqual(impl.name, f"ch{impl.chapter}_{impl.variant}")
+            self.assertTrue(impl.dtypes, impl.name)
+            if impl.kind == "backward":
+                self.assertIn(impl.pairs_with, ft.forwards(), impl.name)
+            else:
+                self.assertEqual(impl.pairs_with, "", impl.name)
+        # The chapters' aliases name the implementations they recommend.
+        self.assertEqual(ft.forwards()["ch07"].name, "ch07_fastest")
+        self.assertEqual(ft.forwards()["ch04"].name, "ch04_fast")
+        self.assertEqual(ft.backwards()["ch05"].name, "ch05_flash")
+        self.assertEqual(ft.backwards()["ch08"].pairs_with, "ch07_fastest")
+        self.assertEqual(ft.backwards()["ch05_materialize"].pairs_with, "ch05_materialize_forward")
+        self.assertEqual(ft.forwards()["ch07"].head_dims, (64, 128))
+        self.assertEqual(ft.forwards()["ch07"].dtypes, (ft.DTYPE_BF16, ft.DTYPE_FP16))
+        self.assertTrue(ft.forwards()["ch07"].lengths and ft.forwards()["ch07"].grouped)
+        self.assertFalse(ft.forwards()["ch04"].lengths)
         self.assertIn("ch04", ft.available())
         self.assertIn("ch05", ft.available("backward"))
+        self.assertEqual([i.name for i in impls if i.tour and i.kind == "forward"],
+                         ["ch01_naive", "ch02_tiled", "ch03_online", "ch04_simple", "ch04_fast",
+                          "ch06_warp_rows", "ch07_fastest"])
 
 
 class Loading(unittest.TestCase):
@@ -393,40 +376,37 @@ class Loading(unittest.TestCase):
         self.assertIn("is not libflashtut", str(c.exception))
 
     @need_lib
-    def test_a_missing_export_is_a_clear_error(self):
-        spec = ft.Impl("ft_ch99_forward", "99", "future", (ft.DTYPE_BF16,), None)
-        with mock.patch.dict(ft.FORWARDS, {"ch99": spec}):
+    def test_a_library_without_a_function_says_so(self):
+        with mock.patch.object(ft, "_lib", object()), mock.patch.object(ft, "_lib_path", "/x/lib.so"):
             with self.assertRaises(ft.LibraryError) as c:
-                ft.forward(*qkv(dtype="bfloat16"), impl="ch99")
-            self.assertNotIn("ch99", ft.available())
-        self.assertIn("does not export ft_ch99_forward (forward impl 'ch99')", str(c.exception))
-        self.assertIn("pick one of: ch01, ch02", str(c.exception))  # and lists what the build has
+                ft._function("ft_forward")
+        self.assertIn("/x/lib.so does not export ft_forward: rebuild the library", str(c.exception))
 
 
 @need_lib
 class Workspace(unittest.TestCase):
     def test_the_error_sentinel_becomes_an_exception_with_the_librarys_reason(self):
         bad = ft.problem(2, 3, 0, 64)  # len_q (and len_kv) 0
-        self.assertEqual(ft.load().ft_ch04_forward_workspace_bytes(bad), ft.WORKSPACE_ERROR)
+        self.assertEqual(ft.load().ft_forward_workspace_bytes(b"ch04", bad), ft.WORKSPACE_ERROR)
         with self.assertRaises(ft.FlashtutError) as c:
-            ft.workspace_bytes("ft_ch04_forward", bad)
+            ft.workspace_bytes("ch04", bad)
         self.assertIsNone(c.exception.code)
-        self.assertEqual(c.exception.function, "ft_ch04_forward_workspace_bytes")
+        self.assertEqual(c.exception.function, "ft_forward_workspace_bytes")
         self.assertIn("len_q must be in [1, 16777216], got 0", str(c.exception))
         self.assertIsInstance(c.exception, RuntimeError)
 
     def test_unsupported_head_dim_and_dtype(self):
         with self.assertRaisesRegex(ft.FlashtutError, r"chapter 04 \(fast\) does not support head_dim 48"):
-            ft.workspace_bytes("ft_ch04_forward", ft.problem(1, 1, 64, 48))
+            ft.workspace_bytes("ch04", ft.problem(1, 1, 64, 48))
         with self.assertRaisesRegex(ft.FlashtutError, r"chapter 05 \(flash\) does not support dtype bf16"):
-            ft.workspace_bytes("ft_ch05_backward", ft.problem(1, 1, 64, 64, dtype=ft.DTYPE_BF16))
+            ft.workspace_bytes("ch05", ft.problem(1, 1, 64, 64, dtype=ft.DTYPE_BF16), "backward")
         if "ch07" in ft.available():
             with self.assertRaisesRegex(ft.FlashtutError, "does not support dtype float32"):
-                ft.workspace_bytes("ft_ch07_forward", ft.problem(1, 1, 64, 64))
+                ft.workspace_bytes("ch07", ft.problem(1, 1, 64, 64))
 
     def test_zero_is_a_true_answer(self):
-        self.assertEqual(ft.workspace_bytes("ft_ch04_forward", ft.problem(2, 3, 64, 64)), 0)
-        self.assertGreater(ft.workspace_bytes("ft_ch01_forward", ft.problem(2, 3, 64, 64)), 0)
+        self.assertEqual(ft.workspace_bytes("ch04", ft.problem(2, 3, 64, 64)), 0)
+        self.assertGreater(ft.workspace_bytes("ch01", ft.problem(2, 3, 64, 64)), 0)
 
     def test_a_pass_refuses_an_unsupported_problem_before_needing_torch(self):
         with self.assertRaisesRegex(ft.FlashtutError, "head_dim 48"):
@@ -453,7 +433,7 @@ class Checks(unittest.TestCase):
         self.assertEqual(ft.check_tensors([("q", FakeTensor(dtype="bfloat16"))]), ft.DTYPE_BF16)
         q, k, v = qkv(dtype="float16")
         self.assertEqual(ft.check_tensors([("q", q), ("k", k), ("v", v)],
-                                          dtypes=ft.FORWARDS["ch07"].dtypes), ft.DTYPE_FP16)
+                                          dtypes=(ft.DTYPE_BF16, ft.DTYPE_FP16)), ft.DTYPE_FP16)
 
     def test_not_a_tensor(self):
         self.raises(TypeError, "q must be a torch.Tensor, got list", ft.forward, [1], [2], [3])
@@ -513,7 +493,7 @@ class Checks(unittest.TestCase):
         self.raises(ValueError, "k.data_ptr() is not 16-byte aligned", ft.forward, q, k, v)
 
     def test_unknown_impl(self):
-        self.raises(ValueError, "unknown forward impl 'ch9': choose one of ch01, ch02",
+        self.raises(ValueError, "unknown forward impl 'ch9': choose one of ch01_naive, ch01, ch02",
                     ft.forward, *qkv(dtype="bfloat16"), impl="ch9")
         self.raises(ValueError, "unknown backward impl 'ch07'", ft.backward, *qkv(), None, None, None,
                     impl="ch07")
@@ -600,7 +580,7 @@ class KeptCalls(unittest.TestCase):
         self.assertEqual(self.counts(), (1, 1))
         (call,) = ft._FORWARD_CALLS.values()
         self.assertEqual((call.prob.batch, call.prob.len_q, call.prob.causal), (2, 64, 1))
-        self.assertEqual(call.function, "ft_ch04_forward")
+        self.assertEqual((call.function, call.impl), ("ft_forward", b"ch04_fast"))
 
     def test_another_problem_is_worked_out_again(self):
         self.forward(*self.qkv(), causal=True)
@@ -651,7 +631,9 @@ class KeptCalls(unittest.TestCase):
             ft.backward(q, k, v, self.tensor(), lse(), self.tensor(), causal=True)
         with self.assertRaises(Reached):
             ft.backward(q, k, v, self.tensor(), lse(), self.tensor(), causal=True)
-        self.assertEqual(self.counts(), (1, 1))
+        # One check, two workspace queries: the backward's and its paired forward's (a
+        # forward that keeps P in its workspace must run into the backward's first).
+        self.assertEqual(self.counts(), (1, 2))
         bad = lse()
         bad.dtype = FakeDtype("bfloat16")
         with self.assertRaisesRegex(TypeError, "lse is torch.bfloat16: the log-sum-exp is float32"):
