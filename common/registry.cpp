@@ -43,14 +43,17 @@ std::string impl_name(const std::string& chapter, const std::string& variant) {
   return "ch" + chapter + "_" + variant;
 }
 
-void register_forward(const ForwardImpl& impl, const Listing& listing) {
+void register_forward(const ForwardImpl& impl, bool headline, bool tour) {
+  const Listing listing{headline, tour, ""};
   add(forwards(),
       RegisteredForward{impl, listing, impl_name(impl.chapter, impl.variant),
                         listing.headline ? "ch" + impl.chapter : ""},
       "forward");
 }
 
-void register_backward(const BackwardImpl& impl, const Listing& listing) {
+void register_backward(const BackwardImpl& impl, const std::string& pairs_with, bool headline,
+                       bool tour) {
+  const Listing listing{headline, tour, pairs_with};
   if (listing.pairs_with.empty())
     throw std::logic_error("backward " + impl_name(impl.chapter, impl.variant) +
                            " registered without the forward it pairs with");

@@ -42,10 +42,13 @@ struct RegisteredBackward {
 /// "ch07_fastest": the name an implementation is registered, listed and reported under.
 std::string impl_name(const std::string& chapter, const std::string& variant);
 
-/// Adds implementations to the registry (at static initialization: see FT_REGISTER).
-/// Throws std::logic_error on a name registered twice.
-void register_forward(const ForwardImpl& impl, const Listing& listing = {});
-void register_backward(const BackwardImpl& impl, const Listing& listing);
+/// Adds implementations to the registry (at static initialization: see FT_REGISTER):
+/// `headline` (the chapter's recommended one, also listed as ch<chapter>), `tour` (a step of
+/// the tour's staircase); a backward names the forward it pairs with. Throws
+/// std::logic_error on a name registered twice.
+void register_forward(const ForwardImpl& impl, bool headline = false, bool tour = false);
+void register_backward(const BackwardImpl& impl, const std::string& pairs_with,
+                       bool headline = false, bool tour = false);
 
 /// Every registered implementation, in chapter order, then in the order each chapter
 /// registered them.

@@ -177,4 +177,4 @@ std::vector<ft::ForwardImpl> forward_impls() { return {naive()}; }
 
 }  // namespace ch01
 
-FT_REGISTER(ch01) { ft::register_forward(ch01::naive(), {/*headline=*/true, /*tour=*/true}); }
+FT_REGISTER(ch01) { ft::register_forward(ch01::naive(), /*headline=*/true, /*tour=*/true); }

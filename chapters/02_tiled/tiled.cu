@@ -158,5 +158,5 @@ std::vector<ft::ForwardImpl> forward_impls() { return {smem_tiles(), tiled()}; }
 
 FT_REGISTER(ch02) {
   ft::register_forward(ch02::smem_tiles());
-  ft::register_forward(ch02::tiled(), {/*headline=*/true, /*tour=*/true});
+  ft::register_forward(ch02::tiled(), /*headline=*/true, /*tour=*/true);
 }

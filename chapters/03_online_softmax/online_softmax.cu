@@ -131,4 +131,4 @@ std::vector<ft::ForwardImpl> forward_impls() { return {online()}; }
 
 }  // namespace ch03
 
-FT_REGISTER(ch03) { ft::register_forward(ch03::online(), {/*headline=*/true, /*tour=*/true}); }
+FT_REGISTER(ch03) { ft::register_forward(ch03::online(), /*headline=*/true, /*tour=*/true); }

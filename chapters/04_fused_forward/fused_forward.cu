@@ -175,6 +175,6 @@ std::vector<ft::ForwardImpl> forward_impls() {
 FT_REGISTER(ch04) {
   for (const auto& impl : ch04::forward_impls()) {
     const bool fast = impl.variant == ch04::fast().variant;
-    ft::register_forward(impl, {/*headline=*/fast, /*tour=*/fast || impl.variant == "simple"});
+    ft::register_forward(impl, /*headline=*/fast, /*tour=*/fast || impl.variant == "simple");
   }
 }

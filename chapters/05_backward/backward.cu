@@ -392,8 +392,8 @@ FT_REGISTER(ch05) {
   for (const auto& impl : ch05::backward_impls()) {
     const bool baseline = impl.variant == ch05::materialize().variant;
     const bool flash = impl.variant == ch05::flash().variant;
-    ft::register_backward(impl, {/*headline=*/flash, /*tour=*/flash || baseline,
-                                 baseline ? ft::impl_name(keeps_p.chapter, keeps_p.variant)
-                                          : ft::impl_name(ch04::fast().chapter, ch04::fast().variant)});
+    const ft::ForwardImpl& forward = baseline ? keeps_p : ch04::fast();
+    ft::register_backward(impl, ft::impl_name(forward.chapter, forward.variant),
+                          /*headline=*/flash, /*tour=*/flash || baseline);
   }
 }

@@ -168,6 +168,6 @@ std::vector<ft::ForwardImpl> forward_impls() { return {grid_f32(), grid_half(), 
 FT_REGISTER(ch06) {
   for (const auto& impl : ch06::forward_impls()) {
     const bool fastest = impl.variant == ch06::fastest().variant;
-    ft::register_forward(impl, {/*headline=*/fastest, /*tour=*/fastest});
+    ft::register_forward(impl, /*headline=*/fastest, /*tour=*/fastest);
   }
 }

@@ -172,6 +172,6 @@ std::vector<ft::ForwardImpl> forward_impls() {
 FT_REGISTER(ch07) {
   for (const auto& impl : ch07::forward_impls()) {
     const bool fastest = impl.variant == ch07::fastest().variant;
-    ft::register_forward(impl, {/*headline=*/fastest, /*tour=*/fastest});
+    ft::register_forward(impl, /*headline=*/fastest, /*tour=*/fastest);
   }
 }

@@ -497,6 +497,6 @@ FT_REGISTER(ch08) {
   const std::string forward = ft::impl_name(ch07::fastest().chapter, ch07::fastest().variant);
   for (const auto& impl : ch08::backward_impls()) {
     const bool fastest = impl.variant == ch08::fastest().variant;
-    ft::register_backward(impl, {/*headline=*/fastest, /*tour=*/fastest, forward});
+    ft::register_backward(impl, forward, /*headline=*/fastest, /*tour=*/fastest);
   }
 }
