@@ -4,7 +4,7 @@
 #            [GPU_TESTS <.cu...>] [CPU_TESTS <.cpp/.cu...>])
 #   KERNELS        the chapter's own target, ft_chNN (an object library), linked into the
 #                  shared library flashtut; the kernels register themselves there
-#                  (common/registry.hpp), so the C API, the tour and Python find them
+#                  (common/harness/registry.hpp), so the C API, the tour and Python find them
 #   ARCHITECTURES  the GPU architectures the chapter compiles for (CMAKE_CUDA_ARCHITECTURES's
 #                  form, e.g. 90a for Hopper's wgmma and setmaxnreg); default: the project's
 #   MAIN           the chapter's program, built as <program> (e.g. ch01_naive)
@@ -56,7 +56,7 @@ function(ft_discover test_exe label)
     DISCOVERY_MODE PRE_TEST
     DISCOVERY_TIMEOUT 60
     # The float64 reference (and the unfused baseline) of each test shape is computed once
-    # and shared by every test process through this folder (common/testing.cu). (The test
+    # and shared by every test process through this folder (common/harness/testing.cu). (The test
     # preset also limits each process's OpenMP threads: CMakePresets.json.)
     PROPERTIES LABELS ${label} ENVIRONMENT "FT_REFERENCE_CACHE=${CMAKE_BINARY_DIR}/reference_cache")
 endfunction()

@@ -5,7 +5,7 @@
                 measured staircase (a table from tour.csv and traffic.csv) filled in
   contracts.md  docs/contracts.md (what the code relies on: layouts, verification,
                 timing, results files, the C API) as the page `contracts`; likewise
-                docs/ceilings.md, glossary.md and instructors.md (DOC_PAGES)
+                docs/architecture.md, ceilings.md, glossary.md and instructors.md (DOC_PAGES)
   chNN.md       one page per chapters/NN_*/README.md (GitHub markdown made safe for
                 Doxygen), followed by the chapter's measured ledger, generated from the
                 committed CSVs (plots/results/<gpu>/traffic.csv, tour.csv, and
@@ -57,8 +57,9 @@ TITLES = {name: title for name, title, _ in FIGURES}
 MISSING = "—"  # an unmeasured number
 # Pages made from docs/<id>.md as they are (GitHub markdown made safe, like a README):
 # page id -> the title to use when the file has none.
-DOC_PAGES = {"contracts": "Contracts", "ceilings": "The H200's ceilings",
-             "glossary": "Glossary", "instructors": "For instructors"}
+DOC_PAGES = {"contracts": "Contracts", "architecture": "Architecture",
+             "ceilings": "The H200's ceilings", "glossary": "Glossary",
+             "instructors": "For instructors"}
 
 
 # ---------------------------------------------------------------- number formatting

@@ -19,7 +19,7 @@ Usage: python3 plots/concepts.py OUT_DIR          (e.g. plots/figures)
        cmake --build build --target plots         (draws these too)
 
 Slide-ready: 1600 pixels wide, no text under 14 pt. The sizes, tiles and names are the
-chapters' (chapters/*/README.md); the fragment layouts are common/tc/fragment.hpp's.
+chapters' (chapters/*/README.md); the fragment layouts are common/sm80/fragment.hpp's.
 """
 import argparse
 import os
@@ -496,7 +496,7 @@ def draw_06(out):
             "C, D: 4 floats, not packed", ha="left", va="center", fontsize=FS,
             color="0.15", linespacing=1.4)
     ax.text(0.6, 0.6, "Every fragment is made of 8×8 blocks with the lanes placed the same "
-            "way;\nonly which register covers which block differs (common/tc/fragment.hpp).",
+            "way;\nonly which register covers which block differs (common/sm80/fragment.hpp).",
             ha="left", va="center", fontsize=FS, color="0.2")
     return save(fig, out, name)
 

@@ -176,7 +176,7 @@ if want sanitizer; then
 fi
 
 if want sanitizer_views; then
-  # The kernels that read views (ft::Views, common/strides.hpp) run only from the tests: their
+  # The kernels that read views (ft::Views, common/core/strides.hpp) run only from the tests: their
   # GPU tests under memcheck and racecheck (FT_VIEWS_FILTER picks them; default the ones
   # that cover every views kernel, split_tail's cut tiles and async_bc64 included).
   say "== compute-sanitizer on the views tests"

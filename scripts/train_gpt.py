@@ -266,7 +266,7 @@ def build_model(torch, args, attend):
             h = args.heads
             # [B, N, 3C] -> three [B, H, N, d] views (strided: the usual input to attention).
             # Both attentions read them through their strides (the tutorial's through the C
-            # API's *_strided functions, common/strides.hpp) and return O laid out as
+            # API's *_strided functions, common/core/strides.hpp) and return O laid out as
             # [B, N, H, d], so the output's transpose and reshape below are views and the
             # backward's gradients come back in the projection's layout: no copies on
             # either path (chapter 08's README, the training section, measures what the

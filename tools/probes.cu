@@ -17,9 +17,9 @@
 #include <cstring>
 #include <vector>
 
-#include "check.cuh"
-#include "tc/mma.cuh"
-#include "timer.cuh"
+#include "core/check.cuh"
+#include "sm80/mma.cuh"
+#include "device/timer.cuh"
 
 namespace {
 

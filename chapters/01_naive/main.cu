@@ -12,7 +12,7 @@
 //   cmake --build build --target ch01_naive && ./build/chapters/01_naive/ch01_naive --help
 //   ./build/chapters/01_naive/ch01_naive --seq-len 4096 --head-dim 64 --causal
 #include "01_naive/naive.hpp"
-#include "program.hpp"
+#include "harness/program.hpp"
 
 int main(int argc, char** argv) {
   ft::ProgramSpec spec;

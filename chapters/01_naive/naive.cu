@@ -15,9 +15,9 @@
 #include <functional>
 
 #include "01_naive/naive.hpp"
-#include "registry.hpp"
-#include "check.cuh"
-#include "table.hpp"
+#include "harness/registry.hpp"
+#include "core/check.cuh"
+#include "harness/table.hpp"
 
 namespace ch01 {
 namespace {

@@ -3,7 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "01_naive/naive.hpp"
-#include "testing.hpp"
+#include "harness/testing.hpp"
 
 namespace {
 

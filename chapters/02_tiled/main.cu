@@ -19,7 +19,7 @@
 //   ./build/chapters/02_tiled/ch02_tiled --seq-len 4096 --head-dim 64
 #include "01_naive/naive.hpp"
 #include "02_tiled/tiled.hpp"
-#include "program.hpp"
+#include "harness/program.hpp"
 
 int main(int argc, char** argv) {
   ft::ProgramSpec spec;

@@ -11,10 +11,10 @@
 
 #include "02_tiled/tiled.hpp"
 #include "02_tiled/tiled_matmul.cuh"
-#include "buffer.cuh"
-#include "inputs.hpp"
-#include "testing.hpp"
-#include "verify.hpp"
+#include "device/buffer.cuh"
+#include "reference/inputs.hpp"
+#include "harness/testing.hpp"
+#include "harness/verify.hpp"
 
 namespace {
 

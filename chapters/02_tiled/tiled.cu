@@ -18,10 +18,10 @@
 
 #include "02_tiled/tiled.hpp"
 #include "02_tiled/tiled_matmul.cuh"
-#include "registry.hpp"
-#include "check.cuh"
-#include "reduce.cuh"
-#include "table.hpp"
+#include "harness/registry.hpp"
+#include "core/check.cuh"
+#include "cuda_core/reduce.cuh"
+#include "harness/table.hpp"
 
 namespace ch02 {
 namespace {
@@ -29,7 +29,7 @@ namespace {
 /// Safe softmax of one row per block. The block's threads stride over the row together,
 /// so a warp reads 32 consecutive floats (one 128-byte line) per load: coalesced. The row
 /// maximum and sum are combined across the block with warp shuffles and one value per warp
-/// in shared memory (common/reduce.cuh). Still three passes over the row.
+/// in shared memory (common/cuda_core/reduce.cuh). Still three passes over the row.
 __global__ void __launch_bounds__(kSoftmaxThreads)
     softmax_rows_kernel(const float* in, float* out, float* lse, int cols, bool causal) {
   __shared__ float scratch[ft::kWarpSize];  // one partial result per warp

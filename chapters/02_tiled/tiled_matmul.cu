@@ -7,7 +7,7 @@
 #include <string>
 
 #include "02_tiled/tiled_matmul.cuh"
-#include "check.cuh"
+#include "core/check.cuh"
 
 // The kernels (included here only). smem_tiles.cuh comes first, so that nothing in it can
 // lean on a name of register_tiles.cuh.

@@ -9,7 +9,7 @@
 
 #include <cstdint>
 
-#include "traffic.hpp"
+#include "harness/traffic.hpp"
 
 namespace ch02 {
 

@@ -1,6 +1,6 @@
 // Chapter 03: the online softmax. Chapter 02's three passes over each row of the grid
 // (max; sum of exp; normalize) become two: one read finds the maximum m and the sum l
-// together, keeping both as running values (common/online_softmax.cuh), then one read
+// together, keeping both as running values (common/cuda_core/online_softmax.cuh), then one read
 // normalizes. The products stay chapter 02's.
 //
 // After the attention rows the program runs a row-softmax benchmark on about 1 GiB of rows
@@ -13,7 +13,7 @@
 //   ./build/chapters/03_online_softmax/ch03_online_softmax --seq-len 16384 --batch 1
 #include "01_naive/naive.hpp"
 #include "03_online_softmax/online_softmax.hpp"
-#include "program.hpp"
+#include "harness/program.hpp"
 
 int main(int argc, char** argv) {
   ft::ProgramSpec spec;

@@ -14,11 +14,11 @@
 #include "02_tiled/tiled.hpp"
 #include "02_tiled/tiled_matmul.cuh"
 #include "03_online_softmax/online_softmax.hpp"
-#include "registry.hpp"
-#include "check.cuh"
-#include "online_softmax.cuh"
-#include "reduce.cuh"
-#include "table.hpp"
+#include "harness/registry.hpp"
+#include "core/check.cuh"
+#include "cuda_core/online_softmax.cuh"
+#include "cuda_core/reduce.cuh"
+#include "harness/table.hpp"
 
 namespace ch03 {
 namespace {

@@ -1,6 +1,6 @@
 /// @file online_softmax.hpp
 /// @brief Chapter 03: the online softmax, which finds a row's maximum and its sum of
-/// exponentials in one read (common/online_softmax.cuh holds the update itself). Used for
+/// exponentials in one read (common/cuda_core/online_softmax.cuh holds the update itself). Used for
 /// attention (between chapter 02's tiled products) and, on its own, as a row softmax
 /// benchmarked against the device's copy bandwidth.
 #pragma once
@@ -10,11 +10,11 @@
 #include <cstdint>
 #include <vector>
 
-#include "harness.hpp"
-#include "options.hpp"
-#include "problem.hpp"
-#include "table.hpp"
-#include "traffic.hpp"
+#include "harness/harness.hpp"
+#include "harness/options.hpp"
+#include "core/problem.hpp"
+#include "harness/table.hpp"
+#include "harness/traffic.hpp"
 
 namespace ch03 {
 

@@ -12,14 +12,14 @@
 
 #include "02_tiled/tiled.hpp"
 #include "03_online_softmax/online_softmax.hpp"
-#include "buffer.cuh"
-#include "capi.hpp"
-#include "check.cuh"
-#include "inputs.hpp"
-#include "online_softmax.cuh"
-#include "reduce.cuh"
-#include "timer.cuh"
-#include "verify.hpp"
+#include "device/buffer.cuh"
+#include "api/capi.hpp"
+#include "core/check.cuh"
+#include "reference/inputs.hpp"
+#include "cuda_core/online_softmax.cuh"
+#include "cuda_core/reduce.cuh"
+#include "device/timer.cuh"
+#include "harness/verify.hpp"
 
 namespace ch03 {
 namespace {

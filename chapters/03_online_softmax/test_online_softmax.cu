@@ -9,11 +9,11 @@
 #include <vector>
 
 #include "03_online_softmax/online_softmax.hpp"
-#include "buffer.cuh"
-#include "flashtut.h"
-#include "inputs.hpp"
-#include "testing.hpp"
-#include "verify.hpp"
+#include "device/buffer.cuh"
+#include "api/flashtut.h"
+#include "reference/inputs.hpp"
+#include "harness/testing.hpp"
+#include "harness/verify.hpp"
 
 namespace {
 

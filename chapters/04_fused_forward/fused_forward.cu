@@ -12,10 +12,10 @@
 #include <string>
 
 #include "04_fused_forward/fused_forward.hpp"
-#include "registry.hpp"
-#include "check.cuh"
-#include "launch.cuh"
-#include "online_softmax.cuh"
+#include "harness/registry.hpp"
+#include "core/check.cuh"
+#include "device/launch.cuh"
+#include "cuda_core/online_softmax.cuh"
 
 // The two kernels, in the staircase's order.
 #include "04_fused_forward/thread_per_row.cuh"
@@ -93,16 +93,16 @@ void run_fast(const ft::Problem& p, const ft::ForwardArgs& a, cudaStream_t strea
 // ---------------------------------------------------------------------------------------
 
 std::vector<ft::KernelTraffic> traffic_simple(const ft::Problem& p) {
-  return {fused_forward_traffic(p, "fused_forward_simple_kernel", kSimpleBr, kSimpleBc)};
+  return {ft::fused_forward_traffic(p, "fused_forward_simple_kernel", kSimpleBr, kSimpleBc)};
 }
 
 template <template <int> class Tiles>
 std::vector<ft::KernelTraffic> traffic_fast(const ft::Problem& p) {
   const char* name = "fused_forward_kernel";
   switch (p.head_dim) {
-    case 32: return {fused_forward_traffic(p, name, Tiles<32>::Br, Tiles<32>::Bc)};
-    case 64: return {fused_forward_traffic(p, name, Tiles<64>::Br, Tiles<64>::Bc)};
-    case 128: return {fused_forward_traffic(p, name, Tiles<128>::Br, Tiles<128>::Bc)};
+    case 32: return {ft::fused_forward_traffic(p, name, Tiles<32>::Br, Tiles<32>::Bc)};
+    case 64: return {ft::fused_forward_traffic(p, name, Tiles<64>::Br, Tiles<64>::Bc)};
+    case 128: return {ft::fused_forward_traffic(p, name, Tiles<128>::Br, Tiles<128>::Bc)};
   }
   throw ft::Unsupported("ch04 fast: head_dim must be 32, 64 or 128");
 }
@@ -115,39 +115,6 @@ ft::ForwardImpl fast_impl(const std::string& variant, const std::string& what) {
 }
 
 }  // namespace
-
-double kv_rows_loaded(const ft::Problem& p, int Br, int Bc) {
-  const int Nq = p.len_q, Nk = p.len_kv;
-  double rows = 0;
-  for (int q0 = 0; q0 < Nq; q0 += Br) {
-    // The keys the tile's last query sees (problem.hpp): all N_kv, or causal a prefix.
-    const int kv_end = p.causal ? int(std::clamp<int64_t>(int64_t(q0) + Br + p.causal_offset(), 0, Nk)) : Nk;
-    rows += std::min(Nk, ceil_div(kv_end, Bc) * Bc);
-  }
-  return rows;
-}
-
-ft::KernelTraffic fused_forward_traffic(const ft::Problem& p, const char* kernel, int Br, int Bc) {
-  const double heads = double(p.heads_total()), d = p.head_dim;
-  const double q_head = ft::matrix_bytes(p, p.len_q, d);    // one query head's Q (or O)
-  const double kv_head = ft::matrix_bytes(p, p.len_kv, d);  // one key/value head's K (or V)
-  ft::KernelTraffic t;
-  t.kernel = kernel;
-  t.read_bytes = heads * (q_head + 2 * ft::matrix_bytes(p, kv_rows_loaded(p, Br, Bc), d));
-  t.write_bytes = heads * (q_head + ft::matrix_bytes(p.len_q, 1));  // O, and lse in float32
-  // A key/value head's K and V are re-read by its query tiles and, grouped, by the query
-  // heads that share it, all of which run at about the same time (blocks are numbered head
-  // by head).
-  const bool kv_in_l2 = ft::fits_l2(2 * kv_head);
-  t.dram_read_bytes =
-      kv_in_l2 ? heads * q_head + double(p.kv_heads_total()) * 2 * kv_head : t.read_bytes;
-  t.dram_write_bytes = t.write_bytes;
-  t.flops = p.forward_flops();
-  t.note = kv_in_l2 ? "K/V re-reads hit L2 (a head's K+V fits; its query tiles run together): "
-                      "Q, K, V, O, lse cross DRAM once"
-                    : "a head's K+V exceeds the L2 share: every K/V re-read counted as DRAM";
-  return t;
-}
 
 const ft::ForwardImpl& simple() {
   static const ft::ForwardImpl impl{

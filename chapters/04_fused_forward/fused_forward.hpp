@@ -5,8 +5,8 @@
 
 #include <vector>
 
-#include "04_fused_forward/ledger.hpp"
-#include "harness.hpp"
+#include "harness/traffic.hpp"
+#include "harness/harness.hpp"
 
 namespace ch04 {
 

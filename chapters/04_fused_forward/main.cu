@@ -16,7 +16,7 @@
 // (register-tiled 8×8 micro-tiles, the chapter's default), and `fast_<Br>x<Bc>`: the same
 // kernel with other tile shapes, for timing.
 #include "04_fused_forward/fused_forward.hpp"
-#include "program.hpp"
+#include "harness/program.hpp"
 
 int main(int argc, char** argv) {
   ft::ProgramSpec spec;

@@ -6,7 +6,7 @@
 /// TR × TC threads computes a Br × Bc score tile and a Br × d output tile, thread (tr, tc)
 /// an 8-row micro-tile of each (the same rows in S and O, so m and l stay with the row's TC
 /// threads, reduced with shuffles), so that every value loaded from shared memory feeds
-/// several FMAs from registers (tile_ops.cuh: Split, mma_tile). Q and K are stored
+/// several FMAs from registers (cuda_core/tile_ops.cuh: Split, mma_tile). Q and K are stored
 /// transposed, and P goes through shared memory (transposed) to feed O += P·V.
 ///
 /// Run it: ./build/chapters/04_fused_forward/ch04_fused_forward --variant fast
@@ -18,10 +18,22 @@
 
 #include <cstdint>
 
-#include "04_fused_forward/tile_ops.cuh"
-#include "online_softmax.cuh"
+#include "cuda_core/tile_ops.cuh"
+#include "cuda_core/online_softmax.cuh"
 
 namespace ch04 {
+
+// The register-tiling pieces (common/cuda_core/tile_ops.cuh), and 2^x in one instruction
+// (MUFU.EX2: common/cuda_core/exp2.cuh says why not exp2f).
+using ft::exp2_ftz;
+using ft::cuda_core::load_tile;
+using ft::cuda_core::load_tile_transposed;
+using ft::cuda_core::mma_tile;
+using ft::cuda_core::row_max;
+using ft::cuda_core::row_sum;
+using ft::cuda_core::Split;
+using ft::cuda_core::store_fragment;
+using ft::cuda_core::store_tile_transposed;
 namespace {
 
 /// The fast kernel's tile shape. Template parameters, so that every loop bound and every

@@ -7,8 +7,8 @@
 #include <vector>
 
 #include "04_fused_forward/fused_forward.hpp"
-#include "check.cuh"
-#include "testing.hpp"
+#include "core/check.cuh"
+#include "harness/testing.hpp"
 
 namespace {
 

@@ -5,25 +5,25 @@
 #include <gtest/gtest.h>
 
 #include "04_fused_forward/fused_forward.hpp"
-#include "04_fused_forward/ledger.hpp"
+#include "harness/traffic.hpp"
 
 namespace {
 
 TEST(Ch04Ledger, KeyRowsLoadedNonCausal) {
   // Every query tile loads all N keys: ceil(N/Br) · N rows.
-  EXPECT_EQ(ch04::kv_rows_loaded(ft::make_problem(1, 1, 4096, 64, false), 128, 32), 32.0 * 4096);
-  EXPECT_EQ(ch04::kv_rows_loaded(ft::make_problem(1, 1, 1000, 64, false), 128, 64), 8.0 * 1000);
-  EXPECT_EQ(ch04::kv_rows_loaded(ft::make_problem(1, 1, 1, 64, false), 128, 64), 1.0);
+  EXPECT_EQ(ft::kv_rows_loaded(ft::make_problem(1, 1, 4096, 64, false), 128, 32), 32.0 * 4096);
+  EXPECT_EQ(ft::kv_rows_loaded(ft::make_problem(1, 1, 1000, 64, false), 128, 64), 8.0 * 1000);
+  EXPECT_EQ(ft::kv_rows_loaded(ft::make_problem(1, 1, 1, 64, false), 128, 64), 1.0);
 }
 
 TEST(Ch04Ledger, KeyRowsLoadedCausal) {
   // Query tile t loads keys up to its last row, (t+1)·Br − 1, in whole Bc tiles, capped at N.
-  EXPECT_EQ(ch04::kv_rows_loaded(ft::make_problem(1, 1, 17, 64, true), 128, 64), 17.0);
-  EXPECT_EQ(ch04::kv_rows_loaded(ft::make_problem(1, 1, 256, 64, true), 128, 64), 128.0 + 256);
+  EXPECT_EQ(ft::kv_rows_loaded(ft::make_problem(1, 1, 17, 64, true), 128, 64), 17.0);
+  EXPECT_EQ(ft::kv_rows_loaded(ft::make_problem(1, 1, 256, 64, true), 128, 64), 128.0 + 256);
   // N = 1000, Br = 128: tiles 0..6 load 128, 256, …, 896 keys; tile 7 loads all 1000.
-  EXPECT_EQ(ch04::kv_rows_loaded(ft::make_problem(1, 1, 1000, 64, true), 128, 32), 128.0 * 28 + 1000);
+  EXPECT_EQ(ft::kv_rows_loaded(ft::make_problem(1, 1, 1000, 64, true), 128, 32), 128.0 * 28 + 1000);
   // Br = 64, Bc = 128: a 64-row query tile still loads a whole 128-key tile.
-  EXPECT_EQ(ch04::kv_rows_loaded(ft::make_problem(1, 1, 256, 64, true), 64, 128), 128.0 + 128 + 256 + 256);
+  EXPECT_EQ(ft::kv_rows_loaded(ft::make_problem(1, 1, 256, 64, true), 64, 128), 128.0 + 128 + 256 + 256);
 }
 
 TEST(Ch04Ledger, DefaultShape) {
@@ -46,8 +46,8 @@ TEST(Ch04Ledger, DefaultShape) {
 }
 
 TEST(Ch04Ledger, CausalHalvesFlopsNotQOrO) {
-  const auto full = ch04::fused_forward_traffic(ft::make_problem(2, 3, 2048, 128, false), "k", 128, 32);
-  const auto causal = ch04::fused_forward_traffic(ft::make_problem(2, 3, 2048, 128, true), "k", 128, 32);
+  const auto full = ft::fused_forward_traffic(ft::make_problem(2, 3, 2048, 128, false), "k", 128, 32);
+  const auto causal = ft::fused_forward_traffic(ft::make_problem(2, 3, 2048, 128, true), "k", 128, 32);
   EXPECT_DOUBLE_EQ(causal.flops, full.flops / 2);
   EXPECT_DOUBLE_EQ(causal.write_bytes, full.write_bytes);
   EXPECT_DOUBLE_EQ(causal.dram_read_bytes, full.dram_read_bytes);
@@ -59,7 +59,7 @@ TEST(Ch04Ledger, CausalHalvesFlopsNotQOrO) {
 
 TEST(Ch04Ledger, KVBeyondL2GoesToDram) {
   // One head's K+V at N = 65536, d = 128 is 64 MiB: more than the model's 30 MiB L2 share.
-  const auto t = ch04::fused_forward_traffic(ft::make_problem(1, 1, 65536, 128, false), "k", 128, 32);
+  const auto t = ft::fused_forward_traffic(ft::make_problem(1, 1, 65536, 128, false), "k", 128, 32);
   EXPECT_DOUBLE_EQ(t.dram_read_bytes, t.read_bytes);
 }
 

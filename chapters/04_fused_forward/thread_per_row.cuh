@@ -17,7 +17,7 @@
 
 #include <cstdint>
 
-#include "online_softmax.cuh"
+#include "cuda_core/online_softmax.cuh"
 
 namespace ch04 {
 namespace {

@@ -14,10 +14,10 @@
 #include "03_online_softmax/online_softmax.hpp"
 #include "04_fused_forward/fused_forward.hpp"
 #include "05_backward/flash_backward.cuh"
-#include "registry.hpp"
-#include "check.cuh"
-#include "launch.cuh"
-#include "reduce.cuh"
+#include "harness/registry.hpp"
+#include "core/check.cuh"
+#include "device/launch.cuh"
+#include "cuda_core/reduce.cuh"
 
 namespace ch05 {
 

@@ -22,9 +22,9 @@
 
 #include <cstdint>
 
-#include "04_fused_forward/tile_ops.cuh"  // Split, load_fragment, store_fragment, mma_tile
+#include "cuda_core/tile_ops.cuh"  // Split, load_fragment, store_fragment, mma_tile
 #include "05_backward/copy_async.cuh"      // CopyAsync (and CopySync, copy_sync.cuh)
-#include "online_softmax.cuh"                // ft::kLog2e
+#include "cuda_core/online_softmax.cuh"                // ft::kLog2e
 
 namespace ch05 {
 
@@ -68,7 +68,7 @@ struct Tiles {
   /// The thread's d-columns of dK, dV, dQ (and of the rows of Q, dO, K it multiplies them
   /// with): chapter 04's Split, d/16 columns in runs of up to 4 floats, the 16 threads' runs
   /// side by side, so that the 8 lanes of a warp row read 8 neighbouring runs.
-  using Cols = ch04::Split<d, kGrid>;
+  using Cols = ft::cuda_core::Split<d, kGrid>;
   using Keys = Consecutive<kTN>;          ///< the thread's keys of dK, dV (rows of Pᵀ, dSᵀ)
   static constexpr int kPer = Cols::kCount;  ///< d-columns per thread: 2, 4 or 8
   static constexpr int kLd = d + kPadD;   ///< row stride of Q, dO, K, V in shared memory
@@ -240,7 +240,7 @@ __device__ __forceinline__ void mma_abt(float (&acc)[T::kTM][T::kTN], const floa
 template <class T>
 __device__ __forceinline__ void mma_atb(float (&acc)[T::kTN][T::kPer], const float* A,
                                         const float* B, ThreadPos t) {
-  ch04::mma_tile<T::Br, typename T::Keys, typename T::Cols>(acc, A, T::kLdP, B, T::kLd, t.ty,
+  ft::cuda_core::mma_tile<T::Br, typename T::Keys, typename T::Cols>(acc, A, T::kLdP, B, T::kLd, t.ty,
                                                             t.tx);
 }
 
@@ -257,7 +257,7 @@ __device__ __forceinline__ void mma_ab(float (&acc)[T::kTM][T::kPer], const floa
 #pragma unroll
     for (int cc = 0; cc < 4; ++cc) {
       float b[T::kPer];
-      ch04::load_fragment<typename T::Cols>(b, B + (c + cc) * T::kLd, t.tx);
+      ft::cuda_core::load_fragment<typename T::Cols>(b, B + (c + cc) * T::kLd, t.tx);
 #pragma unroll
       for (int i = 0; i < T::kTM; ++i)
 #pragma unroll
@@ -367,8 +367,8 @@ __device__ __forceinline__ void dkdv_block(const BackwardParams& p, float* smem)
   for (int q = 0; q < T::kTN; ++q) {  // each key row of dK_j, dV_j is written exactly once
     const int key = k0 + T::Keys::at(t.ty, q);
     if (key < p.N) {
-      ch04::store_fragment<typename T::Cols>(p.dK + (head + key) * T::d, dK[q], t.tx);
-      ch04::store_fragment<typename T::Cols>(p.dV + (head + key) * T::d, dV[q], t.tx);
+      ft::cuda_core::store_fragment<typename T::Cols>(p.dK + (head + key) * T::d, dK[q], t.tx);
+      ft::cuda_core::store_fragment<typename T::Cols>(p.dV + (head + key) * T::d, dV[q], t.tx);
     }
   }
 }
@@ -433,7 +433,7 @@ __global__ void __launch_bounds__(kThreads, T::min_blocks(false))
 #pragma unroll
   for (int r = 0; r < T::kTM; ++r) {
     const int query = q0 + t.ty + kGrid * r;
-    if (query < p.N) ch04::store_fragment<typename T::Cols>(p.dQ + (head + query) * T::d, dQ[r], t.tx);
+    if (query < p.N) ft::cuda_core::store_fragment<typename T::Cols>(p.dQ + (head + query) * T::d, dQ[r], t.tx);
   }
 }
 

@@ -15,7 +15,7 @@
 // of the next query tile buys), "flash_bc128" "flash" with 128 keys a block.
 // Every variant is verified against the float64 CPU reference before it is timed.
 #include "05_backward/backward.hpp"
-#include "program.hpp"
+#include "harness/program.hpp"
 
 int main(int argc, char** argv) {
   ft::ProgramSpec spec;

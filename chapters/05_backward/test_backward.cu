@@ -17,10 +17,10 @@
 #include <vector>
 
 #include "05_backward/backward.hpp"
-#include "buffer.cuh"
-#include "inputs.hpp"
-#include "testing.hpp"
-#include "verify.hpp"
+#include "device/buffer.cuh"
+#include "reference/inputs.hpp"
+#include "harness/testing.hpp"
+#include "harness/verify.hpp"
 
 namespace {
 

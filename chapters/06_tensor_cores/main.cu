@@ -21,7 +21,7 @@
 // --seq-len 1024 --batch 16 --variant warp_rows). Needs an sm_80 GPU or newer.
 // Without a GPU the program prints the ledger and exits with code 3.
 #include "06_tensor_cores/tensor_cores.hpp"
-#include "program.hpp"
+#include "harness/program.hpp"
 
 int main(int argc, char** argv) {
   ft::ProgramSpec spec;

@@ -10,10 +10,10 @@
 #include <cstdint>
 
 #include "06_tensor_cores/tensor_cores.hpp"
-#include "tc/cp_async.cuh"
-#include "tc/ldmatrix.cuh"
-#include "tc/mma.cuh"
-#include "tc/pack.cuh"
+#include "sm80/cp_async.cuh"
+#include "sm80/ldmatrix.cuh"
+#include "sm80/mma.cuh"
+#include "sm80/pack.cuh"
 
 namespace ch06 {
 

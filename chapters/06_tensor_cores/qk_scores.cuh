@@ -10,10 +10,10 @@
 #include <type_traits>
 
 #include "06_tensor_cores/tensor_cores.hpp"
-#include "tc/cp_async.cuh"
-#include "tc/ldmatrix.cuh"
-#include "tc/mma.cuh"
-#include "tc/pack.cuh"
+#include "sm80/cp_async.cuh"
+#include "sm80/ldmatrix.cuh"
+#include "sm80/mma.cuh"
+#include "sm80/pack.cuh"
 
 namespace ch06 {
 
@@ -109,7 +109,7 @@ __global__ void __launch_bounds__(kScoreThreads, 2) qk_scores_tc(const ScoresPar
   FragC acc[kScoreMTiles][kScoreNTiles] = {};
 
   // The k-loop over d, 16 at a time: A = 16 rows of Q (ldmatrix.x4), B = Kᵀ for 16 keys,
-  // two 8-key fragments in one ldmatrix.x4 from K's rows (no transpose: tc/fragment.hpp).
+  // two 8-key fragments in one ldmatrix.x4 from K's rows (no transpose: sm80/fragment.hpp).
 #pragma unroll
   for (int ks = 0; ks < D / ft::tc::kMmaK; ++ks) {
     FragA a[kScoreMTiles];

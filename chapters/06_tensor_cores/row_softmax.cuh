@@ -11,9 +11,9 @@
 #include <type_traits>
 
 #include "06_tensor_cores/tensor_cores.hpp"
-#include "online_softmax.cuh"
-#include "reduce.cuh"
-#include "tc/pack.cuh"
+#include "cuda_core/online_softmax.cuh"
+#include "cuda_core/reduce.cuh"
+#include "sm80/pack.cuh"
 
 namespace ch06 {
 

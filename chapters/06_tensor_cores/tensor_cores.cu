@@ -20,9 +20,9 @@
 #include "06_tensor_cores/row_softmax.cuh"
 #include "06_tensor_cores/tensor_cores.hpp"
 #include "06_tensor_cores/warp_softmax.cuh"
-#include "registry.hpp"
-#include "check.cuh"
-#include "launch.cuh"
+#include "harness/registry.hpp"
+#include "core/check.cuh"
+#include "device/launch.cuh"
 
 namespace ch06 {
 namespace {

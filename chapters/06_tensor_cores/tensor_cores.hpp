@@ -11,10 +11,10 @@
 #include <cstdint>
 #include <vector>
 
-#include "harness.hpp"
-#include "problem.hpp"
-#include "tc/swizzle.hpp"
-#include "traffic.hpp"
+#include "harness/harness.hpp"
+#include "core/problem.hpp"
+#include "sm80/swizzle.hpp"
+#include "harness/traffic.hpp"
 
 // The helpers below are used by the kernels and by the host ledger alike.
 #if defined(__CUDACC__)

@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "06_tensor_cores/tensor_cores.hpp"
-#include "flashtut.h"
+#include "api/flashtut.h"
 
 namespace {
 

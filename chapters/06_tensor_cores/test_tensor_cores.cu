@@ -1,7 +1,7 @@
 // GPU tests of chapter 06: every variant, in bf16 and fp16, on ragged sizes (N = 1, 17, 64,
 // 1000, 2048; warp_rows also 4096 in bf16, where it falls back to row_softmax_tc), d = 64 and
 // 128, causal and not, B·H = 6, against the float64 reference of the rounded inputs under
-// the same-precision rule (common/testing.hpp), with every output poisoned first; large
+// the same-precision rule (common/harness/testing.hpp), with every output poisoned first; large
 // scores; many heads and a custom scale; what storing S in the dtype costs; the warp-per-row
 // softmax against row_softmax_tc on the same grid, kernel to kernel; and the refusals
 // (float32, other head dims), which need no GPU.
@@ -19,12 +19,12 @@
 #include "06_tensor_cores/row_softmax.cuh"
 #include "06_tensor_cores/tensor_cores.hpp"
 #include "06_tensor_cores/warp_softmax.cuh"
-#include "buffer.cuh"
-#include "check.cuh"
-#include "inputs.hpp"
-#include "launch.cuh"
-#include "reference.hpp"
-#include "testing.hpp"
+#include "device/buffer.cuh"
+#include "core/check.cuh"
+#include "reference/inputs.hpp"
+#include "device/launch.cuh"
+#include "reference/reference.hpp"
+#include "harness/testing.hpp"
 
 namespace {
 

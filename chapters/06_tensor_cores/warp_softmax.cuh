@@ -10,7 +10,7 @@
 /// at 4.7× its bytes time there (README, lab notes "N = 1024: the softmax's rows"). Here a
 /// row that fits a warp's registers (ld ≤ 32 · 64 = 2048) is one warp's: each lane keeps its
 /// scores as floats, takes chapter 03's online softmax over them exactly as a thread of
-/// row_softmax_tc does, and the 32 states merge by shuffles (ft::warp_merge, common/reduce.cuh),
+/// row_softmax_tc does, and the 32 states merge by shuffles (ft::warp_merge, common/cuda_core/reduce.cuh),
 /// so a block of 8 warps works on 8 rows with no shared memory and no __syncthreads. Longer
 /// rows go to row_softmax_tc unchanged (tensor_cores.cu), so the variant runs every N.
 ///
@@ -28,10 +28,10 @@
 
 #include "06_tensor_cores/row_softmax.cuh"
 #include "06_tensor_cores/tensor_cores.hpp"
-#include "check.cuh"
-#include "online_softmax.cuh"
-#include "reduce.cuh"
-#include "tc/pack.cuh"
+#include "core/check.cuh"
+#include "cuda_core/online_softmax.cuh"
+#include "cuda_core/reduce.cuh"
+#include "sm80/pack.cuh"
 
 namespace ch06 {
 

@@ -6,7 +6,7 @@
 //             rows that start in the same bank group (8-way conflicts); plain loads, one
 //             K/V buffer
 //   padded    the same with rows padded by 16 bytes: the 8 rows land in 8 bank groups
-//   swizzled  the same with dense rows whose 16-byte chunks are swizzled (tc/swizzle.hpp):
+//   swizzled  the same with dense rows whose 16-byte chunks are swizzled (sm80/swizzle.hpp):
 //             conflict-free ldmatrix without the padding's extra bytes
 //   async     cp.async double buffering: K/V tile j+1 is copied while tile j is computed
 //   tuned         the async kernel with 128-row query tiles, 4 warps of 32 rows
@@ -18,12 +18,12 @@
 #include <type_traits>
 #include <string>
 
-#include "04_fused_forward/ledger.hpp"
+#include "harness/traffic.hpp"
 #include "07_tensor_core_forward/flash_forward.cuh"
 #include "07_tensor_core_forward/flash_forward.hpp"
-#include "registry.hpp"
-#include "check.cuh"
-#include "launch.cuh"
+#include "harness/registry.hpp"
+#include "core/check.cuh"
+#include "device/launch.cuh"
 
 namespace ch07 {
 namespace {
@@ -123,7 +123,7 @@ template <class T, int D>
 using Fastest = std::conditional_t<D == 128, Lazy<T, D>, Tuned<T, D>>;
 
 std::vector<ft::KernelTraffic> traffic_for(const ft::Problem& p, int Br, int Bc) {
-  return {ch04::fused_forward_traffic(p, "flash_forward_tc", Br, Bc)};
+  return {ft::fused_forward_traffic(p, "flash_forward_tc", Br, Bc)};
 }
 template <template <class, int> class Shape>
 std::vector<ft::KernelTraffic> traffic(const ft::Problem& p) {

@@ -14,14 +14,14 @@
 #include <type_traits>
 
 #include "07_tensor_core_forward/forward_traits.cuh"
-#include "exp2.cuh"  // ft::exp2_ftz: one MUFU.EX2 per score
-#include "online_softmax.cuh"
-#include "strides.hpp"
-#include "tc/cp_async.cuh"
-#include "tc/ldmatrix.cuh"
-#include "tc/mma.cuh"
-#include "tc/pack.cuh"
-#include "tc/tile_copy.cuh"
+#include "cuda_core/exp2.cuh"  // ft::exp2_ftz: one MUFU.EX2 per score
+#include "cuda_core/online_softmax.cuh"
+#include "core/strides.hpp"
+#include "sm80/cp_async.cuh"
+#include "sm80/ldmatrix.cuh"
+#include "sm80/mma.cuh"
+#include "sm80/pack.cuh"
+#include "sm80/tile_copy.cuh"
 
 namespace ch07 {
 
@@ -53,7 +53,7 @@ struct KeyValueArgs {
   int causal_offset = 0;  ///< causal: key j visible to query i iff j <= i + causal_offset
 };
 
-/// The max (or sum) of a row across the 4 lanes that hold it (tc/fragment.hpp: lanes
+/// The max (or sum) of a row across the 4 lanes that hold it (sm80/fragment.hpp: lanes
 /// 4g..4g+3 share row g of every accumulator block).
 __device__ __forceinline__ float quad_max(float x) {
   x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 1));
@@ -260,7 +260,7 @@ __global__ void __launch_bounds__(Tr::kThreads) flash_forward_tc(const Params<ty
       }
 
     // O += P·V: P's A fragment for 16 keys is the two accumulator tiles of those keys,
-    // converted in place (tc/pack.cuh); V's B fragments come transposed from V's rows.
+    // converted in place (sm80/pack.cuh); V's B fragments come transposed from V's rows.
 #pragma unroll
     for (int kk = 0; kk < Tr::kPvSteps; ++kk) {
       FragA pa[MT];

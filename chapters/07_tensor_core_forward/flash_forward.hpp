@@ -5,7 +5,7 @@
 
 #include <vector>
 
-#include "harness.hpp"
+#include "harness/harness.hpp"
 
 namespace ch07 {
 

@@ -7,16 +7,15 @@
 
 #include <cstddef>
 
-#include "tc/fragment.hpp"
-#include "tc/swizzle.hpp"
+#include "sm80/fragment.hpp"
+#include "sm80/swizzle.hpp"
+#include "sm80/tile_copy.cuh"
 
 namespace ch07 {
 
-/// How the next K/V tile reaches shared memory.
-enum class Copy {
-  kSync,   ///< plain 16-byte loads and stores, then a barrier: the tile is there, then used
-  kAsync,  ///< cp.async into a second buffer while the tensor cores work on the current one
-};
+/// How the next K/V tile reaches shared memory (sm80/tile_copy.cuh): kSync, plain loads then a
+/// barrier; kAsync, cp.async into a second buffer while the tensor cores use the current one.
+using ft::tc::Copy;
 
 /// What the online softmax does to O when a tile leaves a row's max where it was.
 enum class Rescale {

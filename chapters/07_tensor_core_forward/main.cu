@@ -15,7 +15,7 @@
 // Variants (--variant): padded, swizzled, async, tuned (the staircase, one idea each; see
 // flash_forward.cu) and the tile shapes the tuning measured. Needs an sm_80 GPU or newer.
 #include "07_tensor_core_forward/flash_forward.hpp"
-#include "program.hpp"
+#include "harness/program.hpp"
 
 int main(int argc, char** argv) {
   ft::ProgramSpec spec;

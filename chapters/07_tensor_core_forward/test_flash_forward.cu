@@ -1,7 +1,7 @@
 // GPU tests of chapter 07: every variant, in bf16 and fp16, on ragged sizes (N = 1, 17, 64,
 // 1000, 2048 and, for the staircase, 4096), d = 64 and 128, causal and not, B·H = 6,
 // against the float64 reference of the rounded inputs under the same-precision rule
-// (common/testing.hpp: relative L2 ≤ 1e-2 and ≤ 2× the unfused bf16/fp16 computation),
+// (common/harness/testing.hpp: relative L2 ≤ 1e-2 and ≤ 2× the unfused bf16/fp16 computation),
 // with every output poisoned first; plus large scores, many heads and a custom scale. The
 // shapes below N = 1000 of a variant and dtype share one test (Ch07SmallShapes).
 #include <gtest/gtest.h>
@@ -10,8 +10,8 @@
 #include <vector>
 
 #include "07_tensor_core_forward/flash_forward.hpp"
-#include "check.cuh"
-#include "testing.hpp"
+#include "core/check.cuh"
+#include "harness/testing.hpp"
 
 namespace {
 

@@ -3,9 +3,9 @@
 // refuses what the chapter cannot run.
 #include <gtest/gtest.h>
 
-#include "04_fused_forward/ledger.hpp"
+#include "harness/traffic.hpp"
 #include "07_tensor_core_forward/flash_forward.hpp"
-#include "flashtut.h"
+#include "api/flashtut.h"
 
 namespace {
 
@@ -19,7 +19,7 @@ TEST(Ch07Ledger, HalfPrecisionMovesHalfTheBytes) {
   EXPECT_DOUBLE_EQ(kernels[0].dram_write_bytes, tensor + 4096.0 * 4);
   EXPECT_DOUBLE_EQ(kernels[0].flops, 4.0 * 4096 * 4096 * 128);
   p.dtype = ft::DType::Float32;  // the same formula in chapter 04's float32: twice the bytes
-  EXPECT_DOUBLE_EQ(ch04::fused_forward_traffic(p, "k", 128, 64).dram_read_bytes, 6 * tensor);
+  EXPECT_DOUBLE_EQ(ft::fused_forward_traffic(p, "k", 128, 64).dram_read_bytes, 6 * tensor);
 }
 
 TEST(Ch07Impls, ListWhatTheyCompile) {

@@ -10,7 +10,7 @@
 /// `REDG` (cuobjdump -sass of late_copy, d = 128; about as many at d = 64), in the middle
 /// of dK's product, where they hold registers the loads a k-step ahead also want.
 ///
-/// Here the tile's index passes through tc::opaque (common/tc/opaque.cuh), which the
+/// Here the tile's index passes through tc::opaque (common/sm80/opaque.cuh), which the
 /// optimizer cannot see through: each atomic is `REDG [dq_tile + immediate]`, and the loop
 /// is 9% (d = 128) and 7% (d = 64) shorter (1430 and 1930 instructions, static). The
 /// atomics, their order and their tests are late_copy's. Measured (tc_variants.csv, bf16,

@@ -33,7 +33,7 @@
 #pragma once
 
 #include "08_tensor_core_backward/flash_backward_dq_pointer.cuh"
-#include "08_tensor_core_backward/tail_split.hpp"
+#include "schedule/tail_split.hpp"
 
 namespace ch08 {
 

@@ -26,7 +26,7 @@
 /// Why the scores are computed transposed: the block's outputs dK, dV are rows of KEYS, so
 /// the A operands of their products (Pᵀ, dSᵀ) must have keys as rows. Computing Sᵀ instead
 /// of S puts each warp's keys on the accumulator rows, and the forward's trick (chapter 07:
-/// accumulator tiles ARE the next A fragment, tc/pack.cuh) applies unchanged: no shuffle, no
+/// accumulator tiles ARE the next A fragment, sm80/pack.cuh) applies unchanged: no shuffle, no
 /// shared memory for dV and dK. Only dQ, whose rows are queries, needs dS the other way
 /// round, and that is what ldmatrix.trans is for. (README, "The transposed products".)
 #pragma once
@@ -37,19 +37,18 @@
 #include <cstdint>
 #include <type_traits>
 
-#include "07_tensor_core_forward/forward_traits.cuh"  // ch07::Copy
 #include "08_tensor_core_backward/transposed_fragments.hpp"
-#include "exp2.cuh"            // ft::exp2_ftz
-#include "online_softmax.cuh"  // ft::kLog2e
-#include "reduce.cuh"          // ft::warp_sum
-#include "strides.hpp"         // ft::ViewArgs, ft::head_start, ft::row_stride
-#include "tc/cp_async.cuh"
-#include "tc/opaque.cuh"  // ft::tc::opaque
-#include "tc/ldmatrix.cuh"
-#include "tc/mma.cuh"
-#include "tc/pack.cuh"
-#include "tc/swizzle.hpp"
-#include "tc/tile_copy.cuh"
+#include "cuda_core/exp2.cuh"            // ft::exp2_ftz
+#include "cuda_core/online_softmax.cuh"  // ft::kLog2e
+#include "cuda_core/reduce.cuh"          // ft::warp_sum
+#include "core/strides.hpp"         // ft::ViewArgs, ft::head_start, ft::row_stride
+#include "sm80/cp_async.cuh"
+#include "sm80/opaque.cuh"  // ft::tc::opaque
+#include "sm80/ldmatrix.cuh"
+#include "sm80/mma.cuh"
+#include "sm80/pack.cuh"
+#include "sm80/swizzle.hpp"
+#include "sm80/tile_copy.cuh"
 
 namespace ch08 {
 
@@ -58,7 +57,7 @@ using ft::tc::FragB;
 using ft::tc::FragC;
 using ft::tc::RowCol;
 
-using ch07::Copy;  // how a tile reaches shared memory: kSync, or kAsync into a second buffer
+using ft::tc::Copy;  // how a tile reaches shared memory: kSync, or kAsync into a second buffer
 
 /// How dQ = scale·dS·K, a sum over every key block, is formed.
 enum class DQ {

@@ -33,9 +33,15 @@
 #pragma once
 
 #include "08_tensor_core_backward/flash_backward_tc.cuh"  // Params, dot_dO_O_tc, convert_dq
-#include "08_tensor_core_backward/tail_split.hpp"
+#include "schedule/tail_split.hpp"
 
 namespace ch08 {
+
+// The plan of the tail split (common/schedule/tail_split.hpp).
+using ft::schedule::kMaxCutTiles;
+using ft::schedule::plan_tail_split;
+using ft::schedule::slot_capacity;
+using ft::schedule::TailSplit;
 
 /// The warp_tiles kernel's shape. Br: 128 queries at d = 64 and 64 at d = 128, so that the
 /// warps' accumulators (Sᵀ, dPᵀ, dK, dV) fit 255 registers either way (static_assert below).
@@ -89,7 +95,7 @@ struct WarpTileTraits {
   /// each, non-causal (flash_backward_split_tail.cuh, tail_split.hpp), or every key tile
   /// one block.
   static constexpr bool kSplitTail = false;
-  /// Where a lane's element of each fragment is (tc/swizzle.hpp): Tile::offset of the warp's
+  /// Where a lane's element of each fragment is (sm80/swizzle.hpp): Tile::offset of the warp's
   /// corner, the fragment's place and the lane's, at every load. (The variant `hoisted`,
   /// flash_backward_hoisted.cuh, computes the lane's part of the swizzle once.)
   template <class Layout>

@@ -14,7 +14,7 @@
 // from shared memory with ldmatrix.trans — and dQ's float32 accumulator, summed by atomics
 // over the key blocks and rounded once at the end. Needs an sm_80 GPU or newer.
 #include "08_tensor_core_backward/tensor_core_backward.hpp"
-#include "program.hpp"
+#include "harness/program.hpp"
 
 int main(int argc, char** argv) {
   ft::ProgramSpec spec;

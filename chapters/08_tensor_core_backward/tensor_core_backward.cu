@@ -14,7 +14,7 @@
 #include <string>
 #include <type_traits>
 
-#include "04_fused_forward/ledger.hpp"
+#include "harness/traffic.hpp"
 #include "07_tensor_core_forward/flash_forward.hpp"
 #include "08_tensor_core_backward/flash_backward_tc.cuh"
 #include "08_tensor_core_backward/flash_backward_hoisted.cuh"
@@ -24,9 +24,9 @@
 #include "08_tensor_core_backward/flash_backward_dq_pointer.cuh"
 #include "08_tensor_core_backward/flash_backward_split_tail.cuh"
 #include "08_tensor_core_backward/flash_backward_warp_tiles.cuh"
-#include "registry.hpp"
-#include "check.cuh"
-#include "launch.cuh"
+#include "harness/registry.hpp"
+#include "core/check.cuh"
+#include "device/launch.cuh"
 
 namespace ch08 {
 namespace {
@@ -322,7 +322,7 @@ ft::KernelTraffic convert_traffic(const ft::Problem& p) {
 /// The dQ pass: chapter 04's forward ledger (Q-tile blocks re-reading K and V) with dO, L, D
 /// read beside Q and dQ written in place of O; S, dP and dS·K: three products.
 ft::KernelTraffic dq_pass_traffic(const ft::Problem& p, int Br, int Bc) {
-  ft::KernelTraffic t = ch04::fused_forward_traffic(p, "flash_backward_dq_tc", Br, Bc);
+  ft::KernelTraffic t = ft::fused_forward_traffic(p, "flash_backward_dq_tc", Br, Bc);
   const double extra = double(p.q_bytes()) + 2 * double(p.rows()) * ft::kFloatBytes;
   t.read_bytes += extra;       // dO once, L and D once (the forward read Q alone)
   t.dram_read_bytes += extra;

@@ -5,9 +5,9 @@
 
 #include <vector>
 
-#include "harness.hpp"
-#include "problem.hpp"
-#include "traffic.hpp"
+#include "harness/harness.hpp"
+#include "core/problem.hpp"
+#include "harness/traffic.hpp"
 
 namespace ch08 {
 

@@ -1,6 +1,6 @@
 // CPU tests of chapter 08: the ledger worked out by hand for small bf16 problems, the
 // workspace, the C API's refusals, the transposed-fragment index math emulated lane by
-// lane with tc/fragment.hpp's functions (the same ones the kernel calls), and split_tail's
+// lane with sm80/fragment.hpp's functions (the same ones the kernel calls), and split_tail's
 // plan (tail_split.hpp, the functions the launch and the kernel call). No CUDA call.
 #include <gtest/gtest.h>
 
@@ -10,12 +10,12 @@
 #include <utility>
 #include <vector>
 
-#include "08_tensor_core_backward/tail_split.hpp"
+#include "schedule/tail_split.hpp"
 #include "08_tensor_core_backward/tensor_core_backward.hpp"
 #include "08_tensor_core_backward/transposed_fragments.hpp"
-#include "flashtut.h"
-#include "tc/fragment.hpp"
-#include "tc/swizzle.hpp"
+#include "api/flashtut.h"
+#include "sm80/fragment.hpp"
+#include "sm80/swizzle.hpp"
 
 namespace {
 
@@ -293,7 +293,7 @@ TEST(Ch08Fragments, HoistingNeedsDisjointChunkBits) {
 // ---- split_tail's plan (tail_split.hpp) ----------------------------------------------------
 
 /// Every key tile's query tiles, as the plan's blocks cover them: [tile][query tile] counts.
-std::vector<std::vector<int>> coverage(const ch08::TailSplit& s, int64_t num_tiles) {
+std::vector<std::vector<int>> coverage(const ft::schedule::TailSplit& s, int64_t num_tiles) {
   std::vector<std::vector<int>> seen(size_t(num_tiles), std::vector<int>(size_t(s.q_tiles), 0));
   for (int64_t b = 0; b < s.blocks(); ++b) {
     if (b < s.first) {
@@ -314,17 +314,17 @@ std::vector<std::vector<int>> coverage(const ch08::TailSplit& s, int64_t num_til
 TEST(Ch08SplitTail, PlansTheComparisonsLastWave) {
   struct Want { int64_t tiles; int q_tiles, parts; };
   for (const Want w : {Want{4096, 128, 32}, Want{4096, 32, 32}, Want{2048, 256, 13}, Want{2048, 64, 5}}) {
-    const ch08::TailSplit s = ch08::plan_tail_split(w.tiles, w.q_tiles, 132, false, 128, 64);
+    const ft::schedule::TailSplit s = ft::schedule::plan_tail_split(w.tiles, w.q_tiles, 132, false, 128, 64);
     EXPECT_EQ(s.tiles, int(w.tiles % 132)) << w.tiles << " " << w.q_tiles;
     EXPECT_EQ(s.first, w.tiles - w.tiles % 132);
     EXPECT_EQ(s.parts, w.parts) << w.tiles << " " << w.q_tiles;
     EXPECT_EQ(s.slot_count(), w.tiles % 132);
   }
-  EXPECT_EQ(ch08::plan_tail_split(4096, 128, 132, true, 128, 64).parts, 1);   // causal
-  EXPECT_EQ(ch08::plan_tail_split(264, 128, 132, false, 128, 64).parts, 1);   // two whole waves
-  EXPECT_EQ(ch08::plan_tail_split(6, 1, 132, false, 128, 64).parts, 1);       // nothing to cut
-  EXPECT_EQ(ch08::plan_tail_split(4096, 128, 0, false, 128, 64).parts, 1);    // no GPU
-  const ch08::TailSplit none = ch08::plan_tail_split(4096, 128, 132, true, 128, 64);
+  EXPECT_EQ(ft::schedule::plan_tail_split(4096, 128, 132, true, 128, 64).parts, 1);   // causal
+  EXPECT_EQ(ft::schedule::plan_tail_split(264, 128, 132, false, 128, 64).parts, 1);   // two whole waves
+  EXPECT_EQ(ft::schedule::plan_tail_split(6, 1, 132, false, 128, 64).parts, 1);       // nothing to cut
+  EXPECT_EQ(ft::schedule::plan_tail_split(4096, 128, 0, false, 128, 64).parts, 1);    // no GPU
+  const ft::schedule::TailSplit none = ft::schedule::plan_tail_split(4096, 128, 132, true, 128, 64);
   EXPECT_EQ(none.blocks(), 4096);
   EXPECT_EQ(none.slot_count(), 0);
 }
@@ -333,12 +333,12 @@ TEST(Ch08SplitTail, PlansTheComparisonsLastWave) {
 // smaller grid), none causal or with one query tile a key tile; and a plan on a GPU whose
 // last wave would hold more than 160 tiles cuts nothing.
 TEST(Ch08SplitTail, WorkspaceRoomIsTheProblemsAlone) {
-  EXPECT_EQ(ch08::slot_capacity(4096, 128, false), ch08::kMaxCutTiles);
-  EXPECT_EQ(ch08::slot_capacity(16, 8, false), 16);
-  EXPECT_EQ(ch08::slot_capacity(4096, 128, true), 0);
-  EXPECT_EQ(ch08::slot_capacity(4096, 1, false), 0);
-  EXPECT_EQ(ch08::plan_tail_split(400, 64, 200, false, 128, 64).parts, 1);  // 200 left over
-  EXPECT_GT(ch08::plan_tail_split(400, 64, 250, false, 128, 64).parts, 1);  // 150
+  EXPECT_EQ(ft::schedule::slot_capacity(4096, 128, false), ft::schedule::kMaxCutTiles);
+  EXPECT_EQ(ft::schedule::slot_capacity(16, 8, false), 16);
+  EXPECT_EQ(ft::schedule::slot_capacity(4096, 128, true), 0);
+  EXPECT_EQ(ft::schedule::slot_capacity(4096, 1, false), 0);
+  EXPECT_EQ(ft::schedule::plan_tail_split(400, 64, 200, false, 128, 64).parts, 1);  // 200 left over
+  EXPECT_GT(ft::schedule::plan_tail_split(400, 64, 250, false, 128, 64).parts, 1);  // 150
   // split_tail's workspace: dq_pointer's, D padded to 4 floats, then 160 slots of
   // 2·128·64 floats (B = 1, H = 34, N = 999: 34·8 = 272 key tiles, 8 query tiles each).
   const auto impls = ch08::backward_impls();
@@ -361,12 +361,12 @@ TEST(Ch08SplitTail, EveryQueryTileOnceAndNoLongerTail) {
   for (int sms : {1, 7, 108, 132})
     for (int64_t tiles : {int64_t(1), int64_t(16), int64_t(131), int64_t(133), int64_t(2048)})
       for (int q_tiles : {1, 2, 8, 31, 64}) {
-        const ch08::TailSplit s = ch08::plan_tail_split(tiles, q_tiles, sms, false, 128, 64);
+        const ft::schedule::TailSplit s = ft::schedule::plan_tail_split(tiles, q_tiles, sms, false, 128, 64);
         SCOPED_TRACE(std::to_string(sms) + " SMs, " + std::to_string(tiles) + " tiles of " +
                      std::to_string(q_tiles));
         for (const auto& tile : coverage(s, tiles))
           for (int n : tile) ASSERT_EQ(n, 1);
-        EXPECT_LE(s.slot_count(), ch08::slot_capacity(tiles, q_tiles, false));  // the workspace's room
+        EXPECT_LE(s.slot_count(), ft::schedule::slot_capacity(tiles, q_tiles, false));  // the workspace's room
         if (s.parts > 1) {
           const int64_t rounds = (int64_t(s.tiles) * s.parts + sms - 1) / sms;
           EXPECT_LT(rounds * ((q_tiles + s.parts - 1) / s.parts + 1), q_tiles);

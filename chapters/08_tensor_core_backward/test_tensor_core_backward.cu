@@ -3,7 +3,7 @@
 // on the ragged ones, N = 1, 17, 1000), the other variants on the ragged sizes in bf16,
 // d = 64 and 128, causal and not, B = 2 and H = 1, and fastest at N = 4096 (B = 1, H = 2),
 // against the float64 reference of the rounded inputs under the same-precision rule
-// (common/testing.hpp), P recomputed from the saved lse (PSource::kFromLse), every output
+// (common/harness/testing.hpp), P recomputed from the saved lse (PSource::kFromLse), every output
 // poisoned first; plus large scores and many heads. The shapes below N = 1000 of a variant
 // and dtype share one test (Ch08SmallShapes). Without a GPU they skip; the refusals run
 // anywhere.
@@ -16,14 +16,14 @@
 #include <utility>
 #include <vector>
 
-#include "08_tensor_core_backward/tail_split.hpp"
+#include "schedule/tail_split.hpp"
 #include "08_tensor_core_backward/tensor_core_backward.hpp"
-#include "launch.cuh"  // ft::max_dynamic_smem, ft::sm_count
-#include "check.cuh"
-#include "precision.hpp"
-#include "testing.hpp"
-#include "traffic.hpp"  // ft::gpu_facts: the SM count of the ledger's plan
-#include "verify.hpp"
+#include "device/launch.cuh"  // ft::max_dynamic_smem, ft::sm_count
+#include "core/check.cuh"
+#include "reference/precision.hpp"
+#include "harness/testing.hpp"
+#include "harness/traffic.hpp"  // ft::gpu_facts: the SM count of the ledger's plan
+#include "harness/verify.hpp"
 
 namespace {
 
@@ -54,9 +54,9 @@ bool fully_tested(const std::string& variant) {
 constexpr int kMixedHeads = 45, kMixedN = 300;
 
 /// split_tail's plan for that problem at head dim d on a GPU of `sms` SMs.
-ch08::TailSplit mixed_grid_plan(int d, int sms) {
+ft::schedule::TailSplit mixed_grid_plan(int d, int sms) {
   const int Br = d == 64 ? 128 : 64, Bc = 128;  // WarpTileTraits' tiles
-  return ch08::plan_tail_split(kMixedHeads * ((kMixedN + Bc - 1) / Bc), (kMixedN + Br - 1) / Br, sms, false, Bc, d);
+  return ft::schedule::plan_tail_split(kMixedHeads * ((kMixedN + Bc - 1) / Bc), (kMixedN + Br - 1) / Br, sms, false, Bc, d);
 }
 
 /// The ragged sizes every variant is tested on: one query, one partial tile, and a
@@ -107,7 +107,7 @@ TEST(Ch08, FastestIsSplitTail) {
               (std::vector<std::string>{"dot_dO_O_tc", "flash_backward_warp_tiles", "convert_dq"}));
     const ft::Problem cut = ft::make_problem(1, kMixedHeads, kMixedN, d, false, ft::DType::BFloat16);
     EXPECT_EQ(kernels(ch08::fastest(), cut), kernels(*split_tail, cut));
-    const ch08::TailSplit plan = mixed_grid_plan(d, int(ft::gpu_facts().sms));
+    const ft::schedule::TailSplit plan = mixed_grid_plan(d, int(ft::gpu_facts().sms));
     const auto names = kernels(ch08::fastest(), cut);
     EXPECT_EQ(std::find(names.begin(), names.end(), "store_shared_tiles") != names.end(), plan.parts > 1)
         << plan.parts << " parts on " << ft::gpu_facts().sms << " SMs";
@@ -271,7 +271,7 @@ TEST(Ch08, SplitTailCutTilesMatchReference) {
   ASSERT_NE(it, impls.end());
   for (const auto& [d, t] : {std::pair{64, ft::DType::BFloat16}, std::pair{128, ft::DType::Float16}}) {
     const ft::Problem p = ft::make_problem(1, kMixedHeads, kMixedN, d, false, t);
-    const ch08::TailSplit plan = mixed_grid_plan(d, ft::sm_count());
+    const ft::schedule::TailSplit plan = mixed_grid_plan(d, ft::sm_count());
     SCOPED_TRACE("d=" + std::to_string(d) + ": " + std::to_string(plan.first) + " whole tiles, " +
                  std::to_string(plan.tiles) + " cut into " + std::to_string(plan.parts));
     ASSERT_GT(plan.parts, 1) << "this GPU's plan cuts nothing here; choose another head count";

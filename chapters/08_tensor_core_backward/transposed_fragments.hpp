@@ -7,11 +7,11 @@
 /// The block owns Bc keys; warp w owns keys [16w, 16w + 16). It computes the scores
 /// transposed, Sᵀ = K·Qᵀ (rows: its 16 keys, columns: the Br queries of the tile), so its
 /// accumulator tile nt holds keys × queries nt·8 .. nt·8 + 7, lane l at key l/4 (+8), queries
-/// 2·(l%4), +1 (tc/fragment.hpp, mma_c_coord). dSᵀ has the same arrangement; it is stored
+/// 2·(l%4), +1 (sm80/fragment.hpp, mma_c_coord). dSᵀ has the same arrangement; it is stored
 /// as a [key][query] tile, one 32-bit pair per lane and half.
 #pragma once
 
-#include "tc/fragment.hpp"
+#include "sm80/fragment.hpp"
 
 namespace ch08 {
 

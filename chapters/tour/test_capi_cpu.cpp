@@ -1,4 +1,4 @@
-// Tests of the C API (common/flashtut.h) that need no GPU: every check runs before any CUDA
+// Tests of the C API (common/api/flashtut.h) that need no GPU: every check runs before any CUDA
 // call, so a bad problem, an unsupported dtype or an unaligned pointer comes back as -1 with
 // a one-line message (nothing is launched), and the workspace sizes are what the chapters
 // document, with FT_WORKSPACE_ERROR telling an error from a true 0.
@@ -10,7 +10,7 @@
 #include <string>
 
 #include "03_online_softmax/online_softmax.hpp"  // ft_ch03_row_softmax
-#include "flashtut.h"
+#include "api/flashtut.h"
 
 namespace {
 

@@ -1,4 +1,4 @@
-// GPU tests of the C API (common/flashtut.h): every float32 pass the registry lists, called
+// GPU tests of the C API (common/api/flashtut.h): every float32 pass the registry lists, called
 // by name exactly as C code (or ctypes) would call it, matches the float64 reference.
 #include <gtest/gtest.h>
 
@@ -7,14 +7,14 @@
 #include <tuple>
 #include <vector>
 
-#include "buffer.cuh"
-#include "capi.hpp"
-#include "flashtut.h"
-#include "inputs.hpp"
-#include "precision.hpp"  // ft::reference_inputs
-#include "reference.hpp"
-#include "testing.hpp"
-#include "verify.hpp"
+#include "device/buffer.cuh"
+#include "api/capi.hpp"
+#include "api/flashtut.h"
+#include "reference/inputs.hpp"
+#include "reference/precision.hpp"  // ft::reference_inputs
+#include "reference/reference.hpp"
+#include "harness/testing.hpp"
+#include "harness/verify.hpp"
 
 namespace {
 

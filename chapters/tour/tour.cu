@@ -4,7 +4,7 @@
 //   ./build/chapters/tour/tour --seq-len 16384 --batch 1 --csv tour.csv
 //
 // Each step is the same function-pointer interface the chapter programs measure (see
-// common/harness.hpp), timed by the same harness, verified against the same float64
+// common/harness/harness.hpp), timed by the same harness, verified against the same float64
 // reference. Without a GPU the tour says so, prints what the traffic model predicts each
 // step moves through device memory, and exits 0.
 #include <algorithm>
@@ -13,10 +13,10 @@
 #include <string>
 #include <vector>
 
-#include "check.cuh"
-#include "harness.hpp"
-#include "options.hpp"
-#include "registry.hpp"
+#include "core/check.cuh"
+#include "harness/harness.hpp"
+#include "harness/options.hpp"
+#include "harness/registry.hpp"
 
 namespace {
 

@@ -1,4 +1,4 @@
-// CPU tests of the online-softmax piece (common/online_softmax.cuh) that chapters 03–05
+// CPU tests of the online-softmax piece (common/cuda_core/online_softmax.cuh) that chapters 03–05
 // run on the GPU: it must give the exact max, the sum to rounding, merge partial results
 // in any split and order, and never produce NaN on masked (-inf) scores.
 #include <gtest/gtest.h>
@@ -7,8 +7,8 @@
 #include <limits>
 #include <vector>
 
-#include "inputs.hpp"
-#include "online_softmax.cuh"
+#include "reference/inputs.hpp"
+#include "cuda_core/online_softmax.cuh"
 
 namespace {
 

@@ -14,11 +14,11 @@
 #include <string>
 #include <vector>
 
-#include "dtype.hpp"
-#include "inputs.hpp"
-#include "online_softmax.cuh"
-#include "precision.hpp"
-#include "reference.hpp"
+#include "core/dtype.hpp"
+#include "reference/inputs.hpp"
+#include "cuda_core/online_softmax.cuh"
+#include "reference/precision.hpp"
+#include "reference/reference.hpp"
 
 namespace {
 

@@ -5,8 +5,8 @@
 #include <cmath>
 #include <vector>
 
-#include "inputs.hpp"
-#include "reference.hpp"
+#include "reference/inputs.hpp"
+#include "reference/reference.hpp"
 
 namespace {
 

@@ -2,8 +2,8 @@
 // check_strides accepts and refuses, on the layouts a model passes and on broken ones.
 #include <gtest/gtest.h>
 
-#include "check.cuh"
-#include "strides.hpp"
+#include "core/check.cuh"
+#include "core/strides.hpp"
 
 namespace {
 

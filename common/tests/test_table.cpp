@@ -7,7 +7,7 @@
 #include <sstream>
 #include <string>
 
-#include "table.hpp"
+#include "harness/table.hpp"
 
 namespace {
 

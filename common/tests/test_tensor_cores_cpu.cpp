@@ -1,4 +1,4 @@
-// CPU tests of the tensor-core index math (common/tc/fragment.hpp, common/tc/swizzle.hpp):
+// CPU tests of the tensor-core index math (common/sm80/fragment.hpp, common/sm80/swizzle.hpp):
 // the mma.m16n8k16 and ldmatrix fragment layouts against the PTX ISA's own formulas and
 // figures, the accumulator → A-operand identity that lets P feed P·V from registers, and
 // the swizzle's bank-conflict claims, by enumeration.
@@ -15,8 +15,8 @@
 #include <utility>
 #include <vector>
 
-#include "tc/fragment.hpp"
-#include "tc/swizzle.hpp"
+#include "sm80/fragment.hpp"
+#include "sm80/swizzle.hpp"
 
 namespace ft::tc {
 // How GoogleTest prints a position in failure messages (found by argument-dependent lookup).

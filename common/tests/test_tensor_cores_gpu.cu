@@ -1,4 +1,4 @@
-// GPU tests of the tensor-core wrappers (common/tc/), each a one-warp (or two-warp) kernel:
+// GPU tests of the tensor-core wrappers (common/sm80/), each a one-warp (or two-warp) kernel:
 //   - S = Q·Kᵀ for 16 queries and 16 keys: cp.async into swizzled tiles, ldmatrix (.x4 and
 //     .x2) into fragments, mma.sync, against a host product of the same rounded inputs;
 //   - O = P·V: P converted from S's accumulators in registers, V through ldmatrix .trans;
@@ -15,14 +15,14 @@
 #include <cstring>
 #include <vector>
 
-#include "buffer.cuh"
-#include "check.cuh"
-#include "inputs.hpp"
-#include "tc/cp_async.cuh"
-#include "tc/ldmatrix.cuh"
-#include "tc/mma.cuh"
-#include "tc/pack.cuh"
-#include "testing.hpp"
+#include "device/buffer.cuh"
+#include "core/check.cuh"
+#include "reference/inputs.hpp"
+#include "sm80/cp_async.cuh"
+#include "sm80/ldmatrix.cuh"
+#include "sm80/mma.cuh"
+#include "sm80/pack.cuh"
+#include "harness/testing.hpp"
 
 namespace {
 

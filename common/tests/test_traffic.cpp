@@ -2,9 +2,9 @@
 // worked out by hand.
 #include <gtest/gtest.h>
 
-#include "check.cuh"
-#include "problem.hpp"
-#include "traffic.hpp"
+#include "core/check.cuh"
+#include "core/problem.hpp"
+#include "harness/traffic.hpp"
 
 namespace {
 

@@ -6,7 +6,7 @@
 #include <cstring>
 #include <vector>
 
-#include "verify.hpp"
+#include "harness/verify.hpp"
 
 namespace {
 

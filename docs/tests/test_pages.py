@@ -43,8 +43,8 @@ class FixtureSite(unittest.TestCase):
                      "/// Adds one.\n__global__ void add_one(float* x) { x[0] += 1.f; }\n")
         with open(os.path.join(repo, "chapters", "01_naive", "tiles.png"), "wb") as fh:
             fh.write(PNG)
-        os.makedirs(os.path.join(repo, "common"))
-        with open(os.path.join(repo, "common", "harness.hpp"), "w") as fh:
+        os.makedirs(os.path.join(repo, "common", "harness"))
+        with open(os.path.join(repo, "common", "harness", "harness.hpp"), "w") as fh:
             fh.write("/// @file harness.hpp\n/// @brief A fixture header.\n#pragma once\n"
                      "namespace ft {\n/// Nothing.\ninline int nothing() { return 0; }\n}\n")
         os.makedirs(os.path.join(repo, "plots", "figures"))
@@ -194,7 +194,7 @@ class FixtureSite(unittest.TestCase):
         self.assertIn("[the next chapter](@ref ch02)", self.ch01)
         self.assertIn("[chapter 04](@ref ch04)", self.ch01)
         self.assertIn("[the kernels](@ref chapters/01_naive/naive.cu)", self.ch01)
-        self.assertIn("[the harness](@ref common/harness.hpp)", self.ch01)
+        self.assertIn("[the harness](@ref common/harness/harness.hpp)", self.ch01)
         self.assertIn("[the ledger section](@ref ch01_the_memory_ledger)", self.ch01)
         self.assertIn("[the top README](@ref index)", self.ch01)
         self.assertIn("(https://example.com/a_b?c=d#e)", self.ch01)

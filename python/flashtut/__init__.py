@@ -1,7 +1,7 @@
 """The tutorial's kernels, called from PyTorch: a thin ctypes layer over libflashtut.so.
 
 Every chapter's kernels are compiled into one shared library, ``build/common/libflashtut.so``,
-with a plain C API (``common/flashtut.h``; its conventions are contract 5 of
+with a plain C API (``common/api/flashtut.h``; its conventions are contract 5 of
 ``docs/contracts.md``). This module loads that library with :mod:`ctypes`, declares the
 header's functions, reads the list of implementations the chapters registered
 (:func:`implementations`, :func:`forwards`, :func:`backwards`: nothing here names a chapter's
@@ -126,7 +126,7 @@ class Strides(ctypes.Structure):
 
 class Layout(ctypes.Structure):
     """``ft_layout``: the strides of every tensor of a pass (API version 3), for the
-    ``*_strided`` functions, which read and write views (common/strides.hpp)."""
+    ``*_strided`` functions, which read and write views (common/core/strides.hpp)."""
     _fields_ = [(name, Strides) for name in ("Q", "K", "V", "O", "dO", "dQ", "dK", "dV")]
 
 
@@ -272,7 +272,7 @@ def load(path=None):
         raise LibraryError(
             f"{where}: sizeof(ft_problem) is {size} bytes in the library but "
             f"{ctypes.sizeof(Problem)} in flashtut.Problem: the struct changed without a new "
-            f"API version; make Problem._fields_ match common/flashtut.h")
+            f"API version; make Problem._fields_ match common/api/flashtut.h")
     _lib, _lib_path = lib, where
     _FORWARD_CALLS.clear()  # what was worked out with another library (see _Call)
     _BACKWARD_CALLS.clear()

@@ -9,7 +9,7 @@ costs". Needs PyTorch (the CPU build is enough) and a C compiler.
 
 What is real and what stands in:
 
-- The library is a stub built here from common/flashtut.h: every pass returns 0 at once, the
+- The library is a stub built here from common/api/flashtut.h: every pass returns 0 at once, the
   workspace queries give chapter 07's (0) and chapter 08's (B·H·N·d + B·H·N floats) sizes. So
   what is timed is Python + ctypes (the real argument conversion and call), not the kernels.
 - The tensors are real CPU torch tensors, small ([2, 2, 64, 64] bf16) so that allocating
@@ -98,7 +98,7 @@ def build_stub(tmp):
     with open(src, "w") as fh:
         fh.write(STUB_C)
     cuda = os.environ.get("CUDA_HOME", "/usr/local/cuda")  # flashtut.h includes cuda_runtime.h
-    subprocess.run([cc, "-shared", "-fPIC", "-O2", "-I", os.path.join(ROOT, "common"),
+    subprocess.run([cc, "-shared", "-fPIC", "-O2", "-I", os.path.join(ROOT, "common", "api"),
                     "-I", os.path.join(cuda, "include"), "-o", lib, src], check=True)
     return lib
 

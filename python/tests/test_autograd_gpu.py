@@ -15,7 +15,7 @@ need one), no library.
   bf16 and fp16. o, dQ, dK and dV are held to the contract's same-precision rule: relative
   L2 error against float64 at most min(1e-2, max(floor, 2 × the error of the same dtype's
   unfused computation)), the cap where that error is not finite or the reference is zero.
-  This is common/testing.hpp's rule without two allowances the C++ tests add, so it is
+  This is common/harness/testing.hpp's rule without two allowances the C++ tests add, so it is
   stricter: the baseline is summed in one order (the C++ takes the worse of two), and there
   is no lse-recompute term (on these standard-normal inputs |L| is small and that term is
   under the floor; testing.hpp says why).
@@ -62,20 +62,20 @@ def skip_reason():
     return None
 
 
-# Unit roundoff of each storage type, and the contract's cap (common/testing.hpp).
+# Unit roundoff of each storage type, and the contract's cap (common/harness/testing.hpp).
 UNIT_ROUNDOFF = {"bfloat16": 2.0 ** -8, "float16": 2.0 ** -11}
 FLOAT32_ROUNDOFF = 2.0 ** -24
 CAP = 1e-2
 
 
 def error_floor(dtype_name):
-    """common/testing.hpp's error_floor: one rounding of the stored value plus 16 float32
+    """common/harness/testing.hpp's error_floor: one rounding of the stored value plus 16 float32
     roundings, under which the ratio of two tiny errors is rounding luck."""
     return UNIT_ROUNDOFF[dtype_name] + 16 * FLOAT32_ROUNDOFF
 
 
 def attention_by_formula(torch, q, k, v, do, causal, scale, store):
-    """o, dq, dk, dv by the formulas of common/precision.hpp, computed in q's dtype (float64
+    """o, dq, dk, dv by the formulas of common/reference/precision.hpp, computed in q's dtype (float64
     for the reference, float32 for the unfused baseline), `store` applied to every value the
     unfused computation stores (S, P, O, dV, dP, dS, dQ, dK); D stays in the compute dtype."""
     s = store(scale * (q @ k.mT))

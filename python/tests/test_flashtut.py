@@ -6,7 +6,7 @@ PyTorch or a GPU.
 
 - the module imports, and does not import torch;
 - its constants, its ctypes Structures (names, C types, offsets) and its declarations match
-  common/flashtut.h, parsed here: every prototype a declaration with as many arguments;
+  common/api/flashtut.h, parsed here: every prototype a declaration with as many arguments;
 - its list of implementations is the library's registry (ft_impl_info_at), names unique,
   backwards paired with listed forwards, every chapter there;
 - against the real library (--lib; CMake passes $<TARGET_FILE:flashtut>): the struct's size
@@ -33,7 +33,7 @@ ROOT = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, os.path.join(ROOT, "python"))
 import flashtut as ft  # noqa: E402
 
-HEADER = os.path.join(ROOT, "common", "flashtut.h")
+HEADER = os.path.join(ROOT, "common", "api", "flashtut.h")
 LIB = os.environ.get("FLASHTUT_LIB") or os.path.join(ROOT, "build", "common", "libflashtut.so")
 try:
     import torch  # noqa: F401
@@ -201,7 +201,7 @@ class StructLayout(unittest.TestCase):
 
 
 class Views(unittest.TestCase):
-    """What view_strides accepts (the rules of common/strides.hpp, seen from Python), the
+    """What view_strides accepts (the rules of common/core/strides.hpp, seen from Python), the
     ctypes structs of flashtut.h's ft_strides and ft_layout, and a strided call's checks."""
 
     def projection(self, B=2, N=64, H=3, d=64, **kw):

@@ -1,0 +1,64 @@
+#!/usr/bin/env python3
+"""Checks the arrows of docs/architecture.md: no file under common/ includes a chapter's file
+or names a chapter's namespace (ch01::, ..., ch99::), and every layer includes only itself
+and the layers under it.
+
+  python3 scripts/check_layers.py [--root DIR]      (exit 0: clean; 1: each violation printed)
+"""
+import argparse
+import os
+import re
+import sys
+
+# Each layer and the layers it may include (docs/architecture.md's table, read upward).
+ALLOWED = {
+    "core": {"core"},
+    "device": {"core", "device"},
+    "cuda_core": {"core", "cuda_core"},
+    "sm80": {"core", "sm80"},
+    "sm90": {"core", "sm80", "sm90"},
+    "schedule": {"core", "sm80", "schedule"},
+    "reference": {"core", "reference"},
+    "harness": {"core", "device", "cuda_core", "sm80", "sm90", "schedule", "reference", "harness", "api"},
+    "api": {"core", "device", "reference", "harness", "api"},
+    "tests": {"core", "device", "cuda_core", "sm80", "sm90", "schedule", "reference", "harness", "api"},
+}
+INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
+CHAPTER_NS = re.compile(r"\bch\d\d::")
+
+
+def violations(root):
+    common = os.path.join(root, "common")
+    for folder, _, files in os.walk(common):
+        layer = os.path.relpath(folder, common).split(os.sep)[0]
+        for name in files:
+            if not name.endswith((".h", ".hpp", ".cuh", ".cu", ".cpp")):
+                continue
+            path = os.path.join(folder, name)
+            rel = os.path.relpath(path, root)
+            with open(path, encoding="utf-8") as fh:
+                text = fh.read()
+            for inc in INCLUDE.findall(text):
+                top = inc.split("/")[0]
+                if re.match(r"\d\d_", top) or top == "tour":
+                    yield f"{rel}: includes a chapter's file, {inc}"
+                elif "/" in inc and layer in ALLOWED and top not in ALLOWED[layer]:
+                    yield f"{rel}: layer {layer}/ includes {inc}, from a layer above it"
+            code = re.sub(r"//[^\n]*|/\*.*?\*/", "", text, flags=re.S)
+            for m in CHAPTER_NS.finditer(code):
+                yield f"{rel}: names a chapter's namespace, {m.group(0)}"
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--root", default=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    args = ap.parse_args(argv)
+    found = list(violations(args.root))
+    for v in found:
+        print(v)
+    print(f"check_layers: {len(found)} violation(s)" if found else "check_layers: clean")
+    return 1 if found else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
