@@ -136,6 +136,12 @@ if want tests || want autograd_gpu; then
   rc=$?
   say "python_autograd_gpu: rc=$rc — $(grep -E '^(Ran|OK|FAILED|test_autograd_gpu: skipped)' "$LOGS/python_autograd_gpu.log" | tr '\n' ' ')"
   [ "$rc" = 0 ] || grep -E "Error|FAIL|rel_err|differs" "$LOGS/python_autograd_gpu.log" | head -30 | tee -a "$SUMMARY"
+  # flashtut.ops: opcheck, float64 references, torch.compile(fullgraph=True), CUDA graphs.
+  FLASHTUT_LIB="$BUILD/common/libflashtut.so" PYTHONDONTWRITEBYTECODE=1 timeout 600 \
+    python3 "$ROOT/python/tests/test_ops_gpu.py" -v >"$LOGS/python_ops_gpu.log" 2>&1
+  rc=$?
+  say "python_ops_gpu: rc=$rc — $(grep -E '^(Ran|OK|FAILED|test_ops_gpu: skipped)' "$LOGS/python_ops_gpu.log" | tr '\n' ' ')"
+  [ "$rc" = 0 ] || grep -E "Error|FAIL|AssertionError" "$LOGS/python_ops_gpu.log" | head -30 | tee -a "$SUMMARY"
 fi
 
 if want ctest; then

@@ -69,8 +69,11 @@ import ctypes
 import os
 from collections import namedtuple
 
+#: The package's version: its major.minor follow the C API version it speaks (API_VERSION).
+__version__ = "0.4.0"
+
 __all__ = [
-    "API_VERSION", "ALIGNMENT", "WORKSPACE_ERROR", "DTYPE_FLOAT32", "DTYPE_BF16", "DTYPE_FP16",
+    "__version__", "API_VERSION", "ALIGNMENT", "WORKSPACE_ERROR", "DTYPE_FLOAT32", "DTYPE_BF16", "DTYPE_FP16",
     "CAUSAL_TOP_LEFT", "CAUSAL_BOTTOM_RIGHT",
     "Problem", "Strides", "Layout", "ImplInfo", "Impl", "FlashtutError", "LibraryError", "SIGNATURES",
     "library_path", "load", "implementations", "forwards", "backwards", "available", "last_error",
@@ -203,20 +206,25 @@ class FlashtutError(RuntimeError):
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
 _ROOT = os.path.dirname(os.path.dirname(_HERE))  # python/flashtut/ -> the repository
-_BUILD_HINT = ("build it with `cmake --workflow --preset test` (or `cmake --build build`) "
-               "from the repository, or set FLASHTUT_LIB to the library's path")
+_BUILD_HINT = ("install the package with `pip install .` from the repository (it builds the "
+               "library), or build it with `cmake --workflow --preset test` there, or set "
+               "FLASHTUT_LIB to the library's path")
 _lib = None       # the loaded ctypes.CDLL
 _lib_path = None  # where it came from
 
 
 def library_path(path=None):
-    """Where :func:`load` looks: ``path`` if given, else ``$FLASHTUT_LIB``, else
-    ``build/common/libflashtut.so`` of this checkout. Raises :class:`LibraryError` (saying
-    how to build it) when that file does not exist."""
+    """Where :func:`load` looks: ``path`` if given, else ``$FLASHTUT_LIB``, else the library
+    ``pip install .`` put inside this package, else ``build/common/libflashtut.so`` of the
+    checkout this file lives in. Raises :class:`LibraryError` (saying how to build it) when
+    that file does not exist."""
+    packaged = os.path.join(_HERE, "libflashtut.so")
     if path:
         where, how = path, "the path given"
     elif os.environ.get("FLASHTUT_LIB"):
         where, how = os.environ["FLASHTUT_LIB"], "FLASHTUT_LIB"
+    elif os.path.isfile(packaged):
+        where, how = packaged, "the installed package's"
     else:
         where, how = os.path.join(_ROOT, "build", "common", "libflashtut.so"), "the default"
     where = os.path.abspath(where)
@@ -401,8 +409,10 @@ def check_tensors(tensors, *, dtypes=None, who=None, views=False):
     """Checks attention tensors before any of their addresses reach the library.
 
     ``tensors`` is a list of ``(name, tensor)``; the first one sets the dtype, device and
-    shape the others must share. Each must be on a CUDA device, have 4 dimensions
-    ``[batch, heads, seq_len, head_dim]``, be float32, bfloat16 or float16 (and one of
+    shape the others must share, but for the key/value side (names in :data:`KV_NAMES`: k,
+    v, dk, dv), whose first sets theirs: ``[batch, heads_kv, len_kv, head_dim]`` with q's
+    batch and head_dim and heads_kv dividing q's heads (grouped heads). Each must be on a
+    CUDA device, have 4 dimensions ``[batch, heads, seq_len, head_dim]``, be float32, bfloat16 or float16 (and one of
     ``dtypes``, the implementation's, when given; ``who`` names it in the message), be
     contiguous (with ``views``: a view the kernels read, see :func:`view_strides`), and start
     at a multiple of 16 bytes. Returns the FT_DTYPE_* of the first.
@@ -415,6 +425,7 @@ def check_tensors(tensors, *, dtypes=None, who=None, views=False):
     """
     first_name, first = tensors[0]
     ft_dtype = None
+    kv_first = None  # (name, tensor) of the first key/value-side tensor
     for name, t in tensors:
         if not all(hasattr(t, a) for a in ("dtype", "shape", "device", "is_contiguous", "data_ptr")):
             raise TypeError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
@@ -446,8 +457,17 @@ def check_tensors(tensors, *, dtypes=None, who=None, views=False):
             if str(t.device) != str(first.device):
                 raise ValueError(f"{name} is on {t.device} but {first_name} on {first.device}: "
                                  f"put them on the same device")
-            if shape != _shape(first):
-                raise ValueError(f"{name} has shape {shape} but {first_name} {_shape(first)}: "
+            side = kv_first if name in KV_NAMES else (first_name, first)
+            if side is None:  # the key/value side's first tensor: its own shape, q's B and d
+                kv_first = (name, t)
+                b, h, _, d = _shape(first)
+                if shape[0] != b or shape[3] != d or shape[1] < 1 or h % shape[1]:
+                    raise ValueError(
+                        f"{name} has shape {shape} but {first_name} {_shape(first)}: {name} "
+                        f"must be [batch, heads_kv, len_kv, head_dim] with {first_name}'s batch "
+                        f"{b} and head_dim {d}, and heads_kv dividing its {h} heads")
+            elif shape != _shape(side[1]):
+                raise ValueError(f"{name} has shape {shape} but {side[0]} {_shape(side[1])}: "
                                  f"they must have the same [batch, heads, seq_len, head_dim]")
         if views:
             _check_view(name, t)
@@ -457,6 +477,8 @@ def check_tensors(tensors, *, dtypes=None, who=None, views=False):
 
 
 _DTYPE_WORDS = {DTYPE_FLOAT32: "float32", DTYPE_BF16: "bf16", DTYPE_FP16: "fp16"}
+#: The names check_tensors treats as the key/value side ([batch, heads_kv, len_kv, head_dim]).
+KV_NAMES = ("k", "v", "dk", "dv", "key", "value")
 
 
 def _check_layout(name, t):
@@ -540,9 +562,11 @@ def _check_lse(lse, like):
     _check_layout("lse", lse)
 
 
-def _problem_of(q, ft_dtype, causal, scale):
+def _problem_of(q, k, ft_dtype, causal, scale, causal_align):
     b, h, n, d = _shape(q)
-    return problem(b, h, n, d, causal=causal, scale=scale, dtype=ft_dtype)
+    _, h_kv, n_kv, _ = _shape(k)
+    return problem(b, h, n, d, causal=causal, scale=scale, dtype=ft_dtype, heads_kv=h_kv,
+                   len_kv=n_kv, causal_align=causal_align)
 
 
 # ---- What a call works out, kept for the next call of the same problem ---------------------
@@ -589,19 +613,19 @@ def _lookup(calls, impl, tensors, causal, scale, lse=None, views=False):
     The _Call is returned only when every tensor (and lse) has what it was checked for.
     ``views``: the implementation reads views, and the tensors' strides are part of the key
     (a kept call's Layout is theirs), unless they are all contiguous."""
-    q = tensors[0]
+    q, k = tensors[0], tensors[1]
     try:
-        shape, dtype, device = q.shape, q.dtype, q.device
+        shape, kv_shape, dtype, device = q.shape, k.shape, q.dtype, q.device
         strides = None if not views or _contiguous(tensors) else tuple(t.stride() for t in tensors)
-        key = (impl, shape, dtype, device, causal, scale, strides)
+        key = (impl, shape, kv_shape, dtype, device, causal, scale, strides)
         call = calls.get(key)
     except (AttributeError, TypeError):  # not a tensor, or a stand-in that cannot be a key
         return None, None
     if call is None:
         return None, key
     try:
-        for t in tensors:
-            if (t.shape != shape or t.dtype != dtype or t.device != device
+        for i, t in enumerate(tensors):
+            if (t.shape != (kv_shape if i in (1, 2) else shape) or t.dtype != dtype or t.device != device
                     or (strides is None and not t.is_contiguous()) or t.data_ptr() % ALIGNMENT):
                 return None, key
         if lse is not None and (lse.shape != call.lse_shape or lse.dtype != call.lse_dtype
@@ -620,14 +644,14 @@ def _keep(calls, key, call):
         calls[key] = call
 
 
-def _forward_call(impl, q, k, v, causal, scale):
+def _forward_call(impl, q, k, v, causal, scale, align):
     """The full path of :func:`forward`: every check with its message, the struct, the
     function, the workspace query (which refuses an unsupported problem)."""
     spec = _impl(impl, "forward")
     views = bool(spec.strided) and not _contiguous((q, k, v))
     ft_dtype = check_tensors([("q", q), ("k", k), ("v", v)], dtypes=spec.dtypes,
                              who=_who(impl, spec), views=views)
-    prob = _problem_of(q, ft_dtype, causal, scale)
+    prob = _problem_of(q, k, ft_dtype, causal, scale, align)
     nbytes = workspace_bytes(spec.name, prob)  # refuses an unsupported problem here
     call = _Call(spec.name, "ft_forward", _function("ft_forward"), prob, nbytes,
                  getattr(q.device, "index", None), _shape(q)[:3])
@@ -641,19 +665,20 @@ def _forward_call(impl, q, k, v, causal, scale):
 
 
 def _output_strides(q, tokens):
-    """The strides of an output shaped like q: [B, N, H, d] memory (tokens) or [B, H, N, d]."""
+    """The strides of an output shaped like q (or like k, for dk and dv): [B, N, H, d] memory
+    (tokens) or [B, H, N, d]."""
     b, h, n, d = _shape(q)
     return (n * h * d, d, h * d) if tokens else (h * n * d, n * d, d)
 
 
-def _backward_call(impl, q, k, v, o, lse, do, causal, scale):
+def _backward_call(impl, q, k, v, o, lse, do, causal, scale, align):
     """The full path of :func:`backward` (see :func:`_forward_call`)."""
     spec = _impl(impl, "backward")
     views = bool(spec.strided) and not _contiguous((q, k, v, o, do))
     ft_dtype = check_tensors([("q", q), ("k", k), ("v", v), ("o", o), ("do", do)],
                              dtypes=spec.dtypes, who=_who(impl, spec), views=views)
     _check_lse(lse, q)
-    prob = _problem_of(q, ft_dtype, causal, scale)
+    prob = _problem_of(q, k, ft_dtype, causal, scale, align)
     nbytes = workspace_bytes(spec.name, prob, "backward")
     first = None
     # A paired forward that keeps something in its workspace (the materializing baseline's
@@ -668,10 +693,11 @@ def _backward_call(impl, q, k, v, o, lse, do, causal, scale):
     if views:
         call.function, call.fn = "ft_backward_strided", _function("ft_backward_strided")
         call.tokens = _tokens_outside(q)
-        g = _output_strides(q, call.tokens)
+        g, gk = _output_strides(q, call.tokens), _output_strides(k, call.tokens)
         call.layout = ctypes.byref(_layout_of(
             [("Q", view_strides(q)), ("K", view_strides(k)), ("V", view_strides(v)),
-             ("O", view_strides(o)), ("dO", view_strides(do)), ("dQ", g), ("dK", g), ("dV", g)]))
+             ("O", view_strides(o)), ("dO", view_strides(do)), ("dQ", g), ("dK", gk),
+             ("dV", gk)]))
     return call
 
 
@@ -713,14 +739,19 @@ def _ptr(t):
     return None if t is None else t.data_ptr()
 
 
-def forward(q, k, v, *, causal=False, scale=None, impl="ch07"):
+def forward(q, k, v, *, causal=False, scale=None, impl="ch07", causal_align=CAUSAL_TOP_LEFT):
     """Attention forward: ``o = softmax(scale·q·kᵀ)·v`` and its log-sum-exp.
 
-    q, k, v: CUDA tensors ``[batch, heads, seq_len, head_dim]``, one dtype (float32 for
-    chapters 01-05, bf16 or fp16 for chapter 07), contiguous; for an implementation that
-    reads views (``forwards()[impl].strided``: chapter 07), any views :func:`view_strides`
-    accepts, such as ``qkv.view(B, N, 3, H, d)[:, :, 0].transpose(1, 2)``, read in place.
-    ``causal``: key j visible to query i iff j <= i. ``scale``: None for 1/sqrt(head_dim).
+    q: a CUDA tensor ``[batch, heads, seq_len, head_dim]``; k, v ``[batch, heads_kv, len_kv,
+    head_dim]`` (heads_kv dividing heads: grouped heads; len_kv any length, for the
+    implementations whose :class:`Impl` says ``lengths`` and ``grouped``: chapter 07's; the
+    others refuse them), one dtype (float32 for chapters 01-05, bf16 or fp16 for chapter 07),
+    contiguous; for an implementation that reads views (``forwards()[impl].strided``:
+    chapter 07), any views :func:`view_strides` accepts, such as
+    ``qkv.view(B, N, 3, H, d)[:, :, 0].transpose(1, 2)``, read in place.
+    ``causal``: key j visible to query i iff j <= i, or, with ``causal_align`` =
+    ``CAUSAL_BOTTOM_RIGHT``, iff j <= i + len_kv - seq_len (the same when the lengths
+    agree). ``scale``: None for 1/sqrt(head_dim).
     ``impl``: a key of :func:`forwards` (default ``"ch07"``, FlashAttention-2 on the tensor
     cores).
 
@@ -732,11 +763,12 @@ def forward(q, k, v, *, causal=False, scale=None, impl="ch07"):
     torch operation).
     """
     causal, scale = bool(causal), None if scale is None else float(scale)  # what Problem holds
+    align = _align(causal_align)
     spec = _table("forward").get(impl)
-    call, key = _lookup(_FORWARD_CALLS, impl, (q, k, v), causal, scale,
+    call, key = _lookup(_FORWARD_CALLS, impl, (q, k, v), (causal, align), scale,
                         views=bool(spec and spec.strided))
     if call is None:
-        call = _forward_call(impl, q, k, v, causal, scale)
+        call = _forward_call(impl, q, k, v, causal, scale, align)
         _keep(_FORWARD_CALLS, key, call)
     torch = _torch()
     o = _empty_output(torch, q, call.tokens)
@@ -751,6 +783,19 @@ def forward(q, k, v, *, causal=False, scale=None, impl="ch07"):
     return o, lse
 
 
+_ALIGNS = {CAUSAL_TOP_LEFT: CAUSAL_TOP_LEFT, CAUSAL_BOTTOM_RIGHT: CAUSAL_BOTTOM_RIGHT,
+           "top-left": CAUSAL_TOP_LEFT, "bottom-right": CAUSAL_BOTTOM_RIGHT}
+
+
+def _align(causal_align):
+    """CAUSAL_TOP_LEFT or CAUSAL_BOTTOM_RIGHT from either constant or its name."""
+    try:
+        return _ALIGNS[causal_align]
+    except (KeyError, TypeError):
+        raise ValueError(f"causal_align must be flashtut.CAUSAL_TOP_LEFT or CAUSAL_BOTTOM_RIGHT "
+                         f"(or 'top-left', 'bottom-right'), got {causal_align!r}") from None
+
+
 def _empty_output(torch, q, tokens):
     """An output shaped like q: contiguous [B, H, N, d], or (tokens) a [B, H, N, d] view of
     [B, N, H, d] memory, the layout SDPA's FlashAttention backend returns for such inputs."""
@@ -760,7 +805,8 @@ def _empty_output(torch, q, tokens):
     return q.new_empty((b, n, h, d)).transpose(1, 2)
 
 
-def backward(q, k, v, o, lse, do, *, causal=False, scale=None, impl="ch05"):
+def backward(q, k, v, o, lse, do, *, causal=False, scale=None, impl="ch05",
+             causal_align=CAUSAL_TOP_LEFT):
     """Attention backward: the gradients of q, k and v for the output gradient ``do``.
 
     q, k, v, o, do: CUDA tensors ``[batch, heads, seq_len, head_dim]`` of one dtype (float32:
@@ -774,17 +820,20 @@ def backward(q, k, v, o, lse, do, *, causal=False, scale=None, impl="ch05"):
     so for it this function first runs that forward, ``"ch05_materialize_forward"`` (into scratch outputs)
     and needs that workspace's B·H·N² floats.
 
-    Returns ``(dq, dk, dv)``, each shaped and laid out as :func:`forward` lays out o.
+    Returns ``(dq, dk, dv)``, dq shaped and laid out as :func:`forward` lays out o, dk and dv
+    likewise shaped like k.
     """
     causal, scale = bool(causal), None if scale is None else float(scale)
+    align = _align(causal_align)
     spec = _table("backward").get(impl)
-    call, key = _lookup(_BACKWARD_CALLS, impl, (q, k, v, o, do), causal, scale, lse,
+    call, key = _lookup(_BACKWARD_CALLS, impl, (q, k, v, o, do), (causal, align), scale, lse,
                         views=bool(spec and spec.strided))
     if call is None:
-        call = _backward_call(impl, q, k, v, o, lse, do, causal, scale)
+        call = _backward_call(impl, q, k, v, o, lse, do, causal, scale, align)
         _keep(_BACKWARD_CALLS, key, call)
     torch = _torch()
-    dq, dk, dv = (_empty_output(torch, q, call.tokens) for _ in range(3))
+    dq = _empty_output(torch, q, call.tokens)
+    dk, dv = (_empty_output(torch, k, call.tokens) for _ in range(2))
     ws = _workspace(torch, call.nbytes, q)
     with torch.cuda.device(call.device_index):
         stream = _current_stream(call.device_index)
@@ -846,8 +895,11 @@ def row_softmax(x, *, variant="online"):
 
 
 def __getattr__(name):
-    """``flashtut.autograd``, imported when first asked for (PEP 562)."""
-    if name == "autograd":
-        import importlib
-        return importlib.import_module(__name__ + ".autograd")
+    """``flashtut.autograd``, ``flashtut.ops`` and ``flashtut.attention`` (the operators'
+    SDPA call), imported when first asked for (PEP 562): they import torch."""
+    import importlib
+    if name in ("autograd", "ops"):
+        return importlib.import_module(__name__ + "." + name)
+    if name == "attention":
+        return importlib.import_module(__name__ + ".ops").attention
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

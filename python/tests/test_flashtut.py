@@ -470,7 +470,20 @@ class Checks(unittest.TestCase):
                                "same dtype", ft.forward, q, k, v)
         q, k, v = qkv(dtype="bfloat16")
         v.shape = (2, 3, 65, 64)
-        self.raises(ValueError, "v has shape (2, 3, 65, 64) but q (2, 3, 64, 64)", ft.forward, q, k, v)
+        self.raises(ValueError, "v has shape (2, 3, 65, 64) but k (2, 3, 64, 64)", ft.forward, q, k, v)
+
+    def test_the_key_value_side_has_its_own_length_and_heads(self):
+        # k and v: [batch, heads_kv, len_kv, head_dim], heads_kv dividing q's heads.
+        q = FakeTensor((2, 6, 64, 64), dtype="bfloat16")
+        k, v = (FakeTensor((2, 2, 300, 64), dtype="bfloat16") for _ in range(2))
+        self.assertEqual(ft.check_tensors([("q", q), ("k", k), ("v", v)]), ft.DTYPE_BF16)
+        for shape, why in (((2, 4, 300, 64), "heads_kv dividing its 6 heads"),
+                           ((1, 2, 300, 64), "q's batch 2"),
+                           ((2, 2, 300, 128), "head_dim 64")):
+            bad = FakeTensor(shape, dtype="bfloat16")
+            self.raises(ValueError, why, ft.check_tensors, [("q", q), ("k", bad), ("v", bad)])
+        self.raises(ValueError, "causal_align must be flashtut.CAUSAL_TOP_LEFT",
+                    ft.forward, q, k, v, causal_align="middle")
 
     def test_not_contiguous(self):
         # Chapter 04 reads contiguous tensors only; chapter 07 reads views, but not every view.
@@ -616,7 +629,7 @@ class KeptCalls(unittest.TestCase):
         raises(ValueError, "v is on cpu, the kernels run on a CUDA device", q, k, v)
         q, k, v = self.qkv()
         v.shape = (2, 3, 65, 64)
-        raises(ValueError, "v has shape (2, 3, 65, 64) but q (2, 3, 64, 64)", q, k, v)
+        raises(ValueError, "v has shape (2, 3, 65, 64) but k (2, 3, 64, 64)", q, k, v)
         q, _, v = self.qkv()
         raises(TypeError, "k must be a torch.Tensor, got list", q, [1], v)
         q, k, v = self.qkv()

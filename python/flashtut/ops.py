@@ -1,0 +1,247 @@
+"""The tutorial's attention as PyTorch operators (``torch.library``): what ``torch.compile``
+and CUDA graphs see, and what :func:`flashtut.attention` calls.
+
+    import torch, flashtut
+    q = torch.randn(2, 32, 1024, 128, device="cuda", dtype=torch.bfloat16, requires_grad=True)
+    k, v = (torch.randn(2, 8, 1024, 128, device="cuda", dtype=torch.bfloat16,
+                        requires_grad=True) for _ in range(2))
+    o = flashtut.attention(q, k, v, is_causal=True, enable_gqa=True)   # SDPA's signature
+    o.sum().backward()
+    fast = torch.compile(model, fullgraph=True)                          # no graph break
+
+Two custom operators, each with a fake (meta) implementation that gives the outputs'
+shapes, dtypes and strides without running anything, so that ``torch.compile`` traces
+through them and a CUDA graph captures them like any PyTorch kernel:
+
+- ``flashtut::attention_forward(q, k, v, is_causal, scale, causal_align) -> (o, lse)``:
+  :func:`flashtut.forward` with :data:`FORWARD_IMPL`;
+- ``flashtut::attention_backward(do, q, k, v, o, lse, is_causal, scale, causal_align)
+  -> (dq, dk, dv)``: :func:`flashtut.backward` with :data:`BACKWARD_IMPL`;
+
+and the forward's autograd formula is the backward operator (``register_autograd``): the
+saved q, k, v, o and lse, P recomputed from them in the backward kernel.
+
+:func:`attention` is ``torch.nn.functional.scaled_dot_product_attention``'s call on top:
+``[batch, heads, seq_len, head_dim]`` tensors, ``is_causal`` (top-left, as SDPA aligns it),
+``scale``, ``enable_gqa`` (key and value with fewer heads, a divisor of query's), a key
+length other than the query's. What the kernels cannot do is refused before anything
+reaches the library, with an error that says what to change (``attn_mask``, ``dropout_p``,
+dtypes other than bf16/fp16 outside autocast, head dims other than 64 and 128, CPU
+tensors). Where the forward kernel computes a case the backward kernel does not yet
+(grouped heads, two lengths), a call that needs gradients expands key and value to the
+query's heads (the gradients sum back through the expansion), and a key length other than
+the query's is refused with gradients: the message says so.
+"""
+import math
+import numbers
+from typing import Optional
+
+try:
+    import torch
+except ImportError as _e:  # pragma: no cover - the message is tested in a subprocess
+    raise ImportError(
+        f"flashtut.ops registers the tutorial's attention as PyTorch operators and needs "
+        f"PyTorch: install it (pip install torch); the rest of flashtut (import flashtut) "
+        f"works without it ({_e})") from None
+from torch import Tensor
+
+import flashtut as _ft
+from flashtut.autograd import DTYPES, HEAD_DIMS, _autocast_dtype, _check_device
+
+__all__ = ["attention", "attention_forward", "attention_backward", "FORWARD_IMPL",
+           "BACKWARD_IMPL"]
+
+FORWARD_IMPL = "ch07"   #: the forward the operator runs (flashtut.forwards())
+BACKWARD_IMPL = "ch08"  #: the backward the operator runs (flashtut.backwards())
+
+
+def _layout_like(t, contiguous):
+    """An empty tensor shaped like t, laid out as the library lays out its outputs: [B, H,
+    N, d] when the inputs are contiguous, else [B, N, H, d] memory when t's heads lie inside
+    its tokens (flashtut._empty_output). The fake implementations use it too, so that the
+    strides torch.compile plans with are the strides the kernels write."""
+    tokens = not contiguous and _ft._tokens_outside(t)
+    if not tokens:
+        return t.new_empty(t.shape)
+    b, h, n, d = t.shape
+    return t.new_empty((b, n, h, d)).transpose(1, 2)
+
+
+def _all_contiguous(*tensors):
+    return all(t.is_contiguous() for t in tensors)
+
+
+def _ready(t):
+    """t as the kernels read it: as it is when it is a view of the kind
+    :func:`flashtut.view_strides` accepts (head_dim contiguous, the other strides and the
+    start multiples of 16 bytes), else a contiguous copy. Decided from the shape, the strides
+    and the storage offset alone, never the data pointer, so that torch.compile traces it
+    (PyTorch's allocations start 16-byte aligned; the library checks the real pointers)."""
+    chunk = _ft.ALIGNMENT // t.element_size()
+    ok = (t.dim() == 4 and (t.shape[3] == 1 or t.stride(3) == 1)
+          and t.storage_offset() % chunk == 0
+          and all(s >= 0 and (n == 1 or s % chunk == 0) for s, n in zip(t.stride()[:3], t.shape[:3])))
+    if ok:
+        return t
+    return t.contiguous() if not t.is_contiguous() else t.clone()
+
+
+# ---- the forward operator ------------------------------------------------------------------
+
+@torch.library.custom_op("flashtut::attention_forward", mutates_args=(), device_types="cuda")
+def attention_forward(q: Tensor, k: Tensor, v: Tensor, is_causal: bool, scale: Optional[float],
+                      causal_align: int) -> tuple[Tensor, Tensor]:
+    """o and the log-sum-exp (float32 [B, H, N]) of chapter 07's forward."""
+    return _ft.forward(q, k, v, causal=is_causal, scale=scale, impl=FORWARD_IMPL,
+                       causal_align=causal_align)
+
+
+@attention_forward.register_fake
+def _(q, k, v, is_causal, scale, causal_align):
+    o = _layout_like(q, _all_contiguous(q, k, v))
+    return o, q.new_empty(q.shape[:3], dtype=torch.float32)
+
+
+# ---- the backward operator -----------------------------------------------------------------
+
+@torch.library.custom_op("flashtut::attention_backward", mutates_args=(), device_types="cuda")
+def attention_backward(do: Tensor, q: Tensor, k: Tensor, v: Tensor, o: Tensor, lse: Tensor,
+                       is_causal: bool, scale: Optional[float],
+                       causal_align: int) -> tuple[Tensor, Tensor, Tensor]:
+    """dq, dk, dv of chapter 08's backward (P recomputed from q, k and lse)."""
+    return _ft.backward(q, k, v, o, lse, do, causal=is_causal, scale=scale, impl=BACKWARD_IMPL,
+                        causal_align=causal_align)
+
+
+@attention_backward.register_fake
+def _(do, q, k, v, o, lse, is_causal, scale, causal_align):
+    contiguous = _all_contiguous(q, k, v, o, do)
+    return _layout_like(q, contiguous), _layout_like(k, contiguous), _layout_like(k, contiguous)
+
+
+def _setup_context(ctx, inputs, output):
+    q, k, v, is_causal, scale, causal_align = inputs
+    o, lse = output
+    ctx.save_for_backward(q, k, v, o, lse)
+    ctx.args = (is_causal, scale, causal_align)
+    ctx.mark_non_differentiable(lse)
+
+
+def _backward(ctx, do, _dlse):
+    q, k, v, o, lse = ctx.saved_tensors
+    # The incoming gradient is whatever the graph above made of o: often a strided view, in
+    # the autocast dtype or not. The kernel wants o's dtype and a layout it reads.
+    if do.dtype != o.dtype:
+        do = do.to(o.dtype)
+    dq, dk, dv = attention_backward(_ready(do), q, k, v, o, lse, *ctx.args)
+    return dq, dk, dv, None, None, None
+
+
+attention_forward.register_autograd(_backward, setup_context=_setup_context)
+
+
+# ---- SDPA's call ---------------------------------------------------------------------------
+
+_NAMES = ("query", "key", "value")
+
+
+def _check(tensors, attn_mask, dropout_p, is_causal, scale, enable_gqa):
+    """What the kernels cannot do, refused before the library is touched, in the order
+    arguments, shapes, dtype, head dimension, device."""
+    for name, t in zip(_NAMES, tensors):
+        if not isinstance(t, torch.Tensor):
+            raise TypeError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
+    if attn_mask is not None:
+        raise NotImplementedError(
+            "attn_mask is not supported: the kernels know only the causal mask (pass "
+            "attn_mask=None, with is_causal=True for causal attention), or use "
+            "torch.nn.functional.scaled_dot_product_attention for any other mask")
+    if dropout_p != 0.0:
+        raise NotImplementedError(
+            f"dropout_p={dropout_p} is not supported: the kernels have no dropout; pass "
+            f"dropout_p=0.0 (or drop out the output instead)")
+    if not isinstance(is_causal, (bool, int)):
+        raise TypeError(f"is_causal must be True or False, got {type(is_causal).__name__}")
+    if scale is not None:
+        if isinstance(scale, (torch.Tensor, bool)) or not isinstance(scale, numbers.Real):
+            raise TypeError(f"scale must be a Python number or None, got {type(scale).__name__}")
+        if not (math.isfinite(scale) and scale > 0):
+            raise ValueError(f"scale must be a positive finite number (or None for "
+                             f"1/sqrt(head_dim)), got {scale}")
+    q, k, v = tensors
+    if any(t.dim() != 4 for t in tensors):
+        raise ValueError(f"query, key and value have shapes {tuple(q.shape)}, {tuple(k.shape)}, "
+                         f"{tuple(v.shape)}: expected 4 dimensions each, [batch, heads, "
+                         f"seq_len, head_dim]")
+    if k.shape != v.shape:
+        raise ValueError(f"key has shape {tuple(k.shape)} but value {tuple(v.shape)}: they "
+                         f"must have one shape [batch, heads_kv, len_kv, head_dim]")
+    if k.shape[0] != q.shape[0] or k.shape[3] != q.shape[3]:
+        raise ValueError(f"key has shape {tuple(k.shape)} but query {tuple(q.shape)}: they "
+                         f"must share batch and head_dim")
+    if k.shape[1] != q.shape[1]:
+        if not enable_gqa:
+            raise ValueError(f"key has {k.shape[1]} heads but query {q.shape[1]}: pass "
+                             f"enable_gqa=True for grouped-query attention (as SDPA asks)")
+        if q.shape[1] % k.shape[1]:
+            raise ValueError(f"query's {q.shape[1]} heads are not a multiple of key's "
+                             f"{k.shape[1]}: grouped-query attention needs them to be")
+    for name, t in zip(_NAMES, tensors):
+        if t.dtype not in DTYPES:
+            raise TypeError(
+                f"{name} is {t.dtype}: flashtut's attention (chapters 07 and 08, the tensor "
+                f"cores) computes bf16 or fp16: call it under torch.autocast(\"cuda\", "
+                f"dtype=torch.bfloat16), or pass {name}.bfloat16() (or {name}.half())")
+        if t.dtype != q.dtype:
+            raise TypeError(f"{name} is {t.dtype} but query is {q.dtype}: give them one dtype "
+                            f"(or call under torch.autocast(\"cuda\"), which casts all three)")
+    if q.shape[-1] not in HEAD_DIMS:
+        raise ValueError(
+            f"head_dim {q.shape[-1]} is not supported: chapters 07 and 08 compute head_dim 64 "
+            f"or 128 (or use torch.nn.functional.scaled_dot_product_attention)")
+    _check_device(tensors)
+
+
+def attention(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None,
+              *, enable_gqa=False):
+    """``torch.nn.functional.scaled_dot_product_attention``, computed by the tutorial's
+    kernels through the operators above (``torch.compile(fullgraph=True)`` and CUDA graphs
+    go through them without a break).
+
+    query ``[batch, heads, seq_len, head_dim]``, key and value ``[batch, heads_kv, len_kv,
+    head_dim]`` (heads_kv = heads, or with ``enable_gqa`` a divisor of it), bf16 or fp16
+    CUDA tensors (under ``torch.autocast("cuda")`` any floating dtype but float64, cast to
+    the autocast dtype as SDPA's are), head_dim 64 or 128, any strides (views the kernels
+    read are read in place, others copied). ``is_causal``: key j visible to query i iff
+    j <= i (SDPA's alignment, also when the lengths differ). ``scale``: None for
+    1/sqrt(head_dim). ``attn_mask`` other than None and ``dropout_p`` other than 0 raise
+    :class:`NotImplementedError`.
+
+    Gradients: the backward kernel (chapter 08) computes one head count and one length.
+    With grouped heads, a call that needs gradients expands key and value to query's heads
+    first (the expansion sums their gradients back); with a key length other than
+    query's, it raises :class:`NotImplementedError` (under ``torch.no_grad()`` both run on
+    the forward kernel directly).
+    """
+    tensors = (query, key, value)
+    if all(isinstance(t, torch.Tensor) for t in tensors):
+        cast = _autocast_dtype()
+        if cast is not None:  # what autocast does to SDPA's floating CUDA inputs
+            tensors = tuple(t.to(cast) if t.dtype != cast and t.is_cuda and t.is_floating_point()
+                            and t.dtype != torch.float64 else t for t in tensors)
+    _check(tensors, attn_mask, dropout_p, is_causal, scale, enable_gqa)
+    q, k, v = tensors
+    grad = torch.is_grad_enabled() and any(t.requires_grad for t in tensors)
+    if grad and k.shape[2] != q.shape[2]:
+        raise NotImplementedError(
+            f"the gradient of attention with key length {k.shape[2]} != query length "
+            f"{q.shape[2]} is not computed yet: chapter 08's backward takes one length. Call "
+            f"it under torch.no_grad() (the forward kernel computes it), or use "
+            f"torch.nn.functional.scaled_dot_product_attention for training")
+    if grad and k.shape[1] != q.shape[1]:
+        group = q.shape[1] // k.shape[1]
+        k, v = (t.repeat_interleave(group, dim=1) for t in (k, v))
+    q, k, v = (_ready(t) for t in (q, k, v))
+    o, _ = attention_forward(q, k, v, bool(is_causal), None if scale is None else float(scale),
+                             _ft.CAUSAL_TOP_LEFT)
+    return o

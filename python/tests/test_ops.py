@@ -1,0 +1,125 @@
+#!/usr/bin/env python3
+"""CPU tests of flashtut.ops (ctest python_ops): the operators' fake implementations and
+flashtut.attention's checks, with PyTorch's fake tensors standing in for CUDA ones, so that
+what torch.compile sees (shapes, dtypes, strides; no data pointer read while tracing) is
+tested without a GPU. Exit 77 (skipped, saying why) without PyTorch.
+
+  python3 python/tests/test_ops.py [-v]
+"""
+import os
+import sys
+import unittest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+try:
+    import torch
+    from torch._subclasses.fake_tensor import FakeTensorMode
+except ImportError:
+    print("test_ops: skipped: PyTorch is not installed (pip install torch)")
+    sys.exit(77)
+
+try:
+    import flashtut
+except ImportError:  # a checkout without `pip install .`: the package next to this file
+    sys.path.insert(0, os.path.join(os.path.dirname(HERE)))
+    import flashtut
+import flashtut.ops as ops  # noqa: E402
+
+BF16 = torch.bfloat16
+
+
+def cuda(*shape, dtype=BF16, grad=False):
+    t = torch.empty(*shape, dtype=dtype, device="cuda")
+    return t.requires_grad_(grad)
+
+
+class Registered(unittest.TestCase):
+    def test_the_operators_exist_with_their_schemas(self):
+        fwd = torch.ops.flashtut.attention_forward.default
+        bwd = torch.ops.flashtut.attention_backward.default
+        self.assertIn("bool is_causal, float? scale, SymInt causal_align", str(fwd._schema))
+        self.assertIn("-> (Tensor, Tensor, Tensor)", str(bwd._schema))
+        self.assertIs(flashtut.attention, ops.attention)
+        self.assertEqual(flashtut.__version__.split(".")[1], str(flashtut.API_VERSION))
+
+
+class Fake(unittest.TestCase):
+    """The fake implementations, as torch.compile runs them: outputs shaped and laid out as
+    the library writes them."""
+
+    def test_forward_shapes_with_grouped_heads_and_two_lengths(self):
+        with FakeTensorMode():
+            q, k = cuda(2, 8, 64, 128), cuda(2, 2, 300, 128)
+            o, lse = torch.ops.flashtut.attention_forward(q, k, k, True, None, 1)
+            self.assertEqual((tuple(o.shape), o.dtype), ((2, 8, 64, 128), BF16))
+            self.assertEqual((tuple(lse.shape), lse.dtype), ((2, 8, 64), torch.float32))
+            self.assertTrue(o.is_contiguous())
+
+    def test_views_get_outputs_in_token_major_memory(self):
+        with FakeTensorMode():
+            qkv = cuda(2, 64, 3, 4, 64)  # a projection [B, N, 3, H, d]
+            q, k, v = (qkv[:, :, i].transpose(1, 2) for i in range(3))
+            o, _ = torch.ops.flashtut.attention_forward(q, k, v, False, None, 0)
+            self.assertEqual(o.stride(), (64 * 4 * 64, 64, 4 * 64, 1))  # [B, N, H, d] memory
+            dq, dk, dv = torch.ops.flashtut.attention_backward(o, q, k, v, o, o[..., 0].float(),
+                                                                False, None, 0)
+            self.assertEqual(dq.stride(), o.stride())
+            self.assertEqual(dk.shape, k.shape)
+
+    def test_attention_traces_on_fake_tensors_and_records_its_gradient(self):
+        # What torch.compile does: the whole call on fake tensors, no data pointer read. (The
+        # backward itself runs on the GPU test: autograd's engine wants a real device.)
+        with FakeTensorMode():
+            q, k, v = (cuda(2, 4, 128, 64, grad=True) for _ in range(3))
+            o = flashtut.attention(q, k, v, is_causal=True)
+            self.assertEqual(o.shape, q.shape)
+            self.assertIsNotNone(o.grad_fn)
+
+    def test_grouped_heads_with_gradients_expand_key_and_value(self):
+        with FakeTensorMode():
+            q = cuda(1, 8, 64, 64, grad=True)
+            k, v = (cuda(1, 2, 64, 64, grad=True) for _ in range(2))
+            o = flashtut.attention(q, k, v, enable_gqa=True)
+            self.assertEqual(o.shape, q.shape)
+            self.assertIn("ViewBackward", str(o.grad_fn.next_functions))  # k, v expanded first
+            with torch.no_grad():  # without gradients, the forward kernel reads them as they are
+                self.assertEqual(flashtut.attention(q, k, v, enable_gqa=True).shape, q.shape)
+
+    def test_a_misaligned_view_is_copied_not_read(self):
+        with FakeTensorMode():
+            big = cuda(2, 4, 64, 72)
+            q = big[..., 4:68]  # head_dim contiguous, but starts 8 bytes in
+            self.assertIsNot(ops._ready(q), q)
+            self.assertTrue(ops._ready(q).is_contiguous())
+            ok = cuda(2, 64, 4, 64).transpose(1, 2)
+            self.assertIs(ops._ready(ok), ok)
+
+
+class Refusals(unittest.TestCase):
+    def raises(self, exc, text, *args, **kw):
+        with FakeTensorMode():
+            with self.assertRaises(exc) as c:
+                flashtut.attention(*[a() if callable(a) else a for a in args], **kw)
+        self.assertIn(text, str(c.exception))
+
+    def test_what_the_kernels_cannot_do(self):
+        qkv = [lambda: cuda(1, 4, 64, 64)] * 3
+        self.raises(NotImplementedError, "attn_mask is not supported", *qkv,
+                    attn_mask=torch.ones(1))
+        self.raises(NotImplementedError, "dropout_p=0.1 is not supported", *qkv, dropout_p=0.1)
+        self.raises(ValueError, "pass enable_gqa=True", lambda: cuda(1, 4, 64, 64),
+                    lambda: cuda(1, 2, 64, 64), lambda: cuda(1, 2, 64, 64))
+        self.raises(ValueError, "not a multiple of key's 3", lambda: cuda(1, 4, 64, 64),
+                    lambda: cuda(1, 3, 64, 64), lambda: cuda(1, 3, 64, 64), enable_gqa=True)
+        self.raises(ValueError, "head_dim 96 is not supported", *[lambda: cuda(1, 4, 64, 96)] * 3)
+        self.raises(TypeError, "computes bf16 or fp16", *[lambda: cuda(1, 4, 64, 64, dtype=torch.float32)] * 3)
+        self.raises(NotImplementedError, "key length 100 != query length 64",
+                    lambda: cuda(1, 4, 64, 64, grad=True), lambda: cuda(1, 4, 100, 64),
+                    lambda: cuda(1, 4, 100, 64))
+        with self.assertRaises(ValueError) as c:
+            flashtut.attention(*(torch.empty(1, 4, 64, 64, dtype=BF16) for _ in range(3)))
+        self.assertIn("the kernels run on a CUDA device", str(c.exception))
+
+
+if __name__ == "__main__":
+    unittest.main()

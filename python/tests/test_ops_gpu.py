@@ -1,0 +1,172 @@
+#!/usr/bin/env python3
+"""GPU tests of flashtut.ops (ctest python_ops_gpu): the operators as PyTorch checks custom
+operators (torch.library.opcheck), flashtut.attention against a float64 reference (grouped
+heads, two lengths, causal and not), a small model under torch.compile(fullgraph=True)
+against the same model run eagerly, and the forward and backward captured in a CUDA graph
+and replayed on new inputs. Exit 77 (skipped, saying why) without PyTorch, CUDA, an sm_80
+GPU or the library.
+
+  FLASHTUT_LIB=build/common/libflashtut.so python3 python/tests/test_ops_gpu.py [-v]
+"""
+import math
+import os
+import sys
+import unittest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def skip(why):
+    print(f"test_ops_gpu: skipped: {why}")
+    sys.exit(77)
+
+
+try:
+    import torch
+except ImportError:
+    skip("PyTorch is not installed")
+if not torch.cuda.is_available():
+    skip("no CUDA GPU")
+if torch.cuda.get_device_capability() < (8, 0):
+    skip("chapters 07 and 08 need an sm_80 GPU or newer")
+try:
+    import flashtut
+except ImportError:  # a checkout without `pip install .`: the package next to this file
+    sys.path.insert(0, os.path.dirname(HERE))
+    import flashtut
+try:
+    flashtut.load()
+except flashtut.LibraryError as e:
+    skip(str(e))
+import flashtut.ops  # noqa: E402,F401
+
+torch.manual_seed(0)
+
+
+def reference(q, k, v, causal):
+    """float64 attention with grouped heads and SDPA's (top-left) causal mask."""
+    q, k, v = (t.double() for t in (q, k, v))
+    group = q.shape[1] // k.shape[1]
+    k, v = (t.repeat_interleave(group, dim=1) for t in (k, v))
+    s = q @ k.transpose(-1, -2) / math.sqrt(q.shape[-1])
+    if causal:
+        nq, nk = s.shape[-2:]
+        s = s.masked_fill(torch.ones(nq, nk, dtype=torch.bool, device=s.device).triu(1), -math.inf)
+    return torch.softmax(s, -1) @ v
+
+
+def rel(a, b):
+    return float((a.double() - b.double()).norm() / b.double().norm())
+
+
+def qkv(b, hq, hk, nq, nk, d, grad=False):
+    q = torch.randn(b, hq, nq, d, device="cuda", dtype=torch.bfloat16)
+    k, v = (torch.randn(b, hk, nk, d, device="cuda", dtype=torch.bfloat16) for _ in range(2))
+    return tuple(t.requires_grad_(grad) for t in (q, k, v))
+
+
+class Operators(unittest.TestCase):
+    def test_opcheck(self):
+        # Schema, fake implementation, autograd registration and dispatch, as PyTorch checks
+        # custom operators.
+        q, k, v = qkv(2, 4, 4, 128, 128, 64, grad=True)
+        torch.library.opcheck(torch.ops.flashtut.attention_forward.default,
+                              (q, k, v, True, None, 0))
+        q, k, v = qkv(1, 4, 2, 64, 200, 128)
+        torch.library.opcheck(torch.ops.flashtut.attention_forward.default,
+                              (q, k, v, False, 0.1, 1), test_utils=("test_schema", "test_faketensor"))
+
+
+class Attention(unittest.TestCase):
+    def check(self, shape, causal, grad):
+        q, k, v = qkv(*shape, grad=grad)
+        ctx = torch.enable_grad() if grad else torch.no_grad()
+        with ctx:
+            o = flashtut.attention(q, k, v, is_causal=causal, enable_gqa=shape[1] != shape[2])
+        ref = reference(q, k, v, causal) if not grad else None
+        if grad:
+            qd, kd, vd = (t.detach().double().requires_grad_() for t in (q, k, v))
+            ref = reference(qd, kd, vd, causal)
+            do = torch.randn_like(o)
+            (o.float() * do.float()).sum().backward()
+            (ref * do.double()).sum().backward()
+            for name, a, b in (("dq", q.grad, qd.grad), ("dk", k.grad, kd.grad), ("dv", v.grad, vd.grad)):
+                self.assertLess(rel(a, b), 1e-2, f"{name} {shape} causal={causal}")
+        self.assertLess(rel(o, ref), 1e-2, f"o {shape} causal={causal}")
+
+    def test_against_float64(self):
+        for shape in ((2, 4, 4, 300, 300, 64), (1, 8, 2, 1000, 1000, 128), (2, 6, 1, 17, 17, 64)):
+            for causal in (False, True):
+                for grad in (False, True):
+                    with self.subTest(shape=shape, causal=causal, grad=grad):
+                        self.check(shape, causal, grad)
+
+    def test_two_lengths_without_gradients(self):
+        for shape in ((1, 4, 2, 16, 300, 128), (2, 4, 4, 300, 16, 64)):
+            for causal in (False, True):
+                with self.subTest(shape=shape, causal=causal):
+                    self.check(shape, causal, False)
+
+
+class Model(torch.nn.Module):
+    def __init__(self, width=512, heads=8, kv_heads=2):
+        super().__init__()
+        self.heads, self.kv_heads, self.d = heads, kv_heads, width // heads
+        self.q = torch.nn.Linear(width, width)
+        self.kv = torch.nn.Linear(width, 2 * kv_heads * self.d)
+        self.out = torch.nn.Linear(width, width)
+
+    def forward(self, x, attention):
+        b, n, _ = x.shape
+        q = self.q(x).view(b, n, self.heads, self.d).transpose(1, 2)
+        k, v = self.kv(x).view(b, n, 2, self.kv_heads, self.d).unbind(2)
+        o = attention(q, k.transpose(1, 2), v.transpose(1, 2), is_causal=True, enable_gqa=True)
+        return self.out(o.transpose(1, 2).reshape(b, n, -1))
+
+
+class Compile(unittest.TestCase):
+    def test_fullgraph_compile_matches_eager(self):
+        model = Model().cuda().bfloat16()
+        x = torch.randn(2, 256, 512, device="cuda", dtype=torch.bfloat16)
+        eager = model(x, flashtut.attention)
+        compiled = torch.compile(model, fullgraph=True)
+        out = compiled(x, flashtut.attention)
+        self.assertLess(rel(out, eager), 2e-2)
+        ref = model(x, torch.nn.functional.scaled_dot_product_attention)
+        self.assertLess(rel(out, ref), 2e-2)
+        out.float().sum().backward()  # the backward through the compiled graph
+        grads = [p.grad.clone() for p in model.parameters()]
+        model.zero_grad()
+        eager.float().sum().backward()
+        for g, e in zip(grads, (p.grad for p in model.parameters())):
+            self.assertLess(rel(g, e), 5e-2)
+
+
+class Graphs(unittest.TestCase):
+    def test_capture_and_replay(self):
+        q, k, v = qkv(2, 4, 4, 512, 512, 64, grad=True)
+        static = [t.detach().clone().requires_grad_() for t in (q, k, v)]
+        s = torch.cuda.Stream()
+        s.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(s):  # warm up outside the capture
+            for _ in range(2):
+                flashtut.attention(*static, is_causal=True).float().sum().backward()
+        torch.cuda.current_stream().wait_stream(s)
+        for t in static:
+            t.grad = None
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            o = flashtut.attention(*static, is_causal=True)
+            o.float().sum().backward()
+        fresh = qkv(2, 4, 4, 512, 512, 64)
+        for t, f in zip(static, fresh):
+            t.data.copy_(f)
+        graph.replay()
+        torch.cuda.synchronize()
+        with torch.no_grad():
+            want = flashtut.attention(*fresh, is_causal=True)
+        self.assertTrue(torch.equal(o, want), "the replay computes what an eager call does")
+
+
+if __name__ == "__main__":
+    unittest.main()
