@@ -72,18 +72,34 @@ def _all_contiguous(*tensors):
 
 
 def _ready(t):
-    """t as the kernels read it: as it is when it is a view of the kind
-    :func:`flashtut.view_strides` accepts (head_dim contiguous, the other strides and the
-    start multiples of 16 bytes), else a contiguous copy. Decided from the shape, the strides
-    and the storage offset alone, never the data pointer, so that torch.compile traces it
-    (PyTorch's allocations start 16-byte aligned; the library checks the real pointers)."""
+    """t as it is when its strides are those of a view the kernels read (head_dim
+    contiguous, the other strides non-negative multiples of 16 bytes: flashtut.view_strides'
+    rule), else a contiguous copy. Strides and shape alone, nothing torch.compile cannot
+    trace; where the view starts (its 16-byte alignment) is the operator's to check, on the
+    real tensor (_aligned)."""
     chunk = _ft.ALIGNMENT // t.element_size()
     ok = (t.dim() == 4 and (t.shape[3] == 1 or t.stride(3) == 1)
-          and t.storage_offset() % chunk == 0
           and all(s >= 0 and (n == 1 or s % chunk == 0) for s, n in zip(t.stride()[:3], t.shape[:3])))
-    if ok:
+    return t if ok else t.contiguous()
+
+
+def _aligned(t):
+    """t, or a copy of it in fresh (16-byte aligned) memory when it starts between 16-byte
+    boundaries (a view into a larger tensor): inside the operators, on real tensors."""
+    if t.data_ptr() % _ft.ALIGNMENT == 0:
         return t
     return t.contiguous() if not t.is_contiguous() else t.clone()
+
+
+def _laid_out(out, like, contiguous):
+    """out in the layout the fake implementation promised (_layout_like(like, contiguous)),
+    copied there in the rare case an input had to be copied (_aligned) and the library chose
+    another."""
+    want = _layout_like(like, contiguous)
+    if out.stride() == want.stride():
+        return out
+    want.copy_(out)
+    return want
 
 
 # ---- the forward operator ------------------------------------------------------------------
@@ -92,8 +108,9 @@ def _ready(t):
 def attention_forward(q: Tensor, k: Tensor, v: Tensor, is_causal: bool, scale: Optional[float],
                       causal_align: int) -> tuple[Tensor, Tensor]:
     """o and the log-sum-exp (float32 [B, H, N]) of chapter 07's forward."""
-    return _ft.forward(q, k, v, causal=is_causal, scale=scale, impl=FORWARD_IMPL,
-                       causal_align=causal_align)
+    o, lse = _ft.forward(*(_aligned(t) for t in (q, k, v)), causal=is_causal, scale=scale,
+                         impl=FORWARD_IMPL, causal_align=causal_align)
+    return _laid_out(o, q, _all_contiguous(q, k, v)), lse
 
 
 @attention_forward.register_fake
@@ -109,8 +126,11 @@ def attention_backward(do: Tensor, q: Tensor, k: Tensor, v: Tensor, o: Tensor, l
                        is_causal: bool, scale: Optional[float],
                        causal_align: int) -> tuple[Tensor, Tensor, Tensor]:
     """dq, dk, dv of chapter 08's backward (P recomputed from q, k and lse)."""
-    return _ft.backward(q, k, v, o, lse, do, causal=is_causal, scale=scale, impl=BACKWARD_IMPL,
-                        causal_align=causal_align)
+    contiguous = _all_contiguous(q, k, v, o, do)
+    q2, k2, v2, o2, do2 = (_aligned(t) for t in (q, k, v, o, do))
+    dq, dk, dv = _ft.backward(q2, k2, v2, o2, lse, do2, causal=is_causal, scale=scale,
+                              impl=BACKWARD_IMPL, causal_align=causal_align)
+    return _laid_out(dq, q, contiguous), _laid_out(dk, k, contiguous), _laid_out(dv, k, contiguous)
 
 
 @attention_backward.register_fake

@@ -85,14 +85,15 @@ class Fake(unittest.TestCase):
             with torch.no_grad():  # without gradients, the forward kernel reads them as they are
                 self.assertEqual(flashtut.attention(q, k, v, enable_gqa=True).shape, q.shape)
 
-    def test_a_misaligned_view_is_copied_not_read(self):
+    def test_views_the_kernels_cannot_read_are_copied_by_their_strides(self):
         with FakeTensorMode():
-            big = cuda(2, 4, 64, 72)
-            q = big[..., 4:68]  # head_dim contiguous, but starts 8 bytes in
-            self.assertIsNot(ops._ready(q), q)
-            self.assertTrue(ops._ready(q).is_contiguous())
-            ok = cuda(2, 64, 4, 64).transpose(1, 2)
+            ok = cuda(2, 64, 4, 64).transpose(1, 2)  # a projection's view: read in place
             self.assertIs(ops._ready(ok), ok)
+            odd = cuda(2, 4, 64, 68)[..., :64]  # rows 136 bytes apart: not a multiple of 16
+            self.assertIsNot(ops._ready(odd), odd)
+            self.assertTrue(ops._ready(odd).is_contiguous())
+            flipped = cuda(2, 4, 64, 64).transpose(2, 3)  # head_dim not contiguous
+            self.assertTrue(ops._ready(flipped).is_contiguous())
 
 
 class Refusals(unittest.TestCase):
