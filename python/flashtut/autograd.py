@@ -138,13 +138,10 @@ class FlashAttention(torch.autograd.Function):
 _NAMES = ("query", "key", "value")
 
 
-def _check(tensors, attn_mask, dropout_p, is_causal, scale, enable_gqa):
-    """Everything the kernels cannot do, refused here, before the library is loaded or
-    called. Order: what the arguments are, what the call asks for, the shapes, the dtype,
-    the head dimension, the device (so that each of these can be seen on CPU tensors)."""
-    for name, t in zip(_NAMES, tensors):
-        if not isinstance(t, torch.Tensor):
-            raise TypeError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
+def _check_arguments(attn_mask, dropout_p, is_causal, scale):
+    """SDPA's arguments the kernels cannot honour (a mask, dropout) or that are not what
+    they must be (is_causal, scale), refused with what to pass instead (flashtut.ops's
+    attention checks the same)."""
     if attn_mask is not None:
         raise NotImplementedError(
             "attn_mask is not supported: the kernels know only the causal mask (pass "
@@ -154,11 +151,6 @@ def _check(tensors, attn_mask, dropout_p, is_causal, scale, enable_gqa):
         raise NotImplementedError(
             f"dropout_p={dropout_p} is not supported: the kernels have no dropout; pass "
             f"dropout_p=0.0 (or drop out the output instead)")
-    if enable_gqa:
-        raise NotImplementedError(
-            "enable_gqa is not supported: the kernels need key and value with query's number "
-            "of heads; repeat them first (key.repeat_interleave(hq // hk, dim=1)) and pass "
-            "enable_gqa=False")
     if not isinstance(is_causal, (bool, int)):
         raise TypeError(f"is_causal must be True or False, got {type(is_causal).__name__}")
     if scale is not None:
@@ -167,6 +159,21 @@ def _check(tensors, attn_mask, dropout_p, is_causal, scale, enable_gqa):
         if not (math.isfinite(scale) and scale > 0):
             raise ValueError(f"scale must be a positive finite number (or None for "
                              f"1/sqrt(head_dim)), got {scale}")
+
+
+def _check(tensors, attn_mask, dropout_p, is_causal, scale, enable_gqa):
+    """Everything the kernels cannot do, refused here, before the library is loaded or
+    called. Order: what the arguments are, what the call asks for, the shapes, the dtype,
+    the head dimension, the device (so that each of these can be seen on CPU tensors)."""
+    for name, t in zip(_NAMES, tensors):
+        if not isinstance(t, torch.Tensor):
+            raise TypeError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
+    _check_arguments(attn_mask, dropout_p, is_causal, scale)
+    if enable_gqa:
+        raise NotImplementedError(
+            "enable_gqa is not supported: the kernels need key and value with query's number "
+            "of heads; repeat them first (key.repeat_interleave(hq // hk, dim=1)) and pass "
+            "enable_gqa=False")
     q = tensors[0]
     if q.dim() != 4:
         raise ValueError(f"query has shape {tuple(q.shape)}: expected 4 dimensions, [batch, "

@@ -32,8 +32,6 @@ tensors). Where the forward kernel computes a case the backward kernel does not 
 query's heads (the gradients sum back through the expansion), and a key length other than
 the query's is refused with gradients: the message says so.
 """
-import math
-import numbers
 from typing import Optional
 
 try:
@@ -46,7 +44,7 @@ except ImportError as _e:  # pragma: no cover - the message is tested in a subpr
 from torch import Tensor
 
 import flashtut as _ft
-from flashtut.autograd import DTYPES, HEAD_DIMS, _autocast_dtype, _check_device
+from flashtut.autograd import DTYPES, HEAD_DIMS, _autocast_dtype, _check_arguments, _check_device
 
 __all__ = ["attention", "attention_forward", "attention_backward", "FORWARD_IMPL",
            "BACKWARD_IMPL"]
@@ -171,23 +169,7 @@ def _check(tensors, attn_mask, dropout_p, is_causal, scale, enable_gqa):
     for name, t in zip(_NAMES, tensors):
         if not isinstance(t, torch.Tensor):
             raise TypeError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
-    if attn_mask is not None:
-        raise NotImplementedError(
-            "attn_mask is not supported: the kernels know only the causal mask (pass "
-            "attn_mask=None, with is_causal=True for causal attention), or use "
-            "torch.nn.functional.scaled_dot_product_attention for any other mask")
-    if dropout_p != 0.0:
-        raise NotImplementedError(
-            f"dropout_p={dropout_p} is not supported: the kernels have no dropout; pass "
-            f"dropout_p=0.0 (or drop out the output instead)")
-    if not isinstance(is_causal, (bool, int)):
-        raise TypeError(f"is_causal must be True or False, got {type(is_causal).__name__}")
-    if scale is not None:
-        if isinstance(scale, (torch.Tensor, bool)) or not isinstance(scale, numbers.Real):
-            raise TypeError(f"scale must be a Python number or None, got {type(scale).__name__}")
-        if not (math.isfinite(scale) and scale > 0):
-            raise ValueError(f"scale must be a positive finite number (or None for "
-                             f"1/sqrt(head_dim)), got {scale}")
+    _check_arguments(attn_mask, dropout_p, is_causal, scale)
     q, k, v = tensors
     if any(t.dim() != 4 for t in tensors):
         raise ValueError(f"query, key and value have shapes {tuple(q.shape)}, {tuple(k.shape)}, "
