@@ -16,6 +16,7 @@
 
 #include <cuda_runtime.h>
 
+#include "core/limits.hpp"  // ft::kMaxSmemPerBlock
 #include <cstdint>
 
 #include "cuda_core/tile_ops.cuh"
@@ -61,7 +62,7 @@ struct FastTiles {
   static constexpr size_t kSmemBytes = sizeof(float) * (D * Br + D * Bc + Bc * D + Bc * kLdP);
   static_assert(Br % kRowsPerThread == 0 && D % 4 == 0, "whole runs of 4");
   static_assert(kThreads % 32 == 0, "whole warps: the row shuffles use every lane");
-  static_assert(kSmemBytes <= 227 * 1024, "at most 227 KB of shared memory per block");
+  static_assert(kSmemBytes <= ft::kMaxSmemPerBlock, "at most 227 KB of shared memory per block");
 };
 
 template <class T>

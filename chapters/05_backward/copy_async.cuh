@@ -9,6 +9,7 @@
 #include <cuda_runtime.h>
 
 #include "05_backward/copy_sync.cuh"  // CopySync: these copies on a GPU older than sm_80
+#include "sm80/cp_async.cuh"          // ft::tc::cp_async_16, cp_async_4: the instruction, wrapped once
 
 namespace ch05 {
 
@@ -28,10 +29,7 @@ struct CopyAsync {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 800
     CopySync::copy_16(dst, src, in_range);
 #else
-    const unsigned to = static_cast<unsigned>(__cvta_generic_to_shared(dst));
-    const int src_bytes = in_range ? 16 : 0;  // bytes read; the rest of the 16 are zero-filled
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(to), "l"(src),
-                 "r"(src_bytes));
+    ft::tc::cp_async_16(dst, src, in_range);  // out of range: 16 zero bytes, nothing read
 #endif
   }
   /// The same for 4 bytes (.ca: the only cache mode 4-byte copies allow).
@@ -39,9 +37,7 @@ struct CopyAsync {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 800
     CopySync::copy_4(dst, src, in_range);
 #else
-    const unsigned to = static_cast<unsigned>(__cvta_generic_to_shared(dst));
-    asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(to), "l"(src),
-                 "r"(in_range ? 4 : 0));
+    ft::tc::cp_async_4(dst, src, in_range);
 #endif
   }
   /// Waits until this thread's copies have landed.

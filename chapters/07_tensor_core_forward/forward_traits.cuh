@@ -7,6 +7,7 @@
 
 #include <cstddef>
 
+#include "core/limits.hpp"  // ft::kMaxSmemPerBlock
 #include "sm80/fragment.hpp"
 #include "sm80/swizzle.hpp"
 #include "sm80/tile_copy.cuh"
@@ -67,7 +68,7 @@ struct ForwardTraits {
   static_assert(kSTiles % 2 == 0 && kOTiles % 2 == 0, "B fragments are loaded in pairs (x4)");
   static_assert(kMTiles * (kSTiles + kOTiles) * 4 <= 192,
                 "S and O accumulators must leave registers for everything else (255 max)");
-  static_assert(kSmemBytes <= 227 * 1024, "at most 227 KB of shared memory per block (sm_90)");
+  static_assert(kSmemBytes <= ft::kMaxSmemPerBlock, "at most 227 KB of shared memory per block (sm_90)");
 };
 
 /// KeyValue<Traits>: the same kernel for queries and keys of two lengths (the causal diagonal

@@ -34,6 +34,7 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
+#include "core/limits.hpp"  // ft::kMaxSmemPerBlock
 #include <cstdint>
 #include <type_traits>
 
@@ -118,7 +119,7 @@ struct BackwardTraits {
                 "the dQ product splits into whole pairs of tiles per warp");
   static_assert(2 * (kQTiles + kDTiles) * ft::tc::kCElems <= 192,
                 "Sᵀ, dPᵀ, dK, dV accumulators must leave registers for the rest (255 max)");
-  static_assert(kSmemBytes <= 227 * 1024, "at most 227 KB of shared memory per block (sm_90)");
+  static_assert(kSmemBytes <= ft::kMaxSmemPerBlock, "at most 227 KB of shared memory per block (sm_90)");
 };
 
 /// The arguments of the key-block kernels: one head is N·d elements of each tensor, heads

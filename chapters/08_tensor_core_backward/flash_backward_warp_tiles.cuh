@@ -32,6 +32,7 @@
 /// Run: ./build/chapters/08_tensor_core_backward/ch08_tensor_core_backward --variant warp_tiles
 #pragma once
 
+#include "core/limits.hpp"  // ft::kMaxSmemPerBlock
 #include "08_tensor_core_backward/flash_backward_tc.cuh"  // Params, dot_dO_O_tc, convert_dq
 #include "schedule/tail_split.hpp"
 
@@ -115,7 +116,7 @@ struct WarpTileTraits {
                 "B fragments are loaded in pairs (x4)");
   static_assert(kRowTiles * (2 * kQTiles + 2 * kDTiles) * ft::tc::kCElems <= 192,
                 "Sᵀ, dPᵀ, dK, dV accumulators must leave registers for the rest (255 max)");
-  static_assert(kSmemBytes <= 227 * 1024, "at most 227 KB of shared memory per block (sm_90)");
+  static_assert(kSmemBytes <= ft::kMaxSmemPerBlock, "at most 227 KB of shared memory per block (sm_90)");
 };
 
 /// acc[i][j] += A_i·B_j over kSteps k-steps for a warp tile of kM × kN mma tiles:
