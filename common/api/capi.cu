@@ -10,6 +10,7 @@
 #include "device/launch.cuh"
 #include "harness/registry.hpp"
 #include "core/strides.hpp"
+#include "reference/reference.hpp"
 
 namespace {
 thread_local std::string g_last_error;
@@ -288,4 +289,25 @@ extern "C" int ft_backward_strided(const char* impl, ft_problem p, const ft_layo
   if (const int rc = ft::capi::guarded([&] { b = &backward_named(impl); })) return rc;
   return ft::capi::backward_strided(b->impl, p, layout,
                                     {Q, K, V, O, lse, dO, dQ, dK, dV, workspace}, stream);
+}
+
+// ---- The float64 reference on the host ------------------------------------------------------
+
+extern "C" int ft_reference_forward(ft_problem p, const float* Q, const float* K, const float* V,
+                                    double* O, double* lse) {
+  return ft::capi::guarded([&] {
+    const ft::Problem q = ft::capi::to_problem(p);
+    ft::capi::check_present({{"Q", Q}, {"K", K}, {"V", V}, {"O", O}, {"lse", lse}});
+    ft::reference_forward(q, Q, K, V, O, lse);
+  });
+}
+
+extern "C" int ft_reference_backward(ft_problem p, const float* Q, const float* K, const float* V,
+                                     const float* dO, double* dQ, double* dK, double* dV) {
+  return ft::capi::guarded([&] {
+    const ft::Problem q = ft::capi::to_problem(p);
+    ft::capi::check_present({{"Q", Q}, {"K", K}, {"V", V}, {"dO", dO}, {"dQ", dQ}, {"dK", dK},
+                             {"dV", dV}});
+    ft::reference_backward(q, Q, K, V, dO, dQ, dK, dV);
+  });
 }

@@ -182,6 +182,16 @@ int ft_backward_strided(const char* impl, ft_problem problem, const ft_layout* l
                         const float* lse, const void* dO, void* dQ, void* dK, void* dV,
                         void* workspace, cudaStream_t stream);
 
+/* The float64 reference every kernel is checked against (common/reference/reference.hpp),
+ * on the host: float32 inputs laid out as contract 1 says, double outputs. A row that sees no
+ * key gets O = 0 and lse = -inf. For checking other implementations, and for the tests that
+ * compare it with PyTorch's. 0, or -1 for a problem Problem::validate refuses or a NULL. */
+int ft_reference_forward(ft_problem problem, const float* Q, const float* K, const float* V,
+                         double* O, double* lse);
+/** dQ, dK, dV (dK and dV summed over the query heads that share a key/value head) for dO. */
+int ft_reference_backward(ft_problem problem, const float* Q, const float* K, const float* V,
+                          const float* dO, double* dQ, double* dK, double* dV);
+
 #ifdef __cplusplus
 }
 #endif

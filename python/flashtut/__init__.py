@@ -179,6 +179,9 @@ SIGNATURES = {
     "ft_backward_workspace_bytes": (ctypes.c_size_t, [_NAME, Problem]),
     "ft_backward": (ctypes.c_int, _BACKWARD_ARGTYPES),
     "ft_backward_strided": (ctypes.c_int, _BACKWARD_ARGTYPES[:2] + [_LAYOUT] + _BACKWARD_ARGTYPES[2:]),
+    # The float64 reference on the host: (problem, Q, K, V, O, lse) and (.., dO, dQ, dK, dV)
+    "ft_reference_forward": (ctypes.c_int, [Problem] + [_P] * 5),
+    "ft_reference_backward": (ctypes.c_int, [Problem] + [_P] * 7),
     # Chapter 03's row softmax (declared in its own header): (variant, in, out, rows, cols, stream)
     "ft_ch03_row_softmax": (ctypes.c_int, [ctypes.c_int, _P, _P, ctypes.c_int64, ctypes.c_int, _P]),
 }
