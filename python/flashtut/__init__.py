@@ -500,10 +500,21 @@ def view_strides(t):
     aligned. A transposed view of a model's QKV projection is one; ``t.contiguous()`` always
     is."""
     try:
+        if t.data_ptr() % ALIGNMENT:
+            return None
+    except (AttributeError, TypeError):
+        return None
+    return _readable_strides(t)
+
+
+def _readable_strides(t):
+    """view_strides' rule on the shape and strides alone (no data pointer: what torch.compile
+    can trace, flashtut.ops uses it so)."""
+    try:
         strides, shape, size = t.stride(), t.shape, t.element_size()
     except (AttributeError, TypeError):
         return None
-    if len(strides) != 4 or (shape[3] > 1 and strides[3] != 1) or t.data_ptr() % ALIGNMENT:
+    if len(strides) != 4 or (shape[3] > 1 and strides[3] != 1):
         return None
     chunk = ALIGNMENT // size
     for s, n in zip(strides[:3], shape[:3]):

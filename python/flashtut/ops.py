@@ -70,15 +70,11 @@ def _all_contiguous(*tensors):
 
 
 def _ready(t):
-    """t as it is when its strides are those of a view the kernels read (head_dim
-    contiguous, the other strides non-negative multiples of 16 bytes: flashtut.view_strides'
-    rule), else a contiguous copy. Strides and shape alone, nothing torch.compile cannot
-    trace; where the view starts (its 16-byte alignment) is the operator's to check, on the
-    real tensor (_aligned)."""
-    chunk = _ft.ALIGNMENT // t.element_size()
-    ok = (t.dim() == 4 and (t.shape[3] == 1 or t.stride(3) == 1)
-          and all(s >= 0 and (n == 1 or s % chunk == 0) for s, n in zip(t.stride()[:3], t.shape[:3])))
-    return t if ok else t.contiguous()
+    """t as it is when its strides are those of a view the kernels read (flashtut.view_strides'
+    rule on strides alone: nothing torch.compile cannot trace), else a contiguous copy; where
+    the view starts (its 16-byte alignment) is the operator's to check, on the real tensor
+    (_aligned)."""
+    return t if _ft._readable_strides(t) is not None else t.contiguous()
 
 
 def _aligned(t):
