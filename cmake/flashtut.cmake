@@ -60,3 +60,10 @@ function(ft_discover test_exe label)
     # preset also limits each process's OpenMP threads: CMakePresets.json.)
     PROPERTIES LABELS ${label} ENVIRONMENT "FT_REFERENCE_CACHE=${CMAKE_BINARY_DIR}/reference_cache")
 endfunction()
+
+# FT_PYTHON_ENV: the environment of every Python test and generator the build runs. The
+# tree's Python folders are importable by name (python/ holds the flashtut package; scripts/,
+# plots/ and docs/ hold the tools, which import one another), so no file edits sys.path.
+# By hand, the same: PYTHONPATH=python (python/README.md), or `pip install .`.
+set(FT_PYTHONPATH "${PROJECT_SOURCE_DIR}/python:${PROJECT_SOURCE_DIR}/scripts:${PROJECT_SOURCE_DIR}/plots:${PROJECT_SOURCE_DIR}/docs")
+set(FT_PYTHON_ENV "PYTHONDONTWRITEBYTECODE=1;PYTHONPATH=${FT_PYTHONPATH}")

@@ -28,8 +28,7 @@ import shutil
 import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(os.path.dirname(HERE), "plots"))
-import results_csv  # noqa: E402
+import results_csv
 
 # The shape the per-kernel table shows: the papers' benchmark shape, B=4 H=32 N=4096 d=64,
 # the default of every chapter's program.

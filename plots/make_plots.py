@@ -35,15 +35,14 @@ import textwrap
 from collections import defaultdict
 from typing import Callable, NamedTuple
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import results_csv  # noqa: E402
+import results_csv
 
-import matplotlib  # noqa: E402
+import matplotlib
 
 matplotlib.use("Agg")  # files only, no display
-import matplotlib.pyplot as plt  # noqa: E402
-from matplotlib.lines import Line2D  # noqa: E402
-from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter  # noqa: E402
+import matplotlib.pyplot as plt
+from matplotlib.lines import Line2D
+from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
 # 9 inches at 100 dots per inch: 900 pixels, the width a README shows, so text is drawn at
 # the size it is read at (10-11 pt ≈ 14 px).

@@ -74,11 +74,13 @@ import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
-sys.path.insert(0, HERE)
-sys.path.insert(0, os.path.join(ROOT, "python"))
-import flashtut  # noqa: E402
-import measure_ceilings  # noqa: E402
-import pytorch_anchors as pa  # noqa: E402
+try:
+    import flashtut
+except ImportError:  # neither installed nor on PYTHONPATH
+    sys.exit("compare_pytorch.py needs the flashtut package: `pip install .` in the repository, or "
+             "PYTHONPATH=python in a built tree (python/README.md)")
+import measure_ceilings
+import pytorch_anchors as pa
 
 COLUMNS = ["impl", "pass", "dtype", "batch", "heads", "seq_len", "head_dim", "causal", "ms",
            "tflops", "rel_err"]

@@ -144,7 +144,6 @@ def measure(torch, args):
     """Runs every case; returns the rows that were measured."""
     import torch.nn.functional as F
     from torch.nn.attention import SDPBackend, sdpa_kernel
-    sys.path.insert(0, HERE)
     import measure_ceilings
 
     dev = torch.device("cuda")

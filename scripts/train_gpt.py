@@ -112,8 +112,11 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
-sys.path.insert(0, os.path.join(ROOT, "python"))
-import flashtut  # noqa: E402  (imports neither torch nor the library: both come later, in that order)
+try:
+    import flashtut  # imports neither torch nor the library: both come later, in that order
+except ImportError:  # neither installed nor on PYTHONPATH
+    sys.exit("train_gpt.py needs the flashtut package: `pip install .` in the repository, or "
+             "PYTHONPATH=python in a built tree (python/README.md)")
 
 VOCAB = 256  # bytes
 COLUMNS = ["attention", "seed", "step", "loss", "val_loss", "ms", "lr", "grad_norm", "repeat",

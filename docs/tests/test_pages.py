@@ -135,7 +135,6 @@ class FixtureSite(unittest.TestCase):
         self.assertIn("non-causal: float32 for chapters 01–05 (generated", main)
 
     def test_summary_names_each_dtype_and_the_chapters_it_leaves_out(self):
-        sys.path.insert(0, DOCS)
         import gen_pages
         def row(chapter, dtype, n):
             return {"chapter": chapter, "variant": "v", "pass": "forward", "dtype": dtype,

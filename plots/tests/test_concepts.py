@@ -12,8 +12,7 @@ import unittest
 HERE = os.path.dirname(os.path.abspath(__file__))
 PLOTS = os.path.dirname(HERE)
 ROOT = os.path.dirname(PLOTS)
-sys.path.insert(0, PLOTS)
-import concepts  # noqa: E402
+import concepts
 
 
 def png_size(path):

@@ -10,8 +10,7 @@ import unittest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SCRIPTS = os.path.join(os.path.dirname(os.path.dirname(HERE)), "scripts")
-sys.path.insert(0, SCRIPTS)
-import join_traffic  # noqa: E402
+import join_traffic
 
 
 class BaseName(unittest.TestCase):

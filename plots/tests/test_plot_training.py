@@ -7,13 +7,11 @@ has a known answer.
 """
 import csv
 import os
-import sys
 import tempfile
 import unittest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.dirname(HERE))
-import plot_training as pt  # noqa: E402
+import plot_training as pt
 
 STEPS = 30
 HEADER = ["attention", "seed", "step", "loss", "val_loss", "ms", "lr", "grad_norm", "repeat",

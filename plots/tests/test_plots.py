@@ -27,8 +27,7 @@ PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 RESULT_FILES = ("tour.csv", "traffic.csv", "ceilings.csv", "tc_variants.csv", "probes.csv",
                 "ch07_anchors.csv")
 
-sys.path.insert(0, PLOTS)
-import ceilings_from_anchors  # noqa: E402
+import ceilings_from_anchors
 
 
 def run(script, *args):
@@ -243,7 +242,6 @@ class TensorCorePanels(unittest.TestCase):
             self.assertIn("FlashAttention-2 7.5 ms (ch07_anchors.csv)", bf16)
 
     def test_selection_in_process(self):
-        sys.path.insert(0, PLOTS)
         import make_plots
         import results_csv
         res = os.path.join(FIXTURES, "results")

@@ -32,6 +32,7 @@ measure the neighbours too.
 """
 import argparse
 import importlib
+import importlib.util
 import os
 import shutil
 import subprocess
@@ -105,7 +106,7 @@ def build_stub(tmp):
 
 def module_copy(tmp, rev):
     """python/flashtut (working tree, or `git show REV:`) copied to tmp/flashtut with the
-    CPU substitutions; returns the folder to put on sys.path."""
+    CPU substitutions; returns the package's folder."""
     pkg = os.path.join(tmp, "pkg", "flashtut")
     os.makedirs(pkg)
     for name in ("__init__.py", "autograd.py"):
@@ -119,7 +120,7 @@ def module_copy(tmp, rev):
             text = text.replace(old, new)
         with open(os.path.join(pkg, name), "w", encoding="utf-8") as fh:
             fh.write(text)
-    return os.path.dirname(pkg)
+    return pkg
 
 
 def fake_cuda(torch):
@@ -232,8 +233,12 @@ def main():
     tmp = tempfile.mkdtemp()
     try:
         lib = build_stub(tmp)
-        sys.path.insert(0, module_copy(tmp, args.rev))
-        ft = importlib.import_module("flashtut")
+        pkg = module_copy(tmp, args.rev)  # imported under its own name, not from python/
+        spec = importlib.util.spec_from_file_location(
+            "flashtut", os.path.join(pkg, "__init__.py"), submodule_search_locations=[pkg])
+        ft = importlib.util.module_from_spec(spec)
+        sys.modules["flashtut"] = ft
+        spec.loader.exec_module(ft)
         fa = importlib.import_module("flashtut.autograd")
         fake_cuda(torch)
         fa._check_device = lambda tensors: None

@@ -29,9 +29,7 @@ from unittest import mock
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
-PYTHON = os.path.join(ROOT, "python")
-sys.path.insert(0, PYTHON)
-import flashtut as ft  # noqa: E402
+import flashtut as ft
 
 try:
     import torch
@@ -50,7 +48,7 @@ class WithoutTorch(unittest.TestCase):
 
     def run_hidden(self, code):
         # sys.modules["torch"] = None makes every `import torch` raise ImportError.
-        prog = (f"import sys; sys.modules['torch'] = None; sys.path.insert(0, {PYTHON!r})\n"
+        prog = (f"import sys; sys.modules['torch'] = None; \n"
                 + code)
         return subprocess.run([sys.executable, "-c", prog], capture_output=True, text=True,
                               env={**os.environ, "FLASHTUT_LIB": "/nonexistent/libflashtut.so"})
@@ -79,7 +77,7 @@ class WithoutTorch(unittest.TestCase):
 @need_torch
 class LazyImport(unittest.TestCase):
     def test_import_flashtut_leaves_torch_alone_until_autograd_is_asked_for(self):
-        code = (f"import sys; sys.path.insert(0, {PYTHON!r}); import flashtut; "
+        code = (f"import sys; import flashtut; "
                 f"a = 'torch' in sys.modules; m = flashtut.autograd; "
                 f"print(a, 'torch' in sys.modules, m.__name__, callable(m.attention), "
                 f"flashtut._lib is None)")

@@ -36,8 +36,7 @@ import sys
 import unittest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.dirname(HERE))  # python/, where flashtut is
-import flashtut as ft  # noqa: E402
+import flashtut as ft
 
 SKIP = 77  # ctest's SKIP_RETURN_CODE for this test
 

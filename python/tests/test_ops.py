@@ -18,12 +18,8 @@ except ImportError:
     print("test_ops: skipped: PyTorch is not installed (pip install torch)")
     sys.exit(77)
 
-try:
-    import flashtut
-except ImportError:  # a checkout without `pip install .`: the package next to this file
-    sys.path.insert(0, os.path.join(os.path.dirname(HERE)))
-    import flashtut
-import flashtut.ops as ops  # noqa: E402
+import flashtut
+import flashtut.ops as ops
 
 BF16 = torch.bfloat16
 

@@ -29,16 +29,12 @@ if not torch.cuda.is_available():
     skip("no CUDA GPU")
 if torch.cuda.get_device_capability() < (8, 0):
     skip("chapters 07 and 08 need an sm_80 GPU or newer")
-try:
-    import flashtut
-except ImportError:  # a checkout without `pip install .`: the package next to this file
-    sys.path.insert(0, os.path.dirname(HERE))
-    import flashtut
+import flashtut
 try:
     flashtut.load()
 except flashtut.LibraryError as e:
     skip(str(e))
-import flashtut.ops  # noqa: E402,F401
+import flashtut.ops
 
 torch.manual_seed(0)
 

@@ -19,11 +19,7 @@ try:
 except ImportError:
     print("test_reference_torch: skipped: PyTorch is not installed (pip install torch)")
     sys.exit(77)
-try:
-    import flashtut
-except ImportError:  # a checkout without `pip install .`: the package next to this file
-    sys.path.insert(0, os.path.dirname(HERE))
-    import flashtut
+import flashtut
 try:
     LIB = flashtut.load()
 except flashtut.LibraryError as e:

@@ -1,12 +1,10 @@
 """scripts/check_layers.py: the repository is clean, and each kind of violation is found."""
 import os
-import sys
 import tempfile
 import unittest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.dirname(HERE))
-import check_layers  # noqa: E402
+import check_layers
 
 ROOT = os.path.dirname(os.path.dirname(HERE))
 

@@ -13,8 +13,7 @@ import tempfile
 import unittest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.dirname(HERE))
-import check_readme_commands as crc  # noqa: E402
+import check_readme_commands as crc
 
 FIXTURES = os.path.join(HERE, "fixtures")
 CTEST = os.environ.get("FT_CTEST") or shutil.which("ctest")

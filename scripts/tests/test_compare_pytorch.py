@@ -24,10 +24,9 @@ from unittest import mock
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 SCRIPT = os.path.join(ROOT, "scripts", "compare_pytorch.py")
-sys.path.insert(0, os.path.join(ROOT, "scripts"))
-import compare_pytorch as cp  # noqa: E402
-import flashtut  # noqa: E402  (compare_pytorch put python/ on the path)
-import pytorch_anchors as pa  # noqa: E402
+import compare_pytorch as cp
+import flashtut
+import pytorch_anchors as pa
 
 HAVE_TORCH = importlib.util.find_spec("torch") is not None
 HAVE_NUMPY = importlib.util.find_spec("numpy") is not None

@@ -14,10 +14,8 @@ import unittest
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 SCRIPT = os.path.join(ROOT, "scripts", "pytorch_anchors.py")
-sys.path.insert(0, os.path.join(ROOT, "scripts"))
-sys.path.insert(0, os.path.join(ROOT, "plots"))
-import pytorch_anchors as pa  # noqa: E402
-import results_csv  # noqa: E402
+import pytorch_anchors as pa
+import results_csv
 
 HAVE_TORCH = importlib.util.find_spec("torch") is not None
 

@@ -6,13 +6,11 @@ message."""
 import contextlib
 import io
 import os
-import sys
 import tempfile
 import unittest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(os.path.dirname(HERE)))
-import stall_phases  # noqa: E402
+import stall_phases
 
 FIXTURE = os.path.join(HERE, "fixtures", "source_page.csv")
 
