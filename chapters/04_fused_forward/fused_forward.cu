@@ -14,6 +14,7 @@
 #include "04_fused_forward/fused_forward.hpp"
 #include "harness/registry.hpp"
 #include "core/check.cuh"
+#include "device/dispatch.cuh"
 #include "device/launch.cuh"
 #include "cuda_core/online_softmax.cuh"
 
@@ -50,13 +51,12 @@ void launch_simple(const ft::Problem& p, const ft::ForwardArgs& a, cudaStream_t 
   CUDA_CHECK_LAUNCH();
 }
 
+// The instances compiled: float32 (the CUDA cores' type) at three head dims; the
+// registrations below list what this grid holds.
+using Compiled = ft::Instances<ft::DTypes<ft::DType::Float32>, ft::HeadDims<32, 64, 128>>;
+
 void run_simple(const ft::Problem& p, const ft::ForwardArgs& a, cudaStream_t stream) {
-  switch (p.head_dim) {
-    case 32: return launch_simple<32>(p, a, stream);
-    case 64: return launch_simple<64>(p, a, stream);
-    case 128: return launch_simple<128>(p, a, stream);
-  }
-  throw ft::Unsupported("ch04 simple: head_dim must be 32, 64 or 128");
+  Compiled::dispatch(p, "ch04 simple", [&](auto i) { launch_simple<decltype(i)::kHeadDim>(p, a, stream); });
 }
 
 template <class T>
@@ -80,12 +80,7 @@ template <int D> using Tiles64x32 = FastTiles<D, 64, 32, 16>;
 
 template <template <int> class Tiles>
 void run_fast(const ft::Problem& p, const ft::ForwardArgs& a, cudaStream_t stream) {
-  switch (p.head_dim) {
-    case 32: return launch_fast<Tiles<32>>(p, a, stream);
-    case 64: return launch_fast<Tiles<64>>(p, a, stream);
-    case 128: return launch_fast<Tiles<128>>(p, a, stream);
-  }
-  throw ft::Unsupported("ch04 fast: head_dim must be 32, 64 or 128");
+  Compiled::dispatch(p, "ch04 fast", [&](auto i) { launch_fast<Tiles<decltype(i)::kHeadDim>>(p, a, stream); });
 }
 
 // ---------------------------------------------------------------------------------------
@@ -98,20 +93,20 @@ std::vector<ft::KernelTraffic> traffic_simple(const ft::Problem& p) {
 
 template <template <int> class Tiles>
 std::vector<ft::KernelTraffic> traffic_fast(const ft::Problem& p) {
-  const char* name = "fused_forward_kernel";
-  switch (p.head_dim) {
-    case 32: return {ft::fused_forward_traffic(p, name, Tiles<32>::Br, Tiles<32>::Bc)};
-    case 64: return {ft::fused_forward_traffic(p, name, Tiles<64>::Br, Tiles<64>::Bc)};
-    case 128: return {ft::fused_forward_traffic(p, name, Tiles<128>::Br, Tiles<128>::Bc)};
-  }
-  throw ft::Unsupported("ch04 fast: head_dim must be 32, 64 or 128");
+  std::vector<ft::KernelTraffic> out;
+  Compiled::dispatch(p, "ch04 fast", [&](auto i) {
+    using T = Tiles<decltype(i)::kHeadDim>;
+    out = {ft::fused_forward_traffic(p, "fused_forward_kernel", T::Br, T::Bc)};
+  });
+  return out;
 }
 
 size_t no_workspace(const ft::Problem&) { return 0; }
 
 template <template <int> class Tiles>
 ft::ForwardImpl fast_impl(const std::string& variant, const std::string& what) {
-  return {"04", variant, what, {32, 64, 128}, no_workspace, run_fast<Tiles>, traffic_fast<Tiles>};
+  return {"04", variant, what, Compiled::head_dims(), no_workspace, run_fast<Tiles>,
+          traffic_fast<Tiles>, Compiled::dtypes()};
 }
 
 }  // namespace
@@ -119,7 +114,7 @@ ft::ForwardImpl fast_impl(const std::string& variant, const std::string& what) {
 const ft::ForwardImpl& simple() {
   static const ft::ForwardImpl impl{
       "04", "simple", "fused: a thread per query row, K/V tiles in shared memory, online softmax",
-      {32, 64, 128}, no_workspace, run_simple, traffic_simple};
+      Compiled::head_dims(), no_workspace, run_simple, traffic_simple, Compiled::dtypes()};
   return impl;
 }
 

@@ -16,6 +16,7 @@
 #include "05_backward/flash_backward.cuh"
 #include "harness/registry.hpp"
 #include "core/check.cuh"
+#include "device/dispatch.cuh"
 #include "device/launch.cuh"
 #include "cuda_core/reduce.cuh"
 
@@ -160,30 +161,30 @@ void launch_flash(const ft::Problem& p, const BackwardParams& bp, cudaStream_t s
   }
 }
 
+// The flash backward's compiled instances: float32 at three head dims (the registrations
+// below list what this grid holds).
+using Compiled = ft::Instances<ft::DTypes<ft::DType::Float32>, ft::HeadDims<32, 64, 128>>;
+
 /// D = rowsum(dO∘O), dQ = 0 when it is summed by atomics, then the kernels for tile shape
 /// Shape<d>, copying by Copy (CopyAsync; CopySync for flash_sync).
 template <template <int> class Shape, DqStrategy kDq, class Copy = CopyAsync>
 void flash_run(const ft::Problem& p, const ft::BackwardArgs& a, cudaStream_t st) {
-  if (p.head_dim != 32 && p.head_dim != 64 && p.head_dim != 128)
-    throw ft::Unsupported("flash backward: d must be 32, 64 or 128");  // before any launch
   for (const void* ptr : {(const void*)a.Q, (const void*)a.K, (const void*)a.V, (const void*)a.dO,
                           (const void*)a.dQ, (const void*)a.dK, (const void*)a.dV})
     if (reinterpret_cast<uintptr_t>(ptr) % sizeof(float4) != 0)
       throw ft::Unsupported("flash backward: tensors must be 16-byte aligned (float4 access)");
-  // The atomic kernel adds every key tile's share into dQ, so dQ must start at zero (the
-  // harness fills it with NaN on purpose: an output nobody clears would fail). The D
-  // kernel clears it on its way through the rows.
-  float* D = static_cast<float*>(a.workspace);
-  float* zero_dQ = kDq == DqStrategy::kAtomic ? a.dQ : nullptr;
-  compute_D(a.O, a.dO, D, p.rows(), p.head_dim, st, zero_dQ);
-  const BackwardParams bp{a.Q, a.K, a.V, a.dO, a.lse, D, a.dQ, a.dK, a.dV,
-                          p.len_q, p.causal, p.softmax_scale()};
-  switch (p.head_dim) {
-    case 32: launch_flash<Shape<32>, kDq, Copy>(p, bp, st); break;
-    case 64: launch_flash<Shape<64>, kDq, Copy>(p, bp, st); break;
-    case 128: launch_flash<Shape<128>, kDq, Copy>(p, bp, st); break;
-    default: break;  // checked above
-  }
+  // A head dim not compiled is refused here, before any launch.
+  Compiled::dispatch(p, "flash backward", [&](auto i) {
+    // The atomic kernel adds every key tile's share into dQ, so dQ must start at zero (the
+    // harness fills it with NaN on purpose: an output nobody clears would fail). The D
+    // kernel clears it on its way through the rows.
+    float* D = static_cast<float*>(a.workspace);
+    float* zero_dQ = kDq == DqStrategy::kAtomic ? a.dQ : nullptr;
+    compute_D(a.O, a.dO, D, p.rows(), p.head_dim, st, zero_dQ);
+    const BackwardParams bp{a.Q, a.K, a.V, a.dO, a.lse, D, a.dQ, a.dK, a.dV,
+                            p.len_q, p.causal, p.softmax_scale()};
+    launch_flash<Shape<decltype(i)::kHeadDim>, kDq, Copy>(p, bp, st);
+  });
 }
 
 // ---- Ledger pieces ---------------------------------------------------------------------------
@@ -346,35 +347,38 @@ const ft::BackwardImpl& materialize() {
   return impl;
 }
 
+/// A flash backward: chapter 04's fast forward before it, this chapter's compiled grid.
+ft::BackwardImpl flash_impl(const char* variant, const char* what, ft::BackwardFn run,
+                            ft::TrafficFn traffic) {
+  return {"05", variant, what, Compiled::head_dims(), flash_workspace_bytes, ch04::fast().run,
+          run, traffic, Compiled::dtypes()};
+}
+
 const ft::BackwardImpl& flash() {
-  static const ft::BackwardImpl impl{
-      "05", "flash", "P recomputed from Q, K, L on chip; dQ by atomicAdd", {32, 64, 128},
-      flash_workspace_bytes, ch04::fast().run, flash_run<DefaultTiles, DqStrategy::kAtomic>,
-      flash_traffic};
+  static const ft::BackwardImpl impl = flash_impl(
+      "flash", "P recomputed from Q, K, L on chip; dQ by atomicAdd",
+      flash_run<DefaultTiles, DqStrategy::kAtomic>, flash_traffic);
   return impl;
 }
 
 const ft::BackwardImpl& flash_sync() {
-  static const ft::BackwardImpl impl{
-      "05", "flash_sync", "as flash, plain loads instead of cp.async (no overlap)", {32, 64, 128},
-      flash_workspace_bytes, ch04::fast().run,
-      flash_run<DefaultTiles, DqStrategy::kAtomic, CopySync>, flash_sync_traffic};
+  static const ft::BackwardImpl impl = flash_impl(
+      "flash_sync", "as flash, plain loads instead of cp.async (no overlap)",
+      flash_run<DefaultTiles, DqStrategy::kAtomic, CopySync>, flash_sync_traffic);
   return impl;
 }
 
 const ft::BackwardImpl& flash_dq_pass() {
-  static const ft::BackwardImpl impl{
-      "05", "flash_dq_pass", "P recomputed; dQ in a second kernel, no atomics", {32, 64, 128},
-      flash_workspace_bytes, ch04::fast().run,
-      flash_run<DefaultTiles, DqStrategy::kSeparatePass>, flash_dq_pass_traffic};
+  static const ft::BackwardImpl impl = flash_impl(
+      "flash_dq_pass", "P recomputed; dQ in a second kernel, no atomics",
+      flash_run<DefaultTiles, DqStrategy::kSeparatePass>, flash_dq_pass_traffic);
   return impl;
 }
 
 const ft::BackwardImpl& flash_wide_keys() {
-  static const ft::BackwardImpl impl{
-      "05", "flash_bc128", "as flash, 128 keys a block (d <= 64; d = 128: = flash)", {32, 64, 128},
-      flash_workspace_bytes, ch04::fast().run, flash_run<WideKeyTiles, DqStrategy::kAtomic>,
-      flash_wide_keys_traffic};
+  static const ft::BackwardImpl impl = flash_impl(
+      "flash_bc128", "as flash, 128 keys a block (d <= 64; d = 128: = flash)",
+      flash_run<WideKeyTiles, DqStrategy::kAtomic>, flash_wide_keys_traffic);
   return impl;
 }
 

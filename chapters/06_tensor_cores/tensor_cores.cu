@@ -22,6 +22,7 @@
 #include "06_tensor_cores/warp_softmax.cuh"
 #include "harness/registry.hpp"
 #include "core/check.cuh"
+#include "device/dispatch.cuh"
 #include "device/launch.cuh"
 
 namespace ch06 {
@@ -98,25 +99,20 @@ void forward(const ft::Problem& p, const ft::ForwardArgs& a, cudaStream_t stream
   CUDA_CHECK_LAUNCH();
 }
 
+// The instances compiled: the tensor cores' two 16-bit types at the two head dims whose
+// tiles the mma shapes divide; the registrations list what this grid holds.
+using Compiled = ft::Instances<ft::DTypes<ft::DType::BFloat16, ft::DType::Float16>,
+                               ft::HeadDims<64, 128>>;
+
 /// One variant: the dtype and d pick the instance; kStorage says what S is stored as,
 /// kSoftmax which kernel turns it into P.
 template <ScoreStorage kStorage, SoftmaxKernel kSoftmax>
 void run(const ft::Problem& p, const ft::ForwardArgs& a, cudaStream_t stream) {
-  const bool bf16 = p.dtype == ft::DType::BFloat16;
-  if (!bf16 && p.dtype != ft::DType::Float16)
-    throw ft::Unsupported("chapter 06: dtype must be bf16 or fp16");
-  constexpr bool f32 = kStorage == ScoreStorage::Float32;
-  using Bf = __nv_bfloat16;
-  using Hf = __half;
-  using SBf = std::conditional_t<f32, float, Bf>;  // the score type for each element type
-  using SHf = std::conditional_t<f32, float, Hf>;
-  switch (p.head_dim) {
-    case 64:
-      return bf16 ? forward<Bf, SBf, 64, kSoftmax>(p, a, stream) : forward<Hf, SHf, 64, kSoftmax>(p, a, stream);
-    case 128:
-      return bf16 ? forward<Bf, SBf, 128, kSoftmax>(p, a, stream) : forward<Hf, SHf, 128, kSoftmax>(p, a, stream);
-  }
-  throw ft::Unsupported("chapter 06: head_dim must be 64 or 128");
+  Compiled::dispatch(p, "chapter 06", [&](auto i) {
+    using T = typename decltype(i)::Element;
+    using S = std::conditional_t<kStorage == ScoreStorage::Float32, float, T>;  // S's type
+    forward<T, S, decltype(i)::kHeadDim, kSoftmax>(p, a, stream);
+  });
 }
 
 /// The grid's bytes, after checking that the score kernel's grid can be launched at all (so
@@ -133,8 +129,8 @@ std::vector<ft::KernelTraffic> ledger(const ft::Problem& p) { return traffic(p, 
 template <ScoreStorage kStorage, SoftmaxKernel kSoftmax = SoftmaxKernel::BlockPerRow>
 ft::ForwardImpl impl(const std::string& variant, const std::string& what) {
   return {"06",       variant,           what,
-          {64, 128},  workspace<kStorage>, run<kStorage, kSoftmax>,
-          ledger<kStorage, kSoftmax>, {ft::DType::BFloat16, ft::DType::Float16}, kMinSm};
+          Compiled::head_dims(),  workspace<kStorage>, run<kStorage, kSoftmax>,
+          ledger<kStorage, kSoftmax>, Compiled::dtypes(), kMinSm};
 }
 
 }  // namespace

@@ -23,6 +23,7 @@
 #include "07_tensor_core_forward/flash_forward.hpp"
 #include "harness/registry.hpp"
 #include "core/check.cuh"
+#include "device/dispatch.cuh"
 #include "device/launch.cuh"
 
 namespace ch07 {
@@ -71,26 +72,23 @@ void launch_layout(const ft::Problem& p, const ft::ForwardArgs& a, cudaStream_t 
   throw ft::Unsupported("chapter 07: this variant reads contiguous tensors only (fastest reads views)");
 }
 
+// The instances compiled: the tensor cores' two 16-bit types at the two head dims whose
+// tiles the mma shapes divide; the registrations list what this grid holds.
+using Compiled = ft::Instances<ft::DTypes<ft::DType::BFloat16, ft::DType::Float16>,
+                               ft::HeadDims<64, 128>>;
+
 /// A variant: for each (dtype, d), which traits. Shape<T, D> names the ForwardTraits.
 template <template <class, int> class Shape, bool kFastest = false>
 void run(const ft::Problem& p, const ft::ForwardArgs& a, cudaStream_t stream) {
-  const bool bf16 = p.dtype == ft::DType::BFloat16;
-  if (!bf16 && p.dtype != ft::DType::Float16)
-    throw ft::Unsupported("chapter 07: dtype must be bf16 or fp16");
   // The kernel takes each row's max on the raw scores and scales it once, which is right
   // for a positive scale only (as in FlashAttention).
   if (!(p.softmax_scale() > 0.f))
     throw ft::Unsupported("chapter 07: the softmax scale must be positive");
   if (a.layout) ft::check_layout(p, *a.layout, false);  // views: rows aligned, O disjoint
-  switch (p.head_dim) {
-    case 64:
-      return bf16 ? launch_layout<Shape<__nv_bfloat16, 64>, kFastest>(p, a, stream)
-                  : launch_layout<Shape<__half, 64>, kFastest>(p, a, stream);
-    case 128:
-      return bf16 ? launch_layout<Shape<__nv_bfloat16, 128>, kFastest>(p, a, stream)
-                  : launch_layout<Shape<__half, 128>, kFastest>(p, a, stream);
-  }
-  throw ft::Unsupported("chapter 07: head_dim must be 64 or 128");
+  Compiled::dispatch(p, "chapter 07", [&](auto i) {
+    using I = decltype(i);
+    launch_layout<Shape<typename I::Element, I::kHeadDim>, kFastest>(p, a, stream);
+  });
 }
 
 // The staircase. 64 query rows and 4 warps (16 rows each) with 64-key tiles: the smallest
@@ -139,8 +137,8 @@ ft::ForwardImpl impl(const std::string& variant, const std::string& what) {
   // instantiations (KeyValue<Traits>).
   const ft::Features features{/*lengths=*/kFastest, /*grouped=*/kFastest};
   return {"07",         variant,         what,
-          {64, 128},    no_workspace,    run<Shape, kFastest>,
-          traffic<Shape>, {ft::DType::BFloat16, ft::DType::Float16}, kMinSm, kFastest,
+          Compiled::head_dims(),    no_workspace,    run<Shape, kFastest>,
+          traffic<Shape>, Compiled::dtypes(), kMinSm, kFastest,
           features};
 }
 
