@@ -21,14 +21,9 @@
 #include "harness/traffic.hpp"
 #include "07_tensor_core_forward/flash_forward.hpp"
 #include "08_tensor_core_backward/flash_backward_tc.cuh"
-#include "08_tensor_core_backward/flash_backward_hoisted.cuh"
-#include "08_tensor_core_backward/flash_backward_spread_atomics.cuh"
-#include "08_tensor_core_backward/flash_backward_pipelined_dk.cuh"
-#include "08_tensor_core_backward/flash_backward_late_copy.cuh"
-#include "08_tensor_core_backward/flash_backward_dq_pointer.cuh"
-#include "08_tensor_core_backward/flash_backward_split_tail.cuh"
 #include "08_tensor_core_backward/flash_backward_warp_tiles.cuh"
 #include "core/check.cuh"
+#include "device/dispatch.cuh"
 #include "device/launch.cuh"
 
 namespace ch08::detail {
@@ -63,32 +58,20 @@ template <class T, int D> using DqPassKernel = DqTraits<T, D, 64, 64>;
 template <class T, int D> using AsyncBr32 = Shape<128, 8, Copy::kAsync, DQ::kAtomics, 32, 32>::type<T, D>;
 template <class T, int D> using AsyncBc64 = Shape<64, 4, Copy::kAsync>::type<T, D>;
 // warp_tiles: async's pipeline with Pᵀ and dSᵀ through shared memory, every product split
-// over the 8 warps in tiles 32 rows tall (flash_backward_warp_tiles.cuh); 128 queries a tile
-// at d = 64, 64 at d = 128.
-template <class T, int D> using WarpTiles = WarpTileTraits<T, D>;
-// hoisted: warp_tiles with each lane's part of the swizzle computed once, before the loop
-// (flash_backward_hoisted.cuh): one XOR with a constant per load instead of Tile::offset.
-template <class T, int D> using Hoisted = HoistedTraits<T, D>;
-// spread_atomics: hoisted with dQ's product before dK's and its atomics issued a few before
-// each of dK's k-steps (flash_backward_spread_atomics.cuh).
-template <class T, int D> using SpreadAtomics = SpreadAtomicsTraits<T, D>;
-// pipelined_dk: spread_atomics with dK's fragments loaded a k-step ahead of its mma, across
-// the atomics' branches (flash_backward_pipelined_dk.cuh).
-template <class T, int D> using PipelinedDk = PipelinedDkTraits<T, D>;
-// late_copy: pipelined_dk with the next query tile's copies after Sᵀ's product, not at the
-// top of the tile (flash_backward_late_copy.cuh).
-template <class T, int D> using LateCopy = LateCopyTraits<T, D>;
-// dq_pointer: late_copy with each of dQ's atomics one pointer of the tile plus an immediate
-// (flash_backward_dq_pointer.cuh).
-template <class T, int D> using DqPointer = DqPointerTraits<T, D>;
-// split_tail: dq_pointer with the key tiles of the grid's partial last wave cut into runs of
-// query tiles, a block each (non-causal; flash_backward_split_tail.cuh).
-template <class T, int D> using SplitTail = SplitTailTraits<T, D>;
+// over the 8 warps in tiles 32 rows tall; 128 queries a tile at d = 64, 64 at d = 128. Then
+// six steps on its kernel, each one flag more (the table in flash_backward_warp_tiles.cuh).
+template <class T, int D> using WarpTiles = StepTraits<T, D, Step::kWarpTiles>;
+template <class T, int D> using Hoisted = StepTraits<T, D, Step::kHoisted>;
+template <class T, int D> using SpreadAtomics = StepTraits<T, D, Step::kSpreadAtomics>;
+template <class T, int D> using PipelinedDk = StepTraits<T, D, Step::kPipelinedDk>;
+template <class T, int D> using LateCopy = StepTraits<T, D, Step::kLateCopy>;
+template <class T, int D> using DqPointer = StepTraits<T, D, Step::kDqPointer>;
+template <class T, int D> using SplitTail = StepTraits<T, D, Step::kSplitTail>;
 // fastest: split_tail at both d (tc_variants.csv, bf16, N = 4096 and 16384: 2.1-2.9% ahead
 // of dq_pointer non-causal; causal, where it cuts nothing, -0.3% to +0.5%: README,
 // "Measured on the H200").
 template <class T, int D> using Fastest = SplitTail<T, D>;
-static_assert(std::is_same_v<Fastest<__nv_bfloat16, 64>, SplitTailTraits<__nv_bfloat16, 64>>,
+static_assert(std::is_same_v<Fastest<__nv_bfloat16, 64>, SplitTail<__nv_bfloat16, 64>>,
               "fastest_variant names split_tail: keep the two together");
 
 /// Whether a variant's traits are warp_tiles' family (its kernel), or BackwardTraits.
@@ -213,13 +196,15 @@ void launch(const ft::Problem& p, const ft::BackwardArgs& a, cudaStream_t stream
   CUDA_CHECK_LAUNCH();
 }
 
+// The instances every variant compiles: the tensor cores' two 16-bit types at the two head
+// dims whose tiles the mma shapes divide; the registrations list what this grid holds.
+using Compiled = ft::Instances<ft::DTypes<ft::DType::BFloat16, ft::DType::Float16>,
+                               ft::HeadDims<64, 128>>;
+
 /// What every variant refuses before it touches the GPU: a dtype, head dim or alignment it
 /// cannot serve (ft::Unsupported).
 inline void check_args(const ft::Problem& p, const ft::BackwardArgs& a) {
-  if (p.dtype != ft::DType::BFloat16 && p.dtype != ft::DType::Float16)
-    throw ft::Unsupported("chapter 08: dtype must be bf16 or fp16");
-  if (p.head_dim != 64 && p.head_dim != 128)
-    throw ft::Unsupported("chapter 08: head_dim must be 64 or 128");
+  Compiled::dispatch(p, "chapter 08", [](auto) {});  // a pair not compiled throws
   for (const void* ptr : {a.Q.get(), a.K.get(), a.V.get(), a.dO.get(), static_cast<const void*>(a.workspace)})
     if (reinterpret_cast<uintptr_t>(ptr) % 16 != 0)
       throw ft::Unsupported("chapter 08: tensors and workspace must be 16-byte aligned");
@@ -247,12 +232,10 @@ void launch_layout(const ft::Problem& p, const ft::BackwardArgs& a, cudaStream_t
 /// The launch of a checked problem (check_args): its (dtype, d)'s instance.
 template <template <class, int> class Shape, bool kTakesViews = false>
 void launch_checked(const ft::Problem& p, const ft::BackwardArgs& a, cudaStream_t stream) {
-  const bool bf16 = p.dtype == ft::DType::BFloat16;
-  if (p.head_dim == 64)
-    return bf16 ? launch_layout<Shape<__nv_bfloat16, 64>, kTakesViews>(p, a, stream)
-                : launch_layout<Shape<__half, 64>, kTakesViews>(p, a, stream);
-  return bf16 ? launch_layout<Shape<__nv_bfloat16, 128>, kTakesViews>(p, a, stream)
-              : launch_layout<Shape<__half, 128>, kTakesViews>(p, a, stream);
+  Compiled::dispatch(p, "chapter 08", [&](auto i) {
+    using I = decltype(i);
+    launch_layout<Shape<typename I::Element, I::kHeadDim>, kTakesViews>(p, a, stream);
+  });
 }
 
 template <template <class, int> class Shape, bool kTakesViews = false>
@@ -385,8 +368,12 @@ std::vector<ft::KernelTraffic> traffic_of(const ft::Problem& p) {
 
 template <template <class, int> class Variant>
 std::vector<ft::KernelTraffic> traffic(const ft::Problem& p) {
-  return p.head_dim == 128 ? traffic_of<Variant<__nv_bfloat16, 128>>(p)
-                           : traffic_of<Variant<__nv_bfloat16, 64>>(p);
+  std::vector<ft::KernelTraffic> t;
+  Compiled::dispatch(p, "chapter 08", [&](auto i) {
+    using I = decltype(i);
+    t = traffic_of<Variant<typename I::Element, I::kHeadDim>>(p);
+  });
+  return t;
 }
 
 /// One instance's workspace: workspace_bytes (dQ by atomics), plus, for split_tail, D's
@@ -407,8 +394,12 @@ size_t workspace_bytes_of(const ft::Problem& p) {
 
 template <template <class, int> class Variant>
 size_t variant_workspace_bytes(const ft::Problem& p) {
-  return p.head_dim == 128 ? workspace_bytes_of<Variant<__nv_bfloat16, 128>>(p)
-                           : workspace_bytes_of<Variant<__nv_bfloat16, 64>>(p);
+  size_t bytes = 0;
+  Compiled::dispatch(p, "chapter 08", [&](auto i) {
+    using I = decltype(i);
+    bytes = workspace_bytes_of<Variant<typename I::Element, I::kHeadDim>>(p);
+  });
+  return bytes;
 }
 
 template <template <class, int> class Variant, bool kTakesViews = false>
@@ -416,12 +407,12 @@ ft::BackwardImpl impl(const std::string& variant, const std::string& what) {
   return {"08",
           variant,
           what,
-          {64, 128},
+          Compiled::head_dims(),
           variant_workspace_bytes<Variant>,
           ch07::fastest().run,
           run<Variant, kTakesViews>,
           traffic<Variant>,
-          {ft::DType::BFloat16, ft::DType::Float16},
+          Compiled::dtypes(),
           kMinSm,
           kTakesViews};
 }

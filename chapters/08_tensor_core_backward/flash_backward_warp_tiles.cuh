@@ -36,6 +36,8 @@
 #include "08_tensor_core_backward/flash_backward_tc.cuh"  // Params, dot_dO_O_tc, convert_dq
 #include "schedule/tail_split.hpp"
 
+#include <type_traits>
+
 namespace ch08 {
 
 // The plan of the tail split (common/schedule/tail_split.hpp).
@@ -72,36 +74,6 @@ struct WarpTileTraits {
   static constexpr int kDSteps = D / ft::tc::kMmaK;    ///< k-steps over d (Sᵀ, dPᵀ)
   static constexpr int kQSteps = Br / ft::tc::kMmaK;   ///< over the queries (dV, dK)
   static constexpr int kKeySteps = Bc / ft::tc::kMmaK; ///< over the keys (dQ)
-  /// dSᵀ needs the rounded P that dV uses: kept packed in registers (16 a lane at d = 128),
-  /// or, at d = 64 where that is 32 registers and ptxas (sm_90) spills 68 bytes with them,
-  /// read back from the words this lane stored to Pt (no spill; 32 more 4-byte loads).
-  /// hoisted, whose addresses take fewer registers, keeps them at d = 64 too.
-  static constexpr bool kRereadP = D == 64;
-  /// dQ's product and its atomics last in each query tile, the atomics back to back before
-  /// the next tile's barrier; spread_atomics (flash_backward_spread_atomics.cuh) moves dQ's
-  /// product before dK's and issues the atomics between dK's k-steps.
-  static constexpr bool kSpreadAtomics = false;
-  /// dK's product loading each k-step's fragments while the one before is multiplied
-  /// (warp_product_ahead; flash_backward_pipelined_dk.cuh), or, as the other products, each
-  /// k-step's loads just before its mma (warp_product).
-  static constexpr bool kDkAhead = false;
-  /// The next query tile's copies issued at the top of the tile, right after the barrier,
-  /// or after Sᵀ's product (flash_backward_late_copy.cuh).
-  static constexpr bool kLateCopy = false;
-  /// dQ's atomics addressed from the lane's pointer of the tile, hidden from the optimizer so
-  /// that each one is that pointer plus an immediate (flash_backward_dq_pointer.cuh), or from
-  /// whatever index arithmetic the compiler derives.
-  static constexpr bool kDqPointer = false;
-  /// The key tiles of the grid's partial last wave cut into runs of query tiles, a block
-  /// each, non-causal (flash_backward_split_tail.cuh, tail_split.hpp), or every key tile
-  /// one block.
-  static constexpr bool kSplitTail = false;
-  /// Where a lane's element of each fragment is (sm80/swizzle.hpp): Tile::offset of the warp's
-  /// corner, the fragment's place and the lane's, at every load. (The variant `hoisted`,
-  /// flash_backward_hoisted.cuh, computes the lane's part of the swizzle once.)
-  template <class Layout>
-  using Lane = ft::tc::LaneOffsets<Layout>;
-
   static constexpr int kQBytes = ft::tc::tile_bytes<Tile>(Br);
   static constexpr int kKBytes = ft::tc::tile_bytes<Tile>(Bc);
   static constexpr int kPdsBytes = ft::tc::tile_bytes<PdsTile>(Bc);
@@ -117,6 +89,77 @@ struct WarpTileTraits {
   static_assert(kRowTiles * (2 * kQTiles + 2 * kDTiles) * ft::tc::kCElems <= 192,
                 "Sᵀ, dPᵀ, dK, dV accumulators must leave registers for the rest (255 max)");
   static_assert(kSmemBytes <= ft::kMaxSmemPerBlock, "at most 227 KB of shared memory per block (sm_90)");
+};
+
+// ---- The staircase after warp_tiles, as one table of traits ------------------------------
+//
+// The six variants after warp_tiles run this file's kernel on warp_tiles' tiles, warps and
+// bytes; each keeps every change before it and adds one, a flag of StepTraits:
+//
+//   step            turns on                      what changes
+//   warp_tiles      (nothing)                     Pᵀ, dSᵀ via shared memory; every product
+//                                                 in warp tiles 32 rows tall
+//   hoisted         Lane = HoistedLaneOffsets,    each lane's part of the swizzle computed
+//                   kRereadP = false              once: one XOR a load; P kept in registers
+//   spread_atomics  kSpreadAtomics                dQ's product before dK's, its 16 atomics
+//                                                 spread over dK's k-steps
+//   pipelined_dk    kDkAhead                      dK's fragments loaded a k-step ahead,
+//                                                 across the atomics' branches
+//   late_copy       kLateCopy                     the next query tile's copies after Sᵀ's
+//                                                 product, not right after the barrier
+//   dq_pointer      kDqPointer                    dQ's atomics at immediate offsets from
+//                                                 one opaque pointer a tile
+//   split_tail      kSplitTail                    the last wave's key tiles cut into runs
+//                                                 of query tiles (non-causal)
+//
+// What each step bought is measured against the step before it (tc_variants.csv; the
+// README's step table); the README tells each step's why, with the profile that asked for it.
+
+/// The steps in order: a variant has its own step's change and every earlier one's.
+enum class Step : int { kWarpTiles, kHoisted, kSpreadAtomics, kPipelinedDk, kLateCopy, kDqPointer, kSplitTail };
+
+template <class Element, int D_, Step kStep>
+struct StepTraits : WarpTileTraits<Element, D_> {
+  static constexpr bool from(Step s) { return int(kStep) >= int(s); }
+  /// hoisted: where a lane's element of each fragment is (sm80/swizzle.hpp). Before it,
+  /// Tile::offset of the warp's corner, the fragment's place and the lane's at every load: a
+  /// row product, a division, a modulo and the XOR, for each of 144 ldmatrix a query tile,
+  /// with too few registers left to keep the results (Nsight Compute: 1.59e9 instructions
+  /// executed at B = 4, H = 16, N = 4096, d = 128, against FlashAttention-2's 1.07e9). From
+  /// it, tc::HoistedLaneOffsets: two numbers per kind of load before the loop, then one LOP3
+  /// with a constant a load (1.10e9 executed).
+  template <class Layout>
+  using Lane = std::conditional_t<from(Step::kHoisted), ft::tc::HoistedLaneOffsets<Layout>,
+                                  ft::tc::LaneOffsets<Layout>>;
+  /// dSᵀ needs the rounded P that dV uses: kept packed in registers (16 a lane at d = 128),
+  /// or, at d = 64 where that is 32 registers and ptxas (sm_90) spills 68 bytes with them
+  /// before hoisted, read back from the words this lane stored to Pt (32 more 4-byte loads).
+  /// From hoisted, whose addresses take fewer registers, kept at d = 64 too (255, no spill).
+  static constexpr bool kRereadP = !from(Step::kHoisted) && D_ == 64;
+  /// spread_atomics: dQ's product before dK's (dV, dQ, dK read only what the barrier before
+  /// them published, so the order computes the same), and its 16 float2 atomics a lane
+  /// issued 16 / kQSteps before each of dK's k-steps instead of back to back before the next
+  /// barrier, where the SM's global-memory queue throttled them (lg_throttle 0.31-0.42
+  /// cycles an instruction against FlashAttention-2's 0.00-0.01).
+  static constexpr bool kSpreadAtomics = from(Step::kSpreadAtomics);
+  /// pipelined_dk: dK's product through warp_product_ahead, k-step ks + 1's fragments
+  /// requested before the batch of atomics and ks's mma. Each batch sits behind a branch,
+  /// and ptxas schedules within a basic block, so without this every k-step's first mma
+  /// waited on its ldmatrix. Cost: a second set of dK's fragment registers (16 or 24).
+  static constexpr bool kDkAhead = from(Step::kPipelinedDk);
+  /// late_copy: the next query tile's cp.async after Sᵀ's product instead of right after
+  /// the barrier at the top of the tile, where every warp at once spent ~120-130
+  /// instructions on copies before its first mma (FlashAttention-2: 19).
+  static constexpr bool kLateCopy = from(Step::kLateCopy);
+  /// dq_pointer: the tile's dQ index through tc::opaque (sm80/opaque.cuh), so each atomic is
+  /// `REDG [dq_tile + immediate]` rather than a 64-bit address rebuilt from a folded index
+  /// (LOP3, IADD3, IMAD.X, LEA, LEA.HI.X before every REDG): the loop 7-9% shorter.
+  static constexpr bool kDqPointer = from(Step::kDqPointer);
+  /// split_tail: the key tiles of the grid's partial last wave (e.g. 68 of 2048 at d = 128
+  /// on 132 SMs) cut into runs of query tiles, a block each (schedule/tail_split.hpp); a run
+  /// adds its partial dK, dV into a float32 slot of the workspace, and store_shared_tiles
+  /// rounds and stores the slots after the kernel. Non-causal only; causal is never cut.
+  static constexpr bool kSplitTail = from(Step::kSplitTail);
 };
 
 /// acc[i][j] += A_i·B_j over kSteps k-steps for a warp tile of kM × kN mma tiles:
@@ -379,7 +422,7 @@ __device__ __forceinline__ void key_tile(const Params<typename Tr::T>& p, const 
     const bool whole = q0 + Br <= N;
     if constexpr (Tr::kSpreadAtomics) {
       // The lane's k-th float2 atomic of this tile (k over m, n, h as in the loops below),
-      // kPerStep of them before each of dK's k-steps (flash_backward_spread_atomics.cuh).
+      // kPerStep of them before each of dK's k-steps (kSpreadAtomics).
       const auto dq_atomic = [&](int k) {
         const int m = k / (Tr::kDqTiles * ft::tc::kMBlocks), n = k / ft::tc::kMBlocks % Tr::kDqTiles;
         const int h = k % ft::tc::kMBlocks;
@@ -453,6 +496,32 @@ __global__ void __launch_bounds__(Tr::kThreads) flash_backward_warp_tiles(const 
     key_tile<Tr, false>(p, split, v);
   else
     key_tile<Tr, true>(p, split, v);
+}
+
+/// split_tail's second kernel. Cut tile j's dK and dV: its slot's float32 sums rounded to the dtype, rows past N left
+/// alone. One block a cut tile. kViews: dK and dV where their strides say.
+template <class T, int D, int Bc, bool kViews>
+__global__ void store_shared_tiles(const Params<T> p, const TailSplit split,
+                                   const ft::ViewArgs views) {
+  const int64_t tile = split.first + blockIdx.x;
+  const int64_t head = tile / p.num_kv_tiles;
+  const int k0 = int(tile % p.num_kv_tiles) * Bc;
+  const float* dk = split.slots + blockIdx.x * split.slot_floats;
+  const float* dv = dk + Bc * D;
+  for (int e = 2 * threadIdx.x; e < Bc * D; e += 2 * blockDim.x) {  // a pair a thread: 8-byte loads
+    const int row = e / D, col = e % D;
+    if (k0 + row >= p.N) break;  // the rows are in order: the rest are past N too
+    int64_t at_k = (head * p.N + k0 + row) * D + col, at_v = at_k;  // contiguous
+    if constexpr (kViews) {
+      at_k = ft::head_start(views.strides.dK, head, views.heads) + (k0 + row) * views.strides.dK.row + col;
+      at_v = ft::head_start(views.strides.dV, head, views.heads) + (k0 + row) * views.strides.dV.row + col;
+    }
+    const float2 k = *reinterpret_cast<const float2*>(dk + e), v = *reinterpret_cast<const float2*>(dv + e);
+    p.dK[at_k] = from_float<T>(k.x);
+    p.dK[at_k + 1] = from_float<T>(k.y);
+    p.dV[at_v] = from_float<T>(v.x);
+    p.dV[at_v + 1] = from_float<T>(v.y);
+  }
 }
 
 }  // namespace ch08

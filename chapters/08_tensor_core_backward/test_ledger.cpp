@@ -217,7 +217,7 @@ TEST(Ch08Fragments, WarpTilesCoverEveryProductOnce) {
   }
 }
 
-// The variant `hoisted` (flash_backward_hoisted.cuh) computes each lane's part of the
+// The variant `hoisted` (StepTraits in flash_backward_warp_tiles.cuh) computes each lane's part of the
 // swizzle once (tc::HoistedLaneOffsets) and adds the fragment's place (dr, dc) at each load.
 // That is only right when dr is a multiple of 8 and dc/8 shares no bit with the lane's
 // chunk: here, for both shapes, every warp, lane and load of the warp_tiles kernel, the

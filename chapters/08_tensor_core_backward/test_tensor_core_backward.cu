@@ -82,7 +82,7 @@ std::vector<Case> standard_cases() {
 
 // The C API and the Python module call fastest(): split_tail's kernel at both d (the same
 // template instances, which the standard cases cover in full; a static_assert in
-// tensor_core_backward.cu ties Fastest to SplitTailTraits); its own dispatch is tested on
+// tensor_core_backward.cu ties Fastest to SplitTail); its own dispatch is tested on
 // the ragged shapes (standard_cases). Its label and its dispatch name that variant, and its
 // ledger that kernel's: on a causal problem, which split_tail never cuts, the same three
 // kernels as dq_pointer's; on a non-causal one, split_tail's lines, with store_shared_tiles

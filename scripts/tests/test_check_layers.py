@@ -21,6 +21,23 @@ class CheckLayers(unittest.TestCase):
 
     def test_the_repository_is_clean(self):
         self.assertEqual(list(check_layers.violations(ROOT)), [])
+        self.assertEqual(list(check_layers.depth_violations(ROOT)), [])
+
+    def test_a_chain_of_a_chapters_headers_deeper_than_three_is_found(self):
+        inc = '#include "09_x/{}"\n#include "core/problem.hpp"\n'
+        root = self.tree({
+            "chapters/09_x/a.cuh": inc.format("b.cuh"), "chapters/09_x/b.cuh": inc.format("c.cuh"),
+            "chapters/09_x/c.cuh": inc.format("d.cuh"), "chapters/09_x/d.cuh": inc.format("e.cuh"),
+            "chapters/09_x/e.cuh": "", "chapters/09_x/k.cu": inc.format("a.cuh"),
+        })
+        found = list(check_layers.depth_violations(root))
+        self.assertEqual(found, ["chapters/09_x/a.cuh: includes its chapter's headers 4 deep "
+                                 "(a.cuh > b.cuh > c.cuh > d.cuh > e.cuh); at most 3"])
+        self.assertEqual(check_layers.main(["--root", root]), 1)
+        os.remove(os.path.join(root, "chapters/09_x/e.cuh"))  # d.cuh's include now leads nowhere
+        with open(os.path.join(root, "chapters/09_x/d.cuh"), "w") as fh:
+            fh.write("")
+        self.assertEqual(list(check_layers.depth_violations(root)), [])
 
     def test_each_violation_is_found(self):
         root = self.tree({
