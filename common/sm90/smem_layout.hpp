@@ -1,0 +1,109 @@
+/// @file smem_layout.hpp
+/// @brief The shared-memory tile Hopper's copy engine writes and `wgmma` reads: 128-byte
+/// swizzled panels, and the 64-bit matrix descriptor that tells `wgmma` where one is.
+///
+/// `wgmma` reads its B operand (and A, unless A comes from registers) from shared memory
+/// itself: no thread loads a fragment, so the layout is not the kernel's choice but one of a
+/// few the hardware knows. The one used here is the widest, the 128-byte swizzle, which the
+/// copy engine (TMA) writes with CU_TENSOR_MAP_SWIZZLE_128B. It is chapter 07's swizzle
+/// (sm80/swizzle.hpp: 16-byte chunk c of row r stored at chunk c XOR r % 8), over rows of
+/// exactly 128 bytes (64 bf16). A tile wider than 64 columns is cut into panels of 64
+/// columns, each panel its ROWS rows back to back:
+///
+///     Sw128Tile<ROWS, 128>:  panel 0 = columns 0-63     panel 1 = columns 64-127
+///                            [ROWS][64], swizzled        [ROWS][64], swizzled
+///                            <-- ROWS·128 bytes -->      <-- ROWS·128 bytes -->
+///
+/// Eight rows of one panel (1024 bytes, the swizzle's period) are the unit the hardware
+/// steps by, so a panel must start 1024-byte aligned.
+///
+/// The descriptor (PTX ISA, "Matrix Descriptor Format") packs, each in units of 16 bytes:
+///
+///     bits  0-13  start address (shared-memory address >> 4)
+///     bits 16-29  leading-dimension byte offset (LBO)
+///     bits 32-45  stride-dimension byte offset (SBO)
+///     bits 62-63  swizzle mode: 1 = 128-byte
+///
+/// and what LBO and SBO mean depends on which dimension is contiguous:
+/// - K-major (the operand's rows run along k: Q for S = QKᵀ, and K itself as Kᵀ's columns):
+///   a k-step of 16 elements (32 bytes) lies inside one 128-byte row, so LBO is unused; SBO
+///   is the step from 8 rows to the next 8: 1024 bytes. The k-th step of 16 starts 32·k
+///   bytes further into the row (the swizzle is applied to the address, so the hardware
+///   finds the chunks); past 64 columns, in the next panel.
+/// - MN-major (the operand's rows run along n: V in O = PV, whose rows are keys, the k of
+///   that product): 16 k-rows of one step are 2 groups of 8 rows, SBO = 1024 bytes apart;
+///   LBO is the step from one 64-column panel to the next along n: ROWS·128 bytes.
+#pragma once
+
+#include <cstdint>
+
+#include "sm80/swizzle.hpp"  // ft::tc::SwizzledTile, FT_TC_HD
+
+namespace ft::sm90 {
+
+constexpr int kSwizzleBytes = 128;  ///< the swizzle's row: 8 chunks of 16 bytes
+constexpr int kPanelCols = kSwizzleBytes / tc::kElemBytes;  ///< 64 bf16/fp16 columns a panel
+constexpr int kAtomRows = tc::kSwizzleRows;                 ///< 8 rows: the swizzle's period
+constexpr int kAtomBytes = kAtomRows * kSwizzleBytes;       ///< 1024: a panel's alignment
+constexpr int kMmaK = 16;  ///< wgmma's k for 16-bit inputs: one step is 16 columns, 32 bytes
+
+/// ROWS × COLS 16-bit elements as COLS / 64 panels of [ROWS][64], each swizzled.
+template <int ROWS, int COLS>
+struct Sw128Tile {
+  static_assert(ROWS % kAtomRows == 0, "whole 8-row atoms");
+  static_assert(COLS % kPanelCols == 0, "whole 128-byte panels");
+  static constexpr int kRows = ROWS;
+  static constexpr int kCols = COLS;
+  static constexpr int kPanels = COLS / kPanelCols;
+  static constexpr int kPanelElems = ROWS * kPanelCols;
+  static constexpr int kPanelBytes = kPanelElems * tc::kElemBytes;
+  static constexpr int kBytes = kPanels * kPanelBytes;
+  /// Element (row, col)'s index in the tile.
+  FT_TC_HD static constexpr int offset(int row, int col) {
+    return col / kPanelCols * kPanelElems + tc::SwizzledTile<kPanelCols>::offset(row, col % kPanelCols);
+  }
+};
+
+/// The descriptor of a 128-byte-swizzled operand at shared-memory address `smem_addr`.
+FT_TC_HD constexpr uint64_t sw128_descriptor(uint32_t smem_addr, uint32_t lbo_bytes, uint32_t sbo_bytes) {
+  constexpr uint64_t kSwizzle128 = 1;
+  return uint64_t((smem_addr & 0x3FFFF) >> 4) | uint64_t((lbo_bytes >> 4) & 0x3FFF) << 16 |
+         uint64_t((sbo_bytes >> 4) & 0x3FFF) << 32 | kSwizzle128 << 62;
+}
+
+/// K-major operand (rows along M or N, k contiguous), k-step `ks` (16 columns each), of a
+/// Sw128Tile at `tile_addr`. LBO unused (1 by convention).
+template <class Tile>
+FT_TC_HD constexpr uint64_t k_major_descriptor(uint32_t tile_addr, int ks) {
+  const int col = ks * kMmaK;
+  const uint32_t at = tile_addr + uint32_t(col / kPanelCols * Tile::kPanelBytes) +
+                      uint32_t(col % kPanelCols * tc::kElemBytes);
+  return sw128_descriptor(at, 16, kAtomBytes);
+}
+
+/// MN-major operand (rows along k, n contiguous), k-step `ks` (16 rows each), of a Sw128Tile
+/// at `tile_addr`: the step's first row, panels kPanelBytes apart along n.
+template <class Tile>
+FT_TC_HD constexpr uint64_t mn_major_descriptor(uint32_t tile_addr, int ks) {
+  const uint32_t at = tile_addr + uint32_t(ks * kMmaK * kSwizzleBytes);
+  return sw128_descriptor(at, Tile::kPanelBytes, kAtomBytes);
+}
+
+// ---- The accumulator: which thread of the warpgroup holds which element ---------------
+//
+// wgmma.m64nNk16's float accumulator is 64 rows × N columns over 128 threads: warp w of
+// the warpgroup holds rows 16w to 16w + 15, laid out like mma.sync's C fragment repeated
+// along n (sm80/fragment.hpp): lane l holds rows 16w + l/4 and 16w + l/4 + 8, and in each
+// 8-column block j the columns 8j + 2(l%4) and +1. Register 4j + h of N/2:
+//   h = 0, 1: row 16w + l/4,     column 8j + 2(l%4) + h
+//   h = 2, 3: row 16w + l/4 + 8, column 8j + 2(l%4) + h - 2
+
+constexpr int kWarpgroupThreads = 128;  ///< 4 warps issue one wgmma together
+constexpr int kMmaM = 64;               ///< wgmma's m: 16 rows a warp
+
+/// Row of accumulator register i held by warpgroup thread t.
+FT_TC_HD constexpr int acc_row(int t, int i) { return t / 32 * 16 + t % 32 / 4 + (i % 4 >= 2 ? 8 : 0); }
+/// Column of accumulator register i held by warpgroup thread t.
+FT_TC_HD constexpr int acc_col(int t, int i) { return i / 4 * 8 + t % 4 * 2 + i % 2; }
+
+}  // namespace ft::sm90

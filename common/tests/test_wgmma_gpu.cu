@@ -1,0 +1,200 @@
+// GPU tests of Hopper's wgmma wrappers (common/sm90/), each one warpgroup on one tile:
+//   - S = Q·Kᵀ: Q [64][K] and K [N][K] in 128-byte-swizzled panels, both K-major, the
+//     product over K/16 k-steps from shared-memory descriptors;
+//   - O = P·V: P from registers in mma.sync's A layout, V [K][N] MN-major (transposed B),
+//     as chapter 09's second product reads it.
+// Against a host product of the same rounded inputs, every output element checked (outputs
+// poisoned first), for bf16 and fp16 and N = 64, 128, K = 64, 128. Built for sm_90a only;
+// every test skips without a GPU or on a GPU other than Hopper (sm_90).
+#include <gtest/gtest.h>
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <cmath>
+#include <cstdint>
+#include <vector>
+
+#include "core/check.cuh"
+#include "device/buffer.cuh"
+#include "harness/testing.hpp"
+#include "reference/inputs.hpp"
+#include "sm90/smem_layout.hpp"
+#include "sm90/wgmma.cuh"
+
+namespace {
+
+using namespace ft::sm90;
+
+#define REQUIRE_SM90()                                                                   \
+  do {                                                                                   \
+    FT_REQUIRE_GPU();                                                                    \
+    int major_ = 0;                                                                      \
+    CUDA_CHECK(cudaDeviceGetAttribute(&major_, cudaDevAttrComputeCapabilityMajor, 0));  \
+    if (major_ != 9) GTEST_SKIP() << "needs Hopper (sm_90): wgmma";                      \
+  } while (0)
+
+constexpr int kM = kMmaM;  ///< one warpgroup's 64 rows
+/// As in the sm80 tests (test_tensor_cores_gpu.cu): exact products, float32 sums in the
+/// hardware's order, so within (k−1)·2^-24 of Σ|products|; 1e-5 leaves room, and an element
+/// in the wrong place is off by whole products.
+constexpr double kRelTol = 1e-5;
+
+/// The shared-memory window: dynamic shared memory rounded up to the 1024 bytes a
+/// swizzled panel must start on.
+__device__ uint8_t* aligned_smem() {
+  extern __shared__ uint8_t smem_raw[];
+  const uintptr_t a = reinterpret_cast<uintptr_t>(smem_raw);
+  return reinterpret_cast<uint8_t*>((a + kAtomBytes - 1) / kAtomBytes * kAtomBytes);
+}
+__device__ uint32_t smem_addr(const void* p) { return uint32_t(__cvta_generic_to_shared(p)); }
+
+/// Row-major [ROWS][COLS] from global memory into a Sw128Tile, element by element.
+template <class Tile, class T>
+__device__ void store_tile(T* tile, const T* src) {
+  for (int e = threadIdx.x; e < Tile::kRows * Tile::kCols; e += blockDim.x)
+    tile[Tile::offset(e / Tile::kCols, e % Tile::kCols)] = src[e];
+}
+
+template <int N>
+__device__ void write_acc(float* out, const float (&d)[N / 2]) {
+#pragma unroll
+  for (int i = 0; i < N / 2; ++i) out[acc_row(threadIdx.x, i) * N + acc_col(threadIdx.x, i)] = d[i];
+}
+
+/// out[64][N] = Q[64][K] · Kmat[N][K]ᵀ.
+template <class T, int N, int K>
+__global__ void qk_kernel(const T* q, const T* k, float* out) {
+  using QTile = Sw128Tile<kM, K>;
+  using KTile = Sw128Tile<N, K>;
+  T* sq = reinterpret_cast<T*>(aligned_smem());
+  T* sk = sq + QTile::kBytes / sizeof(T);
+  store_tile<QTile>(sq, q);
+  store_tile<KTile>(sk, k);
+  fence_proxy_async();  // the stores above, before the tensor cores read the tiles
+  __syncthreads();
+  float d[N / 2];
+  fence();
+#pragma unroll
+  for (int ks = 0; ks < K / kMmaK; ++ks)
+    mma_ss<T, N>(d, k_major_descriptor<QTile>(smem_addr(sq), ks),
+                 k_major_descriptor<KTile>(smem_addr(sk), ks), /*accumulate=*/ks > 0);
+  commit();
+  wait<0>();
+  fence_registers(d);
+  write_acc<N>(out, d);
+}
+
+/// out[64][N] = P[64][K] · V[K][N], P from registers, V MN-major.
+template <class T, int N, int K>
+__global__ void pv_kernel(const T* p, const T* v, float* out) {
+  using VTile = Sw128Tile<K, N>;
+  T* sv = reinterpret_cast<T*>(aligned_smem());
+  store_tile<VTile>(sv, v);
+  fence_proxy_async();
+  __syncthreads();
+  // mma.sync's A layout for this warp's 16 rows (sm80/fragment.hpp): lane l holds rows
+  // l/4 and l/4 + 8, columns 2(l%4), +1 and those + 8, of each 16-column k-step.
+  const int t = threadIdx.x, r = t / 32 * 16 + t % 32 / 4, c = t % 4 * 2;
+  // Two neighbouring columns are one 32-bit word of the row-major P.
+  auto word = [&](int row, int col) { return *reinterpret_cast<const uint32_t*>(p + row * K + col); };
+  float d[N / 2];
+  fence();
+#pragma unroll
+  for (int ks = 0; ks < K / kMmaK; ++ks) {
+    const int c0 = ks * kMmaK + c;
+    const uint32_t a[4] = {word(r, c0), word(r + 8, c0), word(r, c0 + 8), word(r + 8, c0 + 8)};
+    mma_rs<T, N, /*kTransB=*/true>(d, a, mn_major_descriptor<VTile>(smem_addr(sv), ks), ks > 0);
+  }
+  commit();
+  wait<0>();
+  fence_registers(d);
+  write_acc<N>(out, d);
+}
+
+// ---- Host side ---------------------------------------------------------------------------
+
+template <class T>
+T round_to(float x) {
+  if constexpr (std::is_same_v<T, __nv_bfloat16>) return __float2bfloat16_rn(x);
+  else return __float2half_rn(x);
+}
+template <class T>
+float as_float(T x) {
+  if constexpr (std::is_same_v<T, __nv_bfloat16>) return __bfloat162float(x);
+  else return __half2float(x);
+}
+
+template <class T>
+std::vector<T> random_matrix(int rows, int cols, uint64_t seed) {
+  const std::vector<float> x = ft::random_uniform(size_t(rows) * cols, seed);
+  std::vector<T> out(x.size());
+  for (size_t i = 0; i < x.size(); ++i) out[i] = round_to<T>(x[i]);
+  return out;
+}
+
+/// Checks out[64][N] against Σ_k a(i, k)·b(k, j) in double, each element within kRelTol of
+/// its Σ|products|.
+template <class A, class B>
+void expect_product(const std::vector<float>& out, int N, int K, A a, B b) {
+  int bad = 0;
+  for (int i = 0; i < kM; ++i)
+    for (int j = 0; j < N; ++j) {
+      double sum = 0, mag = 0;
+      for (int k = 0; k < K; ++k) {
+        sum += a(i, k) * b(k, j);
+        mag += std::fabs(a(i, k) * b(k, j));
+      }
+      const double got = out[size_t(i) * N + j];
+      if (!(std::fabs(got - sum) <= kRelTol * mag + 1e-30) && bad++ < 5)
+        ADD_FAILURE() << "D[" << i << "][" << j << "] = " << got << ", expected " << sum;
+    }
+  EXPECT_EQ(bad, 0) << "of " << kM * N << " elements";
+}
+
+template <class T, int N, int K>
+void check_qk() {
+  REQUIRE_SM90();
+  const auto q = random_matrix<T>(kM, K, 11), k = random_matrix<T>(N, K, 12);
+  ft::DeviceBuffer<T> dq(q.size()), dk(k.size());
+  ft::DeviceBuffer<float> dout(size_t(kM) * N);
+  dq.upload(q);
+  dk.upload(k);
+  dout.poison();
+  const size_t smem = kAtomBytes + Sw128Tile<kM, K>::kBytes + Sw128Tile<N, K>::kBytes;
+  CUDA_CHECK(cudaFuncSetAttribute(qk_kernel<T, N, K>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
+  qk_kernel<T, N, K><<<1, kWarpgroupThreads, smem>>>(dq.get(), dk.get(), dout.get());
+  CUDA_CHECK(cudaGetLastError());
+  const std::vector<float> out = dout.download();
+  expect_product(out, N, K, [&](int i, int kk) { return double(as_float(q[size_t(i) * K + kk])); },
+                 [&](int kk, int j) { return double(as_float(k[size_t(j) * K + kk])); });
+}
+
+template <class T, int N, int K>
+void check_pv() {
+  REQUIRE_SM90();
+  const auto p = random_matrix<T>(kM, K, 21), v = random_matrix<T>(K, N, 22);
+  ft::DeviceBuffer<T> dp(p.size()), dv(v.size());
+  ft::DeviceBuffer<float> dout(size_t(kM) * N);
+  dp.upload(p);
+  dv.upload(v);
+  dout.poison();
+  const size_t smem = kAtomBytes + Sw128Tile<K, N>::kBytes;
+  CUDA_CHECK(cudaFuncSetAttribute(pv_kernel<T, N, K>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
+  pv_kernel<T, N, K><<<1, kWarpgroupThreads, smem>>>(dp.get(), dv.get(), dout.get());
+  CUDA_CHECK(cudaGetLastError());
+  const std::vector<float> out = dout.download();
+  expect_product(out, N, K, [&](int i, int kk) { return double(as_float(p[size_t(i) * K + kk])); },
+                 [&](int kk, int j) { return double(as_float(v[size_t(kk) * N + j])); });
+}
+
+TEST(Wgmma, QKt_bf16_N64_K64) { check_qk<__nv_bfloat16, 64, 64>(); }
+TEST(Wgmma, QKt_bf16_N128_K64) { check_qk<__nv_bfloat16, 128, 64>(); }
+TEST(Wgmma, QKt_bf16_N128_K128) { check_qk<__nv_bfloat16, 128, 128>(); }
+TEST(Wgmma, QKt_fp16_N64_K128) { check_qk<__half, 64, 128>(); }
+TEST(Wgmma, PV_bf16_N64_K64) { check_pv<__nv_bfloat16, 64, 64>(); }
+TEST(Wgmma, PV_bf16_N128_K64) { check_pv<__nv_bfloat16, 128, 64>(); }
+TEST(Wgmma, PV_bf16_N128_K128) { check_pv<__nv_bfloat16, 128, 128>(); }
+TEST(Wgmma, PV_fp16_N64_K128) { check_pv<__half, 64, 128>(); }
+
+}  // namespace
