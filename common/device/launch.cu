@@ -52,6 +52,19 @@ void require_sm(int min_sm, const std::string& who) {
   }
 }
 
+void require_arch(int sm, const std::string& who) {
+  const int device = current_device();
+  const int have = device_attribute(cudaDevAttrComputeCapabilityMajor, device) * 10 +
+                   device_attribute(cudaDevAttrComputeCapabilityMinor, device);
+  if (have != sm) {
+    cudaDeviceProp prop{};
+    CUDA_CHECK(cudaGetDeviceProperties(&prop, device));
+    throw DeviceTooSmall(who + " needs " + (sm == 90 ? "Hopper " : "") + "(sm_" + std::to_string(sm) +
+                         "): its kernels are sm_" + std::to_string(sm) + "a machine code; " + prop.name +
+                         " is sm_" + std::to_string(have));
+  }
+}
+
 size_t max_dynamic_smem() {
   return size_t(device_attribute(cudaDevAttrMaxSharedMemoryPerBlockOptin, current_device()));
 }

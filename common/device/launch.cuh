@@ -15,6 +15,11 @@ namespace ft {
 /// minor) is at least `min_sm`, e.g. 80 for the tensor-core chapters' mma.sync and cp.async.
 void require_sm(int min_sm, const std::string& who);
 
+/// Throws ft::DeviceTooSmall unless the current GPU's compute capability is exactly `sm`
+/// (90 for Hopper): for machine code built for an architecture-specific target such as
+/// sm_90a, whose instructions (wgmma, setmaxnreg) no other GPU, older or newer, runs.
+void require_arch(int sm, const std::string& who);
+
 /// The most dynamic shared memory one block of the current device may opt in to
 /// (cudaDevAttrMaxSharedMemoryPerBlockOptin): 227 KB on an H100 or H200, 163 KB on an A100,
 /// 99 KB on the sm_86 and sm_89 GPUs. For a dispatch that picks the fastest kernel that fits.

@@ -1,0 +1,91 @@
+// Chapter 09's forward implementations: the staircase onto Hopper's instructions, their
+// launch (one instance per dtype and d), their ledger and their registration.
+#include "09_hopper_forward/hopper_forward.hpp"
+
+#include <climits>
+#include <string>
+
+#include "09_hopper_forward/wgmma_forward.cuh"
+#include "core/check.cuh"
+#include "device/dispatch.cuh"
+#include "device/launch.cuh"
+#include "harness/registry.hpp"
+#include "harness/traffic.hpp"
+
+namespace ch09 {
+namespace {
+
+/// wgmma and its sm_90a machine code: Hopper, and only Hopper.
+constexpr int kSm = 90;
+
+// The instances compiled: the two 16-bit types at the two head dims wgmma's n covers here.
+using Compiled = ft::Instances<ft::DTypes<ft::DType::BFloat16, ft::DType::Float16>,
+                               ft::HeadDims<64, 128>>;
+
+// Step 1, wgmma: 128 query rows (two warpgroups of 64) and 128-key tiles at both d: S is
+// 64 registers a thread, O 32 (d = 64) or 64 (d = 128).
+template <class T, int D> using Wgmma = WgmmaTraits<T, D, 128>;
+
+template <class Tr>
+void launch(const ft::Problem& p, const ft::ForwardArgs& a, cudaStream_t stream) {
+  using T = typename Tr::T;
+  ft::require_arch(kSm, "chapter 09");
+  ft::allow_dynamic_smem(wgmma_forward<Tr>, Tr::kSmemBytes, "chapter 09 forward");
+  const int num_q_tiles = (p.len_q + Tr::Br - 1) / Tr::Br;
+  const int64_t blocks = int64_t(num_q_tiles) * p.heads_total();
+  if (blocks > INT_MAX) throw ft::Unsupported("chapter 09: too many blocks for one grid");
+  const Params<T> params{a.Q.as<T>(), a.K.as<T>(), a.V.as<T>(), a.O.as<T>(), a.lse,
+                         p.len_q, p.len_kv, num_q_tiles, p.group(), p.causal_offset(),
+                         p.causal, p.softmax_scale() * ft::kLog2e};
+  const ft::ViewArgs views{ft::layout_of(p, a.layout), p.heads_q, p.heads_kv};
+  wgmma_forward<Tr><<<int(blocks), Tr::kThreads, Tr::kSmemBytes, stream>>>(params, views);
+  CUDA_CHECK_LAUNCH();
+}
+
+template <template <class, int> class Shape>
+void run(const ft::Problem& p, const ft::ForwardArgs& a, cudaStream_t stream) {
+  // The max is taken on raw scores and scaled once: right for a positive scale only.
+  if (!(p.softmax_scale() > 0.f)) throw ft::Unsupported("chapter 09: the softmax scale must be positive");
+  if (a.layout) ft::check_layout(p, *a.layout, false);  // views: rows 16-byte aligned, O disjoint
+  Compiled::dispatch(p, "chapter 09", [&](auto i) {
+    using I = decltype(i);
+    launch<Shape<typename I::Element, I::kHeadDim>>(p, a, stream);
+  });
+}
+
+template <template <class, int> class Shape>
+std::vector<ft::KernelTraffic> traffic(const ft::Problem& p) {
+  using Tr = Shape<__nv_bfloat16, 64>;  // Br and Bc are the same at every (T, d)
+  return {ft::fused_forward_traffic(p, "wgmma_forward", Tr::Br, Tr::Bc)};
+}
+
+size_t no_workspace(const ft::Problem&) { return 0; }
+
+template <template <class, int> class Shape>
+ft::ForwardImpl impl(const std::string& variant, const std::string& what) {
+  ft::ForwardImpl f{"09", variant, what, Compiled::head_dims(), no_workspace, run<Shape>,
+                    traffic<Shape>, Compiled::dtypes(), kSm, /*strided=*/true,
+                    ft::Features{/*lengths=*/true, /*grouped=*/true}};
+  return f;
+}
+
+}  // namespace
+
+const ft::ForwardImpl& fastest() {
+  static const ft::ForwardImpl i = impl<Wgmma>("fastest", "wgmma (the only step so far)");
+  return i;
+}
+
+std::vector<ft::ForwardImpl> forward_impls() {
+  return {impl<Wgmma>("wgmma", "S = QK^T and O += PV on wgmma (warpgroups of 4 warps); cp.async loads"),
+          fastest()};
+}
+
+}  // namespace ch09
+
+FT_REGISTER(ch09) {
+  for (const auto& impl : ch09::forward_impls()) {
+    const bool fastest = impl.variant == ch09::fastest().variant;
+    ft::register_forward(impl, /*headline=*/fastest, /*tour=*/fastest);
+  }
+}
