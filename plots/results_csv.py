@@ -25,7 +25,7 @@ REQUIRED = {
     # PyTorch on the same GPU (scripts/pytorch_anchors.py); optional.
     "anchors.csv": ["backend", "dtype", "causal", "B", "H", "N", "d", "fwd_ms", "fwd_tflops",
                     "bwd_ms", "bwd_tflops"],
-    # The tensor-core chapters (06, 07): every variant, the tour's columns (gpu_run.sh tc).
+    # The tensor-core chapters (06, 07): every variant, the tour's columns (gpu_run.py's tc step).
     "tc_variants.csv": ["chapter", "variant", "pass", "dtype", "batch", "heads", "seq_len",
                         "head_dim", "causal", "ms", "tflops", "model_bytes", "gbps", "rel_err",
                         "speedup_vs_ch01"],

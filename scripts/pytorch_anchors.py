@@ -6,8 +6,8 @@ anchors the results compare against (OUT_DIR/anchors.csv), after the GPU's ceili
   python3 plots/ceilings_from_anchors.py anchors.log OUT_DIR/ceilings.csv
   python3 scripts/pytorch_anchors.py --list          # the plan, without PyTorch or a GPU
 
-What it measures (needs PyTorch with CUDA and a GPU; scripts/gpu_run.sh runs it in its
-`anchors` stage):
+What it measures (needs PyTorch with CUDA and a GPU; scripts/gpu_run.py runs it in its
+`anchors` step):
 
   - the ceilings first: scripts/measure_ceilings.py's four lines (device-to-device copy
     bandwidth; bf16, fp16 and float32 matrix-product rates), which
@@ -97,7 +97,7 @@ def row(backend, dtype, causal, b, h, n, d, fwd_ms, bwd_ms):
 
 
 def line(r):
-    """The log line of a measured row (gpu_run.sh's summary greps these)."""
+    """The log line of a measured row (gpu_run.py's summary greps these)."""
     return (f"{r['backend']:24s} torch.{r['dtype']:9s} causal={int(r['causal'])} B={r['B']:2d} "
             f"H={r['H']:2d} N={r['N']:6d} d={r['d']:3d} fwd {r['fwd_ms']:8.3f} ms "
             f"{r['fwd_tflops']:6.1f} TF/s  bwd {r['bwd_ms']:8.3f} ms {r['bwd_tflops']:6.1f} TF/s")

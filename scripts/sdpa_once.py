@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """One PyTorch attention backend's forward and backward, run a few times on one shape and
 nothing else: the process to hand a profiler, so that its kernels can be set beside the
-chapters' (scripts/gpu_run.sh's `profiles` stage profiles FlashAttention-2's backward with
+chapters' (scripts/gpu_run.py's `profiles` step profiles FlashAttention-2's backward with
 the same Nsight Compute sections as chapter 08's kernel).
 
   python3 scripts/sdpa_once.py --backend FLASH_ATTENTION --batch 4 --heads 16 --seq-len 4096 \\

@@ -1,6 +1,6 @@
 """CPU tests of scripts/pytorch_anchors.py (ctest scripts_pytorch_anchors): everything that
 runs without PyTorch or a GPU. The command line, the plan of cases, the FLOP count, the log
-line gpu_run.sh greps, and the CSV writer on made-up rows, read back by the reader the plots
+line gpu_run.py greps, and the CSV writer on made-up rows, read back by the reader the plots
 and the docs use (plots/results_csv.py) and compared with the committed anchors.csv's header.
 """
 import csv

@@ -1,0 +1,248 @@
+"""CPU tests of scripts/gpu_run.py (ctest scripts_gpu_run): everything that runs without a
+GPU or PyTorch. The command line (--help, --list, the errors of bad steps and bad values),
+the plan --dry-run prints on a made-up build folder (the commands of a few steps, nothing
+written), and the helpers that stand in for the shell script's greps and CSV joins.
+"""
+import os
+import stat
+import subprocess
+import sys
+import tempfile
+import unittest
+
+import gpu_run
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+SCRIPT = os.path.join(ROOT, "scripts", "gpu_run.py")
+# The steps' names are a contract: the READMEs and the docs name them.
+STEPS = ["env", "tests", "ctest", "readme", "sanitizer", "sanitizer_views", "tour", "chapters",
+         "tc", "anchors", "autograd_gpu", "vs_pytorch", "train", "traffic", "profiles"]
+
+
+def run(*args):
+    return subprocess.run([sys.executable, SCRIPT, *args], capture_output=True, text=True)
+
+
+def fake_build(folder):
+    """A build folder with an executable stand-in for every program the steps look for."""
+    def program(*parts):
+        path = os.path.join(folder, *parts)
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        with open(path, "w") as f:
+            f.write("#!/bin/sh\nexit 0\n")
+        os.chmod(path, os.stat(path).st_mode | stat.S_IXUSR)
+
+    program("chapters", "tour", "tour")
+    program("common", "libflashtut.so")
+    program("common", "test_common")
+    for chapter in gpu_run.ALL_CHAPTERS:
+        program("chapters", chapter, "ch" + chapter)
+        program("chapters", chapter, f"test_ch{chapter}_gpu")
+
+
+class CommandLine(unittest.TestCase):
+    def test_help_names_every_step_and_option(self):
+        r = run("--help")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        for step in STEPS:
+            self.assertRegex(r.stdout, rf"\n  {step} +\S", step)
+        for option in ("--build", "--steps", "--dry-run", "--sizes", "--dims", "--causal",
+                       "--sanitize-chapters", "--sanitize-dims", "--sanitize-args",
+                       "--sanitize-variant", "--sanitize-tag", "--sanitize-timeout",
+                       "--tc-chapters", "--tc-variant", "--vs-dtypes", "--ctest-regex",
+                       "--profiles", "--source-pages", "--phase-names", "--commit"):
+            self.assertIn(option, r.stdout)
+        self.assertIn("(was FT_SANITIZE)", " ".join(r.stdout.split()))
+
+    def test_list_is_the_table_in_running_order(self):
+        r = run("--list")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        names = [line.split()[0] for line in r.stdout.splitlines() if not line.startswith(" ")]
+        self.assertEqual(sorted(names), sorted(STEPS))
+        self.assertEqual(names, list(gpu_run.STEPS))
+        self.assertEqual(names[:2], ["readme", "env"])  # the README's commands run first
+        self.assertNotIn("ctest", gpu_run.DEFAULT_STEPS)
+
+    def test_bad_steps_are_refused_by_name(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            r = run(tmp, "--steps", "tour,tuor", "--dry-run")
+        self.assertEqual(r.returncode, 2)
+        self.assertIn("step 'tuor' is none of: readme, env", r.stderr)
+
+    def test_bad_values_are_refused_naming_the_option(self):
+        cases = [(["--sizes", "0"], "--sizes: 0 is less than 1"),
+                 (["--sizes", "3000"], "--sizes: 3000 does not divide 16384"),
+                 (["--dims", "64,x"], "--dims: 'x' is not a whole number"),
+                 (["--causal", "2"], "--causal: causal '2' is neither 0 nor 1"),
+                 (["--sanitize-chapters", "04_fused"], "chapter '04_fused' is none of"),
+                 (["--tc-variant", "fastest"], "'fastest' is not CHAPTER:VARIANT"),
+                 (["--vs-dtypes", "float64"], "dtype 'float64' is none of"),
+                 (["--profiles", "04:fast:kernel"], "is not chapter:variant:kernel:d"),
+                 (["--source-pages", "42:v:k:64"], "the chapter is 'torch' or one of"),
+                 (["--sanitize-timeout", "0"], "--sanitize-timeout: 0 is less than 1"),
+                 (["--train-repeats", "two"], "--train-repeats: 'two' is not a whole number")]
+        with tempfile.TemporaryDirectory() as tmp:
+            for args, message in cases:
+                r = run(tmp, "--dry-run", *args)
+                self.assertEqual(r.returncode, 2, args)
+                self.assertIn(message, r.stderr, args)
+
+    def test_out_dir_is_required(self):
+        r = run("--steps", "tour")
+        self.assertEqual(r.returncode, 2)
+        self.assertIn("OUT_DIR is missing", r.stderr)
+
+
+class DryRun(unittest.TestCase):
+    def setUp(self):
+        self.tmp = tempfile.TemporaryDirectory()
+        self.build = os.path.join(os.path.realpath(self.tmp.name), "build")
+        self.out = os.path.join(os.path.realpath(self.tmp.name), "out")
+        fake_build(self.build)
+
+    def tearDown(self):
+        self.tmp.cleanup()
+
+    def plan(self, *args):
+        r = run(self.out, "--build", self.build, "--dry-run", *args)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertFalse(os.path.exists(self.out), "a dry run writes nothing")
+        return r.stdout.splitlines()
+
+    def commands(self, lines, word):
+        return [line.strip() for line in lines if word in line and line.startswith("  ")]
+
+    def test_tour_at_the_given_shapes(self):
+        lines = self.plan("--steps", "tour", "--sizes", "1024", "4096", "--dims", "128",
+                          "--causal", "1")
+        tour = self.commands(lines, "/chapters/tour/tour")
+        logs = os.path.join(self.out, "logs")
+        self.assertEqual(tour, [
+            f"timeout 300 {self.build}/chapters/tour/tour --seq-len {n} --batch {16384 // n} "
+            f"--heads 16 --head-dim 128 --causal --iters 10 --warmup 1 "
+            f"--csv {logs}/tour_d128_n{n}_causal.csv > {logs}/tour_d128_n{n}_causal.log 2>&1"
+            for n in (1024, 4096)])
+        self.assertIn("== tour: ", "\n".join(lines))
+        self.assertEqual(self.commands(lines, "cmake"), [], "the tour binary is there: no build")
+
+    def test_sanitizer_on_the_named_chapters(self):
+        lines = self.plan("--steps", "sanitizer", "--sanitize-chapters", "04_fused_forward",
+                          "08_tensor_core_backward", "--sanitize-dims", "64,128",
+                          "--sanitize-variant", "08:warp_tiles", "08:split_tail",
+                          "--sanitize-args=--seed 3", "--sanitize-tag", "_b")
+        runs = self.commands(lines, "compute-sanitizer")
+        self.assertEqual(len(runs), 2 * 2 * 3 * 2)  # chapters x dims x tools x causal and not
+        prog = f"{self.build}/chapters/08_tensor_core_backward/ch08_tensor_core_backward"
+        self.assertIn(
+            f"timeout 120 compute-sanitizer --tool racecheck --error-exitcode 9 {prog} --batch 1 "
+            "--heads 2 --seq-len 200 --head-dim 128 --causal --iters 1 --warmup 0 --no-baseline "
+            "--variant warp_tiles,split_tail --seed 3 > "
+            f"{self.out}/logs/sanitizer_08_tensor_core_backward_d128_racecheck_causal_b.log 2>&1",
+            runs)
+        self.assertFalse(any("04_fused_forward/ch04" in r and "--variant" in r for r in runs))
+
+    def test_default_steps_leave_out_ctest(self):
+        lines = self.plan()
+        headers = [line.split(":")[0][3:] for line in lines if line.startswith("== ")]
+        # autograd_gpu: the tests step runs the Python GPU tests when both are asked for.
+        self.assertEqual(headers, [s for s in gpu_run.STEPS if s not in ("ctest", "autograd_gpu")])
+        self.assertEqual(self.commands(lines, "ctest --test-dir"), [])
+        self.assertTrue(any("python/tests/test_ops_gpu.py" in line for line in lines))
+
+    def test_a_missing_build_is_configured_and_built_with_ninja(self):
+        empty = os.path.join(self.tmp.name, "empty")
+        lines = run(self.out, "--build", empty, "--dry-run", "--steps", "tour").stdout.splitlines()
+        cmake = self.commands(lines, "cmake")
+        self.assertEqual(len(cmake), 2)
+        self.assertIn(f"-B {os.path.realpath(empty)} -G Ninja -DCMAKE_BUILD_TYPE=Release", cmake[0])
+        self.assertIn("-j 16 -- -k 0", cmake[1])
+
+    def test_python_steps_get_the_tree_and_the_options(self):
+        lines = self.plan("--steps", "vs_pytorch,ctest", "--vs-dtypes", "bf16",
+                          "--ctest-regex", "^ch08[.]", "--sizes", "4096")
+        self.assertIn(f"PYTHONPATH={ROOT}/python:{ROOT}/scripts:{ROOT}/plots:{ROOT}/docs",
+                      lines[0])
+        vs = self.commands(lines, "compare_pytorch.py")
+        self.assertEqual(len(vs), 1)
+        self.assertIn(f"--lib {self.build}/common/libflashtut.so --sizes 4096 --dims 64 128 "
+                      "--causal 0 1 --dtypes bf16 --backward", vs[0])
+        self.assertTrue(vs[0].startswith("PYTHONUNBUFFERED=1 "))
+        self.assertEqual(self.commands(lines, "ctest --test-dir"), [
+            f"OMP_NUM_THREADS=2 OMP_WAIT_POLICY=PASSIVE ctest --test-dir {self.build} -j 16 "
+            f"--output-on-failure -R '^ch08[.]' > {self.out}/logs/ctest.log 2>&1"])
+
+    def test_source_pages_alone(self):
+        lines = self.plan("--steps", "profiles", "--profiles",
+                          "--source-pages", "08:spread_atomics:flash_backward_warp_tiles:64",
+                          "--phase-names", "S,dP,dV,dQ,dK")
+        self.assertEqual(len(self.commands(lines, "--section SpeedOfLight")), 0)
+        ncu = self.commands(lines, "ncu ")
+        self.assertEqual(len(ncu), 2)  # the profile, then the source page's export
+        self.assertIn("-k regex:flash_backward_warp_tiles --launch-skip 1 --launch-count 1 -o", ncu[0])
+        self.assertIn("--variant spread_atomics", ncu[0])
+        self.assertTrue(self.commands(lines, "stall_phases.py")[0].endswith(
+            "source_08_spread_atomics_d64.csv.gz --names S,dP,dV,dQ,dK"))
+
+    def test_tc_variants_per_chapter(self):
+        lines = self.plan("--steps", "tc", "--tc-chapters", "07_tensor_core_forward",
+                          "--tc-variant", "07:tuned,07:plain", "06:grid_half",
+                          "--dims", "64", "--causal", "0", "--tc-sizes", "4096")
+        tc = self.commands(lines, "ch07_tensor_core_forward")
+        self.assertEqual(len(tc), 1)
+        self.assertIn("--dtype bf16 --seq-len 4096 --batch 4 --heads 32 --head-dim 64 "
+                      "--no-baseline --iters 10 --warmup 2", tc[0])
+        self.assertIn("--variant tuned,plain >", tc[0])
+
+
+class Helpers(unittest.TestCase):
+    def test_grep_after_separates_groups_as_grep_does(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            a, b = os.path.join(tmp, "a"), os.path.join(tmp, "b")
+            with open(a, "w") as f:
+                f.write("x\nhit 1\ny\nz\nhit 2\nw\n")
+            with open(b, "w") as f:
+                f.write("hit 3\n")
+            self.assertEqual(gpu_run.grep_after("^hit", [a, b], 1),
+                             ["hit 1", "y", "--", "hit 2", "w", "--", "hit 3"])
+            self.assertEqual(gpu_run.grep_after("^hit", [a], 2), ["hit 1", "y", "z", "hit 2", "w"])
+            self.assertEqual(gpu_run.grep_after("^hit", [os.path.join(tmp, "none")], 2), [])
+
+    def test_csv_parts_become_one_file(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            parts = []
+            for k in range(3):
+                parts.append(os.path.join(tmp, f"p{k}.csv"))
+                with open(parts[-1], "w") as f:
+                    f.write(f"a,b\n{k},{k}\n")
+            whole = os.path.join(tmp, "whole.csv")
+            gpu_run.join_csvs(whole, [parts[0], os.path.join(tmp, "missing.csv"), parts[1]])
+            with open(whole) as f:
+                self.assertEqual(f.read(), "a,b\n0,0\n1,1\n")
+            gpu_run.append_csv(parts[2], whole)
+            with open(whole) as f:
+                self.assertEqual(f.read(), "a,b\n0,0\n1,1\n2,2\n")
+
+    def test_variants_and_shapes(self):
+        specs = ["06:grid_half", "08:spread_atomics", "08:late_copy"]
+        self.assertEqual(gpu_run.variants_for("08_tensor_core_backward", specs),
+                         "spread_atomics,late_copy")
+        self.assertEqual(gpu_run.variants_for("07_tensor_core_forward", specs), "")
+        self.assertEqual(gpu_run.shape(4096, 128, True),
+                         ["--seq-len", "4096", "--batch", "4", "--heads", "16", "--head-dim",
+                          "128", "--causal"])
+
+    def test_stall_lines_largest_first(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            path = os.path.join(tmp, "profile.txt")
+            with open(path, "w") as f:
+                f.write("    smsp__average_warps_issue_stalled_wait_per_issue_active.ratio  ratio  1.50\n"
+                        "    smsp__average_warps_issue_stalled_mio_per_issue_active.ratio   ratio  12.25\n"
+                        "    Duration  usecond  3.10\n")
+            self.assertEqual(gpu_run.stalls(path), [
+                "    12.25 smsp__average_warps_issue_stalled_mio_per_issue_active.ratio",
+                "    1.50 smsp__average_warps_issue_stalled_wait_per_issue_active.ratio"])
+
+
+if __name__ == "__main__":
+    unittest.main()
