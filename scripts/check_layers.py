@@ -22,7 +22,7 @@ ALLOWED = {
     "reference": {"core", "reference"},
     "harness": {"core", "device", "cuda_core", "sm80", "sm90", "schedule", "reference", "harness", "api"},
     "api": {"core", "device", "reference", "harness", "api"},
-    "tests": {"core", "device", "cuda_core", "sm80", "sm90", "schedule", "reference", "harness", "api"},
+    "tests": {"core", "device", "cuda_core", "sm80", "sm90", "schedule", "reference", "harness", "api", "tests"},
 }
 # A reader follows a chapter's kernel through at most this many of its own headers.
 MAX_CHAPTER_DEPTH = 3

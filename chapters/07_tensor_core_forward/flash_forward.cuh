@@ -16,6 +16,7 @@
 #include "07_tensor_core_forward/forward_traits.cuh"
 #include "cuda_core/exp2.cuh"  // ft::exp2_ftz: one MUFU.EX2 per score
 #include "cuda_core/online_softmax.cuh"
+#include "cuda_core/reduce.cuh"
 #include "core/strides.hpp"
 #include "sm80/cp_async.cuh"
 #include "sm80/ldmatrix.cuh"
@@ -53,16 +54,9 @@ struct KeyValueArgs {
   int causal_offset = 0;  ///< causal: key j visible to query i iff j <= i + causal_offset
 };
 
-/// The max (or sum) of a row across the 4 lanes that hold it (sm80/fragment.hpp: lanes
-/// 4g..4g+3 share row g of every accumulator block).
-__device__ __forceinline__ float quad_max(float x) {
-  x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 1));
-  return fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 2));
-}
-__device__ __forceinline__ float quad_sum(float x) {
-  x += __shfl_xor_sync(0xffffffffu, x, 1);
-  return x + __shfl_xor_sync(0xffffffffu, x, 2);
-}
+/// A row's max and sum over the 4 lanes that hold it (cuda_core/reduce.cuh).
+using ft::quad_max;
+using ft::quad_sum;
 
 /// K and V tile number `j` into buffer `buf`, by the traits' copy method (rows ldk and ldv
 /// elements apart).

@@ -32,6 +32,7 @@
 #include "core/strides.hpp"
 #include "cuda_core/exp2.cuh"
 #include "cuda_core/online_softmax.cuh"
+#include "cuda_core/reduce.cuh"
 #include "sm80/cp_async.cuh"
 #include "sm80/pack.cuh"
 #include "sm90/wgmma.cuh"
@@ -55,15 +56,9 @@ struct Params {
   float scale_log2;  ///< softmax scale · log2(e)
 };
 
-/// The max (or sum) of a row over the 4 lanes that hold it.
-__device__ __forceinline__ float quad_max(float x) {
-  x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 1));
-  return fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 2));
-}
-__device__ __forceinline__ float quad_sum(float x) {
-  x += __shfl_xor_sync(0xffffffffu, x, 1);
-  return x + __shfl_xor_sync(0xffffffffu, x, 2);
-}
+/// A row's max and sum over the 4 lanes that hold it (cuda_core/reduce.cuh).
+using ft::quad_max;
+using ft::quad_sum;
 
 template <class Tr>
 __global__ void __launch_bounds__(Tr::kThreads, 1) wgmma_forward(const Params<typename Tr::T> p,

@@ -28,6 +28,19 @@ __device__ __forceinline__ float warp_sum(float v) {
   return v;
 }
 
+/// Max over the 4 neighbouring lanes 4g..4g+3 that hold one row of a tensor-core accumulator
+/// (mma.sync's C fragment, and wgmma's warp by warp: sm80/fragment.hpp); all four get it.
+__device__ __forceinline__ float quad_max(float x) {
+  x = fmaxf(x, __shfl_xor_sync(kFullMask, x, 1));
+  return fmaxf(x, __shfl_xor_sync(kFullMask, x, 2));
+}
+
+/// Sum over the 4 lanes that hold one row of a tensor-core accumulator (as quad_max).
+__device__ __forceinline__ float quad_sum(float x) {
+  x += __shfl_xor_sync(kFullMask, x, 1);
+  return x + __shfl_xor_sync(kFullMask, x, 2);
+}
+
 /// Online-softmax states merged over the 32 lanes of a warp; every lane gets the result.
 __device__ __forceinline__ OnlineSoftmax warp_merge(OnlineSoftmax s) {
   for (int offset = kWarpSize / 2; offset > 0; offset /= 2) {

@@ -23,6 +23,7 @@
 #include "sm80/mma.cuh"
 #include "sm80/pack.cuh"
 #include "harness/testing.hpp"
+#include "tests/tensor_core_host.hpp"
 
 namespace {
 
@@ -37,53 +38,12 @@ using namespace ft::tc;
   } while (0)
 
 constexpr int kRows = 16;  ///< one m16 tile of queries, and 16 keys (two n8 tiles)
-/// The products are exact and the sum is float32 in an order of the hardware's choosing, so
-/// a result differs from the float64 sum of the same products by float32 roundings of the
-/// partial sums only: for round-to-nearest in any order at most (k−1)·2^-24·Σ|products|,
-/// 7.6e-6·Σ|products| at k = 128; random inputs land far below, and 1e-5 of Σ|products|
-/// leaves room for the hardware's own way of summing. An element in the wrong place is off
-/// by whole products (about 0.25 each here), and an unwritten one is NaN (poisoned).
-constexpr double kRelTol = 1e-5;
-
-// ---- Host side: the element types as bits and floats -----------------------------------
-
-template <class T>
-T round_to(float x) {
-  if constexpr (std::is_same_v<T, __nv_bfloat16>) return __float2bfloat16_rn(x);
-  else return __float2half_rn(x);
-}
-template <class T>
-float as_float(T x) {
-  if constexpr (std::is_same_v<T, __nv_bfloat16>) return __bfloat162float(x);
-  else return __half2float(x);
-}
-template <class T>
-uint16_t bits_of(T x) {
-  uint16_t b;
-  std::memcpy(&b, &x, sizeof b);
-  return b;
-}
-template <class T>
-std::vector<T> random_elements(size_t n, uint64_t seed) {
-  std::vector<T> out;
-  for (float x : ft::random_uniform(n, seed)) out.push_back(round_to<T>(x));
-  return out;
-}
-
-/// Expects got[m·n_cols + n] == Σ_k a(m, k)·b(k, n) within kRelTol of Σ|a·b|.
-template <class A, class B>
-void expect_product(const std::vector<float>& got, int m_rows, int n_cols, int k_len, A a, B b,
-                    const char* what) {
-  for (int m = 0; m < m_rows; ++m)
-    for (int n = 0; n < n_cols; ++n) {
-      double sum = 0, magnitude = 0;
-      for (int k = 0; k < k_len; ++k) {
-        const double p = double(a(m, k)) * double(b(k, n));
-        sum += p, magnitude += std::fabs(p);
-      }
-      ASSERT_NEAR(got[m * n_cols + n], sum, kRelTol * magnitude) << what << " (" << m << ", " << n << ")";
-    }
-}
+using ft::tc_test::as_float;
+using ft::tc_test::bits_of;
+using ft::tc_test::expect_product;
+using ft::tc_test::kRelTol;
+using ft::tc_test::random_elements;
+using ft::tc_test::round_to;
 
 // ---- Device side --------------------------------------------------------------------------
 

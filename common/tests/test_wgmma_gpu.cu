@@ -18,6 +18,7 @@
 #include "core/check.cuh"
 #include "device/buffer.cuh"
 #include "harness/testing.hpp"
+#include "tests/tensor_core_host.hpp"
 #include "reference/inputs.hpp"
 #include "sm90/smem_layout.hpp"
 #include "sm90/wgmma.cuh"
@@ -35,11 +36,6 @@ using namespace ft::sm90;
   } while (0)
 
 constexpr int kM = kMmaM;  ///< one warpgroup's 64 rows
-/// As in the sm80 tests (test_tensor_cores_gpu.cu): exact products, float32 sums in the
-/// hardware's order, so within (k−1)·2^-24 of Σ|products|; 1e-5 leaves room, and an element
-/// in the wrong place is off by whole products.
-constexpr double kRelTol = 1e-5;
-
 /// The shared-memory window: dynamic shared memory rounded up to the 1024 bytes a
 /// swizzled panel must start on.
 __device__ uint8_t* aligned_smem() {
@@ -112,50 +108,16 @@ __global__ void pv_kernel(const T* p, const T* v, float* out) {
   write_acc<N>(out, d);
 }
 
-// ---- Host side ---------------------------------------------------------------------------
+// ---- Host side ------------------------------------------------------------------------
 
-template <class T>
-T round_to(float x) {
-  if constexpr (std::is_same_v<T, __nv_bfloat16>) return __float2bfloat16_rn(x);
-  else return __float2half_rn(x);
-}
-template <class T>
-float as_float(T x) {
-  if constexpr (std::is_same_v<T, __nv_bfloat16>) return __bfloat162float(x);
-  else return __half2float(x);
-}
-
-template <class T>
-std::vector<T> random_matrix(int rows, int cols, uint64_t seed) {
-  const std::vector<float> x = ft::random_uniform(size_t(rows) * cols, seed);
-  std::vector<T> out(x.size());
-  for (size_t i = 0; i < x.size(); ++i) out[i] = round_to<T>(x[i]);
-  return out;
-}
-
-/// Checks out[64][N] against Σ_k a(i, k)·b(k, j) in double, each element within kRelTol of
-/// its Σ|products|.
-template <class A, class B>
-void expect_product(const std::vector<float>& out, int N, int K, A a, B b) {
-  int bad = 0;
-  for (int i = 0; i < kM; ++i)
-    for (int j = 0; j < N; ++j) {
-      double sum = 0, mag = 0;
-      for (int k = 0; k < K; ++k) {
-        sum += a(i, k) * b(k, j);
-        mag += std::fabs(a(i, k) * b(k, j));
-      }
-      const double got = out[size_t(i) * N + j];
-      if (!(std::fabs(got - sum) <= kRelTol * mag + 1e-30) && bad++ < 5)
-        ADD_FAILURE() << "D[" << i << "][" << j << "] = " << got << ", expected " << sum;
-    }
-  EXPECT_EQ(bad, 0) << "of " << kM * N << " elements";
-}
+using ft::tc_test::as_float;
+using ft::tc_test::expect_product;
+using ft::tc_test::random_elements;
 
 template <class T, int N, int K>
 void check_qk() {
   REQUIRE_SM90();
-  const auto q = random_matrix<T>(kM, K, 11), k = random_matrix<T>(N, K, 12);
+  const auto q = random_elements<T>(size_t(kM) * K, 11), k = random_elements<T>(size_t(N) * K, 12);
   ft::DeviceBuffer<T> dq(q.size()), dk(k.size());
   ft::DeviceBuffer<float> dout(size_t(kM) * N);
   dq.upload(q);
@@ -166,14 +128,14 @@ void check_qk() {
   qk_kernel<T, N, K><<<1, kWarpgroupThreads, smem>>>(dq.get(), dk.get(), dout.get());
   CUDA_CHECK(cudaGetLastError());
   const std::vector<float> out = dout.download();
-  expect_product(out, N, K, [&](int i, int kk) { return double(as_float(q[size_t(i) * K + kk])); },
-                 [&](int kk, int j) { return double(as_float(k[size_t(j) * K + kk])); });
+  expect_product(out, kM, N, K, [&](int i, int kk) { return as_float(q[size_t(i) * K + kk]); },
+                 [&](int kk, int j) { return as_float(k[size_t(j) * K + kk]); }, "S = Q·Kᵀ");
 }
 
 template <class T, int N, int K>
 void check_pv() {
   REQUIRE_SM90();
-  const auto p = random_matrix<T>(kM, K, 21), v = random_matrix<T>(K, N, 22);
+  const auto p = random_elements<T>(size_t(kM) * K, 21), v = random_elements<T>(size_t(K) * N, 22);
   ft::DeviceBuffer<T> dp(p.size()), dv(v.size());
   ft::DeviceBuffer<float> dout(size_t(kM) * N);
   dp.upload(p);
@@ -184,8 +146,8 @@ void check_pv() {
   pv_kernel<T, N, K><<<1, kWarpgroupThreads, smem>>>(dp.get(), dv.get(), dout.get());
   CUDA_CHECK(cudaGetLastError());
   const std::vector<float> out = dout.download();
-  expect_product(out, N, K, [&](int i, int kk) { return double(as_float(p[size_t(i) * K + kk])); },
-                 [&](int kk, int j) { return double(as_float(v[size_t(kk) * N + j])); });
+  expect_product(out, kM, N, K, [&](int i, int kk) { return as_float(p[size_t(i) * K + kk]); },
+                 [&](int kk, int j) { return as_float(v[size_t(kk) * N + j]); }, "O = P·V");
 }
 
 TEST(Wgmma, QKt_bf16_N64_K64) { check_qk<__nv_bfloat16, 64, 64>(); }
