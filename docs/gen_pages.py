@@ -58,7 +58,8 @@ MISSING = "—"  # an unmeasured number
 # page id -> the title to use when the file has none.
 DOC_PAGES = {"contracts": "Contracts", "architecture": "Architecture",
              "ceilings": "The H200's ceilings", "glossary": "Glossary",
-             "instructors": "For instructors"}
+             "instructors": "For instructors", "methodology": "How the numbers were measured",
+             "answers": "Answers to the exercises"}
 
 
 # ---------------------------------------------------------------- number formatting

@@ -6,8 +6,8 @@ the number of query tiles it visits (all of them non-causal; from the diagonal o
 This script hands the blocks to the SMs the way the block scheduler does, in grid order,
 each to the SM that frees up first, and prints the time the grid takes against the time a
 perfect split of the same work would take (the work over the SMs). The difference is the
-idle time at the end of the grid: the "last wave" of chapter 08's README ("split_tail,
-the last wave").
+idle time at the end of the grid: the "last wave" of chapter 08's case study
+(chapters/08_tensor_core_backward/case_study.md, "split_tail, the last wave").
 
 Times are in query tiles; each block costs `--overhead` query tiles more (loading K and V,
 storing dK and dV). Two grid orders: the kernels' own (head-major: a head's key tiles in a

@@ -113,7 +113,8 @@ struct WarpTileTraits {
 //                                                 of query tiles (non-causal)
 //
 // What each step bought is measured against the step before it (tc_variants.csv; the
-// README's step table); the README tells each step's why, with the profile that asked for it.
+// README's step table); case_study.md beside it tells each step's why, with the profile that
+// asked for it.
 
 /// The steps in order: a variant has its own step's change and every earlier one's.
 enum class Step : int { kWarpTiles, kHoisted, kSpreadAtomics, kPipelinedDk, kLateCopy, kDqPointer, kSplitTail };
