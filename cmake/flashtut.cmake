@@ -44,7 +44,7 @@ endfunction()
 # sets that up itself). Every test name starts with a prefix named after the executable,
 # so that one chapter's tests are one filter (`ctest --test-dir build -R '^ch02\.'`):
 #   test_ch02_tiled_gpu, test_ch02_tiled_cpu -> ch02.   test_common -> common.
-#   test_capi_cpu, test_capi_gpu -> capi.
+#   test_capi_cpu, test_capi_gpu -> capi.   test_tour_cpu -> tour.
 # (e.g. "ch02.TiledMatmulStrides.NonSquare"; scripts/check_readme_commands.py checks that
 # every filter the Markdown files show selects tests).
 function(ft_discover test_exe label)

@@ -1,7 +1,7 @@
 // Chapter 04: the fused forward kernel.
 //
 // Build and run (from the repository root):
-//   cmake -S . -B build && cmake --build build --target ch04_fused_forward
+//   cmake --preset default && cmake --build build --target ch04_fused_forward
 //   ./build/chapters/04_fused_forward/ch04_fused_forward --help
 //   ./build/chapters/04_fused_forward/ch04_fused_forward                  # B=4 H=32 N=4096 d=64
 //   ./build/chapters/04_fused_forward/ch04_fused_forward --variant fast --causal

@@ -1,7 +1,7 @@
 // Chapter 05: the backward pass, two ways (float32, CUDA cores).
 //
 // Build and run (from the repository root):
-//   cmake -S . -B build && cmake --build build --target ch05_backward
+//   cmake --preset default && cmake --build build --target ch05_backward
 //   ./build/chapters/05_backward/ch05_backward --help
 //   ./build/chapters/05_backward/ch05_backward --seq-len 4096 --head-dim 64 --causal
 //

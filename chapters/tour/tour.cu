@@ -1,12 +1,14 @@
 // The tour: every chapter on one problem, one staircase table.
 //
-//   cmake --workflow --preset tour          (configure, build, run this; writes build/tour.csv)
+//   cmake --workflow --preset tour      (configure, build, run this; on a GPU: build/tour.csv)
 //   ./build/chapters/tour/tour --seq-len 16384 --batch 1 --csv tour.csv
 //
 // Each step is the same function-pointer interface the chapter programs measure (see
 // common/harness/harness.hpp), timed by the same harness, verified against the same float64
 // reference. Without a GPU the tour says so, prints what the traffic model predicts each
-// step moves through device memory, and exits 0.
+// step moves through device memory, writes no CSV, and exits 0. Each step runs in its own
+// dtype and variant: the tour refuses --dtype and --variant, saying which program takes them
+// (tour.hpp).
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
@@ -17,6 +19,8 @@
 #include "harness/harness.hpp"
 #include "harness/options.hpp"
 #include "harness/registry.hpp"
+#include "harness/text.hpp"
+#include "tour/tour.hpp"
 
 namespace {
 
@@ -46,14 +50,17 @@ ft::Problem problem_for(const Impl& impl, ft::Problem p) {
 
 void print_predictions(const Steps& steps, const ft::Problem& p) {
   std::printf("\nPredicted by the traffic model (no GPU needed): %s\n", p.describe().c_str());
-  std::printf("%-3s %-12s %-8s %-9s %-44s %12s %12s %10s %9s\n", "ch", "variant", "dtype",
-              "pass", "what changed", "DRAM bytes", "requested", "FLOPs", "FLOP/B");
+  constexpr size_t kWhatWidth = 44;  // the other columns take 83: a row stays under 130
+  std::printf("%-3s %-12s %-8s %-9s %s %12s %12s %10s %9s\n", "ch", "variant", "dtype",
+              "pass", ft::fit_column("what changed", kWhatWidth).c_str(), "DRAM bytes",
+              "requested", "FLOPs", "FLOP/B");
   auto line = [](const std::string& ch, const std::string& variant, ft::DType dtype,
                  const char* pass, const std::string& what,
                  const std::vector<ft::KernelTraffic>& kernels) {
     const ft::KernelTraffic t = ft::total(kernels);
-    std::printf("%-3s %-12s %-8s %-9s %-44.44s %12s %12s %10.3g %9.2f\n", ch.c_str(),
-                variant.c_str(), ft::dtype_name(dtype), pass, what.c_str(), ft::format_bytes(t.dram_bytes()).c_str(),
+    std::printf("%-3s %-12s %-8s %-9s %s %12s %12s %10.3g %9.2f\n", ch.c_str(),
+                variant.c_str(), ft::dtype_name(dtype), pass,
+                ft::fit_column(what, kWhatWidth).c_str(), ft::format_bytes(t.dram_bytes()).c_str(),
                 ft::format_bytes(t.requested_bytes()).c_str(), t.flops, t.intensity());
   };
   for (const auto& f : steps.forwards) {
@@ -79,8 +86,7 @@ void print_predictions(const Steps& steps, const ft::Problem& p) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  ft::OptionSpec spec{"tour", "Flash attention, step by step: every chapter on one problem", {}, {}};
-  ft::ParseResult parsed = ft::parse_options(argc, argv, spec);
+  ft::ParseResult parsed = ft::parse_options(argc, argv, tour::options());
   if (!parsed.ok) {
     std::fprintf(parsed.exit_code == 0 ? stdout : stderr, "%s\n", parsed.message.c_str());
     return parsed.exit_code;
@@ -95,11 +101,15 @@ int main(int argc, char** argv) {
 
   std::string why;
   if (!ft::gpu_available(&why)) {
-    std::printf(
-        "\nNo CUDA GPU here (%s).\nNothing was run or timed: the table above is the model's "
-        "prediction only. Run the tour on a machine with an NVIDIA GPU to measure it.\n",
-        why.c_str());
+    std::printf("\n%s", tour::no_gpu_note(why, o.csv).c_str());
     return 0;
+  }
+  // Before minutes of measuring: the default tour.csv too must be writable (a --csv given
+  // was checked with the flags).
+  if (const std::string bad = ft::why_unwritable(o.csv); !bad.empty()) {
+    std::fprintf(stderr, "tour: error: cannot write '%s': %s (choose another file with --csv)\n",
+                 o.csv.c_str(), bad.c_str());
+    return 2;
   }
   try {
     std::printf("\nGPU: %s — verifying against the float64 reference, then timing "

@@ -59,16 +59,22 @@ void check_supported_impl(const Impl& impl, const Problem& p) {
 void check_supported(const ForwardImpl& impl, const Problem& p) { check_supported_impl(impl, p); }
 void check_supported(const BackwardImpl& impl, const Problem& p) { check_supported_impl(impl, p); }
 
+// `why` starts with what a reader needs to know, "no CUDA GPU found", and keeps CUDA's own
+// words in parentheses ("driver version is insufficient" is how a machine without a GPU
+// driver answers): the programs, the tour and the GPU tests' skips print it as it is.
 bool gpu_available(std::string* why) {
+  const auto no_gpu = [](const std::string& cuda) {
+    return "no CUDA GPU found (CUDA: " + cuda + ")";
+  };
   int count = 0;
   const cudaError_t e = cudaGetDeviceCount(&count);
   if (e != cudaSuccess) {
-    if (why) *why = std::string(cudaGetErrorName(e)) + ": " + cudaGetErrorString(e);
+    if (why) *why = no_gpu(std::string(cudaGetErrorName(e)) + ": " + cudaGetErrorString(e));
     cudaGetLastError();  // clear the sticky error so later queries start clean
     return false;
   }
   if (count == 0) {
-    if (why) *why = "the CUDA runtime found 0 devices";
+    if (why) *why = no_gpu("cudaGetDeviceCount found 0 devices");
     return false;
   }
   return true;

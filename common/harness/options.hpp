@@ -38,6 +38,13 @@ struct Options {
   bool selects(const std::string& name) const;
 };
 
+/// A shared flag a program does not take, and why: given, it is refused with `why` (never
+/// accepted and ignored); --help lists it under the flags with the same words.
+struct RefusedFlag {
+  std::string flag;  ///< its long name, "--dtype"
+  std::string why;   ///< why not, and what to run instead
+};
+
 /// What a program accepts beyond the shared flags.
 struct OptionSpec {
   std::string program;              ///< e.g. "ch01_naive"
@@ -45,6 +52,11 @@ struct OptionSpec {
   std::vector<std::string> variants;  ///< names accepted by --variant (plus "all")
   std::vector<int> head_dims;       ///< supported d; empty: any d from 1 to 1024
   std::vector<DType> dtypes = {DType::Float32};  ///< supported --dtype values
+  /// Each variant's supported d, in the order of `variants` (an empty list: any d from 1 to
+  /// 1024); --head-dim must suit every variant --variant selects. Left empty, every variant
+  /// takes `head_dims`.
+  std::vector<std::vector<int>> variant_head_dims = {};
+  std::vector<RefusedFlag> refused = {};  ///< shared flags this program does not take
 };
 
 /// Outcome of parsing: either options, or help text (exit 0), or a one-line error (exit 2).
@@ -55,7 +67,13 @@ struct ParseResult {
   Options options;
 };
 
-/// Parses and validates argv. Never exits and never prints: the caller decides.
+/// Parses and validates argv: every whole number in its flag's range, the files --csv and
+/// --ledger-csv name writable (tried, and a file that was not there removed again). Never
+/// exits and never prints: the caller decides.
 ParseResult parse_options(int argc, const char* const* argv, const OptionSpec& spec);
+
+/// Empty when the file `path` can be appended to, else why not, in the system's words
+/// ("No such file or directory"). A file the check creates is removed again.
+std::string why_unwritable(const std::string& path);
 
 }  // namespace ft

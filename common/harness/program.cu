@@ -2,7 +2,9 @@
 #include "harness/program.hpp"
 
 #include <algorithm>
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 
 #include "core/check.cuh"
@@ -15,24 +17,16 @@ OptionSpec option_spec(const ProgramSpec& spec) {
   OptionSpec o;
   o.program = spec.program;
   o.description = spec.title;
-  for (const auto& f : spec.forwards) o.variants.push_back(f.variant);
-  for (const auto& b : spec.backwards) o.variants.push_back(b.variant);
-  // The head dimensions every implementation supports (empty list: any d).
-  bool first = true;
-  auto intersect = [&](const std::vector<int>& dims) {
-    if (dims.empty()) return;
-    if (first) {
-      o.head_dims = dims;
-      first = false;
-      return;
-    }
-    std::vector<int> keep;
-    for (int d : o.head_dims)
-      if (std::find(dims.begin(), dims.end(), d) != dims.end()) keep.push_back(d);
-    o.head_dims = keep;
-  };
-  for (const auto& f : spec.forwards) intersect(f.head_dims);
-  for (const auto& b : spec.backwards) intersect(b.head_dims);
+  // Each variant with the head dimensions it computes: --help lists them, and --head-dim
+  // must suit every variant --variant selects.
+  for (const auto& f : spec.forwards) {
+    o.variants.push_back(f.variant);
+    o.variant_head_dims.push_back(f.head_dims);
+  }
+  for (const auto& b : spec.backwards) {
+    o.variants.push_back(b.variant);
+    o.variant_head_dims.push_back(b.head_dims);
+  }
   // The dtypes every implementation supports, in the first one's order (its first is the
   // default of --dtype).
   auto keep_dtypes = [&](const std::vector<DType>& types) {
@@ -53,8 +47,11 @@ void write_ledger_csv(const std::string& path, const Problem& p, const std::stri
                       const std::vector<KernelTraffic>& kernels) {
   std::ifstream probe(path, std::ios::ate);
   const bool fresh = !probe || probe.tellg() == 0;
+  errno = 0;
   std::ofstream out(path, std::ios::app);
-  if (!out) throw std::runtime_error("cannot write ledger CSV '" + path + "'");
+  if (!out)
+    throw std::runtime_error("cannot write the --ledger-csv file '" + path + "': " +
+                             std::strerror(errno));
   if (fresh)
     out << "chapter,variant,kernel,pass,batch,heads,seq_len,head_dim,causal,model_read_bytes,"
            "model_write_bytes,model_dram_read_bytes,model_dram_write_bytes,flops\n";
@@ -63,6 +60,14 @@ void write_ledger_csv(const std::string& path, const Problem& p, const std::stri
         << p.heads_q << ',' << p.len_q << ',' << p.head_dim << ',' << (p.causal ? 1 : 0) << ','
         << std::fixed << k.read_bytes << ',' << k.write_bytes << ',' << k.dram_read_bytes << ','
         << k.dram_write_bytes << ',' << k.flops << '\n';
+}
+
+/// The line under the title: the shape, the dtype (once), the softmax scale.
+std::string problem_line(const Problem& p) {
+  Problem shape = p;
+  shape.dtype = DType::Float32;  // describe() names any other dtype; it is named once, here
+  return shape.describe() + ", " + dtype_name(p.dtype) + ", scale " +
+         (p.scale != 0.f ? std::to_string(p.scale) : "1/sqrt(d)");
 }
 
 }  // namespace
@@ -77,8 +82,7 @@ int run_program(int argc, char** argv, const ProgramSpec& spec) {
   const Problem p = o.problem();
   auto selected = [&](const std::string& variant) { return o.selects(variant); };
 
-  std::printf("%s\n%s, %s, scale %s\n", spec.title.c_str(), p.describe().c_str(),
-              dtype_name(p.dtype), p.scale != 0.f ? std::to_string(p.scale).c_str() : "1/sqrt(d)");
+  std::printf("%s\n%s\n", spec.title.c_str(), problem_line(p).c_str());
   try {
     std::vector<Row> rows;
     for (const auto& f : spec.forwards)
@@ -101,7 +105,7 @@ int run_program(int argc, char** argv, const ProgramSpec& spec) {
     std::string why;
     if (!gpu_available(&why)) {
       std::fprintf(stderr,
-                   "%s: no CUDA GPU (%s): printed the traffic model's predictions only; "
+                   "%s: %s: printed the traffic model's predictions only; "
                    "nothing was run or timed\n",
                    spec.program.c_str(), why.c_str());
       return 3;

@@ -1,10 +1,14 @@
 /// @file table.cpp
 #include "harness/table.hpp"
 
+#include <cerrno>
 #include <cmath>
+#include <cstring>
 #include <fstream>
 #include <sstream>
 #include <stdexcept>
+
+#include "harness/text.hpp"
 
 namespace ft {
 
@@ -51,11 +55,15 @@ void append_csv(const std::string& path, const std::vector<Row>& rows) {
     std::ifstream in(path, std::ios::binary | std::ios::ate);
     fresh = !in || in.tellg() == 0;
   }
+  errno = 0;
   std::ofstream out(path, std::ios::app);
-  if (!out) throw std::runtime_error("cannot write CSV file '" + path + "'");
+  if (!out)
+    throw std::runtime_error("cannot write CSV file '" + path + "': " + std::strerror(errno));
   if (fresh) out << csv_header() << '\n';
   for (const auto& r : rows) out << csv_line(r) << '\n';
-  if (!out) throw std::runtime_error("error writing CSV file '" + path + "'");
+  out.flush();
+  if (!out)
+    throw std::runtime_error("error writing CSV file '" + path + "': " + std::strerror(errno));
 }
 
 void fill_speedups(std::vector<Row>& rows) {
@@ -83,6 +91,7 @@ std::string format_bytes(double b) {
 }
 
 void print_rows(const std::vector<Row>& rows, FILE* out) {
+  constexpr size_t kWhatWidth = 30;  // the other columns take 118: a row stays under 150
   std::fprintf(out, "%-3s %-22s %-7s %-9s %-30s %10s %8s %11s %9s %8s %9s %11s\n", "ch",
                "variant", "dtype", "pass", "what changed", "ms", "TFLOP/s", "model bytes", "GB/s", "speedup",
                "rel_err", "extra mem");
@@ -93,9 +102,9 @@ void print_rows(const std::vector<Row>& rows, FILE* out) {
       std::snprintf(b, sizeof b, fmt, v);
       return std::string(b);
     };
-    std::fprintf(out, "%-3s %-22s %-7s %-9s %-30.30s %10s %8s %11s %9s %8s %9s %11s\n",
+    std::fprintf(out, "%-3s %-22s %-7s %-9s %s %10s %8s %11s %9s %8s %9s %11s\n",
                  r.chapter.c_str(), r.variant.c_str(), r.dtype.c_str(), r.pass.c_str(),
-                 r.what.c_str(),
+                 fit_column(r.what, kWhatWidth).c_str(),
                  f(r.ms, "%.3f").c_str(), f(r.tflops, "%.2f").c_str(),
                  format_bytes(r.model_bytes).c_str(), f(r.gbps, "%.0f").c_str(),
                  f(r.speedup_vs_ch01, "%.1fx").c_str(), f(r.rel_err, "%.1e").c_str(),

@@ -38,7 +38,7 @@ namespace ft::testing {
   do {                                                                         \
     std::string ft_why_;                                                       \
     if (!::ft::gpu_available(&ft_why_))                                        \
-      GTEST_SKIP() << "no CUDA GPU (" << ft_why_ << "): GPU test skipped";     \
+      GTEST_SKIP() << ft_why_ << ": GPU test skipped";                         \
   } while (0)
 
 /// One test shape. B·H = 2·3 so that batch and head strides are both exercised.

@@ -1,11 +1,13 @@
 // CPU tests of the shared command line: defaults, valid flags, and one-line errors with
-// exit code 2 for everything a reader might mistype.
+// exit code 2 for everything a reader might mistype; and of the programs' body around it
+// (program.hpp): their --help, the problem line, the words without a GPU.
 #include <gtest/gtest.h>
 
 #include <string>
 #include <vector>
 
 #include "harness/options.hpp"
+#include "harness/program.hpp"
 
 namespace {
 
@@ -103,14 +105,30 @@ TEST_P(BadOptions, OneLineErrorExitTwo) {
 INSTANTIATE_TEST_SUITE_P(
     Cases, BadOptions,
     ::testing::Values(BadCase{{"--bogus"}, "--bogus"},
-                      BadCase{{"--batch", "x"}, "batch"},
-                      BadCase{{"--batch", "0"}, "batch must be >= 1"},
-                      BadCase{{"--heads", "-3"}, "heads_q must be >= 1"},
-                      BadCase{{"--seq-len", "0"}, "len_q must be in"},
-                      BadCase{{"--seq-len", "99999999"}, "len_q must be in"},
-                      BadCase{{"--len-kv", "0"}, "--len-kv must be >= 1"},
-                      BadCase{{"--len-kv", "99999999"}, "len_kv must be in"},
-                      BadCase{{"--heads-kv", "0"}, "--heads-kv must be >= 1"},
+                      BadCase{{"--batch", "x"}, "--batch takes a whole number from 1 to 2147483647, got 'x'"},
+                      BadCase{{"--batch", "0"}, "--batch takes a whole number from 1 to 2147483647, got '0'"},
+                      BadCase{{"--heads", "-3"}, "--heads takes a whole number from 1 to 2147483647, got '-3'"},
+                      BadCase{{"--seq-len", "0"}, "--seq-len takes a whole number from 1 to 16777216, got '0'"},
+                      BadCase{{"--seq-len", "99999999"}, "--seq-len takes a whole number from 1 to 16777216"},
+                      // Not an integer, or past what an int holds: still the flag, the value
+                      // and the range (CLI11 alone said "Could not convert").
+                      BadCase{{"--seq-len", "1e11"}, "--seq-len takes a whole number from 1 to 16777216, got '1e11'"},
+                      BadCase{{"--seq-len", "4096.5"}, "got '4096.5'"},
+                      BadCase{{"--batch", "99999999999"}, "--batch takes a whole number from 1 to 2147483647, got '99999999999'"},
+                      BadCase{{"--head-dim", "64x"}, "--head-dim takes a whole number from 1 to 1024, got '64x'"},
+                      BadCase{{"--len-kv", "0"}, "--len-kv takes a whole number from 1 to 16777216, got '0'"},
+                      BadCase{{"--len-kv", "99999999"}, "--len-kv takes a whole number from 1 to 16777216"},
+                      BadCase{{"--len-kv", ""}, "--len-kv takes a whole number from 1 to 16777216, got ''"},
+                      BadCase{{"--heads-kv", "0"}, "--heads-kv takes a whole number from 1 to 2147483647, got '0'"},
+                      // A negative seed is refused, not taken modulo 2^64.
+                      BadCase{{"--seed", "-1"}, "--seed takes a whole number from 0 to 18446744073709551615, got '-1'"},
+                      BadCase{{"--seed", "18446744073709551616"}, "--seed takes a whole number"},
+                      // A file that cannot be written is named with the system's reason.
+                      BadCase{{"--csv", "/nonexistent-ft-dir/out.csv"},
+                              "--csv '/nonexistent-ft-dir/out.csv' cannot be written: No such file or directory"},
+                      BadCase{{"--ledger-csv", "/nonexistent-ft-dir/l.csv"},
+                              "--ledger-csv '/nonexistent-ft-dir/l.csv' cannot be written: No such file or directory"},
+                      BadCase{{"--ledger-csv", "/"}, "--ledger-csv '/' cannot be written: Is a directory"},
                       BadCase{{"--heads", "32", "--heads-kv", "5"},
                               "heads_q must be a multiple of heads_kv"},
                       BadCase{{"--causal-align", "middle"}, "--causal-align 'middle'"},
@@ -120,8 +138,8 @@ INSTANTIATE_TEST_SUITE_P(
                       BadCase{{"--dtype", "float64"}, "--dtype 'float64' is not a dtype"},
                       BadCase{{"--dtype", "bf16"}, "--dtype bf16 is not supported here"},
                       BadCase{{"--head-dim", "48"}, "supported: 32, 64, 128"},
-                      BadCase{{"--iters", "0"}, "--iters must be >= 1"},
-                      BadCase{{"--warmup", "-1"}, "--warmup"},
+                      BadCase{{"--iters", "0"}, "--iters takes a whole number from 1 to 2147483647, got '0'"},
+                      BadCase{{"--warmup", "-1"}, "--warmup takes a whole number from 0 to 2147483647, got '-1'"},
                       BadCase{{"--variant", "turbo"}, "unknown --variant 'turbo'"},
                       BadCase{{"--seq-len"}, "seq-len"},
                       BadCase{{"extra"}, "extra"}));
@@ -162,6 +180,108 @@ TEST(Options, AnyHeadDimWhenUnrestricted) {
   EXPECT_TRUE(r.ok) << r.message;
   std::vector<const char*> bad{"p", "--head-dim", "2000"};
   EXPECT_EQ(ft::parse_options(3, bad.data(), ft::OptionSpec{"p", "d", {}, {}}).exit_code, 2);
+}
+
+TEST(Options, SeedsTakeTheWholeUnsignedRange) {
+  EXPECT_EQ(parse({"--seed", "0"}).options.seed, 0u);
+  EXPECT_EQ(parse({"--seed", "18446744073709551615"}).options.seed, 18446744073709551615u);
+}
+
+// Each variant's head dims: --help lists them by variant, and --head-dim must suit every
+// variant --variant selects (chapter 05: materialize takes any d, the flash variants 32, 64, 128).
+TEST(Options, HeadDimsByVariant) {
+  ft::OptionSpec spec{"p", "d", {"materialize", "flash", "flash_sync"}, {}};
+  spec.variant_head_dims = {{}, {32, 64, 128}, {32, 64, 128}};
+  auto run = [&](std::vector<const char*> argv) {
+    argv.insert(argv.begin(), "p");
+    return ft::parse_options(int(argv.size()), argv.data(), spec);
+  };
+  const auto help = run({"--help"});
+  EXPECT_NE(help.message.find("supported: materialize: 1 to 1024; flash, flash_sync: 32, 64, 128"),
+            std::string::npos) << help.message;
+  const auto all = run({"--head-dim", "48"});
+  EXPECT_EQ(all.exit_code, 2);
+  EXPECT_NE(all.message.find("--head-dim 48 is not supported by variant flash (supported: "
+                             "materialize: 1 to 1024; flash, flash_sync: 32, 64, 128; --variant "
+                             "chooses which run)"), std::string::npos) << all.message;
+  EXPECT_TRUE(run({"--head-dim", "48", "--variant", "materialize"}).ok);
+  EXPECT_TRUE(run({"--head-dim", "128"}).ok);
+  EXPECT_FALSE(run({"--head-dim", "48", "--variant", "materialize,flash_sync"}).ok);
+}
+
+// ---- The programs' body (program.hpp) around the command line --------------------------
+
+std::vector<ft::KernelTraffic> one_kernel(const ft::Problem&) {
+  return {{"made_up_kernel", 1e6, 1e6, 1e6, 1e6, 1e9, "a made-up kernel"}};
+}
+size_t no_workspace(const ft::Problem&) { return 0; }
+void no_run(const ft::Problem&, const ft::ForwardArgs&, cudaStream_t) {}
+
+/// A made-up forward for the programs' body: it is never run (these tests stop at --help, at
+/// a flag, or, without a GPU, after the ledger).
+ft::ForwardImpl made_up(const std::string& variant, std::vector<int> dims,
+                        std::vector<ft::DType> dtypes = {ft::DType::Float32}) {
+  return {"99", variant, "a made-up step", std::move(dims), no_workspace, no_run, one_kernel,
+          std::move(dtypes)};
+}
+
+ft::ProgramSpec program(std::vector<ft::ForwardImpl> forwards) {
+  ft::ProgramSpec spec;
+  spec.program = "prog";
+  spec.title = "Chapter 99";
+  spec.forwards = std::move(forwards);
+  return spec;
+}
+
+struct Ran {
+  int code;
+  std::string out, err;
+};
+
+Ran run_program(const ft::ProgramSpec& spec, std::vector<std::string> args) {
+  args.insert(args.begin(), spec.program);
+  std::vector<char*> argv;
+  for (auto& a : args) argv.push_back(a.data());
+  ::testing::internal::CaptureStdout();
+  ::testing::internal::CaptureStderr();
+  const int code = ft::run_program(int(argv.size()), argv.data(), spec);
+  std::string out = ::testing::internal::GetCapturedStdout();
+  return {code, out, ::testing::internal::GetCapturedStderr()};
+}
+
+// Two implementations that share no head dim: --help lists each one's (it said "1 to 1024",
+// as if any d would do, when the intersection was empty).
+TEST(Program, HelpListsTheHeadDimsOfEachImplementation) {
+  const ft::ProgramSpec spec = program({made_up("narrow", {64}), made_up("wide", {128})});
+  const Ran r = run_program(spec, {"--help"});
+  EXPECT_EQ(r.code, 0);
+  EXPECT_NE(r.out.find("supported: narrow: 64; wide: 128"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("1 to 1024"), std::string::npos) << r.out;
+  const Ran bad = run_program(spec, {"--head-dim", "128"});
+  EXPECT_EQ(bad.code, 2);
+  EXPECT_NE(bad.err.find("--head-dim 128 is not supported by variant narrow"), std::string::npos)
+      << bad.err;
+}
+
+TEST(Program, NoGpuIsSaidFirstWithCudasWordsInParentheses) {
+  std::string why;
+  if (ft::gpu_available(&why)) GTEST_SKIP() << "a GPU is here: these are the words without one";
+  EXPECT_EQ(why.rfind("no CUDA GPU found (CUDA: ", 0), 0u) << why;
+  EXPECT_EQ(why.back(), ')') << why;
+}
+
+// Without a GPU a program prints the problem (its dtype once), the ledger, and says first
+// that no GPU was found: exit 3.
+TEST(Program, ProblemLineNamesTheDtypeOnceAndNoGpuIsSaid) {
+  if (ft::gpu_available()) GTEST_SKIP() << "a GPU is here: the program would measure";
+  const ft::ProgramSpec spec =
+      program({made_up("half", {64}, {ft::DType::BFloat16, ft::DType::Float16})});
+  const Ran r = run_program(spec, {"--batch", "1", "--heads", "2", "--seq-len", "64"});
+  EXPECT_EQ(r.code, 3) << r.err;
+  EXPECT_NE(r.out.find("Chapter 99\nB=1 H=2 N=64 d=64 non-causal, bf16, scale 1/sqrt(d)\n"),
+            std::string::npos) << r.out;
+  EXPECT_EQ(r.err.rfind("prog: no CUDA GPU found (CUDA: ", 0), 0u) << r.err;
+  EXPECT_NE(r.err.find("nothing was run or timed"), std::string::npos) << r.err;
 }
 
 }  // namespace

@@ -20,6 +20,9 @@ without a GPU.
     and any other layout made contiguous, gradients equal to autograd's through
     ``F.scaled_dot_product_attention``'s math, None for inputs that need none, no double
     backward.
+
+Exit status: 0 every case ran and passed; 1 a case failed; 77 (ctest: skipped) the cases
+that need no PyTorch passed, but most of the file, the cases that need it, was skipped.
 """
 import os
 import subprocess
@@ -41,6 +44,15 @@ except ImportError:
 NO_TORCH = ("PyTorch is not installed for this Python (pip install torch; the CPU build is "
             "enough): the tests of flashtut.autograd's checks and plumbing are skipped")
 need_torch = unittest.skipUnless(HAVE_TORCH, NO_TORCH)
+SKIP = 77  # ctest's SKIP_RETURN_CODE for this test (chapters/tour/CMakeLists.txt)
+
+
+def exit_status(result, have_torch):
+    """1 when a case failed; else 77 (ctest: skipped) without PyTorch, whose cases are most of
+    this file, so that ctest does not say passed for what did not run; else 0."""
+    if not result.wasSuccessful():
+        return 1
+    return 0 if have_torch else SKIP
 
 
 class WithoutTorch(unittest.TestCase):
@@ -336,7 +348,51 @@ class Plumbing(unittest.TestCase):
             gq.sum().backward()
 
 
+class ExitStatus(unittest.TestCase):
+    """What ctest is told: skipped without PyTorch, failed on any failure, whatever PyTorch."""
+
+    @staticmethod
+    def result(failures=0, errors=0, skipped=0):
+        r = unittest.TestResult()
+        r.failures = [(None, "a failure")] * failures
+        r.errors = [(None, "an error")] * errors
+        r.skipped = [(None, NO_TORCH)] * skipped
+        return r
+
+    def test_skipped_without_torch(self):
+        self.assertEqual(exit_status(self.result(skipped=19), have_torch=False), SKIP)
+
+    def test_passed_with_torch(self):
+        self.assertEqual(exit_status(self.result(), have_torch=True), 0)
+
+    def test_a_failure_fails_with_or_without_torch(self):
+        for have_torch in (False, True):
+            self.assertEqual(exit_status(self.result(failures=1, skipped=19), have_torch), 1)
+            self.assertEqual(exit_status(self.result(errors=1), have_torch), 1)
+
+    def test_the_script_exits_77_without_torch(self):
+        # This file, run where `import torch` fails: its cases without PyTorch pass, the
+        # rest skip, and the exit status says skipped. (FT_AUTOGRAD_NESTED: this case does
+        # not run itself again in there.)
+        if os.environ.get("FT_AUTOGRAD_NESTED"):
+            self.skipTest("the nested run of this file")
+        prog = (f"import sys, runpy; sys.modules['torch'] = None; sys.argv = [{__file__!r}]; "
+                f"runpy.run_path({__file__!r}, run_name='__main__')")
+        r = subprocess.run([sys.executable, "-c", prog], capture_output=True, text=True,
+                           env={**os.environ, "FT_AUTOGRAD_NESTED": "1"})
+        self.assertEqual(r.returncode, SKIP, r.stderr)
+        self.assertIn("OK (skipped=", r.stderr)
+        self.assertIn("skipped: the cases that need PyTorch", r.stderr)
+
+
 if __name__ == "__main__":
     if not HAVE_TORCH:
         print(f"note: {NO_TORCH}", file=sys.stderr)
-    unittest.main()
+    run = unittest.main(exit=False).result
+    status = exit_status(run, HAVE_TORCH)
+    if status == SKIP:
+        need = sum(1 for _, why in run.skipped if why == NO_TORCH)
+        print(f"python_autograd: skipped: the cases that need PyTorch ({need} of "
+              f"{run.testsRun}) did not run; the {run.testsRun - len(run.skipped)} without it "
+              f"passed", file=sys.stderr)
+    sys.exit(status)
