@@ -6,7 +6,7 @@
 
 Numbers in the README come from here and nowhere else: plots/results/h200/tour.csv (the
 staircase), chapters.csv (chapter 03's row-softmax benchmark), anchors.csv (PyTorch's
-attention backends, measured in the same session), and for the tensor-core chapters
+attention backends, measured in the same run), and for the tensor-core chapters
 vs_pytorch.csv (the comparison script's one run) or, before that file exists,
 tc_variants.csv with ch07_anchors.csv (one session).
 """
@@ -132,7 +132,7 @@ def section():
     for n in (4096, 16384):
         lines += staircase(tour, n) + [""]
     lines += ["**Against PyTorch** (2.11, `scaled_dot_product_attention` with the memory-efficient "
-              "backend, float32, measured in the same session; it runs float32 on the tensor cores "
+              "backend, float32, measured in the same run; it runs float32 on the tensor cores "
               "with the 3×TF32 split, while these chapters use the CUDA cores), 16384 tokens, "
               "H = 2048/d:", ""]
     lines += versus_pytorch(tour, anchors) + [""]
