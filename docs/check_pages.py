@@ -318,7 +318,8 @@ def main(argv=None):
             chk.summary("mainpage.md", csvs["tour.csv"], csvs.get("traffic.csv", []), found["summary"])
 
     # The pages made from docs/*.md (gen_pages.DOC_PAGES) exist and were rendered.
-    for page_id in ("contracts", "ceilings", "glossary", "instructors", "methodology", "answers"):
+    for page_id in ("contracts", "ceilings", "glossary", "instructors", "methodology", "answers",
+                    "use_in_your_model"):
         if not os.path.isfile(os.path.join(args.generated, f"{page_id}.md")):
             chk.errors.append(f"{page_id}.md: missing (docs/{page_id}.md was not turned into a page)")
         elif args.html and not os.path.isfile(os.path.join(args.html, f"{page_id}.html")):

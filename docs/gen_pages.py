@@ -59,7 +59,7 @@ MISSING = "—"  # an unmeasured number
 DOC_PAGES = {"contracts": "Contracts", "architecture": "Architecture",
              "ceilings": "The H200's ceilings", "glossary": "Glossary",
              "instructors": "For instructors", "methodology": "How the numbers were measured",
-             "answers": "Answers to the exercises"}
+             "answers": "Answers to the exercises", "use_in_your_model": "Use it in your model"}
 
 
 # ---------------------------------------------------------------- number formatting
