@@ -12,6 +12,8 @@
                 chapters.csv when there is one: the chapter programs' every variant)
   results.md    the four figures and the whole tour table
   images/       pictures the READMEs show, copied so that IMAGE_PATH finds them
+  input.doxy    Doxygen's INPUT: these pages in reading order (main page, chapters,
+                results, DOC_PAGES), the order of Related Pages and of the tree
 
 Usage: python3 docs/gen_pages.py --repo ROOT --results DIR --figures DIR --out DIR
 
@@ -574,13 +576,18 @@ def chapter_page(ctx, chapter):
     head = [f"# {title} {{#{page_id}}}", "",
             note(f"From `{rel}/README.md`; the code is in `{rel}/` (see the file list)."), "",
             "[TOC]", ""]
+    if os.path.isfile(os.path.join(folder, "case_study.md")):
+        # Doxygen's page for chapters/NN_x/case_study.md, nested under this chapter's page
+        # (in the tree and under Related Pages).
+        case = "md_" + re.sub(r"[^\w]", "_", f"{rel}/case_study")
+        head += [f"The chapter's case study: \\subpage {case}", ""]
     write(os.path.join(ctx.out, f"{page_id}.md"), head + [body] + ledger_section(ctx, chapter, page_id))
 
 
 def main_page(ctx, template):
     with open(template, encoding="utf-8") as fh:
         text = re.sub(r"<!--.*?-->\n?", "", fh.read(), flags=re.S)  # notes to the editor
-    items = [f"{i}. \\subpage ch{c}" for i, c in enumerate(sorted(ctx.chapters), 1)]
+    items = [f"{i}. \\ref ch{c}" for i, c in enumerate(sorted(ctx.chapters), 1)]
     text = text.replace("@@CHAPTERS@@", "\n".join(items) if items else note("No chapters yet."))
     text = re.sub(r"\{\{ch:(\d\d)\}\}",
                   lambda m: f'\\ref ch{m.group(1)} "chapter {m.group(1)}"' if m.group(1) in ctx.chapters
@@ -634,6 +641,11 @@ def main(argv=None):
     for page_id in DOC_PAGES:
         doc_page(ctx, page_id)
     results_page(ctx)
+    # Doxygen's INPUT, the pages in reading order (docs/Doxyfile.in includes this file):
+    # Related Pages and the tree list the pages in the order Doxygen reads them.
+    order = ["mainpage"] + [f"ch{c}" for c in sorted(ctx.chapters)] + ["results"] + list(DOC_PAGES)
+    write(os.path.join(args.out, "input.doxy"),
+          ["INPUT = " + " ".join(f'"{os.path.join(os.path.abspath(args.out), p)}.md"' for p in order)])
     print(f"gen_pages: {len(ctx.chapters)} chapter pages, results from {ctx.results_rel} "
           f"(tour.csv {'present' if ctx.tour is not None else 'absent'}, "
           f"traffic.csv {'present' if ctx.traffic is not None else 'absent'}) into {args.out}")

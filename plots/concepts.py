@@ -340,8 +340,8 @@ def draw_04(out):
         lw=2.5)
     box(ax, 10.5, 3.7, 1.8, 1.6, "V_j\nBc×d\n= 32×64", "white", edge=ORANGE, lw=2.5)
     # Registers.
-    box(ax, 5.5, 1.15, 3.0, 1.6, "S = Q·K_jᵀ\nBr×Bc = 128×32", "white", edge=PURPLE, lw=2.5)
-    box(ax, 9.1, 1.15, 3.2, 1.6, "O_i += P·V_j\nBr×d = 128×64", "white", edge=GREEN,
+    box(ax, 5.5, 1.15, 3.0, 1.6, "S = Q_i·K_jᵀ\nBr×Bc = 128×32", "white", edge=PURPLE, lw=2.5)
+    box(ax, 9.1, 1.15, 3.2, 1.6, "O_i = α·O_i + P·V_j\nBr×d = 128×64", "white", edge=GREEN,
         lw=2.5)
     box(ax, 13.0, 1.15, 2.5, 1.6, "m, l\nper row", "white", edge=GREEN, lw=2.5)
     # Traffic.
@@ -414,7 +414,7 @@ def draw_05(out):
         edge=PURPLE, lw=2.5)
     box(ax, 11.7, 1.3, 1.9, 1.8, "dV_j += Pᵀ·dO_i\ndK_j += dSᵀ·Q_i", "white", edge=GREEN,
         lw=2.5, fs=MIN_PT)
-    box(ax, 13.9, 1.3, 1.7, 1.8, "dQ_i =\ndS·K_j", "white", edge=RED, lw=2.5)
+    box(ax, 13.9, 1.3, 1.7, 1.8, "dQ_i +=\ndS·K_j", "white", edge=RED, lw=2.5)
     arrow(ax, (8.1, 6.45), (8.1, 5.65), "once", tx=8.25, ty=6.05, ha="left", color=ORANGE)
     arrow(ax, (10.25, 6.45), (10.25, 5.65), "each i", tx=10.4, ty=6.05, ha="left",
           color=BLUE)

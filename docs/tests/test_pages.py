@@ -235,7 +235,8 @@ class FixtureSite(unittest.TestCase):
         out = os.path.join(self.tmp, "site")
         with open(os.path.join(DOCS, "Doxyfile.in")) as fh:
             conf = fh.read()
-        for key, val in (("FT_DOCS_OUT", out), ("FT_DOCS_GEN", self.gen), ("FT_SOURCE", self.repo)):
+        for key, val in (("FT_DOCS_OUT", out), ("FT_DOCS_GEN", self.gen), ("FT_SOURCE", self.repo),
+                         ("FT_DOCS_SRC", DOCS)):
             conf = conf.replace(f"@{key}@", val)
         os.makedirs(out)
         with open(os.path.join(out, "Doxyfile"), "w") as fh:
