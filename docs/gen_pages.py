@@ -162,6 +162,9 @@ class Page:
             return f"@ref ch{m.group(1)}"
         if rel in ("README.md", "."):
             return "@ref index"
+        m = re.match(r"^(chapters/\d\d_[^/]+)/case_study\.md$", rel)
+        if m and os.path.isfile(full):  # a chapter's case study: Doxygen's page for it (its top)
+            return "@ref md_" + re.sub(r"[^\w]", "_", f"{m.group(1)}/case_study")
         m = re.match(r"^docs/(\w+)\.md$", rel)
         if m and m.group(1) in DOC_PAGES:  # a page of the site made from docs/*.md
             return f"@ref {m.group(1)}"
@@ -192,24 +195,29 @@ class Page:
         return s
 
     def prose(self, s):
-        """Links and images rewritten, then text escaped, outside `code spans`."""
-        out = []
-        for i, part in enumerate(re.split(r"(`+[^`]*?`+)", s)):
-            if i % 2:
-                out.append(part)  # a code span: Doxygen leaves it alone
-                continue
-            pos = 0
-            for m in LINK.finditer(part):
-                out.append(self.text(part[pos:m.start()]))
-                bang, label, url = m.groups()
-                if bang:
-                    out.append(self.image(label, url))
-                else:
-                    t = self.target(url)
-                    out.append(f"[{self.prose(label)}]({t})" if t else self.prose(label))
-                pos = m.end()
-            out.append(self.text(part[pos:]))
+        """Links and images rewritten (a link's label may be a `code span`), then text
+        escaped, outside code spans."""
+        spans = [m.span() for m in re.finditer(r"`+[^`]*?`+", s)]
+        inside = lambda i: any(a <= i < b for a, b in spans)  # noqa: E731
+        out, pos = [], 0
+        for m in LINK.finditer(s):
+            if inside(m.start()):
+                continue  # brackets inside a code span are code
+            out.append(self.code_and_text(s[pos:m.start()]))
+            bang, label, url = m.groups()
+            if bang:
+                out.append(self.image(label, url))
+            else:
+                t = self.target(url)
+                out.append(f"[{self.prose(label)}]({t})" if t else self.prose(label))
+            pos = m.end()
+        out.append(self.code_and_text(s[pos:]))
         return "".join(out)
+
+    def code_and_text(self, s):
+        """Text escaped outside `code spans`; the spans as they are (Doxygen leaves them alone)."""
+        return "".join(part if i % 2 else self.text(part)
+                       for i, part in enumerate(re.split(r"(`+[^`]*?`+)", s)))
 
     def convert(self, text):
         """(title, Doxygen markdown body)."""

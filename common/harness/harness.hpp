@@ -153,7 +153,8 @@ void check_supported(const BackwardImpl& impl, const Problem& p);
 /// GPU's free memory; the message says how much is needed and how much is free.
 void check_fits(size_t bytes, const std::string& what);
 
-/// True when a CUDA GPU can be used; otherwise `why` says what the runtime answered.
+/// True when a CUDA GPU can be used; otherwise `why` says so first, "no CUDA GPU found", with
+/// the runtime's own words in parentheses.
 bool gpu_available(std::string* why = nullptr);
 
 /// The name of device 0 ("NVIDIA H200").
