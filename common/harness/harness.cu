@@ -330,6 +330,16 @@ std::string who(const std::string& chapter, const std::string& variant) {
   return "chapter " + chapter + " (" + variant + ")";
 }
 
+/// A measured row's time figures: the median, its spread, and the rates at the median.
+void timed(Row& row, const Timing& t, double flops) {
+  row.ms = t.median_ms;
+  row.ms_min = t.min_ms;
+  row.ms_max = t.max_ms;
+  row.iters = t.iters;
+  row.tflops = flops / (t.median_ms * 1e-3) / 1e12;
+  row.gbps = row.model_bytes / (t.median_ms * 1e-3) / 1e9;
+}
+
 }  // namespace
 
 Row measure_forward(const ForwardImpl& impl, const Problem& p, const MeasureConfig& cfg) {
@@ -362,14 +372,9 @@ Row measure_forward(const ForwardImpl& impl, const Problem& p, const MeasureConf
     if (!v.ok) throw WrongResult(name + " on " + p.describe() + ": " + v.message);
   }
 
-  const Timing t = time_on_gpu([&](cudaStream_t s) { impl.run(p, args, s); }, cfg.warmup,
-                               cfg.iters, cfg.flush_l2);
-  row.ms = t.median_ms;
-  row.ms_min = t.min_ms;
-  row.ms_max = t.max_ms;
-  row.iters = t.iters;
-  row.tflops = p.forward_flops() / (t.median_ms * 1e-3) / 1e12;
-  row.gbps = row.model_bytes / (t.median_ms * 1e-3) / 1e9;
+  timed(row, time_on_gpu([&](cudaStream_t s) { impl.run(p, args, s); }, cfg.warmup,
+                         cfg.iters, cfg.flush_l2),
+        p.forward_flops());
   return row;
 }
 
@@ -412,14 +417,9 @@ Row measure_backward(const BackwardImpl& impl, const Problem& p, const MeasureCo
     if (!v.ok) throw WrongResult(name + " on " + p.describe() + ": " + v.message);
   }
 
-  const Timing t = time_on_gpu([&](cudaStream_t s) { impl.run(p, ba, s); }, cfg.warmup,
-                               cfg.iters, cfg.flush_l2);
-  row.ms = t.median_ms;
-  row.ms_min = t.min_ms;
-  row.ms_max = t.max_ms;
-  row.iters = t.iters;
-  row.tflops = p.backward_flops() / (t.median_ms * 1e-3) / 1e12;
-  row.gbps = row.model_bytes / (t.median_ms * 1e-3) / 1e9;
+  timed(row, time_on_gpu([&](cudaStream_t s) { impl.run(p, ba, s); }, cfg.warmup,
+                         cfg.iters, cfg.flush_l2),
+        p.backward_flops());
   return row;
 }
 
