@@ -28,6 +28,7 @@ struct WgmmaTraits {
   static constexpr int kThreads = ft::sm90::kWarpgroupThreads * kWarpgroups;
   static constexpr int kStages = Stages_;  ///< K/V tiles in shared memory: one used, one landing
   static constexpr Load kLoad = kLoad_;
+  static constexpr bool kSpecialized = false;  ///< every warp loads and computes
   using QTile = ft::sm90::Sw128Tile<Br, D>;
   using KvTile = ft::sm90::Sw128Tile<Bc, D>;
   /// Q, the K/V stages, an mbarrier a stage (8 bytes each, used by kTma), and 1024 bytes of
@@ -40,6 +41,55 @@ struct WgmmaTraits {
   static_assert(kStages == 2, "the loop double-buffers: tile j + 1 lands while j is used");
   static_assert(Bc / 2 + D / 2 <= 128, "S and O accumulators leave registers for the rest");
   static_assert(Br <= 256 && Bc <= 256, "a TMA box is at most 256 rows");
+  static_assert(kSmemBytes <= ft::kMaxSmemPerBlock, "at most 227 KB of shared memory per block");
+};
+
+/// Steps 3 to 5: how the two consumer warpgroups of a warp-specialized block share the
+/// tensor cores, and how each overlaps its own products with its softmax.
+enum class Schedule {
+  kFree,      ///< step 3: each issues its products when ready; the warp scheduler interleaves
+  kPingPong,  ///< step 4: they take turns (named barriers), one's softmax under the other's products
+  kOverlap,   ///< step 5: ping-pong, and each one's softmax of tile j + 1 under its own P_j·V_j
+};
+
+/// The warp-specialized kernels (specialized_forward.cuh): warpgroup 0 the producer (one
+/// thread issues every copy), warpgroups 1 and 2 the consumers, 64 query rows each.
+template <class Element, int D_, Schedule kSchedule_, int Stages_ = 3>
+struct SpecializedTraits {
+  using T = Element;
+  static constexpr int D = D_;
+  static constexpr int Bc = 128;  ///< keys a K/V tile: S's wgmma is m64n128k16
+  static constexpr int kConsumers = 2;  ///< consumer warpgroups
+  static constexpr int Br = ft::sm90::kMmaM * kConsumers;  ///< 128 query rows a block
+  static constexpr int kThreads = ft::sm90::kWarpgroupThreads * (1 + kConsumers);  ///< 384
+  static constexpr int kConsumerWarps = kConsumers * ft::sm90::kWarpgroupThreads / 32;  ///< 8
+  /// K/V tiles in shared memory: the producer's lead. Three, where step 2 had two: once
+  /// the producer is free to run ahead, a third stage hides the copies' latency that two
+  /// did not (measured on the H200, bf16, d = 128, N = 16384, non-causal: 543-588 TFLOP/s
+  /// with two stages, 673-677 with three, steps 3-5 alike; plots/results/h200/
+  /// ch09_stages.csv). At d = 128 three stages take 225 KB of the 227; four, at d = 64,
+  /// measured no faster than three.
+  static constexpr int kStages = Stages_;
+  static constexpr Schedule kSchedule = kSchedule_;
+  static constexpr Load kLoad = Load::kTma;
+  static constexpr bool kSpecialized = true;  ///< a producer warpgroup, two consumers
+  /// Registers a thread after setmaxnreg (sm90/warp_roles.cuh): the producer keeps 24 (a
+  /// loop, coordinates, barrier addresses), each consumer takes 240 (S: 64, O: up to 64, P:
+  /// 32, the softmax's state); 128·(24 + 2·240) = 64512 of the SM's 65536.
+  static constexpr int kProducerRegs = 24;
+  static constexpr int kConsumerRegs = 240;
+  using QTile = ft::sm90::Sw128Tile<Br, D>;
+  using KvTile = ft::sm90::Sw128Tile<Bc, D>;
+  /// Q's barrier, then a full and an empty barrier a stage.
+  static constexpr int kBarriers = 1 + 2 * kStages;
+  /// 1024 bytes of slack to align the first tile, Q, the stages, the barriers.
+  static constexpr size_t kSmemBytes = size_t(ft::sm90::kAtomBytes) + QTile::kBytes +
+                                       size_t(kStages) * 2 * KvTile::kBytes + kBarriers * sizeof(uint64_t);
+
+  static_assert(D == 64 || D == 128, "O's wgmma is m64n{d}k16: the shapes sm90/wgmma.cuh spells out");
+  static_assert(kStages >= 2, "the producer fills one stage while the consumers read another");
+  static_assert(kProducerRegs + kConsumers * kConsumerRegs <= 65536 / ft::sm90::kWarpgroupThreads,
+                "the register file: 65536 a SM, one block");
   static_assert(kSmemBytes <= ft::kMaxSmemPerBlock, "at most 227 KB of shared memory per block");
 };
 

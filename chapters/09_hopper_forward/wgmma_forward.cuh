@@ -38,38 +38,12 @@
 
 #include <cstdint>
 
+#include "09_hopper_forward/forward_tile.cuh"
 #include "09_hopper_forward/forward_traits.cuh"
-#include "core/strides.hpp"
-#include "cuda_core/exp2.cuh"
-#include "cuda_core/online_softmax.cuh"
-#include "cuda_core/reduce.cuh"
 #include "sm80/cp_async.cuh"
-#include "sm80/pack.cuh"
 #include "sm90/mbarrier.cuh"
-#include "sm90/wgmma.cuh"
 
 namespace ch09 {
-
-/// The kernel's arguments (every length and index of the general problem: problem.hpp).
-template <class T>
-struct Params {
-  const T* Q;
-  const T* K;
-  const T* V;
-  T* O;
-  float* lse;        ///< natural-log log-sum-exp per query row, [B, H_q, N_q]
-  int Nq;            ///< queries per head
-  int Nk;            ///< keys (and values) per head
-  int num_q_tiles;   ///< ceil(N_q / Br)
-  int group;         ///< query heads per key/value head
-  int causal_offset; ///< causal: key j visible to query i iff j <= i + causal_offset
-  bool causal;
-  float scale_log2;  ///< softmax scale · log2(e)
-};
-
-/// A row's max and sum over the 4 lanes that hold it (cuda_core/reduce.cuh).
-using ft::quad_max;
-using ft::quad_sum;
 
 /// The tensor maps of Q, K and V (Load::kTma; unused by cp.async), kernel parameters.
 template <class Tr>
@@ -180,86 +154,31 @@ __global__ void __launch_bounds__(Tr::kThreads, 1) wgmma_forward(const Params<ty
     const uint32_t k_addr = uint32_t(__cvta_generic_to_shared(Kj));
     const uint32_t v_addr = uint32_t(__cvta_generic_to_shared(Vj));
 
-    // S = Q·Kᵀ: d/16 wgmmas, then wait for them.
+    const int row0 = q0 + wg * ft::sm90::kMmaM;  // this warpgroup's first query row
+
+    // S = Q·Kᵀ, then wait for it.
     float s[kS];
     ft::sm90::fence();
-#pragma unroll
-    for (int ks = 0; ks < D / ft::sm90::kMmaK; ++ks)
-      ft::sm90::mma_ss<T, Bc>(s, ft::sm90::k_major_descriptor<QTile>(q_addr, ks),
-                              ft::sm90::k_major_descriptor<KvTile>(k_addr, ks), ks > 0);
+    issue_qk<Tr>(s, q_addr, k_addr);
     ft::sm90::commit();
     ft::sm90::wait<0>();
     ft::sm90::fence_registers(s);
 
-    // Keys past N, and (causal) after the query's diagonal, weigh nothing. Only the tiles
-    // that cross the diagonal or run past N_k have any.
-    const int kv0 = j * Bc;
-    const bool masked = kv0 + Bc > p.Nk || (p.causal && kv0 + Bc - 1 > q0 + p.causal_offset);
-    if (masked) {
-#pragma unroll
-      for (int i = 0; i < kS; ++i) {
-        const int query = q0 + wg * ft::sm90::kMmaM + ft::sm90::acc_row(t, i);
-        const int key = kv0 + ft::sm90::acc_col(t, i);
-        if (key >= p.Nk || (p.causal && key > query + p.causal_offset)) s[i] = -INFINITY;
-      }
-    }
+    mask_scores(s, p, row0, j * Bc, t);
+    softmax_tile(s, o, row, p.scale_log2);
 
-    // The online softmax: registers 4c + 0, 1 hold row h = 0's scores, 4c + 2, 3 row h = 1's.
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      float tile_max = -INFINITY;
-#pragma unroll
-      for (int c = 0; c < kS / 4; ++c) tile_max = fmaxf(tile_max, fmaxf(s[4 * c + 2 * h], s[4 * c + 2 * h + 1]));
-      const float alpha = ft::online_rescale(row[h], quad_max(tile_max) * p.scale_log2);
-#pragma unroll
-      for (int c = 0; c < kO / 4; ++c) o[4 * c + 2 * h] *= alpha, o[4 * c + 2 * h + 1] *= alpha;
-      const float exp_base = ft::online_exp_base(row[h].m);
-      float sum = 0.f;
-#pragma unroll
-      for (int c = 0; c < kS / 4; ++c)
-#pragma unroll
-        for (int e = 2 * h; e < 2 * h + 2; ++e) {
-          s[4 * c + e] = ft::exp2_ftz(fmaf(s[4 * c + e], p.scale_log2, -exp_base));
-          sum += s[4 * c + e];
-        }
-      row[h].l += sum;
-    }
-
-    // O += P·V: 16 keys a wgmma; P's A registers are S's accumulator of those keys, rounded,
-    // all of them before the fence (a register written between two wgmmas would make the
-    // compiler fence again before each one: ptxas's C7519 note).
+    // O += P·V, then wait for it.
     uint32_t pa[Bc / ft::sm90::kMmaK][4];
-#pragma unroll
-    for (int kk = 0; kk < Bc / ft::sm90::kMmaK; ++kk)
-#pragma unroll
-      for (int r = 0; r < 4; ++r) pa[kk][r] = ft::tc::pack2<T>(s[8 * kk + 2 * r], s[8 * kk + 2 * r + 1]);
+    pack_p<T>(pa, s);
     ft::sm90::fence();
-#pragma unroll
-    for (int kk = 0; kk < Bc / ft::sm90::kMmaK; ++kk)
-      ft::sm90::mma_rs<T, D, /*kTransB=*/true>(o, pa[kk], ft::sm90::mn_major_descriptor<KvTile>(v_addr, kk), true);
+    issue_pv<Tr>(o, pa, v_addr);
     ft::sm90::commit();
     ft::sm90::wait<0>();
     ft::sm90::fence_registers(o);
     __syncthreads();  // every warpgroup is done with this stage before it is refilled
   }
 
-  // O / l and the lse, rows past N_q dropped; a row that saw no key: O = 0, lse = −∞.
-  T* O = p.O + ft::head_start(v.strides.O, head, v.heads);
-  const int64_t ldo = v.strides.O.row;
-#pragma unroll
-  for (int h = 0; h < 2; ++h) {
-    row[h].l = quad_sum(row[h].l);
-    const float inv_l = row[h].l == 0.f ? 0.f : 1.f / row[h].l;
-    const int query = q0 + wg * ft::sm90::kMmaM + ft::sm90::acc_row(t, 2 * h);
-    if (query >= p.Nq) continue;
-#pragma unroll
-    for (int c = 0; c < kO / 4; ++c) {
-      const int i = 4 * c + 2 * h;
-      *reinterpret_cast<uint32_t*>(O + int64_t(query) * ldo + ft::sm90::acc_col(t, i)) =
-          ft::tc::pack2<T>(o[i] * inv_l, o[i + 1] * inv_l);
-    }
-    if (t % 4 == 0) p.lse[head * p.Nq + query] = ft::online_lse(row[h]);
-  }
+  store_output(p, v, head, q0 + wg * ft::sm90::kMmaM, t, o, row);
 }
 
 }  // namespace ch09

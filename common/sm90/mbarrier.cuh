@@ -36,6 +36,9 @@ __device__ __forceinline__ void arrive_expect_tx(uint64_t* bar, uint32_t bytes) 
                                        bar, bytes);
 }
 
+/// This thread's arrival, no bytes: a consumer saying it is done with a stage.
+__device__ __forceinline__ void arrive(uint64_t* bar) { cuda::ptx::mbarrier_arrive(bar); }
+
 /// Waits until the barrier's phase of parity `phase` has completed.
 __device__ __forceinline__ void wait(uint64_t* bar, uint32_t phase) {
   while (!cuda::ptx::mbarrier_try_wait_parity(bar, phase)) {

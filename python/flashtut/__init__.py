@@ -58,7 +58,7 @@ autograd version is the module next to this one, ``flashtut.autograd`` (it impor
 it is loaded only when asked for: ``import flashtut.autograd``, or the attribute
 ``flashtut.autograd``): :func:`flashtut.autograd.attention` is
 ``torch.nn.functional.scaled_dot_product_attention``'s call (``[B, H, N, d]``,
-``is_causal``, ``scale``) computed by chapter 07's forward and chapter 08's backward, with
+``is_causal``, ``scale``) computed by chapter 09's forward on a Hopper GPU (chapter 07's on any other) and chapter 08's backward, with
 the inputs' checks done before the library is touched::
 
     import flashtut.autograd as fa
@@ -77,6 +77,7 @@ __all__ = [
     "CAUSAL_TOP_LEFT", "CAUSAL_BOTTOM_RIGHT",
     "Problem", "Strides", "Layout", "ImplInfo", "Impl", "FlashtutError", "LibraryError", "SIGNATURES",
     "library_path", "load", "implementations", "forwards", "backwards", "available", "last_error",
+    "forward_for",
     "problem", "workspace_bytes",
     "check_tensors", "view_strides", "forward", "backward", "row_softmax",
 ]
@@ -345,6 +346,16 @@ def forwards():
 def backwards():
     """The backward passes: ``{name or alias: Impl}`` (``backward(..., impl=KEY)``)."""
     return _table("backward")
+
+
+def forward_for(capability):
+    """The forward (an alias of :func:`forwards`) that :mod:`flashtut.autograd` and
+    :mod:`flashtut.ops` run on a GPU of compute capability ``(major, minor)``: ``"ch09"``
+    on a Hopper GPU (9.x: wgmma, the copy engine and warp specialization, machine code for
+    sm_90a alone), ``"ch07"`` (FlashAttention-2 on mma.sync) on any other. Both take the
+    same problems (bf16/fp16, d 64 or 128, two lengths, grouped heads, views) and write the
+    o and log-sum-exp that chapter 08's backward reads."""
+    return "ch09" if int(capability[0]) == 9 else "ch07"
 
 
 def available(kind="forward"):

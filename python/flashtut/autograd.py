@@ -1,4 +1,4 @@
-"""The tutorial's attention as a PyTorch autograd function: chapter 07's forward, chapter 08's
+"""The tutorial's attention as a PyTorch autograd function: chapter 09's forward on a Hopper GPU (chapter 07's on any other), chapter 08's
 backward.
 
     import torch, flashtut.autograd as fa
@@ -32,7 +32,8 @@ projection are free. Any other layout is copied to contiguous memory first, the 
 flowing back through the copy as usual.
 
 :class:`FlashAttention` is the Function underneath: its forward calls
-:func:`flashtut.forward` with ``impl="ch07"`` and saves q, k, v, o and the log-sum-exp; its
+:func:`flashtut.forward` with :func:`forward_impl`'s choice (chapter 09 on a Hopper GPU,
+chapter 07 on any other) and saves q, k, v, o and the log-sum-exp; its
 backward calls :func:`flashtut.backward` with ``impl="ch08"`` (which recomputes P from q, k
 and the log-sum-exp) on the incoming gradient (read in place when it is such a view), and
 returns None for every
@@ -48,6 +49,7 @@ What a call costs on the CPU (Python and ctypes; the GPU's work aside) is measur
 
 This module imports torch (it is a PyTorch module); ``import flashtut`` alone does not.
 """
+import functools
 import math
 import numbers
 
@@ -62,12 +64,26 @@ from torch.autograd.function import once_differentiable
 
 import flashtut as _ft
 
-__all__ = ["FlashAttention", "attention", "FORWARD_IMPL", "BACKWARD_IMPL", "HEAD_DIMS", "DTYPES"]
+__all__ = ["FlashAttention", "attention", "forward_impl", "BACKWARD_IMPL", "HEAD_DIMS", "DTYPES"]
 
-FORWARD_IMPL = "ch07"   #: the forward the Function calls (flashtut.forwards())
 BACKWARD_IMPL = "ch08"  #: the backward the Function calls (flashtut.backwards())
-HEAD_DIMS = (64, 128)   #: the head dimensions chapters 07 and 08 compute
-DTYPES = (torch.bfloat16, torch.float16)  #: the dtypes chapters 07 and 08 compute in
+HEAD_DIMS = (64, 128)   #: the head dimensions chapters 07-09 and 08 compute
+DTYPES = (torch.bfloat16, torch.float16)  #: the dtypes chapters 07-09 and 08 compute in
+
+
+@functools.lru_cache(maxsize=None)
+def _capability(index):
+    return torch.cuda.get_device_capability(index)
+
+
+def forward_impl(device):
+    """The forward the Function (and flashtut.ops) runs on ``device``: on a CUDA device,
+    :func:`flashtut.forward_for` of its compute capability (asked of the driver once);
+    elsewhere chapter 07's, whose checks then say what is wrong with the tensors."""
+    device = torch.device(device)
+    if device.type != "cuda":
+        return "ch07"
+    return _ft.forward_for(_capability(device.index if device.index is not None else torch.cuda.current_device()))
 
 
 # ---- autocast, across PyTorch versions -------------------------------------------------------
@@ -92,7 +108,7 @@ def _autocast_dtype():
 
 class FlashAttention(torch.autograd.Function):
     """``FlashAttention.apply(q, k, v, causal, scale)``: o = softmax(scale·q·kᵀ)·v with
-    chapter 07's forward and chapter 08's backward.
+    chapter 09's forward on Hopper (chapter 07's elsewhere) and chapter 08's backward.
 
     q, k, v as :func:`flashtut.forward` wants them (CUDA, ``[B, H, N, d]``, contiguous or a
     view it reads, 16-byte aligned, one of bf16/fp16, d 64 or 128); ``scale`` None for
@@ -109,7 +125,7 @@ class FlashAttention(torch.autograd.Function):
     # added such an operation to either half would need the two decorators back.
     @staticmethod
     def forward(ctx, q, k, v, causal, scale):
-        o, lse = _ft.forward(q, k, v, causal=causal, scale=scale, impl=FORWARD_IMPL)
+        o, lse = _ft.forward(q, k, v, causal=causal, scale=scale, impl=forward_impl(q.device))
         ctx.save_for_backward(q, k, v, o, lse)
         ctx.causal, ctx.scale = causal, scale
         return o

@@ -14,7 +14,8 @@ shapes, dtypes and strides without running anything, so that ``torch.compile`` t
 through them and a CUDA graph captures them like any PyTorch kernel:
 
 - ``flashtut::attention_forward(q, k, v, is_causal, scale, causal_align) -> (o, lse)``:
-  :func:`flashtut.forward` with :data:`FORWARD_IMPL`;
+  :func:`flashtut.forward` with :func:`flashtut.autograd.forward_impl`'s choice (chapter 09
+  on a Hopper GPU, chapter 07 on any other);
 - ``flashtut::attention_backward(do, q, k, v, o, lse, is_causal, scale, causal_align)
   -> (dq, dk, dv)``: :func:`flashtut.backward` with :data:`BACKWARD_IMPL`;
 
@@ -44,12 +45,10 @@ except ImportError as _e:  # pragma: no cover - the message is tested in a subpr
 from torch import Tensor
 
 import flashtut as _ft
-from flashtut.autograd import DTYPES, HEAD_DIMS, _autocast_dtype, _check_arguments, _check_device
+from flashtut.autograd import DTYPES, HEAD_DIMS, _autocast_dtype, _check_arguments, _check_device, forward_impl
 
-__all__ = ["attention", "attention_forward", "attention_backward", "FORWARD_IMPL",
-           "BACKWARD_IMPL"]
+__all__ = ["attention", "attention_forward", "attention_backward", "BACKWARD_IMPL"]
 
-FORWARD_IMPL = "ch07"   #: the forward the operator runs (flashtut.forwards())
 BACKWARD_IMPL = "ch08"  #: the backward the operator runs (flashtut.backwards())
 
 
@@ -101,9 +100,10 @@ def _laid_out(out, like, contiguous):
 @torch.library.custom_op("flashtut::attention_forward", mutates_args=(), device_types="cuda")
 def attention_forward(q: Tensor, k: Tensor, v: Tensor, is_causal: bool, scale: Optional[float],
                       causal_align: int) -> tuple[Tensor, Tensor]:
-    """o and the log-sum-exp (float32 [B, H, N]) of chapter 07's forward."""
+    """o and the log-sum-exp (float32 [B, H, N]) of chapter 09's forward on Hopper, chapter
+    07's elsewhere."""
     o, lse = _ft.forward(*(_aligned(t) for t in (q, k, v)), causal=is_causal, scale=scale,
-                         impl=FORWARD_IMPL, causal_align=causal_align)
+                         impl=forward_impl(q.device), causal_align=causal_align)
     return _laid_out(o, q, _all_contiguous(q, k, v)), lse
 
 

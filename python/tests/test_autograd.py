@@ -101,10 +101,20 @@ class LazyImport(unittest.TestCase):
     def test_import_as_submodule(self):
         import flashtut.autograd as fa
         self.assertIs(ft.autograd, fa)
-        self.assertEqual((fa.FORWARD_IMPL, fa.BACKWARD_IMPL), ("ch07", "ch08"))
-        self.assertIn(fa.FORWARD_IMPL, ft.forwards())
+        self.assertEqual(fa.BACKWARD_IMPL, "ch08")
         self.assertIn(fa.BACKWARD_IMPL, ft.backwards())
-        self.assertEqual(ft.backwards()[fa.BACKWARD_IMPL].pairs_with, ft.forwards()[fa.FORWARD_IMPL].name)  # a pair
+        self.assertEqual(ft.backwards()[fa.BACKWARD_IMPL].pairs_with, ft.forwards()["ch07"].name)  # a pair
+        self.assertEqual(fa.forward_impl("cpu"), "ch07")  # the library's checks then refuse it
+        # Hopper gets chapter 09's forward, every other GPU chapter 07's (sm_90a machine code
+        # runs on 9.x alone); both compute what chapter 08's backward reads.
+        chosen = {cap: ft.forward_for(cap) for cap in [(8, 0), (8, 9), (9, 0), (10, 0), (12, 0)]}
+        self.assertEqual(chosen, {(8, 0): "ch07", (8, 9): "ch07", (9, 0): "ch09",
+                                  (10, 0): "ch07", (12, 0): "ch07"})
+        for cap, impl in chosen.items():
+            f, ch07 = ft.forwards()[impl], ft.forwards()["ch07"]
+            self.assertLessEqual(f.min_sm, cap[0] * 10 + cap[1], impl)
+            self.assertEqual((f.head_dims, f.dtypes, f.lengths, f.grouped, f.strided),
+                             (ch07.head_dims, ch07.dtypes, ch07.lengths, ch07.grouped, ch07.strided), impl)
         self.assertNotIn("autograd", ft.__all__)  # `from flashtut import *` stays torch-free
 
 

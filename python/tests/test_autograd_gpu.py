@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""GPU tests of python/flashtut/autograd.py (ctest python_autograd_gpu): chapter 07's forward
+"""GPU tests of python/flashtut/autograd.py (ctest python_autograd_gpu): chapter 09's forward on a Hopper GPU (07's elsewhere)
 and chapter 08's backward called the way a model calls them, eagerly and replayed from a
 CUDA graph, against a float64 reference.
 

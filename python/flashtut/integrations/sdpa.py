@@ -11,7 +11,7 @@
 PyTorch 2.10 and later let a library replace the kernels of SDPA's flash backend
 (``torch.nn.attention.register_flash_attention_impl``, which FA3/FA4 use): :func:`register`
 offers a function that, when the user activates it, registers two CUDA kernels on the
-``aten`` operators ``_scaled_dot_product_flash_attention`` (chapter 07's forward through
+``aten`` operators ``_scaled_dot_product_flash_attention`` (chapter 09's forward on Hopper, 07's elsewhere, through
 ``flashtut::attention_forward``) and ``_scaled_dot_product_flash_attention_backward``
 (chapter 08's backward through ``flashtut::attention_backward``). PyTorch's own selection
 logic still decides when the flash backend runs (bf16/fp16 CUDA tensors, no ``attn_mask``,

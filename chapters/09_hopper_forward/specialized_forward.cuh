@@ -1,0 +1,218 @@
+/// @file specialized_forward.cuh
+/// @brief Chapter 09, steps 3 to 5: warp specialization, ping-pong, intra-warpgroup overlap.
+///
+/// Step 3 (`warp_specialized`, Schedule::kFree). In step 2 every warp did everything: one
+/// thread issued the next tile's copies between products, and a block barrier ended every
+/// tile so that a stage could be refilled. Here the roles split (FlashAttention-3's
+/// structure):
+///
+///     warpgroup 0, producer   one thread: Q, then K/V tile j into stage j % kStages once the
+///                             consumers have released it (empty[s]); the copy engine
+///                             counts the bytes into full[s]. Its 128 threads keep 24
+///                             registers each (setmaxnreg), the rest go to the consumers.
+///     warpgroups 1, 2,        64 query rows each, 240 registers a thread: wait full[s], the
+///     consumers               products and the softmax, then each warp arrives on empty[s].
+///
+/// No block barrier after the start: a stage is handed back and forth by its two mbarriers,
+/// and the producer runs up to kStages tiles ahead. Each consumer's loop issues, per turn,
+/// O += P_{j−1}·V_{j−1} and S_j = Q·K_jᵀ together, waits, then computes the softmax of
+/// tile j: the tensor cores get two products at once, and whichever consumer is in its
+/// softmax leaves them to the other — when the warp schedulers happen to interleave so.
+///
+/// Step 4 (`pingpong`, Schedule::kPingPong). The interleaving made certain: the two
+/// consumers take turns at issuing their products, through two named barriers
+/// (sm90/warp_roles.cuh). Consumer 0 waits on barrier kTurn, issues, arrives on kTurn + 1;
+/// consumer 1 the other way round; consumer 1 arrives once at the start, so consumer 0
+/// goes first. While one consumer's products run, the other computes its softmax.
+///
+/// Step 5 (`overlap`, Schedule::kOverlap). Within one consumer, the softmax still waited for
+/// both products of its turn. Now a turn issues S_{j+1} = Q·K_{j+1}ᵀ and O += P_j·V_j as two
+/// groups; the consumer waits for the first only (wait<1>) and computes tile j + 1's
+/// softmax while P_j·V_j runs; only O's rescale by tile j + 1's alpha waits for it. The
+/// price: P_j's registers and S_{j+1}'s live at once (32 + 64 more a thread).
+///
+/// Everything else is step 2's: the tiles by TMA, the arithmetic of forward_tile.cuh, every
+/// problem the contract allows (two lengths, grouped heads, both causal alignments, views).
+#pragma once
+
+#include <cstdint>
+
+#include "09_hopper_forward/forward_tile.cuh"
+#include "09_hopper_forward/forward_traits.cuh"
+#include "sm90/mbarrier.cuh"
+#include "sm90/warp_roles.cuh"
+
+namespace ch09 {
+
+/// Named barriers 1 and 2 (0 is __syncthreads): consumer c's turn is kTurn + c.
+constexpr int kTurn = 1;
+
+/// The producer: one thread, every copy of the block. Q on q_full, then tile j on full[s]
+/// after the consumers have emptied stage s of tile j − kStages.
+template <class Tr>
+__device__ void produce(typename Tr::T* Qs, typename Tr::T* Ks, uint64_t* q_full, uint64_t* full, uint64_t* empty,
+                        int num_kv_tiles, int q0, int q_head, int q_batch, int k_head, int k_batch,
+                        const CUtensorMap* map_q, const CUtensorMap* map_k, const CUtensorMap* map_v) {
+  using QTile = typename Tr::QTile;
+  using KvTile = typename Tr::KvTile;
+  constexpr int kKvElems = KvTile::kBytes / sizeof(typename Tr::T);
+  ft::sm90::arrive_expect_tx(q_full, QTile::kBytes);
+  for (int pnl = 0; pnl < QTile::kPanels; ++pnl)
+    ft::sm90::copy_box(Qs + pnl * QTile::kPanelElems, map_q, pnl * ft::sm90::kPanelCols, q0, q_head, q_batch, q_full);
+  for (int j = 0; j < num_kv_tiles; ++j) {
+    const int s = j % Tr::kStages;
+    if (j >= Tr::kStages) ft::sm90::wait(&empty[s], (j / Tr::kStages - 1) & 1);  // tile j − kStages done
+    typename Tr::T* k_dst = Ks + s * 2 * kKvElems;
+    ft::sm90::arrive_expect_tx(&full[s], 2 * KvTile::kBytes);
+    for (int pnl = 0; pnl < KvTile::kPanels; ++pnl) {
+      const int col = pnl * ft::sm90::kPanelCols;
+      ft::sm90::copy_box(k_dst + pnl * KvTile::kPanelElems, map_k, col, j * Tr::Bc, k_head, k_batch, &full[s]);
+      ft::sm90::copy_box(k_dst + kKvElems + pnl * KvTile::kPanelElems, map_v, col, j * Tr::Bc, k_head, k_batch,
+                         &full[s]);
+    }
+  }
+}
+
+template <class Tr>
+__global__ void __launch_bounds__(Tr::kThreads, 1)
+    specialized_forward(const Params<typename Tr::T> p, const ft::ViewArgs v, const __grid_constant__ CUtensorMap map_q,
+                        const __grid_constant__ CUtensorMap map_k, const __grid_constant__ CUtensorMap map_v) {
+  using T = typename Tr::T;
+  constexpr int Br = Tr::Br, Bc = Tr::Bc, kS = Bc / 2, kO = Tr::D / 2;
+  using KvTile = typename Tr::KvTile;
+  constexpr int kKvElems = KvTile::kBytes / sizeof(T);
+  constexpr bool kPingPong = Tr::kSchedule != Schedule::kFree;
+
+  // Shared memory: Q, kStages × (K, V), each on a 1024-byte boundary; then the barriers.
+  extern __shared__ uint8_t smem_raw[];
+  const uintptr_t base = (reinterpret_cast<uintptr_t>(smem_raw) + ft::sm90::kAtomBytes - 1) /
+                         ft::sm90::kAtomBytes * ft::sm90::kAtomBytes;
+  T* const Qs = reinterpret_cast<T*>(base);
+  T* const Ks = Qs + Tr::QTile::kBytes / sizeof(T);
+  uint64_t* const q_full = reinterpret_cast<uint64_t*>(Ks + Tr::kStages * 2 * kKvElems);
+  uint64_t* const full = q_full + 1;            // a stage's tile has landed: one arrival + its bytes
+  uint64_t* const empty = full + Tr::kStages;   // a stage is free again: one arrival a consumer warp
+
+  const int wg = threadIdx.x / ft::sm90::kWarpgroupThreads;  // 0: producer; 1, 2: consumers
+  const int q0 = (p.num_q_tiles - 1 - int(blockIdx.x % p.num_q_tiles)) * Br;  // last tile first
+  const int64_t head = blockIdx.x / p.num_q_tiles;  // b·H_q + h
+  const int64_t kv_head = head / p.group;          // b·H_kv + h / group
+  const int kv_end = p.causal ? min(p.Nk, q0 + Br + p.causal_offset) : p.Nk;
+  const int num_kv_tiles = kv_end <= 0 ? 0 : (kv_end + Bc - 1) / Bc;
+
+  if (threadIdx.x == 0) {
+    ft::sm90::barrier_init(q_full, 1);
+    for (int s = 0; s < Tr::kStages; ++s) {
+      ft::sm90::barrier_init(&full[s], 1);
+      ft::sm90::barrier_init(&empty[s], Tr::kConsumerWarps);
+    }
+  }
+  __syncthreads();  // the last barrier over the whole block: the roles split here
+
+  if (wg == 0) {
+    ft::sm90::release_registers<Tr::kProducerRegs>();
+    if (threadIdx.x == 0 && num_kv_tiles > 0)
+      produce<Tr>(Qs, Ks, q_full, full, empty, num_kv_tiles, q0, int(head % v.heads), int(head / v.heads),
+                  int(kv_head % v.heads_kv), int(kv_head / v.heads_kv), &map_q, &map_k, &map_v);
+    return;
+  }
+  ft::sm90::claim_registers<Tr::kConsumerRegs>();
+
+  const int c = wg - 1;                                     // this consumer: rows 64·c on
+  const int t = threadIdx.x % ft::sm90::kWarpgroupThreads;  // thread within it
+  const int row0 = q0 + c * ft::sm90::kMmaM;
+  const uint32_t q_addr = uint32_t(__cvta_generic_to_shared(Qs)) + c * ft::sm90::kMmaM * ft::sm90::kSwizzleBytes;
+  constexpr int kTurnThreads = 2 * ft::sm90::kWarpgroupThreads;  // one consumer waits, the other arrives
+
+  float o[kO];
+#pragma unroll
+  for (int i = 0; i < kO; ++i) o[i] = 0.f;
+  ft::OnlineSoftmax row[2] = {ft::online_softmax_empty(), ft::online_softmax_empty()};
+  float s[kS];
+  uint32_t pa[Bc / ft::sm90::kMmaK][4];
+
+  auto k_addr = [&](int j) { return uint32_t(__cvta_generic_to_shared(Ks + j % Tr::kStages * 2 * kKvElems)); };
+  auto v_addr = [&](int j) { return k_addr(j) + uint32_t(KvTile::kBytes); };
+  // A turn at the tensor cores: issue this consumer's products as one group, hand the
+  // tensor cores to the other consumer (ping-pong), wait for the products.
+  auto turn = [&](bool last, auto&& issue) {
+    if (kPingPong) ft::sm90::named_sync(kTurn + c, kTurnThreads);  // the other consumer has issued
+    ft::sm90::fence();
+    issue();
+    ft::sm90::commit();
+    // Consumer 1's last turn has no one left to hand the tensor cores to.
+    if (kPingPong && !(c == 1 && last)) ft::sm90::named_arrive(kTurn + 1 - c, kTurnThreads);
+    ft::sm90::wait<0>();
+    ft::sm90::fence_registers(o);
+    ft::sm90::fence_registers(s);
+  };
+  // The softmax of tile j, whose S the last turn computed: P into pa.
+  auto softmax = [&](int j) {
+    mask_scores(s, p, row0, j * Bc, t);
+    softmax_tile(s, o, row, p.scale_log2);
+    pack_p<T>(pa, s);
+  };
+  // Tile j's K and V are read: one arrival a warp frees its stage for the producer.
+  auto release = [&](int j) {
+    __syncwarp();
+    if (t % 32 == 0) ft::sm90::arrive(&empty[j % Tr::kStages]);
+  };
+
+  const int n = num_kv_tiles;
+  if (n > 0) {
+    ft::sm90::wait(q_full, 0);
+    if (kPingPong && c == 1) ft::sm90::named_arrive(kTurn + 0, kTurnThreads);  // consumer 0 goes first
+    ft::sm90::wait(&full[0], 0);
+  }
+  if constexpr (Tr::kSchedule != Schedule::kOverlap) {
+    // n + 1 turns for n tiles: S_0; then O += P_{j−1}·V_{j−1} with S_j; then the last P·V.
+    // Each turn is straight-line code (a wgmma under a branch makes ptxas serialize them).
+    if (n > 0) {
+      turn(false, [&] { issue_qk<Tr>(s, q_addr, k_addr(0)); });
+      for (int j = 1; j < n; ++j) {
+        softmax(j - 1);
+        ft::sm90::wait(&full[j % Tr::kStages], (j / Tr::kStages) & 1);
+        turn(false, [&] {
+          issue_pv<Tr>(o, pa, v_addr(j - 1));
+          issue_qk<Tr>(s, q_addr, k_addr(j));
+        });
+        release(j - 1);
+      }
+      softmax(n - 1);
+      turn(true, [&] { issue_pv<Tr>(o, pa, v_addr(n - 1)); });
+      release(n - 1);
+    }
+  } else if (n > 0) {
+    // Step 5: S_{j+1} and P_j·V_j issued as two groups in one turn; the softmax of tile j + 1
+    // runs as soon as S_{j+1} is done (wait<1>), while P_j·V_j still runs, and only O's
+    // rescale by tile j + 1's alpha waits for P_j·V_j (wait<0>).
+    turn(false, [&] { issue_qk<Tr>(s, q_addr, k_addr(0)); });
+    softmax(0);  // O is still zero: rescaling it changes nothing
+    for (int j = 0; j + 1 < n; ++j) {
+      ft::sm90::wait(&full[(j + 1) % Tr::kStages], ((j + 1) / Tr::kStages) & 1);
+      if (kPingPong) ft::sm90::named_sync(kTurn + c, kTurnThreads);
+      ft::sm90::fence();
+      issue_qk<Tr>(s, q_addr, k_addr(j + 1));
+      ft::sm90::commit();
+      issue_pv<Tr>(o, pa, v_addr(j));
+      ft::sm90::commit();
+      if (kPingPong) ft::sm90::named_arrive(kTurn + 1 - c, kTurnThreads);
+      ft::sm90::wait<1>();  // S_{j+1} done, P_j·V_j may still run
+      ft::sm90::fence_registers(s);
+      float alpha[2];
+      mask_scores(s, p, row0, (j + 1) * Bc, t);
+      softmax_scores(s, row, p.scale_log2, alpha);
+      ft::sm90::wait<0>();
+      ft::sm90::fence_registers(o);
+      release(j);
+      rescale_o(o, alpha);
+      pack_p<T>(pa, s);
+    }
+    turn(true, [&] { issue_pv<Tr>(o, pa, v_addr(n - 1)); });
+    release(n - 1);
+  }
+
+  store_output(p, v, head, row0, t, o, row);
+}
+
+}  // namespace ch09
