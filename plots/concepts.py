@@ -14,6 +14,8 @@
                                  the tensor-core backward: warp w owns 16 keys, Sᵀ = K_w·Qᵀ puts
                                  keys on the accumulator rows (Pᵀ, dSᵀ are A of dV, dK as they
                                  lie); dS goes through shared memory, ldmatrix.trans, for dQ
+  concept_09_pingpong.png        chapter 09's warp-specialized block over time: the producer's
+                                 copies, two consumers taking turns at the tensor cores
 
 Usage: python3 plots/concepts.py OUT_DIR          (e.g. plots/figures)
        cmake --build build --target plots         (draws these too)
@@ -43,6 +45,7 @@ FIGURES = {
     "concept_06_fragments.png": 9.0,
     "concept_07_warps.png": 9.0,
     "concept_08_transposed_products.png": 9.0,
+    "concept_09_pingpong.png": 9.0,
 }
 PNG_META = {"Software": None}  # no matplotlib version in the file: re-runs give equal bytes
 MIN_PT = 14  # the smallest text anywhere (a projector at the back of a room)
@@ -642,7 +645,68 @@ def draw_08(out):
     return save(fig, out, name)
 
 
-DRAW = (draw_01, draw_02, draw_03, draw_04, draw_05, draw_06, draw_07, draw_08)
+# ---- chapter 09 -----------------------------------------------------------------------------
+
+def draw_09(out):
+    """Schematic, not measured: a turn's products and a softmax drawn equally long, the case
+    in which ping-pong keeps the tensor cores busy all the time."""
+    name = "concept_09_pingpong.png"
+    fig, ax = canvas(name, "Chapter 09: a producer, two consumers taking turns (pingpong, schematic)")
+    x0, slot = 3.0, 1.25  # time: one slot = one turn's products = one softmax
+    rows = {"producer\n(1 thread)": 6.7, "consumer 0\n(rows 0-63)": 5.2,
+            "consumer 1\n(rows 64-127)": 3.7, "tensor\ncores": 2.2}
+    for label, y in rows.items():
+        ax.text(0.4, y + 0.45, label, ha="left", va="center", fontsize=FS_BIG, fontweight="bold",
+                color="0.25", linespacing=1.15)
+        ax.plot([x0 - 0.1, WIDTH_IN - 0.3], [y - 0.08, y - 0.08], color="0.8", lw=1)
+    t = lambda k: x0 + k * slot
+    # The producer: Q and K/V tiles 0-2 into three stages at once, then tile 3 only when
+    # both consumers have released stage 0 (tile 0's P·V done: consumer 1's turn 1).
+    yp = rows["producer\n(1 thread)"]
+    box(ax, t(-0.0), yp, 0.55 * slot, 0.9, "Q\nK/V 0", "#eeeeee", round_=False)
+    box(ax, t(0.55), yp, 0.55 * slot, 0.9, "K/V 1", "#eeeeee", round_=False)
+    box(ax, t(1.1), yp, 0.55 * slot, 0.9, "K/V 2", "#eeeeee", round_=False)
+    ax.text(t(2.5), yp + 0.45, "waits: empty[0]", ha="center", va="center", fontsize=FS,
+            color="0.35", style="italic")
+    box(ax, t(4.65), yp, 0.55 * slot, 0.9, "K/V 3", "#eeeeee", round_=False)
+    box(ax, t(6.65), yp, 0.55 * slot, 0.9, "K/V 4", "#eeeeee", round_=False)
+    # The consumers: turn (products) and softmax alternate; consumer 1 one slot behind.
+    turns = ["S₀", "P₀V₀\n+ S₁", "P₁V₁\n+ S₂", "P₂V₂\n+ S₃", "P₃V₃\n+ S₄"]
+    for c, (label, color) in enumerate((("consumer 0\n(rows 0-63)", BLUE),
+                                        ("consumer 1\n(rows 64-127)", ORANGE))):
+        y = rows[label]
+        for j in range(len(turns)):
+            k = 2 * j + c + 0.6
+            if t(k + 2) > WIDTH_IN - 0.3:
+                break
+            box(ax, t(k), y, slot, 0.9, turns[j], color, tcolor="white", fs=FS, round_=False)
+            box(ax, t(k + 1), y, slot, 0.9, f"softmax {j}", "white", edge=color, lw=2.5,
+                round_=False)
+            yt = rows["tensor\ncores"]
+            box(ax, t(k), yt, slot, 0.9, f"c{c}", color, tcolor="white", round_=False)
+        # The turn handed over: consumer c arrives on the other's named barrier.
+    for k in range(1, 9):
+        c = (k - 1) % 2
+        y_from = rows["consumer 0\n(rows 0-63)"] if c == 0 else rows["consumer 1\n(rows 64-127)"]
+        y_to = rows["consumer 1\n(rows 64-127)"] if c == 0 else rows["consumer 0\n(rows 0-63)"]
+        xk = t(k + 0.6)
+        if xk > WIDTH_IN - 0.6:
+            break
+        arrow(ax, (xk - 0.05, y_from + (0 if c == 0 else 0.9)), (xk + 0.05, y_to + (0.9 if c == 0 else 0)),
+              color="0.3", lw=1.6)
+    for k in (4.6, 6.6):  # consumer 1's P·V of tile k done: the last reader frees its stage
+        arrow(ax, (t(k), rows["consumer 1\n(rows 64-127)"] + 0.9), (t(k + 0.05), yp),
+              color=GREEN, ls="--", lw=2.4)
+    note(ax, 1.35, "A turn issues one consumer's products (Pⱼ₋₁·Vⱼ₋₁ and Sⱼ = Q·Kⱼᵀ) "
+         "and hands the tensor cores to the other (bar.arrive / bar.sync);")
+    note(ax, 0.85, "its softmax runs while the other's products do. The producer runs three "
+         "tiles ahead; green: a stage freed once both consumers read it.")
+    note(ax, 0.35, "Drawn for equal times: a turn's products and a softmax; where the softmax "
+         "is shorter (d = 128), the tensor cores idle less still.")
+    return save(fig, out, name)
+
+
+DRAW = (draw_01, draw_02, draw_03, draw_04, draw_05, draw_06, draw_07, draw_08, draw_09)
 
 
 def main(argv=None):

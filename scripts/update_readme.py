@@ -91,10 +91,18 @@ def tensor_cores():
         fast07 = lambda d: table.get((f"ch07_{FASTEST_07[d]}", d, c))
     naive = {(a["d"], a["causal"] == "True"): float(a["fwd_tflops"]) for a in read("anchors.csv")
              if a["backend"].startswith("torch-naive") and a["dtype"] == "bfloat16" and a["N"] == "16384"}
+    # Chapter 09 beside cuDNN measured in its own run (ch09_vs_pytorch.csv), so that its
+    # ratio compares two rows of one process.
+    same09 = {}
+    if os.path.exists(os.path.join(RESULTS, "ch09_vs_pytorch.csv")):
+        for r in read("ch09_vs_pytorch.csv"):
+            if r["dtype"] == "bf16" and r["seq_len"] == "16384" and r["pass"] == "forward":
+                same09[(r["impl"], r["head_dim"], r["causal"])] = float(r["tflops"])
     out = [f"**On the tensor cores** (bf16 in and out, float32 accumulation; N = 16384, 16384 tokens; "
-           f"forward TFLOP/s from {source}; PyTorch's three-kernel bf16 path from `anchors.csv`):", "",
-           "| d | causal | ch06 unfused (warp_rows) | PyTorch 3 kernels | ch07 fused (fastest) | FlashAttention-2 | ch07 / FA2 | cuDNN |",
-           "|---:|---|---:|---:|---:|---:|---:|---:|"]
+           f"forward TFLOP/s from {source}; PyTorch's three-kernel bf16 path from `anchors.csv`; "
+           f"chapter 09 against cuDNN in its own run, `ch09_vs_pytorch.csv`):", "",
+           "| d | causal | ch06 unfused (warp_rows) | PyTorch 3 kernels | ch07 fused (fastest) | FlashAttention-2 | ch07 / FA2 | cuDNN | ch09 Hopper (fastest) | ch09 / cuDNN |",
+           "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for d in ("64", "128"):
         for c in ("0", "1"):
             f07, fa2 = fast07(d), table.get(("torch_flash", d, c))
@@ -103,8 +111,10 @@ def tensor_cores():
             if f07 is None or fa2 is None:
                 continue
             cell = lambda x: f"{x:.1f}" if x is not None else "—"
+            f09, c09 = same09.get(("ch09_overlap", d, c)), same09.get(("torch_cudnn", d, c))
+            ratio09 = f"{f09 / c09:.2f}×" if f09 and c09 else "—"
             out.append(f"| {d} | {'yes' if c == '1' else 'no'} | {cell(u06)} | {cell(nv)} | {f07:.1f} | "
-                       f"{fa2:.1f} | {f07 / fa2:.2f}× | {cell(cud)} |")
+                       f"{fa2:.1f} | {f07 / fa2:.2f}× | {cell(cud)} | {cell(f09)} | {ratio09} |")
     return out
 
 

@@ -66,7 +66,7 @@ struct SpecializedTraits {
   /// K/V tiles in shared memory: the producer's lead. Three, where step 2 had two: once
   /// the producer is free to run ahead, a third stage hides the copies' latency that two
   /// did not (measured on the H200, bf16, d = 128, N = 16384, non-causal: 543-588 TFLOP/s
-  /// with two stages, 673-677 with three, steps 3-5 alike; plots/results/h200/
+  /// with two stages, 667-678 with three, steps 3-5 alike, two runs; plots/results/h200/
   /// ch09_stages.csv). At d = 128 three stages take 225 KB of the 227; four, at d = 64,
   /// measured no faster than three.
   static constexpr int kStages = Stages_;
