@@ -18,6 +18,11 @@ function(ft_chapter program)
   add_library(${kernels} OBJECT ${FT_KERNELS})
   target_link_libraries(${kernels} PUBLIC ft_headers)
   set_target_properties(${kernels} PROPERTIES POSITION_INDEPENDENT_CODE ON)
+  # ptxas's report of every kernel (registers, spills) kept beside each object, for the
+  # test that holds the READMEs' claims about spills to it (scripts/check_spills.py).
+  target_compile_options(${kernels} PRIVATE $<$<COMPILE_LANGUAGE:CUDA>:-Xptxas=-v>)
+  set_target_properties(${kernels} PROPERTIES
+    CUDA_COMPILER_LAUNCHER ${PROJECT_SOURCE_DIR}/cmake/ptxas_report.sh)
   target_sources(flashtut PRIVATE $<TARGET_OBJECTS:${kernels}>)
   add_executable(${program} ${FT_MAIN})
   target_link_libraries(${program} PRIVATE flashtut)
