@@ -41,6 +41,17 @@ namespace ft::testing {
       GTEST_SKIP() << ft_why_ << ": GPU test skipped";                         \
   } while (0)
 
+/// Skips the current test unless a GPU is here whose compute capability's major number is
+/// from `lo` to `hi` (9 to 9: sm_90a machine code, which only Hopper runs), saying `what`
+/// the test needs.
+#define FT_REQUIRE_CC(lo, hi, what)                                                      \
+  do {                                                                                   \
+    FT_REQUIRE_GPU();                                                                    \
+    int ft_major_ = 0;                                                                   \
+    CUDA_CHECK(cudaDeviceGetAttribute(&ft_major_, cudaDevAttrComputeCapabilityMajor, 0)); \
+    if (ft_major_ < (lo) || ft_major_ > (hi)) GTEST_SKIP() << what;                      \
+  } while (0)
+
 /// One test shape. B·H = 2·3 so that batch and head strides are both exercised.
 struct Shape {
   int seq_len;  ///< N_q (and N_kv unless len_kv says otherwise)

@@ -27,15 +27,9 @@
 
 namespace {
 
-using namespace ft::tc;
+#define REQUIRE_SM80() FT_REQUIRE_CC(8, 1000, "needs sm_80 or newer (bf16 mma.sync, cp.async)")
 
-#define REQUIRE_SM80()                                                                  \
-  do {                                                                                  \
-    FT_REQUIRE_GPU();                                                                   \
-    int major_ = 0;                                                                     \
-    CUDA_CHECK(cudaDeviceGetAttribute(&major_, cudaDevAttrComputeCapabilityMajor, 0)); \
-    if (major_ < 8) GTEST_SKIP() << "needs sm_80 or newer (bf16 mma.sync, cp.async)";  \
-  } while (0)
+using namespace ft::tc;
 
 constexpr int kRows = 16;  ///< one m16 tile of queries, and 16 keys (two n8 tiles)
 using ft::tc_test::as_float;

@@ -27,15 +27,9 @@
 
 namespace {
 
-using namespace ft::sm90;
+#define REQUIRE_SM90() FT_REQUIRE_CC(9, 9, "needs Hopper (sm_90): the bulk tensor copy")
 
-#define REQUIRE_SM90()                                                                  \
-  do {                                                                                  \
-    FT_REQUIRE_GPU();                                                                   \
-    int major_ = 0;                                                                     \
-    CUDA_CHECK(cudaDeviceGetAttribute(&major_, cudaDevAttrComputeCapabilityMajor, 0));  \
-    if (major_ != 9) GTEST_SKIP() << "needs Hopper (sm_90): the bulk tensor copy";      \
-  } while (0)
+using namespace ft::sm90;
 
 constexpr int kThreads = 128;
 

@@ -25,15 +25,9 @@
 
 namespace {
 
-using namespace ft::sm90;
+#define REQUIRE_SM90() FT_REQUIRE_CC(9, 9, "needs Hopper (sm_90): wgmma")
 
-#define REQUIRE_SM90()                                                                   \
-  do {                                                                                   \
-    FT_REQUIRE_GPU();                                                                    \
-    int major_ = 0;                                                                      \
-    CUDA_CHECK(cudaDeviceGetAttribute(&major_, cudaDevAttrComputeCapabilityMajor, 0));  \
-    if (major_ != 9) GTEST_SKIP() << "needs Hopper (sm_90): wgmma";                      \
-  } while (0)
+using namespace ft::sm90;
 
 constexpr int kM = kMmaM;  ///< one warpgroup's 64 rows
 /// The shared-memory window: dynamic shared memory rounded up to the 1024 bytes a
