@@ -2,6 +2,7 @@
 """Holds the numbers of the chapter READMEs that come from committed CSVs to those CSVs.
 
   python3 scripts/check_numbers.py        exit 1, naming each quote the CSVs no longer give
+  python3 scripts/check_numbers.py --fix  rewrite the checked tables' cells from the CSVs
 
 Each claim names a page, recomputes a piece of its text from plots/results/h200/ (a table
 row, a range of ratios) and checks that the page says exactly that. A re-measured CSV that
@@ -63,6 +64,108 @@ def ch09_ratio(num, den, sizes, digits=2):
     return span([t[(d, c, n)][num] / t[(d, c, n)][den] for d, c, n in SHAPES if n in sizes], digits)
 
 
+# ---- tables whose cells come from a CSV, compared at the precision each cell is printed ---
+
+def table(path, header):
+    """The rows (lists of cells, ** and ` stripped) of the Markdown table under `header`."""
+    with open(os.path.join(ROOT, path), encoding="utf-8") as f:
+        lines = f.read().splitlines()
+    start = lines.index(header) + 2  # the header, then the |---| line
+    rows = []
+    for line in lines[start:]:
+        if not line.startswith("|"):
+            break
+        rows.append([c.strip().replace("**", "").replace("`", "") for c in line.strip("|").split("|")])
+    return rows
+
+
+def printed_as(cell, value):
+    """`value` written the way `cell` is (its decimals, its unit), e.g. 1.2345 -> "1.23×"."""
+    core = cell.rstrip("×% GBs").strip()
+    unit = cell[len(core):] if cell.startswith(core) else ""
+    decimals = len(core.split(".")[1]) if "." in core else 0
+    return f"{value:.{decimals}f}{unit}"
+
+
+FIX = False  # --fix: write the CSVs' values into the tables instead of reporting them
+
+
+def check_table(path, header, keys, row_of, columns):
+    """Each row of the table: its key cells (N, d, causal as written) pick a CSV row with
+    row_of(*keys); each value cell is compared, at its own precision, to its column's
+    function of that row. Returns the mismatches (with --fix: rewrites them, returns none)."""
+    bad, fixed = [], {}
+    for cells in table(path, header):
+        source = row_of(*cells[:keys])
+        for i, fn in columns.items():
+            if fn is None:
+                continue
+            want = printed_as(cells[i], fn(source))
+            if want != cells[i]:
+                bad.append(f"{path}: row {' | '.join(cells[:keys])}, column {i + 1}: "
+                           f"the page says {cells[i]}, the CSV gives {want}")
+                fixed.setdefault(tuple(cells[:keys]), []).append((i, cells[i], want))
+    if FIX and fixed:
+        with open(os.path.join(ROOT, path), encoding="utf-8") as fh:
+            lines = fh.read().split("\n")
+        start = lines.index(header) + 2
+        for j in range(start, len(lines)):
+            if not lines[j].startswith("|"):
+                break
+            parts = lines[j].split("|")  # "", cell 1, ..., ""
+            key = tuple(c.strip().replace("**", "").replace("`", "") for c in parts[1:1 + keys])
+            for i, old, new in fixed.get(key, []):
+                parts[i + 1] = parts[i + 1].replace(old, new, 1)
+            lines[j] = "|".join(parts)
+        with open(os.path.join(ROOT, path), "w", encoding="utf-8") as fh:
+            fh.write("\n".join(lines))
+        return []
+    return bad
+
+
+def tour_row(chapter, variant):
+    rows = {(r["chapter"], r["variant"], r["seq_len"], r["head_dim"], r["causal"]): r
+            for r in read("tour.csv") if r["pass"] == "forward"}
+    return lambda n, d, c: rows[(chapter, variant, n, d, "1" if c == "yes" else "0")]
+
+
+def vs_row(impl, pass_="forward"):
+    rows = {}
+    for r in read("vs_pytorch.csv"):
+        if r["dtype"] == "bf16" and r["pass"] == pass_:
+            rows.setdefault((r["seq_len"], r["head_dim"], r["causal"]), {})[r["impl"]] = float(r["tflops"])
+    return lambda n, d, c: dict(rows[(n, d, "1" if c == "yes" else "0")], ours=impl)
+
+
+def f(col):
+    return lambda r: float(r[col])
+
+
+TOUR_COLUMNS = {3: f("ms"), 4: f("tflops"), 5: f("gbps"), 6: f("speedup_vs_ch01")}
+VS_COLUMNS = {3: lambda x: x[x["ours"]], 4: lambda x: x["torch_flash"],
+              5: lambda x: x[x["ours"]] / x["torch_flash"], 6: lambda x: x["torch_cudnn"],
+              7: lambda x: x[x["ours"]] / x["torch_cudnn"]}
+
+
+def tables():
+    """Mismatches of every table checked this way."""
+    ch01 = dict(TOUR_COLUMNS)
+    ch01[6] = None  # "extra memory": the grid, B·H·N²·4 bytes, in GB as the harness prints it
+    return (check_table("chapters/01_naive/README.md", "| N | d | causal | ms | TFLOP/s | GB/s | extra memory |",
+                        3, tour_row("01", "naive"), ch01) +
+            check_table("chapters/02_tiled/README.md", "| N | d | causal | ms | TFLOP/s | GB/s | × chapter 01 |",
+                        3, tour_row("02", "tiled"), TOUR_COLUMNS) +
+            check_table("chapters/03_online_softmax/README.md",
+                        "| N | d | causal | ms | TFLOP/s | GB/s | × chapter 01 |", 3, tour_row("03", "online"),
+                        TOUR_COLUMNS) +
+            check_table("chapters/07_tensor_core_forward/README.md",
+                        "| N | d | causal | ch07 fastest | FlashAttention-2 | ratio | cuDNN | ratio |", 3,
+                        vs_row("ch07_fastest"), VS_COLUMNS) +
+            check_table("chapters/08_tensor_core_backward/README.md",
+                        "| N | d | causal | ch08 fastest | FlashAttention-2 | ratio | cuDNN | ratio |", 3,
+                        vs_row("ch08_fastest", "backward"), VS_COLUMNS))
+
+
 def claims():
     """(page, text it must contain) pairs, the text computed from the CSVs."""
     ch09 = "chapters/09_hopper_forward/README.md"
@@ -83,7 +186,12 @@ def claims():
 
 
 def main():
-    failed = 0
+    global FIX
+    FIX = "--fix" in sys.argv[1:]
+    mismatches = tables()
+    for m in mismatches:
+        print("FAIL " + m)
+    failed = len(mismatches)
     pages = {}
     for path, text in claims():
         body = pages.setdefault(path, page(path))
@@ -91,8 +199,7 @@ def main():
             continue
         print(f"FAIL {path}: the CSVs give \"{text}\", which the page does not say")
         failed += 1
-    total = len(claims())
-    print(f"{total - failed} of {total} numbers hold")
+    print(f"{len(claims())} quotes and 5 tables checked: {failed} mismatches")
     return 1 if failed else 0
 
 
