@@ -147,6 +147,21 @@ VS_COLUMNS = {3: lambda x: x[x["ours"]], 4: lambda x: x["torch_flash"],
               7: lambda x: x[x["ours"]] / x["torch_cudnn"]}
 
 
+def ch04_row():
+    """Chapter 04's `simple` and `fast` (tour.csv) beside PyTorch's float32 memory-efficient
+    forward (anchors.csv)."""
+    simple, fast = tour_row("04", "simple"), tour_row("04", "fast")
+    mem = {(a["N"], a["d"], a["causal"] == "True"): float(a["fwd_tflops"]) for a in read("anchors.csv")
+           if a["backend"] == "mem_efficient" and a["dtype"] == "float32"}
+    return lambda n, d, c: {"simple": simple(n, d, c), "fast": fast(n, d, c), "torch": mem[(n, d, c == "yes")]}
+
+
+CH04_COLUMNS = {3: lambda x: float(x["simple"]["ms"]), 4: lambda x: float(x["simple"]["tflops"]),
+                5: lambda x: float(x["fast"]["ms"]), 6: lambda x: float(x["fast"]["tflops"]),
+                7: lambda x: x["torch"], 8: lambda x: float(x["fast"]["tflops"]) / x["torch"],
+                9: lambda x: float(x["fast"]["speedup_vs_ch01"])}
+
+
 def tables():
     """Mismatches of every table checked this way."""
     ch01 = dict(TOUR_COLUMNS)
@@ -158,6 +173,9 @@ def tables():
             check_table("chapters/03_online_softmax/README.md",
                         "| N | d | causal | ms | TFLOP/s | GB/s | × chapter 01 |", 3, tour_row("03", "online"),
                         TOUR_COLUMNS) +
+            check_table("chapters/04_fused_forward/README.md",
+                        "| N | d | causal | `simple` ms | TFLOP/s | `fast` ms | TFLOP/s | PyTorch TFLOP/s | "
+                        "`fast` ÷ PyTorch | `fast` ÷ ch. 01 |", 3, ch04_row(), CH04_COLUMNS) +
             check_table("chapters/07_tensor_core_forward/README.md",
                         "| N | d | causal | ch07 fastest | FlashAttention-2 | ratio | cuDNN | ratio |", 3,
                         vs_row("ch07_fastest"), VS_COLUMNS) +
@@ -199,7 +217,7 @@ def main():
             continue
         print(f"FAIL {path}: the CSVs give \"{text}\", which the page does not say")
         failed += 1
-    print(f"{len(claims())} quotes and 5 tables checked: {failed} mismatches")
+    print(f"{len(claims())} quotes and 6 tables checked: {failed} mismatches")
     return 1 if failed else 0
 
 
