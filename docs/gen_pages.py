@@ -23,6 +23,7 @@ with decimal prefixes and three significant digits ("8.59 GB", "275 GFLOP"), 'â€
 number was not measured.
 """
 import argparse
+import json
 import glob
 import os
 import re
@@ -183,7 +184,7 @@ class Page:
                 full = os.path.join(self.ctx.figures, name)
             else:
                 return note(f"Figure `{name}` is not generated yet.")
-        name = self.ctx.copy_image(full)
+        name = self.ctx.copy_image(full, alt)
         return f'\n\\image html {name} "{alt}"\n' if alt else f"\n\\image html {name}\n"
 
     @staticmethod
@@ -528,6 +529,9 @@ class Context:
                 if re.search(r"\.(hpp|cuh|h|cu|cpp)$", f) and not re.search(r"(^|/)(tests/|test_)", rel):
                     self.sources[rel] = rel
         self.images = os.path.join(self.out, "images")
+        # image file -> the words a reader without the picture gets (its alt text): Doxygen
+        # 1.9's \image leaves alt empty, so docs/alt_text.py writes these into the HTML.
+        self.alts = {}
 
     @staticmethod
     def read(path, kind=None):
@@ -539,18 +543,20 @@ class Context:
         except results_csv.CsvError as e:
             sys.exit(f"gen_pages: error: {e}")
 
-    def copy_image(self, path):
+    def copy_image(self, path, alt=""):
         os.makedirs(self.images, exist_ok=True)
         # "figures/roofline.png" -> "figures_roofline.png": unique enough, no odd characters
         name = re.sub(r"[^\w.-]", "_", os.path.basename(os.path.dirname(path)) + "_" +
                       os.path.basename(path))
         shutil.copyfile(path, os.path.join(self.images, name))
+        stem = os.path.splitext(os.path.basename(path))[0].replace("_", " ")
+        self.alts[name] = alt or self.alts.get(name) or CAPTIONS.get(os.path.basename(path)) or stem
         return name
 
     def figure(self, name, caption):
         path = os.path.join(self.figures, name)
         if os.path.isfile(path):
-            return f'\\image html {self.copy_image(path)} "{caption}" width=900px'
+            return f'\\image html {self.copy_image(path, caption)} "{caption}" width=900px'
         title = TITLES.get(name, caption)
         return note(f"Figure `plots/figures/{name}` ({title[0].lower() + title[1:]}) is not generated yet: "
                     "`cmake --build build --target plots` draws it from the committed CSVs.")
@@ -652,6 +658,8 @@ def main(argv=None):
     # Doxygen's INPUT, the pages in reading order (docs/Doxyfile.in includes this file):
     # Related Pages and the tree list the pages in the order Doxygen reads them.
     order = ["mainpage"] + [f"ch{c}" for c in sorted(ctx.chapters)] + ["results"] + list(DOC_PAGES)
+    with open(os.path.join(args.out, "image_alts.json"), "w", encoding="utf-8") as fh:
+        json.dump(ctx.alts, fh, indent=1, sort_keys=True, ensure_ascii=False)
     write(os.path.join(args.out, "input.doxy"),
           ["INPUT = " + " ".join(f'"{os.path.join(os.path.abspath(args.out), p)}.md"' for p in order)])
     print(f"gen_pages: {len(ctx.chapters)} chapter pages, results from {ctx.results_rel} "
