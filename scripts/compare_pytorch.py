@@ -178,6 +178,10 @@ def parse_args(argv):
     ap.add_argument("--sizes", nargs="+", default=["1024,4096,16384"], metavar="N")
     ap.add_argument("--dims", nargs="+", default=["64,128"], metavar="D")
     ap.add_argument("--causal", nargs="+", default=["0,1"], metavar="C", help="0, 1 or both")
+    ap.add_argument("--shapes", nargs="+", metavar="B,H,N,d,C",
+                    help="these shapes instead of --sizes x --dims x --causal (16384 tokens, "
+                         "H = 2048/d): batch, heads, tokens, head dim, causal 0 or 1, e.g. "
+                         "--shapes 8,12,1024,64,1 1,32,32768,128,1")
     ap.add_argument("--backward", action="store_true",
                     help="also the backward: PyTorch's (fwd+bwd minus fwd) and ours (ch05_flash, ch08)")
     ap.add_argument("--impls", nargs="+", metavar="NAME",
@@ -199,6 +203,12 @@ def parse_args(argv):
         args.impls = csv_list(args.impls) if args.impls else None
     except ValueError as e:
         ap.error(f"not a number: {e}")
+    try:
+        args.shapes = [tuple(int(x) for x in item.split(",")) for item in args.shapes or []]
+    except ValueError as e:
+        ap.error(f"--shapes: not a number: {e}")
+    if any(len(sh) != 5 or min(sh[:4]) < 1 or sh[4] not in (0, 1) for sh in args.shapes):
+        ap.error("--shapes takes B,H,N,d,C: four positive numbers and causal 0 or 1")
     bad = [t for t in args.dtypes if t not in DTYPES]
     if bad:
         ap.error(f"unknown dtype {bad[0]!r}: choose bf16, fp16 or float32")
@@ -230,12 +240,20 @@ def selected(args, exported=None):
     return torch_names, ours
 
 
+def shapes_of(args):
+    """(causal, B, H, N, d) of every case in the order they run: --shapes as given, else the
+    tutorial's 16384-token grid (pytorch_anchors.shapes)."""
+    if args.shapes:
+        return [(bool(c), b, h, n, d) for b, h, n, d, c in args.shapes]
+    return pa.shapes(args.sizes, args.dims, args.causal)
+
+
 def plan(args, exported=None):
     """[(dtype, causal, B, H, N, d, [(impl, pass), ...])] in the order the run goes."""
     torch_names, ours = selected(args, exported)
     cases = []
     for dtype in args.dtypes:
-        for causal, b, h, n, d in pa.shapes(args.sizes, args.dims, args.causal):
+        for causal, b, h, n, d in shapes_of(args):
             todo = [(t, "forward") for t in torch_names]
             if args.backward:
                 todo += [(t, "backward") for t in torch_names]
@@ -416,7 +434,7 @@ def measure(torch, args, exported):
     rows, problems = [], []
     for dtype in args.dtypes:
         dt = getattr(torch, DTYPES[dtype])
-        for causal, b, h, n, d in pa.shapes(args.sizes, args.dims, args.causal):
+        for causal, b, h, n, d in shapes_of(args):
             shape = (dtype, causal, b, h, n, d)
             inputs = 3 * b * h * n * d * ELEMENT_BYTES[dtype]
             torch.manual_seed(0)

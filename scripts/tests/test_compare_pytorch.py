@@ -83,6 +83,17 @@ class CommandLine(unittest.TestCase):
         self.assertEqual(a.dtypes, ["bf16", "fp16"])
         self.assertEqual((a.dims, a.causal), ([64, 128], [0, 1]))
 
+    def test_explicit_shapes_replace_the_grid(self):
+        a = cp.parse_args(["--list", "--shapes", "8,12,1024,64,1", "1,32,32768,128,0"])
+        self.assertEqual(cp.shapes_of(a), [(True, 8, 12, 1024, 64), (False, 1, 32, 32768, 128)])
+        lines = run("--list", "--impls", "torch_cudnn", "--shapes", "4,16,2048,128,1").stdout.splitlines()
+        self.assertEqual(len(lines), 1, lines)
+        self.assertIn("causal=1 B= 4 H=16 N=  2048 d=128", lines[0])
+        for bad in ("8,12,1024,64", "8,12,1024,64,2", "0,12,1024,64,1", "8,x,1024,64,1"):
+            r = run("--list", "--shapes", bad)
+            self.assertEqual(r.returncode, 2, bad)
+            self.assertIn("--shapes", r.stderr, bad)
+
     def test_bad_arguments_are_refused(self):
         for args in (["--list", "--dtypes", "fp8"], ["--list", "--sizes", "0"],
                      ["--list", "--impls", "tinyflash"], ["--list", "--causal", "2"],
