@@ -162,11 +162,67 @@ CH04_COLUMNS = {3: lambda x: float(x["simple"]["ms"]), 4: lambda x: float(x["sim
                 9: lambda x: float(x["fast"]["speedup_vs_ch01"])}
 
 
+def ch05_table():
+    """Chapter 05's steps: rows by variant, columns by shape (chapters.csv, backward ms); a
+    variant chapters.csv does not have (flash_sync, an experiment's build) is not checked."""
+    ms = {(r["variant"], r["seq_len"], r["head_dim"], r["causal"]): float(r["ms"])
+          for r in read("chapters.csv") if r["chapter"] == "05" and r["pass"] == "backward"}
+    shapes = [("4096", "64", "0"), ("16384", "64", "0"), ("16384", "128", "0"), ("16384", "128", "1")]
+    bad = []
+    path = "chapters/05_backward/README.md"
+    for cells in table(path, "| variant | what changes | N = 4096, d = 64 | N = 16384, d = 64 | "
+                             "N = 16384, d = 128 | same, causal |"):
+        for i, shape in enumerate(shapes, 2):
+            if (cells[0],) + shape in ms:
+                want = printed_as(cells[i], ms[(cells[0],) + shape])
+                if want != cells[i]:
+                    bad.append(f"{path}: {cells[0]} at N, d, causal = {shape}: the page says "
+                               f"{cells[i]}, chapters.csv gives {want}")
+    return bad
+
+
+def ch06_table():
+    """Chapter 06 against PyTorch's three kernels (vs_pytorch.csv): "ms (TFLOP/s)" cells."""
+    t = {}
+    for r in read("vs_pytorch.csv"):
+        if r["dtype"] == "bf16" and r["pass"] == "forward":
+            t[(r["impl"], r["seq_len"], r["head_dim"], r["causal"])] = (float(r["ms"]), float(r["tflops"]))
+    bad, fixes = [], []
+    path = "chapters/06_tensor_cores/README.md"
+    header = "| N | d | causal | ch06 ms (TFLOP/s) | predicted | PyTorch 3 kernels ms (TFLOP/s) | ratio |"
+    for cells in table(path, header):
+        key = (cells[0], cells[1], "1" if cells[2] == "yes" else "0")
+        ours, torch = t[("ch06_warp_rows",) + key], t[("torch_naive",) + key]
+        for i, (ms, tf) in ((3, ours), (5, torch)):
+            ms_text, tf_text = cells[i].split(" (")
+            want = f"{printed_as(ms_text, ms)} ({printed_as(tf_text.rstrip(')'), tf)})"
+            if want != cells[i]:
+                bad.append(f"{path}: row {' | '.join(cells[:3])}: the page says {cells[i]}, "
+                           f"vs_pytorch.csv gives {want}")
+                fixes.append((cells[:3], cells[i], want))
+        want = printed_as(cells[6], torch[0] / ours[0])
+        if want != cells[6]:
+            bad.append(f"{path}: row {' | '.join(cells[:3])}: ratio {cells[6]}, vs_pytorch.csv gives {want}")
+            fixes.append((cells[:3], cells[6], want))
+    if FIX and fixes:
+        with open(os.path.join(ROOT, path), encoding="utf-8") as fh:
+            text = fh.read()
+        for key, old, new in fixes:
+            row = "| " + " | ".join(key) + " | "
+            at = text.index(row, text.index(header))
+            end = text.index("\n", at)
+            text = text[:at] + text[at:end].replace(old, new, 1) + text[end:]
+        with open(os.path.join(ROOT, path), "w", encoding="utf-8") as fh:
+            fh.write(text)
+        return []
+    return bad
+
+
 def tables():
     """Mismatches of every table checked this way."""
     ch01 = dict(TOUR_COLUMNS)
     ch01[6] = None  # "extra memory": the grid, B·H·N²·4 bytes, in GB as the harness prints it
-    return (check_table("chapters/01_naive/README.md", "| N | d | causal | ms | TFLOP/s | GB/s | extra memory |",
+    return ch05_table() + ch06_table() + (check_table("chapters/01_naive/README.md", "| N | d | causal | ms | TFLOP/s | GB/s | extra memory |",
                         3, tour_row("01", "naive"), ch01) +
             check_table("chapters/02_tiled/README.md", "| N | d | causal | ms | TFLOP/s | GB/s | × chapter 01 |",
                         3, tour_row("02", "tiled"), TOUR_COLUMNS) +
@@ -197,6 +253,18 @@ def claims():
         ("README.md", f"at N = 4096, {ch09_ratio('ch09_overlap', 'torch_cudnn', (4096,))} cuDNN"),
         ("README.md", f"at N = 1024, {ch09_ratio('ch09_overlap', 'torch_cudnn', (1024,))}"),
     ]
+    # The tensor-core chapters at N = 16384, d = 128, non-causal (vs_pytorch.csv), as the main
+    # page and README.md quote them.
+    v = vs_row("ch06_warp_rows")("16384", "128", "no")
+    ch07 = vs_row("ch07_fastest")("16384", "128", "no")["ch07_fastest"]
+    out += [
+        ("docs/mainpage.md", f"runs {v['ch06_warp_rows']:.1f} TFLOP/s (PyTorch's three kernels "
+                             f"{v['torch_naive']:.1f}: {v['ch06_warp_rows'] / v['torch_naive']:.2f}×) and "
+                             f"chapter 07's fused kernel {ch07:.1f}, against FlashAttention-2's "
+                             f"{v['torch_flash']:.1f} ({ch07 / v['torch_flash']:.2f}×) and cuDNN's "
+                             f"{v['torch_cudnn']:.1f}."),
+        ("README.md", f"({v['ch06_warp_rows']:.0f} TFLOP/s at d = 128 with `warp_rows`"),
+    ]
     fp16, bf16 = ch09_table("fp16"), ch09_table("bf16")
     worst = max(abs(fp16[k][i] / bf16[k][i] - 1) for k in bf16 for i in STEPS)
     out.append((ch09, f"fp16, in another run of the same script, lands within {int(worst * 100) + 1}% of these"))
@@ -217,7 +285,7 @@ def main():
             continue
         print(f"FAIL {path}: the CSVs give \"{text}\", which the page does not say")
         failed += 1
-    print(f"{len(claims())} quotes and 6 tables checked: {failed} mismatches")
+    print(f"{len(claims())} quotes and 8 tables checked: {failed} mismatches")
     return 1 if failed else 0
 
 
