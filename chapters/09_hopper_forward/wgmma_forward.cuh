@@ -26,7 +26,7 @@
 /// panel) with its coordinates in a tensor map (sm90/tma.hpp); the copy engine fetches it,
 /// swizzles it into the panel layout, zero-fills rows past N, and counts its bytes down an
 /// mbarrier a stage (sm90/mbarrier.cuh); every thread waits on the stage's phase instead of
-/// its own cp.async group. What it removes: the 16 to 32 cp.async a thread a tile, their
+/// its own cp.async group. What it removes: the 8 (d = 64) or 16 (d = 128) cp.async a thread a tile, their
 /// address arithmetic, the zero-fill tests, and the proxy fence (the copy engine writes
 /// through the async proxy that wgmma reads). The pipeline is still step 1's: tile j + 1
 /// is requested while tile j is computed, and a block barrier frees a stage.
