@@ -85,7 +85,7 @@ import pytorch_anchors as pa
 COLUMNS = ["impl", "pass", "dtype", "batch", "heads", "seq_len", "head_dim", "causal", "ms",
            "tflops", "rel_err"]
 EXTRA = ["rel_err_vs_torch", "torch_ref", "ms_min", "ms_max", "iters", "timed",
-         "ratio_vs_torch_flash", "gpu"]
+         "ratio_vs_torch_flash", "gpu", "heads_kv"]
 
 # PyTorch's five, in the contract's order, each with the anchors' name for it (what
 # pa.grid_bytes_needed() knows) and its SDPBackend member (None: the three kernels).
@@ -178,10 +178,11 @@ def parse_args(argv):
     ap.add_argument("--sizes", nargs="+", default=["1024,4096,16384"], metavar="N")
     ap.add_argument("--dims", nargs="+", default=["64,128"], metavar="D")
     ap.add_argument("--causal", nargs="+", default=["0,1"], metavar="C", help="0, 1 or both")
-    ap.add_argument("--shapes", nargs="+", metavar="B,H,N,d,C",
+    ap.add_argument("--shapes", nargs="+", metavar="B,H,N,d,C[,Hkv]",
                     help="these shapes instead of --sizes x --dims x --causal (16384 tokens, "
-                         "H = 2048/d): batch, heads, tokens, head dim, causal 0 or 1, e.g. "
-                         "--shapes 8,12,1024,64,1 1,32,32768,128,1")
+                         "H = 2048/d): batch, heads, tokens, head dim, causal 0 or 1, and "
+                         "optionally key/value heads (grouped-query; forward only), e.g. "
+                         "--shapes 8,12,1024,64,1 4,32,8192,128,1,8")
     ap.add_argument("--backward", action="store_true",
                     help="also the backward: PyTorch's (fwd+bwd minus fwd) and ours (ch05_flash, ch08)")
     ap.add_argument("--impls", nargs="+", metavar="NAME",
@@ -207,8 +208,11 @@ def parse_args(argv):
         args.shapes = [tuple(int(x) for x in item.split(",")) for item in args.shapes or []]
     except ValueError as e:
         ap.error(f"--shapes: not a number: {e}")
-    if any(len(sh) != 5 or min(sh[:4]) < 1 or sh[4] not in (0, 1) for sh in args.shapes):
-        ap.error("--shapes takes B,H,N,d,C: four positive numbers and causal 0 or 1")
+    if any(len(sh) not in (5, 6) or min(sh[:4]) < 1 or sh[4] not in (0, 1) for sh in args.shapes):
+        ap.error("--shapes takes B,H,N,d,C[,Hkv]: four positive numbers, causal 0 or 1, and "
+                 "optionally the key/value heads")
+    if any(len(sh) == 6 and (sh[5] < 1 or sh[1] % sh[5]) for sh in args.shapes):
+        ap.error("--shapes: the key/value heads (the sixth number) must divide the heads")
     bad = [t for t in args.dtypes if t not in DTYPES]
     if bad:
         ap.error(f"unknown dtype {bad[0]!r}: choose bf16, fp16 or float32")
@@ -241,24 +245,26 @@ def selected(args, exported=None):
 
 
 def shapes_of(args):
-    """(causal, B, H, N, d) of every case in the order they run: --shapes as given, else the
-    tutorial's 16384-token grid (pytorch_anchors.shapes)."""
+    """(causal, B, H, N, d, H_kv) of every case in the order they run: --shapes as given
+    (H_kv = H unless a sixth number says otherwise), else the tutorial's 16384-token grid
+    (pytorch_anchors.shapes)."""
     if args.shapes:
-        return [(bool(c), b, h, n, d) for b, h, n, d, c in args.shapes]
-    return pa.shapes(args.sizes, args.dims, args.causal)
+        return [(bool(sh[4]),) + tuple(sh[:4]) + (sh[5] if len(sh) == 6 else sh[1],) for sh in args.shapes]
+    return [shape + (shape[2],) for shape in pa.shapes(args.sizes, args.dims, args.causal)]
 
 
 def plan(args, exported=None):
-    """[(dtype, causal, B, H, N, d, [(impl, pass), ...])] in the order the run goes."""
+    """[(dtype, causal, B, H, N, d, H_kv, [(impl, pass), ...])] in the order the run goes."""
     torch_names, ours = selected(args, exported)
     cases = []
     for dtype in args.dtypes:
-        for causal, b, h, n, d in shapes_of(args):
+        for causal, b, h, n, d, hkv in shapes_of(args):
+            backward = args.backward and hkv == h  # grouped heads: the forward only, here
             todo = [(t, "forward") for t in torch_names]
-            if args.backward:
+            if backward:
                 todo += [(t, "backward") for t in torch_names]
-            todo += [(o, OURS[o][0]) for o in ours if runs_in(o, dtype)]
-            cases.append((dtype, causal, b, h, n, d, todo))
+            todo += [(o, OURS[o][0]) for o in ours if runs_in(o, dtype) and (backward or OURS[o][0] == "forward")]
+            cases.append((dtype, causal, b, h, n, d, hkv, todo))
     return cases
 
 
@@ -271,7 +277,7 @@ def ref_heads(count, k):
 
 
 def make_row(impl, pass_, dtype, causal, b, h, n, d, ms, rel_err, *, rel_err_vs_torch=None,
-             torch_ref="", ms_min=None, ms_max=None, iters=None, timed="call", gpu=""):
+             torch_ref="", ms_min=None, ms_max=None, iters=None, timed="call", gpu="", heads_kv=None):
     """One vs_pytorch.csv row (a dict with COLUMNS + EXTRA as keys)."""
     f = pa.flops(b, h, n, d, causal) * (2.5 if pass_ == "backward" else 1.0)
     return {"impl": impl, "pass": pass_, "dtype": dtype, "batch": b, "heads": h, "seq_len": n,
@@ -279,11 +285,12 @@ def make_row(impl, pass_, dtype, causal, b, h, n, d, ms, rel_err, *, rel_err_vs_
             "tflops": f / ms / 1e9 if ms and ms > 0 else None, "rel_err": rel_err,
             "rel_err_vs_torch": rel_err_vs_torch, "torch_ref": torch_ref, "ms_min": ms_min,
             "ms_max": ms_max, "iters": iters, "timed": timed, "ratio_vs_torch_flash": None,
-            "gpu": gpu}
+            "gpu": gpu, "heads_kv": h if heads_kv is None else heads_kv}
 
 
 def problem_key(r):
-    return (r["pass"], r["dtype"], r["batch"], r["heads"], r["seq_len"], r["head_dim"], r["causal"])
+    return (r["pass"], r["dtype"], r["batch"], r["heads"], r["seq_len"], r["head_dim"], r["causal"],
+            r.get("heads_kv", r["heads"]))
 
 
 def add_ratios(rows):
@@ -434,12 +441,14 @@ def measure(torch, args, exported):
     rows, problems = [], []
     for dtype in args.dtypes:
         dt = getattr(torch, DTYPES[dtype])
-        for causal, b, h, n, d in shapes_of(args):
+        for causal, b, h, n, d, hkv in shapes_of(args):
             shape = (dtype, causal, b, h, n, d)
-            inputs = 3 * b * h * n * d * ELEMENT_BYTES[dtype]
+            backward = args.backward and hkv == h  # grouped heads: the forward only, here
+            gqa = {"enable_gqa": True} if hkv < h else {}  # SDPA's grouped-query switch
+            inputs = (b * h + 2 * b * hkv) * n * d * ELEMENT_BYTES[dtype]
             torch.manual_seed(0)
-            q, k, v = (torch.randn(b, h, n, d, dtype=dt, device=dev, requires_grad=True)
-                       for _ in range(3))
+            q, k, v = (torch.randn(b, heads, n, d, dtype=dt, device=dev, requires_grad=True)
+                       for heads in (h, hkv, hkv))
             d_out = torch.randn(b, h, n, d, dtype=dt, device=dev)
             heads = ref_heads(b * h, args.ref_heads)
 
@@ -449,7 +458,7 @@ def measure(torch, args, exported):
 
             try:
                 ref = reference(torch, F, sdpa_kernel, SDPBackend.MATH, q, k, v, d_out, causal,
-                                heads, args.backward)
+                                heads, backward)
             except (RuntimeError, torch.cuda.OutOfMemoryError) as e:
                 ref = None
                 problems.append(f"float64 reference for {dtype} causal={int(causal)} B={b} H={h} "
@@ -469,11 +478,14 @@ def measure(torch, args, exported):
                 member = SDP_MEMBER[name]
                 if member is None:
                     def fwd(causal=causal):
-                        return three_kernels(torch, q, k, v, causal)
+                        if hkv == h:
+                            return three_kernels(torch, q, k, v, causal)
+                        g = h // hkv  # each key/value head repeated for its query heads
+                        return three_kernels(torch, q, k.repeat_interleave(g, 1), v.repeat_interleave(g, 1), causal)
                 else:
                     def fwd(causal=causal, backend=getattr(SDPBackend, member)):
                         with sdpa_kernel(backend):
-                            return F.scaled_dot_product_attention(q, k, v, is_causal=causal)
+                            return F.scaled_dot_product_attention(q, k, v, is_causal=causal, **gqa)
                 stage = "forward"
                 try:
                     out = fwd()  # also raises here when the backend cannot run this case
@@ -483,10 +495,10 @@ def measure(torch, args, exported):
                     del out
                     ms, lo, hi, count = timed(fwd, args.reps)
                     r = make_row(name, "forward", dtype, causal, b, h, n, d, ms, err, ms_min=lo,
-                                 ms_max=hi, iters=count, gpu=gpu)
+                                 ms_max=hi, iters=count, gpu=gpu, heads_kv=hkv)
                     rows.append(r)
                     print(line(r), flush=True)
-                    if args.backward:
+                    if backward:
                         stage = "backward"
                         grads = torch.autograd.grad(fwd(), (q, k, v), d_out)
                         err = max(rel_l2(zip(pick(g), ref[key])) for g, key in
@@ -516,7 +528,7 @@ def measure(torch, args, exported):
             for name in ours:
                 kind, key = OURS[name]
                 spec = spec_of(name)
-                if not runs_in(name, dtype):
+                if not runs_in(name, dtype) or (kind == "backward" and not backward):
                     continue
                 if exported is not None and key not in exported:
                     print(skipped(name, kind, *shape, f"{key} is not in this build of "
@@ -525,7 +537,7 @@ def measure(torch, args, exported):
                 try:
                     # Refuses (a skip, below) what the implementation does not support.
                     nbytes = flashtut.workspace_bytes(key, flashtut.problem(
-                        b, h, n, d, causal=causal, dtype=FT_DTYPE[dtype]), kind)
+                        b, h, n, d, causal=causal, dtype=FT_DTYPE[dtype], heads_kv=hkv), kind)
                     free, _ = torch.cuda.mem_get_info()
                     need = nbytes + inputs // 3 * (1 if kind == "forward" else 4)  # O (+ dQ, dK, dV)
                     if need > 0.9 * free:
@@ -561,7 +573,7 @@ def measure(torch, args, exported):
                     ms, lo, hi, count = timed(call, args.reps)
                     r = make_row(name, kind, dtype, causal, b, h, n, d, ms, err,
                                  rel_err_vs_torch=vs, torch_ref=vs_name, ms_min=lo, ms_max=hi,
-                                 iters=count, gpu=gpu)
+                                 iters=count, gpu=gpu, heads_kv=hkv)
                     rows.append(r)
                     print(line(r) + (f" (vs {vs_name} {vs:.1e})" if vs is not None else ""),
                           flush=True)
@@ -589,10 +601,13 @@ def reference(torch, F, sdpa_kernel, math_backend, q, k, v, d_out, causal, heads
     scores in float64, and with `backward` dQ, dK, dV by autograd through the same. Returns
     {"o": [...], "lse": [...], "dq": [...], ...}, one [N, d] (L: [N]) tensor per head."""
     b, h, n, d = q.shape
+    hkv = k.shape[1]  # query head i reads key/value head i // (h / hkv) of its batch
     out = {"o": [], "lse": [], "dq": [], "dk": [], "dv": []}
     for i in heads:
-        q64, k64, v64 = (t.detach().reshape(b * h, n, d)[i].double()[None, None].requires_grad_(backward)
-                         for t in (q, k, v))
+        kv = i // h * hkv + i % h // (h // hkv)
+        q64 = q.detach().reshape(b * h, n, d)[i].double()[None, None].requires_grad_(backward)
+        k64, v64 = (t.detach().reshape(b * hkv, n, d)[kv].double()[None, None].requires_grad_(backward)
+                    for t in (k, v))
         with sdpa_kernel(math_backend):
             o64 = F.scaled_dot_product_attention(q64, k64, v64, is_causal=causal)
         with torch.no_grad():
@@ -619,10 +634,10 @@ def main(argv=None):
         except flashtut.LibraryError as e:
             print(f"compare_pytorch: note: {e}; listing every default", file=sys.stderr)
             exported = None
-        for dtype, causal, b, h, n, d, todo in plan(args, exported):
+        for dtype, causal, b, h, n, d, hkv, todo in plan(args, exported):
             for impl, pass_ in todo:
                 print(f"{impl:18s} {pass_:8s} {dtype:7s} causal={int(causal)} B={b:2d} H={h:2d} "
-                      f"N={n:6d} d={d:3d}")
+                      f"N={n:6d} d={d:3d}" + (f" H_kv={hkv}" if hkv != h else ""))
         return 0
     # The library must exist (checked without loading it), then torch, then the library:
     # loading it before `import torch` crashed that import on the H200 machine

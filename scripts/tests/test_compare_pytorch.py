@@ -85,11 +85,14 @@ class CommandLine(unittest.TestCase):
 
     def test_explicit_shapes_replace_the_grid(self):
         a = cp.parse_args(["--list", "--shapes", "8,12,1024,64,1", "1,32,32768,128,0"])
-        self.assertEqual(cp.shapes_of(a), [(True, 8, 12, 1024, 64), (False, 1, 32, 32768, 128)])
+        self.assertEqual(cp.shapes_of(a), [(True, 8, 12, 1024, 64, 12), (False, 1, 32, 32768, 128, 32)])
+        # Grouped heads: a sixth number; the forward only (no backward rows planned for it).
+        g = run("--list", "--backward", "--impls", "torch_cudnn", "--shapes", "4,32,8192,128,1,8").stdout
+        self.assertEqual(g.split(), "torch_cudnn forward bf16 causal=1 B= 4 H=32 N= 8192 d=128 H_kv=8".split())
         lines = run("--list", "--impls", "torch_cudnn", "--shapes", "4,16,2048,128,1").stdout.splitlines()
         self.assertEqual(len(lines), 1, lines)
         self.assertIn("causal=1 B= 4 H=16 N=  2048 d=128", lines[0])
-        for bad in ("8,12,1024,64", "8,12,1024,64,2", "0,12,1024,64,1", "8,x,1024,64,1"):
+        for bad in ("8,12,1024,64", "8,12,1024,64,2", "0,12,1024,64,1", "8,x,1024,64,1", "4,32,8192,128,1,5"):
             r = run("--list", "--shapes", bad)
             self.assertEqual(r.returncode, 2, bad)
             self.assertIn("--shapes", r.stderr, bad)
@@ -265,6 +268,9 @@ def fake_torch(np, refuse):
         def __matmul__(self, o):
             return self._new(self.a @ o.a)
 
+        def repeat_interleave(self, g, dim):
+            return self._new(np.repeat(self.a, g, axis=dim))
+
         def transpose(self, i, j):
             return self._new(np.swapaxes(self.a, i, j))
 
@@ -320,14 +326,16 @@ def fake_torch(np, refuse):
         return t._new((m + np.log(np.exp(t.a - m).sum(axis=dim, keepdims=True))).squeeze(dim))
 
     def attention(q, k, v, causal):
-        s = (q.a @ np.swapaxes(k.a, -1, -2)) * q.shape[-1] ** -0.5
+        g = q.shape[1] // k.shape[1]  # grouped heads: each key/value head serves g query heads
+        ka, va = (np.repeat(t.a, g, axis=1) if g > 1 else t.a for t in (k, v))
+        s = (q.a @ np.swapaxes(ka, -1, -2)) * q.shape[-1] ** -0.5
         if causal:
             n = s.shape[-1]
             s = np.where(np.triu(np.ones((n, n), bool), 1), -np.inf, s)
         m = s.max(axis=-1, keepdims=True)
         e = np.exp(s - m)
         lse = (m + np.log(e.sum(axis=-1, keepdims=True)))[..., 0]
-        return (e / e.sum(axis=-1, keepdims=True)) @ v.a, lse
+        return (e / e.sum(axis=-1, keepdims=True)) @ va, lse
 
     rng = [np.random.default_rng(0)]
     torch = types.ModuleType("torch")
@@ -380,8 +388,10 @@ def fake_torch(np, refuse):
         yield
         state["backend"] = None
 
-    def sdpa(q, k, v, is_causal=False):
+    def sdpa(q, k, v, is_causal=False, enable_gqa=False):
         backend = state["backend"]
+        if k.shape[1] != q.shape[1] and not enable_gqa:
+            raise RuntimeError("the heads of q and k differ (SDPA wants enable_gqa=True)")
         if refuse(backend, q.dtype.name):
             raise RuntimeError("No available kernel. Aborting execution.")
         clock[0] += COST[backend]
@@ -452,14 +462,34 @@ class WholeRun(unittest.TestCase):
             rows = list(csv.DictReader(open(path, newline=""))) if os.path.exists(path) else None
         return rc, rows, out.getvalue(), err.getvalue(), torch
 
+    def test_grouped_heads_run_the_forward_against_their_reference(self):
+        rc, rows, out, err, _ = self.run_script(
+            ["--shapes", "1,4,64,64,1,2", "--dtypes", "bf16", "--backward", "--ref-heads", "4",
+             "--impls", "torch_flash", "torch_naive", "ch07_fastest"])
+        self.assertEqual(rc, 0, out + err)
+        self.assertEqual(sorted((r["impl"], r["pass"]) for r in rows),
+                         [("ch07_fastest", "forward"), ("torch_flash", "forward"), ("torch_naive", "forward")])
+        for r in rows:
+            self.assertEqual((r["heads"], r["heads_kv"]), ("4", "2"))
+            self.assertLess(float(r["rel_err"]), 1e-2, r["impl"])  # against the grouped reference
+
     def test_every_case_gets_its_rows_and_ratios(self):
         rc, rows, out, err, torch = self.run_script(
             ["--sizes", "64", "--dims", "64", "--causal", "0,1", "--dtypes", "bf16,float32",
              "--backward", "--ref-heads", "2"])
         self.assertEqual(rc, 0, out + err)
-        ours_half = ["ch07_fastest", "ch06_warp_rows", "ch08_fastest"]  # ch08: backward
-        # bf16: 5 of PyTorch's x (forward, backward) + ours; float32: flash and cudnn refuse.
-        self.assertEqual(len(rows), 2 * (10 + len(ours_half)) + 2 * (6 + 2))
+        # bf16: 5 of PyTorch's x (forward, backward); float32: flash and cudnn refuse. Ours:
+        # every chapter's recommended pass in each dtype it computes, two causal cases each,
+        # unless this machine's library refused it before any launch (a skip, said so).
+        torch_rows = [r for r in rows if r["impl"].startswith("torch_")]
+        self.assertEqual(len(torch_rows), 2 * 10 + 2 * 6)
+        for dtype in ("bf16", "float32"):
+            for name in (n for n in cp.DEFAULT_OURS if cp.runs_in(n, dtype)):
+                got = [r for r in rows if r["impl"] == name and r["dtype"] == dtype]
+                if not got:
+                    self.assertRegex(out, rf"{name} .* {dtype} .*skipped: ", (name, dtype))
+                else:
+                    self.assertEqual(len(got), 2, (name, dtype))
         passes = {(r["impl"], r["pass"]) for r in rows}
         self.assertIn(("ch08_fastest", "backward"), passes)
         self.assertNotIn(("ch08_fastest", "forward"), passes)
