@@ -88,7 +88,8 @@ def measure(args, torch, transformers):
         cls, kw, batch, n = MODELS[name]
         config = getattr(transformers, cls)(vocab_size=VOCAB, attention_dropout=0.0, **kw) \
             if cls != "GPT2Config" else transformers.GPT2Config(vocab_size=VOCAB, attn_pdrop=0.0,
-                                                                resid_pdrop=0.0, embd_pdrop=0.0, **kw)
+                                                                resid_pdrop=0.0, embd_pdrop=0.0,
+                                                                bos_token_id=0, eos_token_id=0, **kw)
         torch.manual_seed(0)
         state = transformers.AutoModelForCausalLM.from_config(config).state_dict()
         ids = torch.randint(0, VOCAB, (batch, n), device="cuda")
