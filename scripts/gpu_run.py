@@ -660,15 +660,32 @@ def step_vs_pytorch(run):
         run.say("vs_pytorch: python3 cannot import torch, skipped")
         return
     log = run.path("logs", "vs_pytorch.log")
+    a = run.args
+    shapes = ["--shapes", *a.vs_shapes] if a.vs_shapes else shapes_flags(a)
+    impls = ["--impls", *a.vs_impls] if a.vs_impls else []
     rc = run.sh([PYTHON, os.path.join(ROOT, "scripts", "compare_pytorch.py"), "--out", run.out,
-                 "--lib", run.lib, *shapes_flags(run.args),
-                 "--dtypes", ",".join(run.args.vs_dtypes), "--backward"],
+                 "--lib", run.lib, *shapes, *impls,
+                 "--dtypes", ",".join(a.vs_dtypes), "--backward"],
                 log=log, env={"PYTHONUNBUFFERED": "1"}).rc
     run.say(f"vs_pytorch: rc={rc} {count_lines(run.path('vs_pytorch.csv'))} lines, "
             f"{len(grep(' skipped: ', log))} cases skipped")
     lines = read_lines(log)
     table = next((i for i, line in enumerate(lines) if line.startswith("impl  ")), len(lines))
     run.say(*lines[table:])
+
+
+def step_hf(run):
+    """Hugging Face models' training-step time with the tutorial's attention and PyTorch's
+    FlashAttention-2 and cuDNN (scripts/hf_step_time.py; skipped without transformers)."""
+    run.say("== Hugging Face models, training-step time (same process)")
+    if not run.has_torch():
+        run.say("hf: python3 cannot import torch, skipped")
+        return
+    log = run.path("logs", "hf_step_time.log")
+    rc = run.sh([PYTHON, os.path.join(ROOT, "scripts", "hf_step_time.py"), "--out", run.out],
+                log=log, env={"PYTHONUNBUFFERED": "1", "FLASHTUT_LIB": run.lib},
+                timeout=PROGRAM_TIMEOUT).rc
+    run.say(f"hf: rc={rc}", *read_lines(log)[-14:])
 
 
 def step_train(run):
@@ -830,6 +847,8 @@ STEPS = {
                 "torch): anchors.csv, ceilings.csv"),
     "vs_pytorch": (step_vs_pytorch, "ours through python/flashtut beside PyTorch's backends "
                    "(needs torch): vs_pytorch.csv"),
+    "hf": (step_hf, "Hugging Face models' training-step time, ours beside PyTorch's "
+           "FlashAttention-2 and cuDNN (needs torch, transformers): hf_step_time.csv"),
     "train": (step_train, "a small GPT trained with FlashAttention-2 and with ours (needs "
               "torch): training.csv, training.png, training_verdict.txt"),
     "traffic": (step_traffic, "Nsight Compute's bytes per kernel beside the traffic model "
@@ -914,6 +933,16 @@ def number(text, low=0):
 
 def positive(text):
     return number(text, 1)
+
+
+def vs_shape(text):
+    """B,H,N,d,C or B,H,N,d,C,Hkv: the word, checked."""
+    parts = text.split(",")
+    if len(parts) not in (5, 6):
+        raise ValueError(f"{text!r} is not B,H,N,d,C[,Hkv]")
+    for p in parts:
+        number(p)
+    return text
 
 
 def divisor_of(whole, what):
@@ -1038,6 +1067,11 @@ def parse_args(argv):
     option("--vs-dtypes", "element types of vs_pytorch (default: bf16 fp16 float32)",
            nargs="+", type=items(one_of(DTYPES, "dtype")), default=["bf16", "fp16", "float32"],
            metavar="DTYPE")
+    option("--vs-shapes", "vs_pytorch at these shapes instead of --sizes x --dims x --causal: "
+           "B,H,N,d,C[,Hkv] (compare_pytorch.py --shapes)", nargs="+",
+           type=single(lambda word: [vs_shape(word)]), default=[], metavar="SHAPE")
+    option("--vs-impls", "only these in vs_pytorch (compare_pytorch.py --impls; default: its "
+           "own)", nargs="+", type=items(str), default=[], metavar="NAME")
     option("--train-steps", "training steps per run (default: 300)", type=single(positive),
            default=300, metavar="STEPS")
     option("--train-repeats", "rounds of runs, each one run of every (seed, attention) "

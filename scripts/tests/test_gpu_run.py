@@ -17,7 +17,7 @@ ROOT = os.path.dirname(os.path.dirname(HERE))
 SCRIPT = os.path.join(ROOT, "scripts", "gpu_run.py")
 # The steps' names are a contract: the READMEs and the docs name them.
 STEPS = ["env", "tests", "ctest", "readme", "sanitizer", "sanitizer_views", "tour", "chapters",
-         "tc", "anchors", "autograd_gpu", "vs_pytorch", "train", "traffic", "profiles"]
+         "tc", "anchors", "autograd_gpu", "vs_pytorch", "hf", "train", "traffic", "profiles"]
 
 
 def run(*args):
@@ -50,7 +50,8 @@ class CommandLine(unittest.TestCase):
         for option in ("--build", "--steps", "--dry-run", "--sizes", "--dims", "--causal",
                        "--sanitize-chapters", "--sanitize-dims", "--sanitize-args",
                        "--sanitize-variant", "--sanitize-tag", "--sanitize-timeout",
-                       "--tc-chapters", "--tc-variant", "--vs-dtypes", "--ctest-regex",
+                       "--tc-chapters", "--tc-variant", "--vs-dtypes", "--vs-shapes", "--vs-impls",
+                       "--ctest-regex",
                        "--profiles", "--source-pages", "--phase-names", "--commit"):
             self.assertIn(option, r.stdout)
         self.assertIn("(was FT_SANITIZE)", " ".join(r.stdout.split()))
@@ -171,6 +172,16 @@ class DryRun(unittest.TestCase):
         self.assertEqual(self.commands(lines, "ctest --test-dir"), [
             f"OMP_NUM_THREADS=2 OMP_WAIT_POLICY=PASSIVE ctest --test-dir {self.build} -j 16 "
             f"--output-on-failure -R '^ch08[.]' > {self.out}/logs/ctest.log 2>&1"])
+
+    def test_vs_pytorch_at_given_shapes_and_impls_and_the_hf_step(self):
+        lines = self.plan("--steps", "vs_pytorch,hf", "--vs-dtypes", "bf16", "--vs-shapes",
+                          "8,12,1024,64,1", "4,32,8192,128,1,8", "--vs-impls", "ch09_overlap,torch_cudnn")
+        (vs,) = self.commands(lines, "compare_pytorch.py")
+        self.assertIn("--shapes 8,12,1024,64,1 4,32,8192,128,1,8 --impls ch09_overlap torch_cudnn "
+                      "--dtypes bf16 --backward", vs)
+        (hf,) = self.commands(lines, "hf_step_time.py")
+        self.assertIn(f"hf_step_time.py --out {self.out}", hf)
+        self.assertEqual(run("/tmp/o", "--dry-run", "--vs-shapes", "8,12,1024").returncode, 2)
 
     def test_source_pages_alone(self):
         lines = self.plan("--steps", "profiles", "--profiles",
