@@ -218,11 +218,48 @@ def ch06_table():
     return bad
 
 
+def reading_times():
+    """The instructors' page's reading times: each README's words (as `wc -w` counts them)
+    and the minutes at 100 words a minute."""
+    path = "docs/instructors.md"
+    header = "| chapter | README words | read (estimate) | exercises (estimate) |"
+    bad, fixes = [], []
+    for cells in table(path, header):
+        name = cells[0]
+        readme = "README.md" if name.startswith("main page") else \
+            next(os.path.join("chapters", d, "README.md") for d in sorted(os.listdir(os.path.join(ROOT, "chapters")))
+                 if d[:2] == name[:2])
+        with open(os.path.join(ROOT, readme), encoding="utf-8") as fh:
+            words = len(fh.read().split())
+        want_words, want_min = f"{words:,}", f"{round(words / 100)} min"
+        if cells[1] != want_words:
+            bad.append(f"{path}: {name}: {cells[1]} words, {readme} has {want_words}")
+            fixes.append((cells[1], want_words))
+        got_min = cells[2].split(",")[0]
+        if got_min != want_min:
+            bad.append(f"{path}: {name}: {got_min}, {want_words} words at 100 a minute is {want_min}")
+            fixes.append((got_min, want_min))
+        if FIX and fixes:
+            with open(os.path.join(ROOT, path), encoding="utf-8") as fh:
+                text = fh.read()
+            lines = text.split("\n")
+            for j in range(lines.index(header) + 2, len(lines)):
+                if lines[j].split("|")[1].strip().replace("`", "") == name:
+                    for old, new in fixes:
+                        lines[j] = lines[j].replace(f"| {old} |", f"| {new} |", 1).replace(f"| {old},", f"| {new},", 1)
+                    break
+            text = "\n".join(lines)
+            with open(os.path.join(ROOT, path), "w", encoding="utf-8") as fh:
+                fh.write(text)
+            fixes = []
+    return [] if FIX else bad
+
+
 def tables():
     """Mismatches of every table checked this way."""
     ch01 = dict(TOUR_COLUMNS)
     ch01[6] = None  # "extra memory": the grid, B·H·N²·4 bytes, in GB as the harness prints it
-    return ch05_table() + ch06_table() + (check_table("chapters/01_naive/README.md", "| N | d | causal | ms | TFLOP/s | GB/s | extra memory |",
+    return reading_times() + ch05_table() + ch06_table() + (check_table("chapters/01_naive/README.md", "| N | d | causal | ms | TFLOP/s | GB/s | extra memory |",
                         3, tour_row("01", "naive"), ch01) +
             check_table("chapters/02_tiled/README.md", "| N | d | causal | ms | TFLOP/s | GB/s | × chapter 01 |",
                         3, tour_row("02", "tiled"), TOUR_COLUMNS) +
@@ -285,7 +322,7 @@ def main():
             continue
         print(f"FAIL {path}: the CSVs give \"{text}\", which the page does not say")
         failed += 1
-    print(f"{len(claims())} quotes and 8 tables checked: {failed} mismatches")
+    print(f"{len(claims())} quotes and 9 tables checked: {failed} mismatches")
     return 1 if failed else 0
 
 
