@@ -63,12 +63,12 @@ __device__ __forceinline__ void fence_registers(float (&d)[kRegs]) {
   asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"                                \
                "wgmma.mma_async.sync.aligned.m64n64k16.f32." TY "." TY " "                   \
                "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, "   \
-               "%32, %33, p, 1, 1, 0, %35;\n}\n"                                       \
+               "%32, %33, p, 1, 1, %35, %36;\n}\n"                                       \
       : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), \
       "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), \
       "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), \
       "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]) \
-      : "l"(desc_a), "l"(desc_b), "r"(int(accumulate)), "n"(int(kTransB)))
+      : "l"(desc_a), "l"(desc_b), "r"(int(accumulate)), "n"(int(kTransA)), "n"(int(kTransB)))
 
 #define FT_WGMMA_RS_N64(TY)                                                         \
   asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"                                \
@@ -85,7 +85,7 @@ __device__ __forceinline__ void fence_registers(float (&d)[kRegs]) {
   asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"                                \
                "wgmma.mma_async.sync.aligned.m64n128k16.f32." TY "." TY " "                   \
                "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, "   \
-               "%64, %65, p, 1, 1, 0, %67;\n}\n"                                       \
+               "%64, %65, p, 1, 1, %67, %68;\n}\n"                                       \
       : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), \
       "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), \
       "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), \
@@ -94,7 +94,7 @@ __device__ __forceinline__ void fence_registers(float (&d)[kRegs]) {
       "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), \
       "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), \
       "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63]) \
-      : "l"(desc_a), "l"(desc_b), "r"(int(accumulate)), "n"(int(kTransB)))
+      : "l"(desc_a), "l"(desc_b), "r"(int(accumulate)), "n"(int(kTransA)), "n"(int(kTransB)))
 
 #define FT_WGMMA_RS_N128(TY)                                                         \
   asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %69, 0;\n"                                \
@@ -112,7 +112,9 @@ __device__ __forceinline__ void fence_registers(float (&d)[kRegs]) {
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(int(accumulate)), "n"(int(kTransB)))
 
 /// D[64 × N] (+)= A · B, A and B in shared memory (descriptors). T: __nv_bfloat16 or __half.
-template <class T, int N, bool kTransB = false>
+/// kTransA: A is MN-major (its rows run along k, M contiguous: a tile stored transposed, as
+/// the backward's dS is when dQ = dS·K reads it); 16-bit inputs only, which these are.
+template <class T, int N, bool kTransB = false, bool kTransA = false>
 __device__ __forceinline__ void mma_ss(float (&d)[N / 2], uint64_t desc_a, uint64_t desc_b, bool accumulate) {
   static_assert(N == 64 || N == 128, "the shapes this layer spells out");
   constexpr bool kBf16 = std::is_same_v<T, __nv_bfloat16>;

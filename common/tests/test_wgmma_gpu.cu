@@ -2,7 +2,9 @@
 //   - S = Q·Kᵀ: Q [64][K] and K [N][K] in 128-byte-swizzled panels, both K-major, the
 //     product over K/16 k-steps from shared-memory descriptors;
 //   - O = P·V: P from registers in mma.sync's A layout, V [K][N] MN-major (transposed B),
-//     as chapter 09's second product reads it.
+//     as chapter 09's second product reads it;
+//   - D = A·Bᵀ with A MN-major (stored transposed, [K][64]), as a backward's dQ = dS·K reads
+//     the dSᵀ tile it stored.
 // Against a host product of the same rounded inputs, every output element checked (outputs
 // poisoned first), for bf16 and fp16 and N = 64, 128, K = 64, 128. Built for sm_90a only;
 // every test skips without a GPU or on a GPU other than Hopper (sm_90).
@@ -69,6 +71,30 @@ __global__ void qk_kernel(const T* q, const T* k, float* out) {
   for (int ks = 0; ks < K / kMmaK; ++ks)
     mma_ss<T, N>(d, k_major_descriptor<QTile>(smem_addr(sq), ks),
                  k_major_descriptor<KTile>(smem_addr(sk), ks), /*accumulate=*/ks > 0);
+  commit();
+  wait<0>();
+  fence_registers(d);
+  write_acc<N>(out, d);
+}
+
+/// out[64][N] = A[64][K] · Bm[N][K]ᵀ with A stored transposed (At[K][64], MN-major: the
+/// backward's dQ = dS·K reads dS so, from the dSᵀ tile it stored).
+template <class T, int N, int K>
+__global__ void transposed_a_kernel(const T* at, const T* b, float* out) {
+  using ATile = Sw128Tile<K, kM>;  // K rows (k) × 64 columns (m): one panel
+  using BTile = Sw128Tile<N, K>;
+  T* sa = reinterpret_cast<T*>(aligned_smem());
+  T* sb = sa + ATile::kBytes / sizeof(T);
+  store_tile<ATile>(sa, at);
+  store_tile<BTile>(sb, b);
+  fence_proxy_async();
+  __syncthreads();
+  float d[N / 2];
+  fence();
+#pragma unroll
+  for (int ks = 0; ks < K / kMmaK; ++ks)
+    mma_ss<T, N, /*kTransB=*/false, /*kTransA=*/true>(d, mn_major_descriptor<ATile>(smem_addr(sa), ks),
+                                                      k_major_descriptor<BTile>(smem_addr(sb), ks), ks > 0);
   commit();
   wait<0>();
   fence_registers(d);
@@ -144,7 +170,29 @@ void check_pv() {
                  [&](int kk, int j) { return as_float(v[size_t(kk) * N + j]); }, "O = P·V");
 }
 
+template <class T, int N, int K>
+void check_transposed_a() {
+  REQUIRE_SM90();
+  const auto at = random_elements<T>(size_t(K) * kM, 31), b = random_elements<T>(size_t(N) * K, 32);
+  ft::DeviceBuffer<T> dat(at.size()), db(b.size());
+  ft::DeviceBuffer<float> dout(size_t(kM) * N);
+  dat.upload(at);
+  db.upload(b);
+  dout.poison();
+  const size_t smem = kAtomBytes + Sw128Tile<K, kM>::kBytes + Sw128Tile<N, K>::kBytes;
+  CUDA_CHECK(cudaFuncSetAttribute(transposed_a_kernel<T, N, K>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                  int(smem)));
+  transposed_a_kernel<T, N, K><<<1, kWarpgroupThreads, smem>>>(dat.get(), db.get(), dout.get());
+  CUDA_CHECK(cudaGetLastError());
+  const std::vector<float> out = dout.download();
+  expect_product(out, kM, N, K, [&](int i, int kk) { return as_float(at[size_t(kk) * kM + i]); },
+                 [&](int kk, int j) { return as_float(b[size_t(j) * K + kk]); }, "D = A·Bᵀ, A MN-major");
+}
+
 TEST(Wgmma, QKt_bf16_N64_K64) { check_qk<__nv_bfloat16, 64, 64>(); }
+// A MN-major (transposed in shared memory), as the backward's dQ = dS·K will read dS.
+TEST(Wgmma, TransposedA_bf16_N128_K64) { check_transposed_a<__nv_bfloat16, 128, 64>(); }
+TEST(Wgmma, TransposedA_fp16_N64_K128) { check_transposed_a<__half, 64, 128>(); }
 TEST(Wgmma, QKt_bf16_N128_K64) { check_qk<__nv_bfloat16, 128, 64>(); }
 TEST(Wgmma, QKt_bf16_N128_K128) { check_qk<__nv_bfloat16, 128, 128>(); }
 TEST(Wgmma, QKt_fp16_N64_K128) { check_qk<__half, 64, 128>(); }
