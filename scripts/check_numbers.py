@@ -1,13 +1,16 @@
 #!/usr/bin/env python3
-"""Holds the numbers of the chapter READMEs that come from committed CSVs to those CSVs.
+"""Holds the numbers the pages take from committed CSVs (or from other pages: the instructors'
+reading times count the READMEs' words) to their sources.
 
-  python3 scripts/check_numbers.py        exit 1, naming each quote the CSVs no longer give
-  python3 scripts/check_numbers.py --fix  rewrite the checked tables' cells from the CSVs
+  python3 scripts/check_numbers.py        exit 1, naming each number its source no longer gives
+  python3 scripts/check_numbers.py --fix  rewrite the checked tables' cells from their sources
 
-Each claim names a page, recomputes a piece of its text from plots/results/h200/ (a table
-row, a range of ratios) and checks that the page says exactly that. A re-measured CSV that
-moves a number, or an edit that changes one by hand, fails here until text and CSV agree.
-README.md's results section has its own generator (scripts/update_readme.py --check).
+Two kinds of check. Tables: every value cell of the chapters' measured tables (01-09), the
+instructors' reading times, recomputed and compared at the precision the cell is printed
+with. Quotes: a piece of prose (a range of ratios, a figure) recomputed and looked for
+verbatim. A re-measured CSV that moves a number, or an edit that changes one by hand, fails
+here until text and source agree. README.md's results section has its own generator
+(scripts/update_readme.py --check).
 """
 import csv
 import os
