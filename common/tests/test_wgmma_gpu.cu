@@ -134,20 +134,27 @@ using ft::tc_test::as_float;
 using ft::tc_test::expect_product;
 using ft::tc_test::random_elements;
 
+/// Runs `kernel(a, b, out)` on one warpgroup with `smem` bytes of shared memory, a and b
+/// uploaded, out (64 × N floats) poisoned first; returns out.
+template <int N, class T, class Kernel>
+std::vector<float> run_product(Kernel kernel, const std::vector<T>& a, const std::vector<T>& b, size_t smem) {
+  ft::DeviceBuffer<T> da(a.size()), db(b.size());
+  ft::DeviceBuffer<float> dout(size_t(kM) * N);
+  da.upload(a);
+  db.upload(b);
+  dout.poison();
+  CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
+  kernel<<<1, kWarpgroupThreads, smem>>>(da.get(), db.get(), dout.get());
+  CUDA_CHECK(cudaGetLastError());
+  return dout.download();
+}
+
 template <class T, int N, int K>
 void check_qk() {
   REQUIRE_SM90();
   const auto q = random_elements<T>(size_t(kM) * K, 11), k = random_elements<T>(size_t(N) * K, 12);
-  ft::DeviceBuffer<T> dq(q.size()), dk(k.size());
-  ft::DeviceBuffer<float> dout(size_t(kM) * N);
-  dq.upload(q);
-  dk.upload(k);
-  dout.poison();
-  const size_t smem = kAtomBytes + Sw128Tile<kM, K>::kBytes + Sw128Tile<N, K>::kBytes;
-  CUDA_CHECK(cudaFuncSetAttribute(qk_kernel<T, N, K>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
-  qk_kernel<T, N, K><<<1, kWarpgroupThreads, smem>>>(dq.get(), dk.get(), dout.get());
-  CUDA_CHECK(cudaGetLastError());
-  const std::vector<float> out = dout.download();
+  const auto out = run_product<N>(qk_kernel<T, N, K>, q, k,
+                                  kAtomBytes + Sw128Tile<kM, K>::kBytes + Sw128Tile<N, K>::kBytes);
   expect_product(out, kM, N, K, [&](int i, int kk) { return as_float(q[size_t(i) * K + kk]); },
                  [&](int kk, int j) { return as_float(k[size_t(j) * K + kk]); }, "S = Q·Kᵀ");
 }
@@ -156,16 +163,7 @@ template <class T, int N, int K>
 void check_pv() {
   REQUIRE_SM90();
   const auto p = random_elements<T>(size_t(kM) * K, 21), v = random_elements<T>(size_t(K) * N, 22);
-  ft::DeviceBuffer<T> dp(p.size()), dv(v.size());
-  ft::DeviceBuffer<float> dout(size_t(kM) * N);
-  dp.upload(p);
-  dv.upload(v);
-  dout.poison();
-  const size_t smem = kAtomBytes + Sw128Tile<K, N>::kBytes;
-  CUDA_CHECK(cudaFuncSetAttribute(pv_kernel<T, N, K>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
-  pv_kernel<T, N, K><<<1, kWarpgroupThreads, smem>>>(dp.get(), dv.get(), dout.get());
-  CUDA_CHECK(cudaGetLastError());
-  const std::vector<float> out = dout.download();
+  const auto out = run_product<N>(pv_kernel<T, N, K>, p, v, kAtomBytes + Sw128Tile<K, N>::kBytes);
   expect_product(out, kM, N, K, [&](int i, int kk) { return as_float(p[size_t(i) * K + kk]); },
                  [&](int kk, int j) { return as_float(v[size_t(kk) * N + j]); }, "O = P·V");
 }
@@ -174,17 +172,8 @@ template <class T, int N, int K>
 void check_transposed_a() {
   REQUIRE_SM90();
   const auto at = random_elements<T>(size_t(K) * kM, 31), b = random_elements<T>(size_t(N) * K, 32);
-  ft::DeviceBuffer<T> dat(at.size()), db(b.size());
-  ft::DeviceBuffer<float> dout(size_t(kM) * N);
-  dat.upload(at);
-  db.upload(b);
-  dout.poison();
-  const size_t smem = kAtomBytes + Sw128Tile<K, kM>::kBytes + Sw128Tile<N, K>::kBytes;
-  CUDA_CHECK(cudaFuncSetAttribute(transposed_a_kernel<T, N, K>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                  int(smem)));
-  transposed_a_kernel<T, N, K><<<1, kWarpgroupThreads, smem>>>(dat.get(), db.get(), dout.get());
-  CUDA_CHECK(cudaGetLastError());
-  const std::vector<float> out = dout.download();
+  const auto out = run_product<N>(transposed_a_kernel<T, N, K>, at, b,
+                                  kAtomBytes + Sw128Tile<K, kM>::kBytes + Sw128Tile<N, K>::kBytes);
   expect_product(out, kM, N, K, [&](int i, int kk) { return as_float(at[size_t(kk) * kM + i]); },
                  [&](int kk, int j) { return as_float(b[size_t(j) * K + kk]); }, "D = A·Bᵀ, A MN-major");
 }
