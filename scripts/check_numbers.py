@@ -280,6 +280,22 @@ def tables():
                         vs_row("ch08_fastest", "backward"), VS_COLUMNS))
 
 
+LONG = ("4096", "16384")  # the shapes "N ≥ 4096" means
+
+
+def vs_ratio(impl, pass_, sizes, num, den, digits):
+    """The range of num/den (impl names, or "ours") over d, causal and `sizes` (vs_pytorch.csv)."""
+    row = vs_row(impl, pass_)
+    vals = []
+    for n in sizes:
+        for d in ("64", "128"):
+            for c in ("no", "yes"):
+                x = row(n, d, c)
+                pick = lambda name: x[x["ours"]] if name == "ours" else x[name]
+                vals.append(pick(num) / pick(den))
+    return span(vals, digits)
+
+
 def claims():
     """(page, text it must contain) pairs, the text computed from the CSVs."""
     ch09 = "chapters/09_hopper_forward/README.md"
@@ -304,6 +320,22 @@ def claims():
                              f"{v['torch_flash']:.1f} ({ch07 / v['torch_flash']:.2f}×) and cuDNN's "
                              f"{v['torch_cudnn']:.1f}."),
         ("README.md", f"({v['ch06_warp_rows']:.0f} TFLOP/s at d = 128 with `warp_rows`"),
+    ]
+    # Chapters 07 and 08 against PyTorch's FlashAttention-2 and cuDNN (vs_pytorch.csv).
+    out += [
+        ("chapters/07_tensor_core_forward/README.md",
+         f"{vs_ratio('ch07_fastest', 'forward', LONG, 'ours', 'torch_flash', 3)} at N ≥ 4096"),
+        ("chapters/07_tensor_core_forward/README.md",
+         f"{vs_ratio('ch07_fastest', 'forward', ('1024',), 'ours', 'torch_flash', 3)} at N = 1024"),
+        ("chapters/07_tensor_core_forward/README.md",
+         f"is {vs_ratio('ch07_fastest', 'forward', LONG, 'torch_cudnn', 'ours', 2)} faster than ours at N ≥ 4096 "
+         f"({vs_ratio('ch07_fastest', 'forward', ('1024',), 'torch_cudnn', 'ours', 2)} at N = 1024)"),
+        ("chapters/08_tensor_core_backward/README.md",
+         f"is {vs_ratio('ch08_fastest', 'backward', LONG, 'ours', 'torch_flash', 2)} FlashAttention-2's backward at N ≥ 4096"),
+        ("chapters/08_tensor_core_backward/README.md",
+         f"at N = 1024 it is {vs_ratio('ch08_fastest', 'backward', ('1024',), 'ours', 'torch_flash', 2)}."),
+        ("chapters/08_tensor_core_backward/README.md",
+         f"cuDNN's backward is {vs_ratio('ch08_fastest', 'backward', LONG, 'torch_cudnn', 'ours', 1)} as fast as ours"),
     ]
     fp16, bf16 = ch09_table("fp16"), ch09_table("bf16")
     worst = max(abs(fp16[k][i] / bf16[k][i] - 1) for k in bf16 for i in STEPS)
