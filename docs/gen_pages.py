@@ -43,8 +43,8 @@ FIGURES = [("staircase.png", "The staircase: time per chapter, forward and backw
             "The staircase in three rows, median time per call (the model's DRAM bytes in "
             "each bar): the forward in float32 on the CUDA cores (chapters 01–04, d = 64, "
             "N = 4096 and 16384, speedup over chapter 01); the forward in bf16 on the tensor "
-            "cores (chapters 06–07, N = 16384, d = 64 and 128, speedup over chapter 06's "
-            "unfused grid_half); the backward in bf16 on the tensor cores (chapter 08's plain, "
+            "cores (chapters 06–07 and chapter 09's fastest, N = 16384, d = 64 and 128, speedup "
+            "over chapter 06's unfused grid_half); the backward in bf16 on the tensor cores (chapter 08's plain, "
             "wide_kv, async and dq_pass at the same shapes, speedup over chapter 05's float32 "
             "flash backward, the first bar). Lines: PyTorch on the same GPU, for scale"),
            ("bytes_vs_n.png", "Bytes through device memory vs N",

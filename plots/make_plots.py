@@ -75,7 +75,11 @@ TC_DTYPE = "bf16"
 STAIR_TC_N = 16384
 STAIR_TC_DIMS = (64, 128)
 STAIR_TC = (("06", "grid_f32"), ("06", "grid_half"), ("07", "plain"), ("07", "padded"),
-            ("07", "swizzled"), ("07", "async"), ("07", "tuned"), ("07", "lazy_rescale"))
+            ("07", "swizzled"), ("07", "async"), ("07", "tuned"), ("07", "lazy_rescale"),
+            ("09", "fastest"))
+# Chapter 09 (Hopper's instructions) on that row: its tour rows (the chapter's fastest), the
+# variants of chapters 06-07 coming from tc_variants.csv.
+TC_TOUR_CHAPTERS = ("09",)
 TC_BASELINE = ("06", "grid_half")
 # PyTorch's bf16 paths on that row: vs_pytorch.csv's impl, the anchors' backend, a short
 # name, the legend's label, the line style (dotted: three kernels, as in the float32 row).
@@ -465,7 +469,7 @@ def staircase_bf16(sub, tc, sources, gpu):
     drawn = staircase_tc(
         sub, tc, spec, sources,
         f"The same on the tensor cores: {TC_DTYPE}, N={STAIR_TC_N}, non-causal; "
-        "unfused (06) and fused (07)\ninside the bars: time and DRAM bytes, as above; "
+        "unfused (06), fused (07), Hopper (09)\ninside the bars: time and DRAM bytes, as above; "
         f"above: speedup over {TC_BASELINE[0]} {TC_BASELINE[1]} (unfused)")
     return f"{TC_DTYPE} (tc_variants.csv): " + ("; ".join(drawn) or "no bars")
 
@@ -502,14 +506,15 @@ def staircase_backward(sub, tour, tc, sources, gpu):
 
 def plot_staircase(tour, anchors, tc, sources, gpu, path):
     """Three rows, one above the other: the forward in float32 on the CUDA cores (chapters
-    01-05), the forward in bf16 on the tensor cores (chapters 06-07), the backward in bf16
+    01-05), the forward in bf16 on the tensor cores (chapters 06, 07 and 09), the backward in bf16
     on the tensor cores (chapter 08). Returns the rows' summaries."""
     fig = plt.figure(figsize=(WIDTH_IN, 17.2), layout="constrained")
     top, middle, bottom = fig.subfigures(3, 1, hspace=0.04, height_ratios=(5.6, 6.0, 5.6))
     # The backward's PyTorch lines: the same run's, else the session of tc_variants.csv (no
     # three-kernel line, so no anchors.csv).
     bwd_sources = [(name, rows) for name, rows in sources if name != "anchors.csv"]
-    out = [staircase_float32(top, tour, anchors, gpu), staircase_bf16(middle, tc, sources, gpu),
+    hopper = [r for r in tour if r["chapter"] in TC_TOUR_CHAPTERS]
+    out = [staircase_float32(top, tour, anchors, gpu), staircase_bf16(middle, tc + hopper, sources, gpu),
            staircase_backward(bottom, tour, tc, bwd_sources, gpu)]
     fig.savefig(path, dpi=DPI, metadata=PNG_META)
     plt.close(fig)
