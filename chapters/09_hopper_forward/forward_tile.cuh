@@ -65,7 +65,8 @@ __device__ __forceinline__ void issue_pv(float (&o)[Tr::D / 2], const uint32_t (
 /// cross the diagonal or run past N_k have any; `row0` is this warpgroup's first query row.
 template <class T, int kS>
 __device__ __forceinline__ void mask_scores(float (&s)[kS], const Params<T>& p, int row0, int kv0, int t) {
-  const bool masked = kv0 + 2 * kS > p.Nk || (p.causal && kv0 + 2 * kS - 1 > row0 + p.causal_offset);
+  constexpr int Bc = 2 * kS;  // the tile's keys: S holds Bc / 2 of them a thread
+  const bool masked = kv0 + Bc > p.Nk || (p.causal && kv0 + Bc - 1 > row0 + p.causal_offset);
   if (!masked) return;
 #pragma unroll
   for (int i = 0; i < kS; ++i) {
