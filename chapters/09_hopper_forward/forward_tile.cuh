@@ -31,6 +31,7 @@ struct Params {
   int Nq;            ///< queries per head
   int Nk;            ///< keys (and values) per head
   int num_q_tiles;   ///< ceil(N_q / Br)
+  int64_t num_tiles; ///< query tiles of the whole problem: num_q_tiles · B · H_q
   int group;         ///< query heads per key/value head
   int causal_offset; ///< causal: key j visible to query i iff j <= i + causal_offset
   bool causal;

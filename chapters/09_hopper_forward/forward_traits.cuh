@@ -54,7 +54,7 @@ enum class Schedule {
 
 /// The warp-specialized kernels (specialized_forward.cuh): warpgroup 0 the producer (one
 /// thread issues every copy), warpgroups 1 and 2 the consumers, 64 query rows each.
-template <class Element, int D_, Schedule kSchedule_, int Stages_ = 3>
+template <class Element, int D_, Schedule kSchedule_, bool kPersistent_ = false, int Stages_ = 3>
 struct SpecializedTraits {
   using T = Element;
   static constexpr int D = D_;
@@ -71,6 +71,9 @@ struct SpecializedTraits {
   /// measured no faster than three.
   static constexpr int kStages = Stages_;
   static constexpr Schedule kSchedule = kSchedule_;
+  /// Step 6: a block an SM, each walking query tiles blockIdx.x, + gridDim.x, ...; the next
+  /// tile's Q and K/V copied while this one's output is stored. Otherwise a block a tile.
+  static constexpr bool kPersistent = kPersistent_;
   static constexpr Load kLoad = Load::kTma;
   static constexpr bool kSpecialized = true;  ///< a producer warpgroup, two consumers
   /// Registers a thread after setmaxnreg (sm90/warp_roles.cuh): the producer keeps 24 (a
@@ -80,8 +83,8 @@ struct SpecializedTraits {
   static constexpr int kConsumerRegs = 240;
   using QTile = ft::sm90::Sw128Tile<Br, D>;
   using KvTile = ft::sm90::Sw128Tile<Bc, D>;
-  /// Q's barrier, then a full and an empty barrier a stage.
-  static constexpr int kBarriers = 1 + 2 * kStages;
+  /// Q's full and empty barriers, then a full and an empty barrier a stage.
+  static constexpr int kBarriers = 2 + 2 * kStages;
   /// 1024 bytes of slack to align the first tile, Q, the stages, the barriers.
   static constexpr size_t kSmemBytes = size_t(ft::sm90::kAtomBytes) + QTile::kBytes +
                                        size_t(kStages) * 2 * KvTile::kBytes + kBarriers * sizeof(uint64_t);

@@ -2,6 +2,7 @@
 // launch (one instance per dtype and d), their ledger and their registration.
 #include "09_hopper_forward/hopper_forward.hpp"
 
+#include <algorithm>
 #include <climits>
 #include <string>
 
@@ -35,6 +36,8 @@ template <class T, int D> using WarpSpecialized = SpecializedTraits<T, D, Schedu
 template <class T, int D> using PingPong = SpecializedTraits<T, D, Schedule::kPingPong>;
 // Step 5, overlap: and within each consumer, the next softmax under the current P·V.
 template <class T, int D> using Overlap = SpecializedTraits<T, D, Schedule::kOverlap>;
+// Step 6, persistent: overlap, a block an SM walking the query tiles.
+template <class T, int D> using Persistent = SpecializedTraits<T, D, Schedule::kOverlap, true>;
 /// The kernel a traits struct describes.
 template <class Tr>
 constexpr auto kernel() {
@@ -51,7 +54,7 @@ void launch(const ft::Problem& p, const ft::ForwardArgs& a, cudaStream_t stream)
   const int64_t blocks = int64_t(num_q_tiles) * p.heads_total();
   if (blocks > INT_MAX) throw ft::Unsupported("chapter 09: too many blocks for one grid");
   const Params<T> params{a.Q.as<T>(), a.K.as<T>(), a.V.as<T>(), a.O.as<T>(), a.lse,
-                         p.len_q, p.len_kv, num_q_tiles, p.group(), p.causal_offset(),
+                         p.len_q, p.len_kv, num_q_tiles, blocks, p.group(), p.causal_offset(),
                          p.causal, p.softmax_scale() * ft::kLog2e};
   const ft::Layout layout = ft::layout_of(p, a.layout);
   const ft::ViewArgs views{layout, p.heads_q, p.heads_kv};
@@ -61,7 +64,13 @@ void launch(const ft::Problem& p, const ft::ForwardArgs& a, cudaStream_t stream)
     maps[1] = ft::sm90::tensor_map(a.K.get(), p.dtype, p.batch, p.heads_kv, p.len_kv, Tr::D, layout.K, Tr::Bc);
     maps[2] = ft::sm90::tensor_map(a.V.get(), p.dtype, p.batch, p.heads_kv, p.len_kv, Tr::D, layout.V, Tr::Bc);
   }
-  kernel<Tr>()<<<int(blocks), Tr::kThreads, Tr::kSmemBytes, stream>>>(params, views, maps[0], maps[1], maps[2]);
+  // A block a query tile; persistent (step 6): a block an SM (one fits: its shared memory),
+  // each walking the tiles blockIdx.x, + gridDim.x, ...
+  int64_t grid = blocks;
+  if constexpr (Tr::kSpecialized) {
+    if (Tr::kPersistent) grid = std::min<int64_t>(blocks, ft::sm_count());
+  }
+  kernel<Tr>()<<<int(grid), Tr::kThreads, Tr::kSmemBytes, stream>>>(params, views, maps[0], maps[1], maps[2]);
   CUDA_CHECK_LAUNCH();
 }
 
@@ -107,6 +116,7 @@ std::vector<ft::ForwardImpl> forward_impls() {
           impl<WarpSpecialized>("warp_specialized", "tma, a producer warpgroup (setmaxnreg 24) and two consumers (240)"),
           impl<PingPong>("pingpong", "warp_specialized, the consumers taking turns at the tensor cores"),
           impl<Overlap>("overlap", "pingpong, each consumer's next softmax under its own P·V"),
+          impl<Persistent>("persistent", "overlap, a block an SM: the next tile's copies under this one's output"),
           fastest()};
 }
 

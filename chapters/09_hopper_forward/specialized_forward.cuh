@@ -47,28 +47,59 @@ namespace ch09 {
 /// Named barriers 1 and 2 (0 is __syncthreads): consumer c's turn is kTurn + c.
 constexpr int kTurn = 1;
 
-/// The producer: one thread, every copy of the block. Q on q_full, then tile j on full[s]
-/// after the consumers have emptied stage s of tile j − kStages.
+/// One query tile of the problem: which rows, which heads, how many K/V tiles it reads.
+struct Work {
+  int q0;              ///< first query row
+  int64_t head;        ///< b·H_q + h
+  int64_t kv_head;     ///< b·H_kv + h / group
+  int num_kv_tiles;    ///< K/V tiles it reads (causal: up to its diagonal; 0: it sees no key)
+};
+
+/// Tile t of the problem: heads in turn, and within a head the last query tile first (under
+/// the causal mask it has the most K/V tiles: chapter 04).
 template <class Tr>
-__device__ void produce(typename Tr::T* Qs, typename Tr::T* Ks, uint64_t* q_full, uint64_t* full, uint64_t* empty,
-                        int num_kv_tiles, int q0, int q_head, int q_batch, int k_head, int k_batch,
+__device__ __forceinline__ Work work_at(const Params<typename Tr::T>& p, int64_t t) {
+  Work w;
+  w.q0 = (p.num_q_tiles - 1 - int(t % p.num_q_tiles)) * Tr::Br;
+  w.head = t / p.num_q_tiles;
+  w.kv_head = w.head / p.group;
+  const int kv_end = p.causal ? min(p.Nk, w.q0 + Tr::Br + p.causal_offset) : p.Nk;
+  w.num_kv_tiles = kv_end <= 0 ? 0 : (kv_end + Tr::Bc - 1) / Tr::Bc;
+  return w;
+}
+
+/// The producer: one thread, every copy of the block, tile after tile. A query tile's Q on
+/// q_full once the consumers have released the last one (q_empty); its K/V tiles through
+/// the ring of stages, counted across query tiles (`it`: stage it % kStages, that stage's
+/// use it / kStages), each once the consumers have emptied its stage.
+template <class Tr>
+__device__ void produce(const Params<typename Tr::T>& p, const ft::ViewArgs& v, typename Tr::T* Qs,
+                        typename Tr::T* Ks, uint64_t* q_full, uint64_t* q_empty, uint64_t* full, uint64_t* empty,
                         const CUtensorMap* map_q, const CUtensorMap* map_k, const CUtensorMap* map_v) {
   using QTile = typename Tr::QTile;
   using KvTile = typename Tr::KvTile;
   constexpr int kKvElems = KvTile::kBytes / sizeof(typename Tr::T);
-  ft::sm90::arrive_expect_tx(q_full, QTile::kBytes);
-  for (int pnl = 0; pnl < QTile::kPanels; ++pnl)
-    ft::sm90::copy_box(Qs + pnl * QTile::kPanelElems, map_q, pnl * ft::sm90::kPanelCols, q0, q_head, q_batch, q_full);
-  for (int j = 0; j < num_kv_tiles; ++j) {
-    const int s = j % Tr::kStages;
-    if (j >= Tr::kStages) ft::sm90::wait(&empty[s], (j / Tr::kStages - 1) & 1);  // tile j − kStages done
-    typename Tr::T* k_dst = Ks + s * 2 * kKvElems;
-    ft::sm90::arrive_expect_tx(&full[s], 2 * KvTile::kBytes);
-    for (int pnl = 0; pnl < KvTile::kPanels; ++pnl) {
-      const int col = pnl * ft::sm90::kPanelCols;
-      ft::sm90::copy_box(k_dst + pnl * KvTile::kPanelElems, map_k, col, j * Tr::Bc, k_head, k_batch, &full[s]);
-      ft::sm90::copy_box(k_dst + kKvElems + pnl * KvTile::kPanelElems, map_v, col, j * Tr::Bc, k_head, k_batch,
-                         &full[s]);
+  int it = 0;
+  int q_use = 0;
+  for (int64_t tile = blockIdx.x; tile < p.num_tiles; tile += gridDim.x, ++q_use) {
+    const Work w = work_at<Tr>(p, tile);
+    if (q_use > 0) ft::sm90::wait(q_empty, (q_use - 1) & 1);  // the last tile's Q is read
+    ft::sm90::arrive_expect_tx(q_full, QTile::kBytes);
+    for (int pnl = 0; pnl < QTile::kPanels; ++pnl)
+      ft::sm90::copy_box(Qs + pnl * QTile::kPanelElems, map_q, pnl * ft::sm90::kPanelCols, w.q0,
+                         int(w.head % v.heads), int(w.head / v.heads), q_full);
+    const int k_head = int(w.kv_head % v.heads_kv), k_batch = int(w.kv_head / v.heads_kv);
+    for (int j = 0; j < w.num_kv_tiles; ++j, ++it) {
+      const int s = it % Tr::kStages;
+      if (it >= Tr::kStages) ft::sm90::wait(&empty[s], (it / Tr::kStages - 1) & 1);  // its last use done
+      typename Tr::T* k_dst = Ks + s * 2 * kKvElems;
+      ft::sm90::arrive_expect_tx(&full[s], 2 * KvTile::kBytes);
+      for (int pnl = 0; pnl < KvTile::kPanels; ++pnl) {
+        const int col = pnl * ft::sm90::kPanelCols;
+        ft::sm90::copy_box(k_dst + pnl * KvTile::kPanelElems, map_k, col, j * Tr::Bc, k_head, k_batch, &full[s]);
+        ft::sm90::copy_box(k_dst + kKvElems + pnl * KvTile::kPanelElems, map_v, col, j * Tr::Bc, k_head, k_batch,
+                           &full[s]);
+      }
     }
   }
 }
@@ -78,7 +109,7 @@ __global__ void __launch_bounds__(Tr::kThreads, 1)
     specialized_forward(const Params<typename Tr::T> p, const ft::ViewArgs v, const __grid_constant__ CUtensorMap map_q,
                         const __grid_constant__ CUtensorMap map_k, const __grid_constant__ CUtensorMap map_v) {
   using T = typename Tr::T;
-  constexpr int Br = Tr::Br, Bc = Tr::Bc, kS = Bc / 2, kO = Tr::D / 2;
+  constexpr int Bc = Tr::Bc, kS = Bc / 2, kO = Tr::D / 2;
   using KvTile = typename Tr::KvTile;
   constexpr int kKvElems = KvTile::kBytes / sizeof(T);
   constexpr bool kPingPong = Tr::kSchedule != Schedule::kFree;
@@ -90,18 +121,15 @@ __global__ void __launch_bounds__(Tr::kThreads, 1)
   T* const Qs = reinterpret_cast<T*>(base);
   T* const Ks = Qs + Tr::QTile::kBytes / sizeof(T);
   uint64_t* const q_full = reinterpret_cast<uint64_t*>(Ks + Tr::kStages * 2 * kKvElems);
-  uint64_t* const full = q_full + 1;            // a stage's tile has landed: one arrival + its bytes
+  uint64_t* const q_empty = q_full + 1;         // Q is read: one arrival a consumer warp
+  uint64_t* const full = q_empty + 1;           // a stage's tile has landed: one arrival + its bytes
   uint64_t* const empty = full + Tr::kStages;   // a stage is free again: one arrival a consumer warp
 
   const int wg = threadIdx.x / ft::sm90::kWarpgroupThreads;  // 0: producer; 1, 2: consumers
-  const int q0 = (p.num_q_tiles - 1 - int(blockIdx.x % p.num_q_tiles)) * Br;  // last tile first
-  const int64_t head = blockIdx.x / p.num_q_tiles;  // b·H_q + h
-  const int64_t kv_head = head / p.group;          // b·H_kv + h / group
-  const int kv_end = p.causal ? min(p.Nk, q0 + Br + p.causal_offset) : p.Nk;
-  const int num_kv_tiles = kv_end <= 0 ? 0 : (kv_end + Bc - 1) / Bc;
 
   if (threadIdx.x == 0) {
     ft::sm90::barrier_init(q_full, 1);
+    ft::sm90::barrier_init(q_empty, Tr::kConsumerWarps);
     for (int s = 0; s < Tr::kStages; ++s) {
       ft::sm90::barrier_init(&full[s], 1);
       ft::sm90::barrier_init(&empty[s], Tr::kConsumerWarps);
@@ -111,27 +139,25 @@ __global__ void __launch_bounds__(Tr::kThreads, 1)
 
   if (wg == 0) {
     ft::sm90::release_registers<Tr::kProducerRegs>();
-    if (threadIdx.x == 0 && num_kv_tiles > 0)
-      produce<Tr>(Qs, Ks, q_full, full, empty, num_kv_tiles, q0, int(head % v.heads), int(head / v.heads),
-                  int(kv_head % v.heads_kv), int(kv_head / v.heads_kv), &map_q, &map_k, &map_v);
+    if (threadIdx.x == 0) produce<Tr>(p, v, Qs, Ks, q_full, q_empty, full, empty, &map_q, &map_k, &map_v);
     return;
   }
   ft::sm90::claim_registers<Tr::kConsumerRegs>();
 
   const int c = wg - 1;                                     // this consumer: rows 64·c on
   const int t = threadIdx.x % ft::sm90::kWarpgroupThreads;  // thread within it
-  const int row0 = q0 + c * ft::sm90::kMmaM;
   const uint32_t q_addr = uint32_t(__cvta_generic_to_shared(Qs)) + c * ft::sm90::kMmaM * ft::sm90::kSwizzleBytes;
   constexpr int kTurnThreads = 2 * ft::sm90::kWarpgroupThreads;  // one consumer waits, the other arrives
 
   float o[kO];
-#pragma unroll
-  for (int i = 0; i < kO; ++i) o[i] = 0.f;
-  ft::OnlineSoftmax row[2] = {ft::online_softmax_empty(), ft::online_softmax_empty()};
+  ft::OnlineSoftmax row[2];
   float s[kS];
   uint32_t pa[Bc / ft::sm90::kMmaK][4];
 
-  auto k_addr = [&](int j) { return uint32_t(__cvta_generic_to_shared(Ks + j % Tr::kStages * 2 * kKvElems)); };
+  int it = 0;  // K/V tiles consumed by this block so far, across query tiles (as the producer counts)
+  int row0 = 0;
+  // Tile j of the current query tile: stage (it + j) % kStages, that stage's use (it + j) / kStages.
+  auto k_addr = [&](int j) { return uint32_t(__cvta_generic_to_shared(Ks + (it + j) % Tr::kStages * 2 * kKvElems)); };
   auto v_addr = [&](int j) { return k_addr(j) + uint32_t(KvTile::kBytes); };
   // A turn at the tensor cores: issue this consumer's products as one group, hand the
   // tensor cores to the other consumer (ping-pong), wait for the products.
@@ -155,64 +181,80 @@ __global__ void __launch_bounds__(Tr::kThreads, 1)
   // Tile j's K and V are read: one arrival a warp frees its stage for the producer.
   auto release = [&](int j) {
     __syncwarp();
-    if (t % 32 == 0) ft::sm90::arrive(&empty[j % Tr::kStages]);
+    if (t % 32 == 0) ft::sm90::arrive(&empty[(it + j) % Tr::kStages]);
   };
+  auto full_phase = [&](int j) { return uint32_t(((it + j) / Tr::kStages) & 1); };
+  auto wait_full = [&](int j) { ft::sm90::wait(&full[(it + j) % Tr::kStages], full_phase(j)); };
 
-  const int n = num_kv_tiles;
-  if (n > 0) {
-    ft::sm90::wait(q_full, 0);
-    if (kPingPong && c == 1) ft::sm90::named_arrive(kTurn + 0, kTurnThreads);  // consumer 0 goes first
-    ft::sm90::wait(&full[0], 0);
-  }
-  if constexpr (Tr::kSchedule != Schedule::kOverlap) {
-    // n + 1 turns for n tiles: S_0; then O += P_{j−1}·V_{j−1} with S_j; then the last P·V.
-    // Each turn is straight-line code (a wgmma under a branch makes ptxas serialize them).
+  int q_use = 0;
+  for (int64_t tile = blockIdx.x; tile < p.num_tiles; tile += gridDim.x, ++q_use) {
+    const Work w = work_at<Tr>(p, tile);
+    row0 = w.q0 + c * ft::sm90::kMmaM;
+#pragma unroll
+    for (int i = 0; i < kO; ++i) o[i] = 0.f;
+    row[0] = row[1] = ft::online_softmax_empty();
+
+    const int n = w.num_kv_tiles;
+    ft::sm90::wait(q_full, q_use & 1);
     if (n > 0) {
-      turn(false, [&] { issue_qk<Tr>(s, q_addr, k_addr(0)); });
-      for (int j = 1; j < n; ++j) {
-        softmax(j - 1);
-        ft::sm90::wait(&full[j % Tr::kStages], (j / Tr::kStages) & 1);
-        turn(false, [&] {
-          issue_pv<Tr>(o, pa, v_addr(j - 1));
-          issue_qk<Tr>(s, q_addr, k_addr(j));
-        });
-        release(j - 1);
+      if (kPingPong && c == 1) ft::sm90::named_arrive(kTurn + 0, kTurnThreads);  // consumer 0 goes first
+      wait_full(0);
+    }
+    if constexpr (Tr::kSchedule != Schedule::kOverlap) {
+      // n + 1 turns for n tiles: S_0; then O += P_{j−1}·V_{j−1} with S_j; then the last P·V.
+      // Each turn is straight-line code (a wgmma under a branch makes ptxas serialize them).
+      if (n > 0) {
+        turn(false, [&] { issue_qk<Tr>(s, q_addr, k_addr(0)); });
+        for (int j = 1; j < n; ++j) {
+          softmax(j - 1);
+          wait_full(j);
+          turn(false, [&] {
+            issue_pv<Tr>(o, pa, v_addr(j - 1));
+            issue_qk<Tr>(s, q_addr, k_addr(j));
+          });
+          release(j - 1);
+        }
+        softmax(n - 1);
+        turn(true, [&] { issue_pv<Tr>(o, pa, v_addr(n - 1)); });
+        release(n - 1);
       }
-      softmax(n - 1);
+    } else if (n > 0) {
+      // Step 5: S_{j+1} and P_j·V_j issued as two groups in one turn; the softmax of tile j + 1
+      // runs as soon as S_{j+1} is done (wait<1>), while P_j·V_j still runs, and only O's
+      // rescale by tile j + 1's alpha waits for P_j·V_j (wait<0>).
+      turn(false, [&] { issue_qk<Tr>(s, q_addr, k_addr(0)); });
+      softmax(0);  // O is still zero: rescaling it changes nothing
+      for (int j = 0; j + 1 < n; ++j) {
+        wait_full(j + 1);
+        if (kPingPong) ft::sm90::named_sync(kTurn + c, kTurnThreads);
+        ft::sm90::fence();
+        issue_qk<Tr>(s, q_addr, k_addr(j + 1));
+        ft::sm90::commit();
+        issue_pv<Tr>(o, pa, v_addr(j));
+        ft::sm90::commit();
+        if (kPingPong) ft::sm90::named_arrive(kTurn + 1 - c, kTurnThreads);
+        ft::sm90::wait<1>();  // S_{j+1} done, P_j·V_j may still run
+        ft::sm90::fence_registers(s);
+        float alpha[2];
+        mask_scores(s, p, row0, (j + 1) * Bc, t);
+        softmax_scores(s, row, p.scale_log2, alpha);
+        ft::sm90::wait<0>();
+        ft::sm90::fence_registers(o);
+        release(j);
+        rescale_o(o, alpha);
+        pack_p<T>(pa, s);
+      }
       turn(true, [&] { issue_pv<Tr>(o, pa, v_addr(n - 1)); });
       release(n - 1);
     }
-  } else if (n > 0) {
-    // Step 5: S_{j+1} and P_j·V_j issued as two groups in one turn; the softmax of tile j + 1
-    // runs as soon as S_{j+1} is done (wait<1>), while P_j·V_j still runs, and only O's
-    // rescale by tile j + 1's alpha waits for P_j·V_j (wait<0>).
-    turn(false, [&] { issue_qk<Tr>(s, q_addr, k_addr(0)); });
-    softmax(0);  // O is still zero: rescaling it changes nothing
-    for (int j = 0; j + 1 < n; ++j) {
-      ft::sm90::wait(&full[(j + 1) % Tr::kStages], ((j + 1) / Tr::kStages) & 1);
-      if (kPingPong) ft::sm90::named_sync(kTurn + c, kTurnThreads);
-      ft::sm90::fence();
-      issue_qk<Tr>(s, q_addr, k_addr(j + 1));
-      ft::sm90::commit();
-      issue_pv<Tr>(o, pa, v_addr(j));
-      ft::sm90::commit();
-      if (kPingPong) ft::sm90::named_arrive(kTurn + 1 - c, kTurnThreads);
-      ft::sm90::wait<1>();  // S_{j+1} done, P_j·V_j may still run
-      ft::sm90::fence_registers(s);
-      float alpha[2];
-      mask_scores(s, p, row0, (j + 1) * Bc, t);
-      softmax_scores(s, row, p.scale_log2, alpha);
-      ft::sm90::wait<0>();
-      ft::sm90::fence_registers(o);
-      release(j);
-      rescale_o(o, alpha);
-      pack_p<T>(pa, s);
-    }
-    turn(true, [&] { issue_pv<Tr>(o, pa, v_addr(n - 1)); });
-    release(n - 1);
-  }
 
-  store_output(p, v, head, row0, t, o, row);
+    // Every product that reads Q is done: the producer may bring the next tile's, while
+    // this one's output is stored.
+    __syncwarp();
+    if (t % 32 == 0) ft::sm90::arrive(q_empty);
+    it += n;
+    store_output(p, v, w.head, row0, t, o, row);
+  }
 }
 
 }  // namespace ch09
