@@ -54,15 +54,18 @@ enum class Schedule {
 
 /// The warp-specialized kernels (specialized_forward.cuh): warpgroup 0 the producer (one
 /// thread issues every copy), warpgroups 1 and 2 the consumers, 64 query rows each.
-template <class Element, int D_, Schedule kSchedule_, bool kPersistent_ = false, int Stages_ = 3>
+template <class Element, int D_, Schedule kSchedule_, bool kPersistent_ = false, int Stages_ = 3,
+          int Consumers_ = 2>
 struct SpecializedTraits {
   using T = Element;
   static constexpr int D = D_;
   static constexpr int Bc = 128;  ///< keys a K/V tile: S's wgmma is m64n128k16
-  static constexpr int kConsumers = 2;  ///< consumer warpgroups
-  static constexpr int Br = ft::sm90::kMmaM * kConsumers;  ///< 128 query rows a block
-  static constexpr int kThreads = ft::sm90::kWarpgroupThreads * (1 + kConsumers);  ///< 384
-  static constexpr int kConsumerWarps = kConsumers * ft::sm90::kWarpgroupThreads / 32;  ///< 8
+  /// Consumer warpgroups: two (128 query rows a block), or three (192: K and V reused by
+  /// more rows, more warps to hide the exponentials; only at d = 64 do the registers allow it).
+  static constexpr int kConsumers = Consumers_;
+  static constexpr int Br = ft::sm90::kMmaM * kConsumers;
+  static constexpr int kThreads = ft::sm90::kWarpgroupThreads * (1 + kConsumers);  ///< 384 or 512
+  static constexpr int kConsumerWarps = kConsumers * ft::sm90::kWarpgroupThreads / 32;
   /// K/V tiles in shared memory: the producer's lead. Three, where step 2 had two: once
   /// the producer is free to run ahead, a third stage hides the copies' latency that two
   /// did not (measured on the H200, bf16, d = 128, N = 16384, non-causal: 543-588 TFLOP/s
@@ -80,7 +83,9 @@ struct SpecializedTraits {
   /// loop, coordinates, barrier addresses), each consumer takes 240 (S: 64, O: up to 64, P:
   /// 32, the softmax's state); 128·(24 + 2·240) = 64512 of the SM's 65536.
   static constexpr int kProducerRegs = 24;
-  static constexpr int kConsumerRegs = 240;
+  /// What the register file leaves the consumers (65536 / 128 = 512 a warpgroup thread-slot,
+  /// less the producer's), a multiple of 8: 240 for two consumers, 160 for three.
+  static constexpr int kConsumerRegs = (65536 / ft::sm90::kWarpgroupThreads - kProducerRegs) / kConsumers / 8 * 8;
   using QTile = ft::sm90::Sw128Tile<Br, D>;
   using KvTile = ft::sm90::Sw128Tile<Bc, D>;
   /// Q's full and empty barriers, then a full and an empty barrier a stage.
@@ -91,6 +96,9 @@ struct SpecializedTraits {
 
   static_assert(D == 64 || D == 128, "O's wgmma is m64n{d}k16: the shapes sm90/wgmma.cuh spells out");
   static_assert(kStages >= 2, "the producer fills one stage while the consumers read another");
+  static_assert(kConsumers == 2 || (kConsumers == 3 && D == 64),
+                "three consumers only at d = 64: at d = 128 S, O and P need more than 160 registers");
+  static_assert(Br <= 256, "a TMA box is at most 256 rows");
   static_assert(kProducerRegs + kConsumers * kConsumerRegs <= 65536 / ft::sm90::kWarpgroupThreads,
                 "the register file: 65536 a SM, one block");
   static_assert(kSmemBytes <= ft::kMaxSmemPerBlock, "at most 227 KB of shared memory per block");

@@ -38,6 +38,9 @@ template <class T, int D> using PingPong = SpecializedTraits<T, D, Schedule::kPi
 template <class T, int D> using Overlap = SpecializedTraits<T, D, Schedule::kOverlap>;
 // Step 6, persistent: overlap, a block an SM walking the query tiles.
 template <class T, int D> using Persistent = SpecializedTraits<T, D, Schedule::kOverlap, true>;
+// Experiment, wide (d = 64 only): warp_specialized with three consumers, 192 query rows.
+using CompiledD64 = ft::Instances<ft::DTypes<ft::DType::BFloat16, ft::DType::Float16>, ft::HeadDims<64>>;
+template <class T, int D> using Wide = SpecializedTraits<T, D, Schedule::kFree, false, 3, 3>;
 /// The kernel a traits struct describes.
 template <class Tr>
 constexpr auto kernel() {
@@ -74,12 +77,12 @@ void launch(const ft::Problem& p, const ft::ForwardArgs& a, cudaStream_t stream)
   CUDA_CHECK_LAUNCH();
 }
 
-template <template <class, int> class Shape>
+template <template <class, int> class Shape, class Set = Compiled>
 void run(const ft::Problem& p, const ft::ForwardArgs& a, cudaStream_t stream) {
   // The max is taken on raw scores and scaled once: right for a positive scale only.
   if (!(p.softmax_scale() > 0.f)) throw ft::Unsupported("chapter 09: the softmax scale must be positive");
   if (a.layout) ft::check_layout(p, *a.layout, false);  // views: rows 16-byte aligned, O disjoint
-  Compiled::dispatch(p, "chapter 09", [&](auto i) {
+  Set::dispatch(p, "chapter 09", [&](auto i) {
     using I = decltype(i);
     launch<Shape<typename I::Element, I::kHeadDim>>(p, a, stream);
   });
@@ -93,10 +96,10 @@ std::vector<ft::KernelTraffic> traffic(const ft::Problem& p) {
 
 size_t no_workspace(const ft::Problem&) { return 0; }
 
-template <template <class, int> class Shape>
+template <template <class, int> class Shape, class Set = Compiled>
 ft::ForwardImpl impl(const std::string& variant, const std::string& what) {
-  ft::ForwardImpl f{"09", variant, what, Compiled::head_dims(), no_workspace, run<Shape>,
-                    traffic<Shape>, Compiled::dtypes(), kSm, /*strided=*/true,
+  ft::ForwardImpl f{"09", variant, what, Set::head_dims(), no_workspace, run<Shape, Set>,
+                    traffic<Shape>, Set::dtypes(), kSm, /*strided=*/true,
                     ft::Features{/*lengths=*/true, /*grouped=*/true}};
   return f;
 }
@@ -117,6 +120,7 @@ std::vector<ft::ForwardImpl> forward_impls() {
           impl<PingPong>("pingpong", "warp_specialized, the consumers taking turns at the tensor cores"),
           impl<Overlap>("overlap", "pingpong, each consumer's next softmax under its own P·V"),
           impl<Persistent>("persistent", "overlap, a block an SM: the next tile's copies under this one's output"),
+          impl<Wide, CompiledD64>("wide", "warp_specialized with three consumers, 192 query rows (d = 64)"),
           fastest()};
 }
 

@@ -44,7 +44,8 @@
 
 namespace ch09 {
 
-/// Named barriers 1 and 2 (0 is __syncthreads): consumer c's turn is kTurn + c.
+/// Named barriers 1, 2 (and 3) (0 is __syncthreads): consumer c's turn is kTurn + c; the
+/// turns go round the consumers, each handing them to the next.
 constexpr int kTurn = 1;
 
 /// One query tile of the problem: which rows, which heads, how many K/V tiles it reads.
@@ -147,7 +148,9 @@ __global__ void __launch_bounds__(Tr::kThreads, 1)
   const int c = wg - 1;                                     // this consumer: rows 64·c on
   const int t = threadIdx.x % ft::sm90::kWarpgroupThreads;  // thread within it
   const uint32_t q_addr = uint32_t(__cvta_generic_to_shared(Qs)) + c * ft::sm90::kMmaM * ft::sm90::kSwizzleBytes;
-  constexpr int kTurnThreads = 2 * ft::sm90::kWarpgroupThreads;  // one consumer waits, the other arrives
+  constexpr int kTurnThreads = 2 * ft::sm90::kWarpgroupThreads;  // one consumer waits, the one before arrives
+  const int next = (c + 1) % Tr::kConsumers;                       // who takes the tensor cores after c
+  const bool last_consumer = c == Tr::kConsumers - 1;
 
   float o[kO];
   ft::OnlineSoftmax row[2];
@@ -166,8 +169,8 @@ __global__ void __launch_bounds__(Tr::kThreads, 1)
     ft::sm90::fence();
     issue();
     ft::sm90::commit();
-    // Consumer 1's last turn has no one left to hand the tensor cores to.
-    if (kPingPong && !(c == 1 && last)) ft::sm90::named_arrive(kTurn + 1 - c, kTurnThreads);
+    // The last consumer's last turn has no one left to hand the tensor cores to.
+    if (kPingPong && !(last_consumer && last)) ft::sm90::named_arrive(kTurn + next, kTurnThreads);
     ft::sm90::wait<0>();
     ft::sm90::fence_registers(o);
     ft::sm90::fence_registers(s);
@@ -197,7 +200,7 @@ __global__ void __launch_bounds__(Tr::kThreads, 1)
     const int n = w.num_kv_tiles;
     ft::sm90::wait(q_full, q_use & 1);
     if (n > 0) {
-      if (kPingPong && c == 1) ft::sm90::named_arrive(kTurn + 0, kTurnThreads);  // consumer 0 goes first
+      if (kPingPong && last_consumer) ft::sm90::named_arrive(kTurn + 0, kTurnThreads);  // consumer 0 goes first
       wait_full(0);
     }
     if constexpr (Tr::kSchedule != Schedule::kOverlap) {
@@ -232,7 +235,7 @@ __global__ void __launch_bounds__(Tr::kThreads, 1)
         ft::sm90::commit();
         issue_pv<Tr>(o, pa, v_addr(j));
         ft::sm90::commit();
-        if (kPingPong) ft::sm90::named_arrive(kTurn + 1 - c, kTurnThreads);
+        if (kPingPong) ft::sm90::named_arrive(kTurn + next, kTurnThreads);
         ft::sm90::wait<1>();  // S_{j+1} done, P_j·V_j may still run
         ft::sm90::fence_registers(s);
         float alpha[2];

@@ -85,7 +85,7 @@ TEST(Ch09Views, ProjectionAndPaddedViews) {
   for (const auto& impl : ch09::forward_impls())
     for (auto kind : {ft::testing::ViewKind::kProjection, ft::testing::ViewKind::kPadded})
       for (int n : {17, 1000})
-        for (int d : {64, 128})
+        for (int d : impl.head_dims)
           for (bool causal : {false, true}) {
             const ft::Problem p = Shape{n, d, causal, ft::DType::BFloat16}.problem();
             const ft::Layout layout = ft::testing::test_layout(p, kind);
@@ -118,7 +118,9 @@ TEST(Ch09, LargeScoresManyHeadsCustomScale) {
 // Refused before any launch (no GPU needed): float32, other head dims, a non-positive scale.
 TEST(Ch09, RefusesWhatItDoesNotCompute) {
   for (const auto& impl : ch09::forward_impls()) {
-    EXPECT_EQ(impl.head_dims, (std::vector<int>{64, 128})) << impl.variant;
+    // d = 64 and 128, or (the three-consumer variant, which the registers allow only there) 64.
+    EXPECT_TRUE(impl.head_dims == (std::vector<int>{64, 128}) || impl.head_dims == (std::vector<int>{64}))
+        << impl.variant;
     EXPECT_EQ(impl.min_sm, 90) << impl.variant;
     ft::Problem p = ft::make_problem(1, 1, 16, 64, false, ft::DType::Float32);
     EXPECT_THROW(ft::check_supported(impl, p), ft::Unsupported) << impl.variant;
