@@ -84,13 +84,21 @@ __device__ void produce(const Params<typename Tr::T>& p, const ft::ViewArgs& v, 
   int q_use = 0;
   for (int64_t tile = blockIdx.x; tile < p.num_tiles; tile += gridDim.x, ++q_use) {
     const Work w = work_at<Tr>(p, tile);
-    if (q_use > 0) ft::sm90::wait(q_empty, (q_use - 1) & 1);  // the last tile's Q is read
-    ft::sm90::arrive_expect_tx(q_full, QTile::kBytes);
-    for (int pnl = 0; pnl < QTile::kPanels; ++pnl)
-      ft::sm90::copy_box(Qs + pnl * QTile::kPanelElems, map_q, pnl * ft::sm90::kPanelCols, w.q0,
-                         int(w.head % v.heads), int(w.head / v.heads), q_full);
+    auto load_q = [&] {
+      if (q_use > 0) ft::sm90::wait(q_empty, (q_use - 1) & 1);  // the last tile's Q is read
+      ft::sm90::arrive_expect_tx(q_full, QTile::kBytes);
+      for (int pnl = 0; pnl < QTile::kPanels; ++pnl)
+        ft::sm90::copy_box(Qs + pnl * QTile::kPanelElems, map_q, pnl * ft::sm90::kPanelCols, w.q0,
+                           int(w.head % v.heads), int(w.head / v.heads), q_full);
+    };
+    // The first kStages K/V tiles need only free stages, which the last tile's final
+    // products release: they are copied before Q, which must wait until every product of
+    // the last tile is done. Q then comes before any tile that would wait on this one.
+    const int early = min(w.num_kv_tiles, Tr::kStages);
+    if (early == 0) load_q();
     const int k_head = int(w.kv_head % v.heads_kv), k_batch = int(w.kv_head / v.heads_kv);
     for (int j = 0; j < w.num_kv_tiles; ++j, ++it) {
+      if (j == early) load_q();
       const int s = it % Tr::kStages;
       if (it >= Tr::kStages) ft::sm90::wait(&empty[s], (it / Tr::kStages - 1) & 1);  // its last use done
       typename Tr::T* k_dst = Ks + s * 2 * kKvElems;
@@ -102,6 +110,7 @@ __device__ void produce(const Params<typename Tr::T>& p, const ft::ViewArgs& v, 
                            &full[s]);
       }
     }
+    if (early > 0 && early == w.num_kv_tiles) load_q();  // every K/V tile went early
   }
 }
 
