@@ -38,9 +38,11 @@ template <class T, int D> using PingPong = SpecializedTraits<T, D, Schedule::kPi
 template <class T, int D> using Overlap = SpecializedTraits<T, D, Schedule::kOverlap>;
 // Step 6, persistent: overlap, a block an SM walking the query tiles.
 template <class T, int D> using Persistent = SpecializedTraits<T, D, Schedule::kOverlap, true>;
-// Experiment, wide (d = 64 only): warp_specialized with three consumers, 192 query rows.
+// Experiments at d = 64 only (the registers allow three consumers there): 192 query rows.
 using CompiledD64 = ft::Instances<ft::DTypes<ft::DType::BFloat16, ft::DType::Float16>, ft::HeadDims<64>>;
-template <class T, int D> using Wide = SpecializedTraits<T, D, Schedule::kFree, false, 3, 3>;
+template <class T, int D> using WideFree = SpecializedTraits<T, D, Schedule::kFree, false, 3, 3>;
+template <class T, int D> using Wide = SpecializedTraits<T, D, Schedule::kOverlap, false, 3, 3>;
+template <class T, int D> using WidePersistent = SpecializedTraits<T, D, Schedule::kOverlap, true, 3, 3>;
 /// The kernel a traits struct describes.
 template <class Tr>
 constexpr auto kernel() {
@@ -120,7 +122,9 @@ std::vector<ft::ForwardImpl> forward_impls() {
           impl<PingPong>("pingpong", "warp_specialized, the consumers taking turns at the tensor cores"),
           impl<Overlap>("overlap", "pingpong, each consumer's next softmax under its own P·V"),
           impl<Persistent>("persistent", "overlap, a block an SM: the next tile's copies under this one's output"),
-          impl<Wide, CompiledD64>("wide", "warp_specialized with three consumers, 192 query rows (d = 64)"),
+          impl<WideFree, CompiledD64>("x_wide_free", "warp_specialized with three consumers, 192 query rows (d = 64)"),
+          impl<Wide, CompiledD64>("wide", "overlap with three consumers, 192 query rows (d = 64)"),
+          impl<WidePersistent, CompiledD64>("wide_persistent", "persistent with three consumers (d = 64)"),
           fastest()};
 }
 

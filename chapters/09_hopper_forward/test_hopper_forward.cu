@@ -115,6 +115,23 @@ TEST(Ch09, LargeScoresManyHeadsCustomScale) {
   ft::testing::expect_forward_correct(ch09::fastest(), p);
 }
 
+// More query tiles than the H200 has SMs (2·12 heads × 8 tiles of 128 rows, or 6 of 192):
+// the persistent variants' blocks each walk two tiles or more, so the stage ring and Q's
+// barriers carry across tiles of different K/V counts (causal, keys longer than queries).
+TEST(Ch09, PersistentBlocksWalkSeveralTiles) {
+  REQUIRE_HOPPER();
+  for (const auto& impl : ch09::forward_impls()) {
+    if (impl.variant.find("persistent") == std::string::npos && impl.variant != "fastest") continue;
+    for (int d : impl.head_dims)
+      for (bool causal : {false, true}) {
+        const ft::Problem p = ft::with_kv(ft::make_problem(2, 12, 1000, d, causal, ft::DType::BFloat16), 1300, 4,
+                                          ft::CausalAlign::BottomRight);
+        SCOPED_TRACE(impl.variant + ", " + p.describe());
+        ft::testing::expect_forward_correct(impl, p);
+      }
+  }
+}
+
 // Refused before any launch (no GPU needed): float32, other head dims, a non-positive scale.
 TEST(Ch09, RefusesWhatItDoesNotCompute) {
   for (const auto& impl : ch09::forward_impls()) {
