@@ -31,11 +31,12 @@ struct Params {
   int Nq;            ///< queries per head
   int Nk;            ///< keys (and values) per head
   int num_q_tiles;   ///< ceil(N_q / Br)
-  int64_t num_tiles; ///< query tiles of the whole problem: num_q_tiles · B · H_q
+  int num_tiles;     ///< query tiles of the whole problem: num_q_tiles · B · H_q
   int group;         ///< query heads per key/value head
   int causal_offset; ///< causal: key j visible to query i iff j <= i + causal_offset
   bool causal;
   float scale_log2;  ///< softmax scale · log2(e)
+  int* tile_counter; ///< persistent kernels: query tiles handed out past the first gridDim.x (zeroed before the launch)
 };
 
 /// A row's max and sum over the 4 lanes that hold it (cuda_core/reduce.cuh).

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <climits>
 #include <string>
+#include <type_traits>
 
 #include "09_hopper_forward/specialized_forward.cuh"
 #include "09_hopper_forward/wgmma_forward.cuh"
@@ -43,6 +44,9 @@ using CompiledD64 = ft::Instances<ft::DTypes<ft::DType::BFloat16, ft::DType::Flo
 template <class T, int D> using WideFree = SpecializedTraits<T, D, Schedule::kFree, false, 3, 3>;
 template <class T, int D> using Wide = SpecializedTraits<T, D, Schedule::kOverlap, false, 3, 3>;
 template <class T, int D> using WidePersistent = SpecializedTraits<T, D, Schedule::kOverlap, true, 3, 3>;
+// The top of the staircase, per d.
+template <class T, int D>
+using Fastest = std::conditional_t<D == 64, WidePersistent<T, D>, Persistent<T, D>>;
 /// The kernel a traits struct describes.
 template <class Tr>
 constexpr auto kernel() {
@@ -57,10 +61,11 @@ void launch(const ft::Problem& p, const ft::ForwardArgs& a, cudaStream_t stream)
   ft::allow_dynamic_smem(kernel<Tr>(), Tr::kSmemBytes, "chapter 09 forward");
   const int num_q_tiles = (p.len_q + Tr::Br - 1) / Tr::Br;
   const int64_t blocks = int64_t(num_q_tiles) * p.heads_total();
-  if (blocks > INT_MAX) throw ft::Unsupported("chapter 09: too many blocks for one grid");
+  // INT_MAX / 2: a grid fits, and so does the persistent kernels' int counter of tiles handed out.
+  if (blocks > INT_MAX / 2) throw ft::Unsupported("chapter 09: too many query tiles for one launch");
   const Params<T> params{a.Q.as<T>(), a.K.as<T>(), a.V.as<T>(), a.O.as<T>(), a.lse,
-                         p.len_q, p.len_kv, num_q_tiles, blocks, p.group(), p.causal_offset(),
-                         p.causal, p.softmax_scale() * ft::kLog2e};
+                         p.len_q, p.len_kv, num_q_tiles, int(blocks), p.group(), p.causal_offset(),
+                         p.causal, p.softmax_scale() * ft::kLog2e, static_cast<int*>(a.workspace)};
   const ft::Layout layout = ft::layout_of(p, a.layout);
   const ft::ViewArgs views{layout, p.heads_q, p.heads_kv};
   CUtensorMap maps[3] = {};  // Q, K, V: read by the TMA kernels only
@@ -70,10 +75,13 @@ void launch(const ft::Problem& p, const ft::ForwardArgs& a, cudaStream_t stream)
     maps[2] = ft::sm90::tensor_map(a.V.get(), p.dtype, p.batch, p.heads_kv, p.len_kv, Tr::D, layout.V, Tr::Bc);
   }
   // A block a query tile; persistent (step 6): a block an SM (one fits: its shared memory),
-  // each walking the tiles blockIdx.x, + gridDim.x, ...
+  // each taking tiles from the counter in the workspace, which starts at zero every launch.
   int64_t grid = blocks;
   if constexpr (Tr::kSpecialized) {
-    if (Tr::kPersistent) grid = std::min<int64_t>(blocks, ft::sm_count());
+    if (Tr::kPersistent) {
+      grid = std::min<int64_t>(blocks, ft::sm_count());
+      CUDA_CHECK(cudaMemsetAsync(a.workspace, 0, sizeof(int), stream));
+    }
   }
   kernel<Tr>()<<<int(grid), Tr::kThreads, Tr::kSmemBytes, stream>>>(params, views, maps[0], maps[1], maps[2]);
   CUDA_CHECK_LAUNCH();
@@ -90,18 +98,28 @@ void run(const ft::Problem& p, const ft::ForwardArgs& a, cudaStream_t stream) {
   });
 }
 
-template <template <class, int> class Shape>
+template <template <class, int> class Shape, class Set = Compiled>
 std::vector<ft::KernelTraffic> traffic(const ft::Problem& p) {
-  using Tr = Shape<__nv_bfloat16, 64>;  // Br and Bc are the same at every (T, d)
-  return {ft::fused_forward_traffic(p, Tr::kSpecialized ? "specialized_forward" : "wgmma_forward", Tr::Br, Tr::Bc)};
+  std::vector<ft::KernelTraffic> t;
+  Set::dispatch(p, "chapter 09", [&](auto i) {  // the tile shape may depend on d (fastest's does)
+    using I = decltype(i);
+    using Tr = Shape<typename I::Element, I::kHeadDim>;
+    t = {ft::fused_forward_traffic(p, Tr::kSpecialized ? "specialized_forward" : "wgmma_forward", Tr::Br, Tr::Bc)};
+  });
+  return t;
 }
 
-size_t no_workspace(const ft::Problem&) { return 0; }
+/// The persistent kernels' tile counter (an int); the others need none.
+template <template <class, int> class Shape>
+size_t workspace(const ft::Problem&) {
+  if constexpr (Shape<__nv_bfloat16, 64>::kSpecialized) return Shape<__nv_bfloat16, 64>::kPersistent ? sizeof(int) : 0;
+  else return 0;
+}
 
 template <template <class, int> class Shape, class Set = Compiled>
 ft::ForwardImpl impl(const std::string& variant, const std::string& what) {
-  ft::ForwardImpl f{"09", variant, what, Set::head_dims(), no_workspace, run<Shape, Set>,
-                    traffic<Shape>, Set::dtypes(), kSm, /*strided=*/true,
+  ft::ForwardImpl f{"09", variant, what, Set::head_dims(), workspace<Shape>, run<Shape, Set>,
+                    traffic<Shape, Set>, Set::dtypes(), kSm, /*strided=*/true,
                     ft::Features{/*lengths=*/true, /*grouped=*/true}};
   return f;
 }
@@ -109,9 +127,9 @@ ft::ForwardImpl impl(const std::string& variant, const std::string& what) {
 }  // namespace
 
 const ft::ForwardImpl& fastest() {
-  // The top of the staircase. At d = 128 pingpong is as fast (0.4-1.5% ahead, bf16); at
-  // d = 64 it is 4-7% slower at N >= 4096 (ch09_vs_pytorch.csv).
-  static const ft::ForwardImpl i = impl<Overlap>("fastest", "overlap (the last step)");
+  // The top of the staircase: persistent, with three consumers at d = 64, where the
+  // registers allow them and the exponentials need the warps (ch09_vs_pytorch.csv).
+  static const ft::ForwardImpl i = impl<Fastest>("fastest", "persistent; at d = 64 with three consumers");
   return i;
 }
 

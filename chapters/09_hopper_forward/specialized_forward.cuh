@@ -51,15 +51,15 @@ constexpr int kTurn = 1;
 /// One query tile of the problem: which rows, which heads, how many K/V tiles it reads.
 struct Work {
   int q0;              ///< first query row
-  int64_t head;        ///< b·H_q + h
-  int64_t kv_head;     ///< b·H_kv + h / group
+  int head;            ///< b·H_q + h (tiles fit an int: the launch checks)
+  int kv_head;         ///< b·H_kv + h / group
   int num_kv_tiles;    ///< K/V tiles it reads (causal: up to its diagonal; 0: it sees no key)
 };
 
 /// Tile t of the problem: heads in turn, and within a head the last query tile first (under
 /// the causal mask it has the most K/V tiles: chapter 04).
 template <class Tr>
-__device__ __forceinline__ Work work_at(const Params<typename Tr::T>& p, int64_t t) {
+__device__ __forceinline__ Work work_at(const Params<typename Tr::T>& p, int t) {
   Work w;
   w.q0 = (p.num_q_tiles - 1 - int(t % p.num_q_tiles)) * Tr::Br;
   w.head = t / p.num_q_tiles;
@@ -69,34 +69,57 @@ __device__ __forceinline__ Work work_at(const Params<typename Tr::T>& p, int64_t
   return w;
 }
 
-/// The producer: one thread, every copy of the block, tile after tile. A query tile's Q on
-/// q_full once the consumers have released the last one (q_empty); its K/V tiles through
-/// the ring of stages, counted across query tiles (`it`: stage it % kStages, that stage's
-/// use it / kStages), each once the consumers have emptied its stage.
+/// The next query tile a block takes. A block a tile (steps 3-5): none, the grid covers
+/// them. Persistent (step 6): the next in the order the hardware would have launched them,
+/// from a counter the blocks share; the grid's first gridDim.x tiles went one a block.
+/// Taking tiles as blocks free up keeps the SMs evenly loaded when tiles differ in length
+/// (causal): a fixed round-robin does not (chapter 09's README measures it).
+template <class Tr>
+__device__ __forceinline__ int next_tile(const Params<typename Tr::T>& p) {
+  if constexpr (Tr::kPersistent) return int(gridDim.x) + atomicAdd(p.tile_counter, 1);
+  else return p.num_tiles;
+}
+
+/// The producer: one thread, every copy of the block, tile after tile. A query tile's index
+/// and its Q, on q_full, once the consumers have released the last one (q_empty); its K/V
+/// tiles through the ring of stages, counted across query tiles (`it`: stage it % kStages,
+/// that stage's use it / kStages), each once the consumers have emptied its stage. After
+/// the last tile, an index past the end tells the consumers to stop.
 template <class Tr>
 __device__ void produce(const Params<typename Tr::T>& p, const ft::ViewArgs& v, typename Tr::T* Qs,
-                        typename Tr::T* Ks, uint64_t* q_full, uint64_t* q_empty, uint64_t* full, uint64_t* empty,
-                        const CUtensorMap* map_q, const CUtensorMap* map_k, const CUtensorMap* map_v) {
+                        typename Tr::T* Ks, int* tile_slot, uint64_t* q_full, uint64_t* q_empty,
+                        uint64_t* full, uint64_t* empty, const CUtensorMap* map_q, const CUtensorMap* map_k,
+                        const CUtensorMap* map_v) {
   using QTile = typename Tr::QTile;
   using KvTile = typename Tr::KvTile;
   constexpr int kKvElems = KvTile::kBytes / sizeof(typename Tr::T);
   int it = 0;
-  int q_use = 0;
-  for (int64_t tile = blockIdx.x; tile < p.num_tiles; tile += gridDim.x, ++q_use) {
+  int tile = blockIdx.x;
+  for (int q_use = 0;; ++q_use) {
+    // Q's slot is free (and the tile index read) once every consumer warp has arrived.
+    auto announce = [&](int index) {
+      if (q_use > 0) ft::sm90::wait(q_empty, (q_use - 1) & 1);
+      *tile_slot = index;
+    };
+    if (tile >= p.num_tiles) {
+      announce(tile);
+      ft::sm90::arrive(q_full);  // no bytes: the consumers read the index and stop
+      return;
+    }
     const Work w = work_at<Tr>(p, tile);
     auto load_q = [&] {
-      if (q_use > 0) ft::sm90::wait(q_empty, (q_use - 1) & 1);  // the last tile's Q is read
+      announce(tile);
       ft::sm90::arrive_expect_tx(q_full, QTile::kBytes);
       for (int pnl = 0; pnl < QTile::kPanels; ++pnl)
         ft::sm90::copy_box(Qs + pnl * QTile::kPanelElems, map_q, pnl * ft::sm90::kPanelCols, w.q0,
-                           int(w.head % v.heads), int(w.head / v.heads), q_full);
+                           w.head % v.heads, w.head / v.heads, q_full);
     };
     // The first kStages K/V tiles need only free stages, which the last tile's final
     // products release: they are copied before Q, which must wait until every product of
     // the last tile is done. Q then comes before any tile that would wait on this one.
     const int early = min(w.num_kv_tiles, Tr::kStages);
     if (early == 0) load_q();
-    const int k_head = int(w.kv_head % v.heads_kv), k_batch = int(w.kv_head / v.heads_kv);
+    const int k_head = w.kv_head % v.heads_kv, k_batch = w.kv_head / v.heads_kv;
     for (int j = 0; j < w.num_kv_tiles; ++j, ++it) {
       if (j == early) load_q();
       const int s = it % Tr::kStages;
@@ -111,6 +134,9 @@ __device__ void produce(const Params<typename Tr::T>& p, const ft::ViewArgs& v, 
       }
     }
     if (early > 0 && early == w.num_kv_tiles) load_q();  // every K/V tile went early
+    // The atomic's round trip is hidden: the consumers still have this tile's last
+    // kStages K/V tiles to compute before the producer can copy anything more.
+    tile = next_tile<Tr>(p);
   }
 }
 
@@ -131,9 +157,10 @@ __global__ void __launch_bounds__(Tr::kThreads, 1)
   T* const Qs = reinterpret_cast<T*>(base);
   T* const Ks = Qs + Tr::QTile::kBytes / sizeof(T);
   uint64_t* const q_full = reinterpret_cast<uint64_t*>(Ks + Tr::kStages * 2 * kKvElems);
-  uint64_t* const q_empty = q_full + 1;         // Q is read: one arrival a consumer warp
+  uint64_t* const q_empty = q_full + 1;         // Q (and the tile index) read: one arrival a consumer warp
   uint64_t* const full = q_empty + 1;           // a stage's tile has landed: one arrival + its bytes
   uint64_t* const empty = full + Tr::kStages;   // a stage is free again: one arrival a consumer warp
+  int* const tile_slot = reinterpret_cast<int*>(empty + Tr::kStages);  // Q's tile, from the producer
 
   const int wg = threadIdx.x / ft::sm90::kWarpgroupThreads;  // 0: producer; 1, 2: consumers
 
@@ -149,7 +176,7 @@ __global__ void __launch_bounds__(Tr::kThreads, 1)
 
   if (wg == 0) {
     ft::sm90::release_registers<Tr::kProducerRegs>();
-    if (threadIdx.x == 0) produce<Tr>(p, v, Qs, Ks, q_full, q_empty, full, empty, &map_q, &map_k, &map_v);
+    if (threadIdx.x == 0) produce<Tr>(p, v, Qs, Ks, tile_slot, q_full, q_empty, full, empty, &map_q, &map_k, &map_v);
     return;
   }
   ft::sm90::claim_registers<Tr::kConsumerRegs>();
@@ -198,8 +225,10 @@ __global__ void __launch_bounds__(Tr::kThreads, 1)
   auto full_phase = [&](int j) { return uint32_t(((it + j) / Tr::kStages) & 1); };
   auto wait_full = [&](int j) { ft::sm90::wait(&full[(it + j) % Tr::kStages], full_phase(j)); };
 
-  int q_use = 0;
-  for (int64_t tile = blockIdx.x; tile < p.num_tiles; tile += gridDim.x, ++q_use) {
+  for (int q_use = 0;; ++q_use) {
+    ft::sm90::wait(q_full, q_use & 1);  // the tile's index, and its Q
+    const int tile = *static_cast<volatile int*>(tile_slot);
+    if (tile >= p.num_tiles) break;
     const Work w = work_at<Tr>(p, tile);
     row0 = w.q0 + c * ft::sm90::kMmaM;
 #pragma unroll
@@ -207,7 +236,6 @@ __global__ void __launch_bounds__(Tr::kThreads, 1)
     row[0] = row[1] = ft::online_softmax_empty();
 
     const int n = w.num_kv_tiles;
-    ft::sm90::wait(q_full, q_use & 1);
     if (n > 0) {
       if (kPingPong && last_consumer) ft::sm90::named_arrive(kTurn + 0, kTurnThreads);  // consumer 0 goes first
       wait_full(0);
