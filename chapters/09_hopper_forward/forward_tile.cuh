@@ -36,7 +36,6 @@ struct Params {
   int causal_offset; ///< causal: key j visible to query i iff j <= i + causal_offset
   bool causal;
   float scale_log2;  ///< softmax scale · log2(e)
-  int* tile_counter; ///< persistent kernels: query tiles handed out past the first gridDim.x (zeroed before the launch)
 };
 
 /// A row's max and sum over the 4 lanes that hold it (cuda_core/reduce.cuh).

@@ -74,9 +74,9 @@ struct SpecializedTraits {
   /// measured no faster than three.
   static constexpr int kStages = Stages_;
   static constexpr Schedule kSchedule = kSchedule_;
-  /// Step 6: a block an SM, each taking query tiles from a shared counter until none is
-  /// left; the next tile's Q and K/V copied while this one's output is stored. Otherwise a
-  /// block a tile.
+  /// Step 6: a block an SM, each walking pairs of query tiles (specialized_forward.cuh's
+  /// TileOrder); the next tile's Q and K/V copied while this one's output is stored.
+  /// Otherwise a block a tile.
   static constexpr bool kPersistent = kPersistent_;
   static constexpr Load kLoad = Load::kTma;
   static constexpr bool kSpecialized = true;  ///< a producer warpgroup, two consumers
@@ -91,11 +91,9 @@ struct SpecializedTraits {
   using KvTile = ft::sm90::Sw128Tile<Bc, D>;
   /// Q's full and empty barriers, then a full and an empty barrier a stage.
   static constexpr int kBarriers = 2 + 2 * kStages;
-  /// 1024 bytes of slack to align the first tile, Q, the stages, the barriers, and the slot
-  /// in which the producer tells the consumers which query tile Q holds.
+  /// 1024 bytes of slack to align the first tile, Q, the stages, the barriers.
   static constexpr size_t kSmemBytes = size_t(ft::sm90::kAtomBytes) + QTile::kBytes +
-                                       size_t(kStages) * 2 * KvTile::kBytes + kBarriers * sizeof(uint64_t) +
-                                       sizeof(int);
+                                       size_t(kStages) * 2 * KvTile::kBytes + kBarriers * sizeof(uint64_t);
 
   static_assert(D == 64 || D == 128, "O's wgmma is m64n{d}k16: the shapes sm90/wgmma.cuh spells out");
   static_assert(kStages >= 2, "the producer fills one stage while the consumers read another");

@@ -41,7 +41,6 @@ template <class T, int D> using Overlap = SpecializedTraits<T, D, Schedule::kOve
 template <class T, int D> using Persistent = SpecializedTraits<T, D, Schedule::kOverlap, true>;
 // Experiments at d = 64 only (the registers allow three consumers there): 192 query rows.
 using CompiledD64 = ft::Instances<ft::DTypes<ft::DType::BFloat16, ft::DType::Float16>, ft::HeadDims<64>>;
-template <class T, int D> using WideFree = SpecializedTraits<T, D, Schedule::kFree, false, 3, 3>;
 template <class T, int D> using Wide = SpecializedTraits<T, D, Schedule::kOverlap, false, 3, 3>;
 template <class T, int D> using WidePersistent = SpecializedTraits<T, D, Schedule::kOverlap, true, 3, 3>;
 // The top of the staircase, per d.
@@ -61,11 +60,11 @@ void launch(const ft::Problem& p, const ft::ForwardArgs& a, cudaStream_t stream)
   ft::allow_dynamic_smem(kernel<Tr>(), Tr::kSmemBytes, "chapter 09 forward");
   const int num_q_tiles = (p.len_q + Tr::Br - 1) / Tr::Br;
   const int64_t blocks = int64_t(num_q_tiles) * p.heads_total();
-  // INT_MAX / 2: a grid fits, and so does the persistent kernels' int counter of tiles handed out.
+  // Tiles are counted in ints, pairs of them past the last one included.
   if (blocks > INT_MAX / 2) throw ft::Unsupported("chapter 09: too many query tiles for one launch");
   const Params<T> params{a.Q.as<T>(), a.K.as<T>(), a.V.as<T>(), a.O.as<T>(), a.lse,
                          p.len_q, p.len_kv, num_q_tiles, int(blocks), p.group(), p.causal_offset(),
-                         p.causal, p.softmax_scale() * ft::kLog2e, static_cast<int*>(a.workspace)};
+                         p.causal, p.softmax_scale() * ft::kLog2e};
   const ft::Layout layout = ft::layout_of(p, a.layout);
   const ft::ViewArgs views{layout, p.heads_q, p.heads_kv};
   CUtensorMap maps[3] = {};  // Q, K, V: read by the TMA kernels only
@@ -75,13 +74,10 @@ void launch(const ft::Problem& p, const ft::ForwardArgs& a, cudaStream_t stream)
     maps[2] = ft::sm90::tensor_map(a.V.get(), p.dtype, p.batch, p.heads_kv, p.len_kv, Tr::D, layout.V, Tr::Bc);
   }
   // A block a query tile; persistent (step 6): a block an SM (one fits: its shared memory),
-  // each taking tiles from the counter in the workspace, which starts at zero every launch.
+  // each walking pairs of query tiles (TileOrder), or fewer blocks when there are fewer pairs.
   int64_t grid = blocks;
   if constexpr (Tr::kSpecialized) {
-    if (Tr::kPersistent) {
-      grid = std::min<int64_t>(blocks, ft::sm_count());
-      CUDA_CHECK(cudaMemsetAsync(a.workspace, 0, sizeof(int), stream));
-    }
+    if (Tr::kPersistent) grid = std::min<int64_t>((num_q_tiles + 1) / 2 * p.heads_total(), ft::sm_count());
   }
   kernel<Tr>()<<<int(grid), Tr::kThreads, Tr::kSmemBytes, stream>>>(params, views, maps[0], maps[1], maps[2]);
   CUDA_CHECK_LAUNCH();
@@ -109,16 +105,11 @@ std::vector<ft::KernelTraffic> traffic(const ft::Problem& p) {
   return t;
 }
 
-/// The persistent kernels' tile counter (an int); the others need none.
-template <template <class, int> class Shape>
-size_t workspace(const ft::Problem&) {
-  if constexpr (Shape<__nv_bfloat16, 64>::kSpecialized) return Shape<__nv_bfloat16, 64>::kPersistent ? sizeof(int) : 0;
-  else return 0;
-}
+size_t no_workspace(const ft::Problem&) { return 0; }
 
 template <template <class, int> class Shape, class Set = Compiled>
 ft::ForwardImpl impl(const std::string& variant, const std::string& what) {
-  ft::ForwardImpl f{"09", variant, what, Set::head_dims(), workspace<Shape>, run<Shape, Set>,
+  ft::ForwardImpl f{"09", variant, what, Set::head_dims(), no_workspace, run<Shape, Set>,
                     traffic<Shape, Set>, Set::dtypes(), kSm, /*strided=*/true,
                     ft::Features{/*lengths=*/true, /*grouped=*/true}};
   return f;
@@ -140,7 +131,6 @@ std::vector<ft::ForwardImpl> forward_impls() {
           impl<PingPong>("pingpong", "warp_specialized, the consumers taking turns at the tensor cores"),
           impl<Overlap>("overlap", "pingpong, each consumer's next softmax under its own P·V"),
           impl<Persistent>("persistent", "overlap, a block an SM: the next tile's copies under this one's output"),
-          impl<WideFree, CompiledD64>("x_wide_free", "warp_specialized with three consumers, 192 query rows (d = 64)"),
           impl<Wide, CompiledD64>("wide", "overlap with three consumers, 192 query rows (d = 64)"),
           impl<WidePersistent, CompiledD64>("wide_persistent", "persistent with three consumers (d = 64)"),
           fastest()};

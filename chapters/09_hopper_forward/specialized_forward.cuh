@@ -56,59 +56,83 @@ struct Work {
   int num_kv_tiles;    ///< K/V tiles it reads (causal: up to its diagonal; 0: it sees no key)
 };
 
-/// Tile t of the problem: heads in turn, and within a head the last query tile first (under
-/// the causal mask it has the most K/V tiles: chapter 04).
+/// Query tile `q_tile` of grid head `head` (b·H_q + h).
 template <class Tr>
-__device__ __forceinline__ Work work_at(const Params<typename Tr::T>& p, int t) {
+__device__ __forceinline__ Work work_of(const Params<typename Tr::T>& p, int q_tile, int head) {
   Work w;
-  w.q0 = (p.num_q_tiles - 1 - int(t % p.num_q_tiles)) * Tr::Br;
-  w.head = t / p.num_q_tiles;
-  w.kv_head = w.head / p.group;
+  w.q0 = q_tile * Tr::Br;
+  w.head = head;
+  w.kv_head = head / p.group;
   const int kv_end = p.causal ? min(p.Nk, w.q0 + Tr::Br + p.causal_offset) : p.Nk;
   w.num_kv_tiles = kv_end <= 0 ? 0 : (kv_end + Tr::Bc - 1) / Tr::Bc;
   return w;
 }
 
-/// The next query tile a block takes. A block a tile (steps 3-5): none, the grid covers
-/// them. Persistent (step 6): the next in the order the hardware would have launched them,
-/// from a counter the blocks share; the grid's first gridDim.x tiles went one a block.
-/// Taking tiles as blocks free up keeps the SMs evenly loaded when tiles differ in length
-/// (causal): a fixed round-robin does not (chapter 09's README measures it).
+/// The query tiles one block computes, in order; the producer and the consumers each walk
+/// the same sequence, so nothing about it needs saying between them.
+///
+/// A block a tile (steps 3-5): tile blockIdx.x only, heads in turn and within a head the
+/// last query tile first (under the causal mask it has the most K/V tiles: chapter 04).
+///
+/// Persistent (step 6): a block an SM, walking pairs of query tiles round-robin (pair
+/// blockIdx.x, + gridDim.x, ...). A pair is the i-th tile from a head's end and the i-th
+/// from its start, so that under the causal mask every pair reads the same number of K/V
+/// tiles (n + 1 of a head's n, give or take the ragged edge) and a fixed hand-out keeps the
+/// SMs evenly loaded; the consecutive pairs that run at once share heads, and so K and V in
+/// L2. With an odd number of tiles the middle one has no partner.
 template <class Tr>
-__device__ __forceinline__ int next_tile(const Params<typename Tr::T>& p) {
-  if constexpr (Tr::kPersistent) return int(gridDim.x) + atomicAdd(p.tile_counter, 1);
-  else return p.num_tiles;
-}
+struct TileOrder {
+  const Params<typename Tr::T>& p;
+  int pair;        ///< persistent: the current pair; otherwise the block's tile
+  int member = 0;  ///< persistent: 0, the pair's tile near the end; 1, near the start
 
-/// The producer: one thread, every copy of the block, tile after tile. A query tile's index
-/// and its Q, on q_full, once the consumers have released the last one (q_empty); its K/V
-/// tiles through the ring of stages, counted across query tiles (`it`: stage it % kStages,
-/// that stage's use it / kStages), each once the consumers have emptied its stage. After
-/// the last tile, an index past the end tells the consumers to stop.
+  __device__ explicit TileOrder(const Params<typename Tr::T>& params) : p(params), pair(blockIdx.x) {}
+
+  /// The next tile into `w`; false when the block has none left.
+  __device__ __forceinline__ bool next(Work& w) {
+    const int nq = p.num_q_tiles;
+    if constexpr (!Tr::kPersistent) {
+      if (member++ > 0) return false;
+      w = work_of<Tr>(p, nq - 1 - pair % nq, pair / nq);
+      return true;
+    } else {
+      const int pairs_per_head = (nq + 1) / 2;
+      while (pair < p.num_tiles / nq * pairs_per_head) {
+        const int i = pair % pairs_per_head;
+        const int q_tile = member == 0 ? nq - 1 - i : i;
+        const int head = pair / pairs_per_head;
+        if (member == 0) {
+          member = 1;
+        } else {
+          member = 0;
+          pair += gridDim.x;
+          if (q_tile == nq - 1 - q_tile) continue;  // the middle tile: done as member 0
+        }
+        w = work_of<Tr>(p, q_tile, head);
+        return true;
+      }
+      return false;
+    }
+  }
+};
+
+/// The producer: one thread, every copy of the block, tile after tile. A query tile's Q on
+/// q_full once the consumers have released the last one (q_empty); its K/V tiles through
+/// the ring of stages, counted across query tiles (`it`: stage it % kStages, that stage's
+/// use it / kStages), each once the consumers have emptied its stage.
 template <class Tr>
 __device__ void produce(const Params<typename Tr::T>& p, const ft::ViewArgs& v, typename Tr::T* Qs,
-                        typename Tr::T* Ks, int* tile_slot, uint64_t* q_full, uint64_t* q_empty,
-                        uint64_t* full, uint64_t* empty, const CUtensorMap* map_q, const CUtensorMap* map_k,
-                        const CUtensorMap* map_v) {
+                        typename Tr::T* Ks, uint64_t* q_full, uint64_t* q_empty, uint64_t* full, uint64_t* empty,
+                        const CUtensorMap* map_q, const CUtensorMap* map_k, const CUtensorMap* map_v) {
   using QTile = typename Tr::QTile;
   using KvTile = typename Tr::KvTile;
   constexpr int kKvElems = KvTile::kBytes / sizeof(typename Tr::T);
   int it = 0;
-  int tile = blockIdx.x;
-  for (int q_use = 0;; ++q_use) {
-    // Q's slot is free (and the tile index read) once every consumer warp has arrived.
-    auto announce = [&](int index) {
-      if (q_use > 0) ft::sm90::wait(q_empty, (q_use - 1) & 1);
-      *tile_slot = index;
-    };
-    if (tile >= p.num_tiles) {
-      announce(tile);
-      ft::sm90::arrive(q_full);  // no bytes: the consumers read the index and stop
-      return;
-    }
-    const Work w = work_at<Tr>(p, tile);
+  TileOrder<Tr> order(p);
+  Work w;
+  for (int q_use = 0; order.next(w); ++q_use) {
     auto load_q = [&] {
-      announce(tile);
+      if (q_use > 0) ft::sm90::wait(q_empty, (q_use - 1) & 1);  // the last tile's Q is read
       ft::sm90::arrive_expect_tx(q_full, QTile::kBytes);
       for (int pnl = 0; pnl < QTile::kPanels; ++pnl)
         ft::sm90::copy_box(Qs + pnl * QTile::kPanelElems, map_q, pnl * ft::sm90::kPanelCols, w.q0,
@@ -134,9 +158,6 @@ __device__ void produce(const Params<typename Tr::T>& p, const ft::ViewArgs& v, 
       }
     }
     if (early > 0 && early == w.num_kv_tiles) load_q();  // every K/V tile went early
-    // The atomic's round trip is hidden: the consumers still have this tile's last
-    // kStages K/V tiles to compute before the producer can copy anything more.
-    tile = next_tile<Tr>(p);
   }
 }
 
@@ -157,10 +178,9 @@ __global__ void __launch_bounds__(Tr::kThreads, 1)
   T* const Qs = reinterpret_cast<T*>(base);
   T* const Ks = Qs + Tr::QTile::kBytes / sizeof(T);
   uint64_t* const q_full = reinterpret_cast<uint64_t*>(Ks + Tr::kStages * 2 * kKvElems);
-  uint64_t* const q_empty = q_full + 1;         // Q (and the tile index) read: one arrival a consumer warp
+  uint64_t* const q_empty = q_full + 1;         // Q is read: one arrival a consumer warp
   uint64_t* const full = q_empty + 1;           // a stage's tile has landed: one arrival + its bytes
   uint64_t* const empty = full + Tr::kStages;   // a stage is free again: one arrival a consumer warp
-  int* const tile_slot = reinterpret_cast<int*>(empty + Tr::kStages);  // Q's tile, from the producer
 
   const int wg = threadIdx.x / ft::sm90::kWarpgroupThreads;  // 0: producer; 1, 2: consumers
 
@@ -176,7 +196,7 @@ __global__ void __launch_bounds__(Tr::kThreads, 1)
 
   if (wg == 0) {
     ft::sm90::release_registers<Tr::kProducerRegs>();
-    if (threadIdx.x == 0) produce<Tr>(p, v, Qs, Ks, tile_slot, q_full, q_empty, full, empty, &map_q, &map_k, &map_v);
+    if (threadIdx.x == 0) produce<Tr>(p, v, Qs, Ks, q_full, q_empty, full, empty, &map_q, &map_k, &map_v);
     return;
   }
   ft::sm90::claim_registers<Tr::kConsumerRegs>();
@@ -225,17 +245,16 @@ __global__ void __launch_bounds__(Tr::kThreads, 1)
   auto full_phase = [&](int j) { return uint32_t(((it + j) / Tr::kStages) & 1); };
   auto wait_full = [&](int j) { ft::sm90::wait(&full[(it + j) % Tr::kStages], full_phase(j)); };
 
-  for (int q_use = 0;; ++q_use) {
-    ft::sm90::wait(q_full, q_use & 1);  // the tile's index, and its Q
-    const int tile = *static_cast<volatile int*>(tile_slot);
-    if (tile >= p.num_tiles) break;
-    const Work w = work_at<Tr>(p, tile);
+  TileOrder<Tr> order(p);
+  Work w;
+  for (int q_use = 0; order.next(w); ++q_use) {
     row0 = w.q0 + c * ft::sm90::kMmaM;
 #pragma unroll
     for (int i = 0; i < kO; ++i) o[i] = 0.f;
     row[0] = row[1] = ft::online_softmax_empty();
 
     const int n = w.num_kv_tiles;
+    ft::sm90::wait(q_full, q_use & 1);
     if (n > 0) {
       if (kPingPong && last_consumer) ft::sm90::named_arrive(kTurn + 0, kTurnThreads);  // consumer 0 goes first
       wait_full(0);
