@@ -129,9 +129,19 @@ std::string supported_dims(const OptionSpec& spec) {
   return s;
 }
 
-/// "" when every variant --variant selects computes o.head_dim; else the error.
+/// "" when every variant --variant names computes o.head_dim, or, without --variant (all),
+/// when one of them does (the program skips the others and says so); else the error.
 std::string check_head_dim(const Options& o, const OptionSpec& spec) {
   const auto dims = dims_by_variant(spec);
+  auto takes = [&](size_t i) {
+    return dims[i].empty() || std::count(dims[i].begin(), dims[i].end(), o.head_dim) > 0;
+  };
+  if (o.variant == "all" && dims.size() > 1) {
+    for (size_t i = 0; i < dims.size(); ++i)
+      if (takes(i)) return "";
+    return "--head-dim " + std::to_string(o.head_dim) + " is not supported (supported: " +
+           supported_dims(spec) + ")";
+  }
   for (size_t i = 0; i < dims.size(); ++i) {
     const bool selected = spec.variants.empty() || o.selects(spec.variants[i]);
     if (!selected || dims[i].empty() ||

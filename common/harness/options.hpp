@@ -53,7 +53,8 @@ struct OptionSpec {
   std::vector<int> head_dims;       ///< supported d; empty: any d from 1 to 1024
   std::vector<DType> dtypes = {DType::Float32};  ///< supported --dtype values
   /// Each variant's supported d, in the order of `variants` (an empty list: any d from 1 to
-  /// 1024); --head-dim must suit every variant --variant selects. Left empty, every variant
+  /// 1024); --head-dim must suit every variant --variant names (without --variant, one of
+  /// them: the program skips those that do not take it and says so). Left empty, every variant
   /// takes `head_dims`.
   std::vector<std::vector<int>> variant_head_dims = {};
   std::vector<RefusedFlag> refused = {};  ///< shared flags this program does not take

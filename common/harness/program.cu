@@ -80,9 +80,24 @@ int run_program(int argc, char** argv, const ProgramSpec& spec) {
   }
   const Options& o = parsed.options;
   const Problem p = o.problem();
-  auto selected = [&](const std::string& variant) { return o.selects(variant); };
-
   std::printf("%s\n%s\n", spec.title.c_str(), problem_line(p).c_str());
+  // Without --variant every variant that takes this d runs; the others are named, once.
+  std::vector<std::string> skipped;
+  auto note_skip = [&](const std::string& variant, const std::vector<int>& dims) {
+    if (dims.empty() || std::count(dims.begin(), dims.end(), p.head_dim) > 0) return;
+    if (std::find(skipped.begin(), skipped.end(), variant) != skipped.end()) return;
+    skipped.push_back(variant);
+    std::string list;
+    for (int d : dims) list += (list.empty() ? "" : ", ") + std::to_string(d);
+    std::printf("(variant %s skipped: it takes d = %s only)\n", variant.c_str(), list.c_str());
+  };
+  for (const auto& f : spec.forwards)
+    if (o.selects(f.variant)) note_skip(f.variant, f.head_dims);
+  for (const auto& b : spec.backwards)
+    if (o.selects(b.variant)) note_skip(b.variant, b.head_dims);
+  auto selected = [&](const std::string& variant) {
+    return o.selects(variant) && std::find(skipped.begin(), skipped.end(), variant) == skipped.end();
+  };
   try {
     std::vector<Row> rows;
     for (const auto& f : spec.forwards)

@@ -199,11 +199,13 @@ TEST(Options, HeadDimsByVariant) {
   const auto help = run({"--help"});
   EXPECT_NE(help.message.find("supported: materialize: 1 to 1024; flash, flash_sync: 32, 64, 128"),
             std::string::npos) << help.message;
-  const auto all = run({"--head-dim", "48"});
-  EXPECT_EQ(all.exit_code, 2);
-  EXPECT_NE(all.message.find("--head-dim 48 is not supported by variant flash (supported: "
-                             "materialize: 1 to 1024; flash, flash_sync: 32, 64, 128; --variant "
-                             "chooses which run)"), std::string::npos) << all.message;
+  // Without --variant, the variants that take d run (the program skips the others).
+  EXPECT_TRUE(run({"--head-dim", "48"}).ok);
+  const auto named = run({"--head-dim", "48", "--variant", "materialize,flash"});
+  EXPECT_EQ(named.exit_code, 2);
+  EXPECT_NE(named.message.find("--head-dim 48 is not supported by variant flash (supported: "
+                               "materialize: 1 to 1024; flash, flash_sync: 32, 64, 128; --variant "
+                               "chooses which run)"), std::string::npos) << named.message;
   EXPECT_TRUE(run({"--head-dim", "48", "--variant", "materialize"}).ok);
   EXPECT_TRUE(run({"--head-dim", "128"}).ok);
   EXPECT_FALSE(run({"--head-dim", "48", "--variant", "materialize,flash_sync"}).ok);
@@ -257,10 +259,25 @@ TEST(Program, HelpListsTheHeadDimsOfEachImplementation) {
   EXPECT_EQ(r.code, 0);
   EXPECT_NE(r.out.find("supported: narrow: 64; wide: 128"), std::string::npos) << r.out;
   EXPECT_EQ(r.out.find("1 to 1024"), std::string::npos) << r.out;
-  const Ran bad = run_program(spec, {"--head-dim", "128"});
-  EXPECT_EQ(bad.code, 2);
-  EXPECT_NE(bad.err.find("--head-dim 128 is not supported by variant narrow"), std::string::npos)
-      << bad.err;
+  const Ran named = run_program(spec, {"--head-dim", "128", "--variant", "narrow"});
+  EXPECT_EQ(named.code, 2);
+  EXPECT_NE(named.err.find("--head-dim 128 is not supported by variant narrow"), std::string::npos)
+      << named.err;
+  const Ran none = run_program(spec, {"--head-dim", "96"});
+  EXPECT_EQ(none.code, 2);
+  EXPECT_NE(none.err.find("--head-dim 96 is not supported (supported: narrow: 64; wide: 128)"),
+            std::string::npos) << none.err;
+}
+
+// Without --variant, a variant that does not take --head-dim is skipped and named; the
+// others run (here, without a GPU, as far as their ledger).
+TEST(Program, EveryVariantThatTakesTheHeadDimRuns) {
+  const ft::ProgramSpec spec = program({made_up("narrow", {64}), made_up("wide", {128})});
+  const Ran r = run_program(spec, {"--head-dim", "128"});
+  EXPECT_NE(r.out.find("(variant narrow skipped: it takes d = 64 only)"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("chapter 99 wide"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("chapter 99 narrow"), std::string::npos) << r.out;
+  EXPECT_NE(r.code, 2) << r.err;
 }
 
 TEST(Program, NoGpuIsSaidFirstWithCudasWordsInParentheses) {
