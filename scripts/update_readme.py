@@ -75,7 +75,8 @@ def tensor_cores():
     if os.path.exists(path):
         source = "`vs_pytorch.csv`: one run of `scripts/compare_pytorch.py`"
         for r in read("vs_pytorch.csv"):
-            if r["dtype"] == "bf16" and r["seq_len"] == "16384" and r["pass"] == "forward":
+            if (r["dtype"] == "bf16" and r["seq_len"] == "16384" and r["pass"] == "forward"
+                    and r["batch"] == "1" and r.get("heads_kv", r["heads"]) == r["heads"]):
                 table[(r["impl"], r["head_dim"], r["causal"])] = float(r["tflops"])
         fast07 = lambda d: table.get(("ch07_fastest", d, c))
     else:
@@ -96,7 +97,8 @@ def tensor_cores():
     same09 = {}
     if os.path.exists(os.path.join(RESULTS, "ch09_vs_pytorch.csv")):
         for r in read("ch09_vs_pytorch.csv"):
-            if r["dtype"] == "bf16" and r["seq_len"] == "16384" and r["pass"] == "forward":
+            if (r["dtype"] == "bf16" and r["seq_len"] == "16384" and r["pass"] == "forward"
+                    and r["batch"] == "1" and r.get("heads_kv", r["heads"]) == r["heads"]):
                 same09[(r["impl"], r["head_dim"], r["causal"])] = float(r["tflops"])
     out = [f"**On the tensor cores** (bf16 in and out, float32 accumulation; N = 16384, 16384 tokens; "
            f"forward TFLOP/s from {source}; PyTorch's three-kernel bf16 path from `anchors.csv`; "
@@ -111,7 +113,7 @@ def tensor_cores():
             if f07 is None or fa2 is None:
                 continue
             cell = lambda x: f"{x:.1f}" if x is not None else "—"
-            f09, c09 = same09.get(("ch09_overlap", d, c)), same09.get(("torch_cudnn", d, c))
+            f09, c09 = same09.get(("ch09_fastest", d, c)), same09.get(("torch_cudnn", d, c))
             ratio09 = f"{f09 / c09:.2f}×" if f09 and c09 else "—"
             out.append(f"| {d} | {'yes' if c == '1' else 'no'} | {cell(u06)} | {cell(nv)} | {f07:.1f} | "
                        f"{fa2:.1f} | {f07 / fa2:.2f}× | {cell(cud)} | {cell(f09)} | {ratio09} |")
