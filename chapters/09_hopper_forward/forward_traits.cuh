@@ -84,9 +84,13 @@ struct SpecializedTraits {
   /// loop, coordinates, barrier addresses), each consumer takes 240 (S: 64, O: up to 64, P:
   /// 32, the softmax's state); 128·(24 + 2·240) = 64512 of the SM's 65536.
   static constexpr int kProducerRegs = 24;
-  /// What the register file leaves the consumers (65536 / 128 = 512 a warpgroup thread-slot,
-  /// less the producer's), a multiple of 8: 240 for two consumers, 160 for three.
-  static constexpr int kConsumerRegs = (65536 / ft::sm90::kWarpgroupThreads - kProducerRegs) / kConsumers / 8 * 8;
+  /// Registers a thread at launch: the SM's 65536 over the block's threads, rounded down to
+  /// a multiple of 8 (168 for 384 threads, 128 for 512). setmaxnreg only moves registers
+  /// within this pool: a consumer's .inc waits until the producer's .dec has freed enough.
+  static constexpr int kLaunchRegs = 65536 / kThreads / 8 * 8;
+  /// What the pool leaves the consumers once the producer has dropped to kProducerRegs, a
+  /// multiple of 8: (3·168 − 24)/2 = 240 for two consumers, (4·128 − 24)/3 → 160 for three.
+  static constexpr int kConsumerRegs = (kLaunchRegs * (1 + kConsumers) - kProducerRegs) / kConsumers / 8 * 8;
   using QTile = ft::sm90::Sw128Tile<Br, D>;
   using KvTile = ft::sm90::Sw128Tile<Bc, D>;
   /// Q's full and empty barriers, then a full and an empty barrier a stage.
@@ -100,8 +104,8 @@ struct SpecializedTraits {
   static_assert(kConsumers == 2 || (kConsumers == 3 && D == 64),
                 "three consumers only at d = 64: at d = 128 S, O and P need more than 160 registers");
   static_assert(Br <= 256, "a TMA box is at most 256 rows");
-  static_assert(kProducerRegs + kConsumers * kConsumerRegs <= 65536 / ft::sm90::kWarpgroupThreads,
-                "the register file: 65536 a SM, one block");
+  static_assert(kProducerRegs + kConsumers * kConsumerRegs <= kLaunchRegs * (1 + kConsumers),
+                "setmaxnreg redistributes the launch's registers: more than they hold would wait forever");
   static_assert(kSmemBytes <= ft::kMaxSmemPerBlock, "at most 227 KB of shared memory per block");
 };
 

@@ -1,5 +1,6 @@
 /// @file specialized_forward.cuh
-/// @brief Chapter 09, steps 3 to 5: warp specialization, ping-pong, intra-warpgroup overlap.
+/// @brief Chapter 09, steps 3 to 7: warp specialization, ping-pong, intra-warpgroup overlap,
+/// a persistent grid, three consumers.
 ///
 /// Step 3 (`warp_specialized`, Schedule::kFree). In step 2 every warp did everything: one
 /// thread issued the next tile's copies between products, and a block barrier ended every
@@ -30,6 +31,15 @@
 /// groups; the consumer waits for the first only (wait<1>) and computes tile j + 1's
 /// softmax while P_j·V_j runs; only O's rescale by tile j + 1's alpha waits for it. The
 /// price: P_j's registers and S_{j+1}'s live at once (32 + 64 more a thread).
+///
+/// Step 6 (`persistent`, kPersistent). A block an SM, each walking query tiles (TileOrder:
+/// pairs of tiles of one head, the i-th from its end with the i-th from its start, so that
+/// the causal mask gives every pair the same work). The producer copies a tile's first K/V
+/// tiles as soon as the last tile's products free their stages, and its Q once the
+/// consumers release the last Q (q_empty): the next tile's copies run under this one's end.
+///
+/// Step 7 (`wide`, `wide_persistent`, kConsumers = 3, d = 64 only). Three consumers, 192
+/// query rows a block, the turns a ring of three named barriers; 160 registers a consumer.
 ///
 /// Everything else is step 2's: the tiles by TMA, the arithmetic of forward_tile.cuh, every
 /// problem the contract allows (two lengths, grouped heads, both causal alignments, views).
