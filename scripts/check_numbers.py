@@ -105,6 +105,28 @@ def ch09_schedule_rows():
                " | ".join(f"{v:.0f}" for v in cells) + " |")
 
 
+HF_NAMES = {"llama_mha": "Llama", "llama_gqa": "Llama, grouped-query", "qwen2_gqa": "Qwen2, grouped-query",
+            "gpt2": "GPT-2"}
+
+
+def hf_step():
+    """{model: {attention: row}} of hf_step_time.csv."""
+    t = {}
+    for r in read("hf_step_time.csv"):
+        t.setdefault(r["model"], {})[r["attention"]] = r
+    return t
+
+
+def hf_rows():
+    """docs/use_in_your_model.md's table of training-step times, row by row."""
+    for model, x in hf_step().items():
+        ms = [float(x[a]["ms"]) for a in ("tutorial", "torch_flash", "torch_cudnn")]
+        r = x["tutorial"]
+        yield (f"| {HF_NAMES[model]} | {r['layers']} | {r['batch']} × {r['seq_len']} | {r['heads']} / "
+               f"{r['heads_kv']} | {r['head_dim']} | {ms[0]:.1f} | {ms[1]:.1f} | {ms[2]:.1f} | "
+               f"{ms[0] / ms[1]:.2f}× | {ms[0] / ms[2]:.2f}× |")
+
+
 def ch09_ratio(num, den, sizes, digits=2, dtype="bf16"):
     t = ch09_table(dtype)
     return span([t[(d, c, n)][num] / t[(d, c, n)][den] for d, c, n in SHAPES if n in sizes], digits)
@@ -415,6 +437,10 @@ def claims():
                       f"({step7} at N ≥ 4096). At N ≥ 4096 it runs {fast_cudnn} PyTorch's cuDNN backend and "
                       f"{fast_fa2} its FlashAttention-2 backend; at N = 1024, {fast_short} cuDNN"),
     ]
+    hf = "docs/use_in_your_model.md"
+    out += [(hf, row) for row in hf_rows()]
+    behind = [float(x["tutorial"]["ms"]) / float(x["torch_cudnn"]["ms"]) - 1 for x in hf_step().values()]
+    out.append((hf, f"{round(min(behind) * 100)}–{round(max(behind) * 100)}% behind cuDNN's"))
     # The tensor-core chapters at N = 16384, d = 128, non-causal (vs_pytorch.csv), as the main
     # page and README.md quote them.
     v = vs_row("ch06_warp_rows")("16384", "128", "no")
