@@ -110,9 +110,23 @@ size_t no_workspace(const ft::Problem&) { return 0; }
 
 bool fastest_is_wide(const ft::Problem& p) { return p.head_dim == 64 && p.len_q >= kWideMinRows; }
 
+/// Whether the persistent kernel would have a pair of query tiles for every SM. With fewer
+/// (a small batch, short sequences: 64 pairs for 32 heads of 512 queries), its grid would
+/// leave SMs idle that a block a tile would fill: there the same kernel without the
+/// persistent grid (step 5, or `wide`) runs instead.
+bool fills_the_gpu(const ft::Problem& p, int rows_a_tile) {
+  const int64_t pairs = int64_t((p.len_q + rows_a_tile - 1) / rows_a_tile + 1) / 2 * p.heads_total();
+  return pairs >= ft::sm_count();
+}
+
 void run_fastest(const ft::Problem& p, const ft::ForwardArgs& a, cudaStream_t stream) {
-  if (fastest_is_wide(p)) run<WidePersistent, CompiledD64>(p, a, stream);
-  else run<Persistent>(p, a, stream);
+  if (fastest_is_wide(p)) {
+    if (fills_the_gpu(p, WidePersistent<__nv_bfloat16, 64>::Br)) run<WidePersistent, CompiledD64>(p, a, stream);
+    else run<Wide, CompiledD64>(p, a, stream);
+  } else {
+    if (fills_the_gpu(p, Persistent<__nv_bfloat16, 64>::Br)) run<Persistent>(p, a, stream);
+    else run<Overlap>(p, a, stream);
+  }
 }
 
 std::vector<ft::KernelTraffic> traffic_fastest(const ft::Problem& p) {
@@ -134,7 +148,8 @@ ft::ForwardImpl impl(const std::string& variant, const std::string& what) {
 
 const ft::ForwardImpl& fastest() {
   // The top of the staircase: persistent; at d = 64, where the registers allow three
-  // consumers and the exponentials want the warps, wide_persistent when N_q >= 2048.
+  // consumers and the exponentials want the warps, wide_persistent when N_q >= 2048; a
+  // block a tile (overlap, wide) when there are fewer pairs of tiles than SMs.
   static const ft::ForwardImpl i = make_impl("fastest", "persistent; wide_persistent at d = 64, N_q >= 2048",
                                              Compiled::head_dims(), run_fastest, traffic_fastest);
   return i;
