@@ -16,6 +16,9 @@
                                  lie); dS goes through shared memory, ldmatrix.trans, for dQ
   concept_09_pingpong.png        chapter 09's warp-specialized block over time: the producer's
                                  copies, two consumers taking turns at the tensor cores
+  concept_09_pairs.png           chapter 09's persistent grid under the causal mask: the K/V
+                                 tiles each of 132 blocks reads, query tiles handed out one by
+                                 one round-robin against in pairs (counted, not measured)
 
 Usage: python3 plots/concepts.py OUT_DIR          (e.g. plots/figures)
        cmake --build build --target plots         (draws these too)
@@ -46,6 +49,7 @@ FIGURES = {
     "concept_07_warps.png": 9.0,
     "concept_08_transposed_products.png": 9.0,
     "concept_09_pingpong.png": 9.0,
+    "concept_09_pairs.png": 9.0,
 }
 PNG_META = {"Software": None}  # no matplotlib version in the file: re-runs give equal bytes
 MIN_PT = 14  # the smallest text anywhere (a projector at the back of a room)
@@ -706,7 +710,52 @@ def draw_09(out):
     return save(fig, out, name)
 
 
-DRAW = (draw_01, draw_02, draw_03, draw_04, draw_05, draw_06, draw_07, draw_08, draw_09)
+def block_work(tiles_per_head, heads, blocks, pairs):
+    """K/V tiles each persistent block reads under the causal mask (query tile i of a head
+    reads i + 1 of them), when the grid's blocks take query tiles round-robin, one at a time
+    with the last of a head first (pairs=False), or pairs of them, the i-th from a head's
+    end with the i-th from its start (pairs=True): chapter 09's TileOrder, counted."""
+    work = [0] * blocks
+    if not pairs:
+        for t in range(tiles_per_head * heads):
+            work[t % blocks] += tiles_per_head - t % tiles_per_head
+    else:
+        per_head = (tiles_per_head + 1) // 2
+        for p in range(per_head * heads):
+            i = p % per_head
+            both = {tiles_per_head - 1 - i, i}  # one tile when i is the middle one
+            work[p % blocks] += sum(q + 1 for q in both)
+    return work
+
+
+def draw_09_pairs(out):
+    """Counted, not measured: the work of each block of a persistent grid on the H200's 132
+    SMs at d = 128, N = 16384 (128 query tiles a head), 16 heads, causal."""
+    name = "concept_09_pairs.png"
+    fig = plt.figure(figsize=(WIDTH_IN, FIGURES[name]), dpi=DPI)
+    fig.text(0.025, 0.95, "Chapter 09: which query tiles a persistent block takes, under the causal mask",
+             fontsize=FS_TITLE, fontweight="bold", va="center")
+    blocks, tiles, heads = 132, 128, 16
+    panels = (("round-robin", False, BLUE), ("pairs (i, 127 − i)", True, ORANGE))
+    for k, (label, pairs, color) in enumerate(panels):
+        ax = fig.add_axes([0.07 + 0.5 * k, 0.2, 0.41, 0.65])
+        work = block_work(tiles, heads, blocks, pairs)
+        ax.bar(range(blocks), work, width=1.0, color=color)
+        mean = sum(work) / blocks
+        ax.axhline(mean, color="0.2", lw=2, ls="--")
+        ax.text(blocks - 1, mean * 1.02, f"mean {mean:.0f}", ha="right", va="bottom", fontsize=FS)
+        ax.set_title(f"{label}: the slowest block {max(work) / mean:.2f}× the mean", fontsize=FS_BIG)
+        ax.set_xlabel("block (one an SM)", fontsize=FS)
+        ax.set_ylabel("K/V tiles read", fontsize=FS)
+        ax.set_xlim(-0.5, blocks - 0.5)
+        ax.set_ylim(0, 1.15 * max(block_work(tiles, heads, blocks, False)))
+        ax.tick_params(labelsize=FS)
+    fig.text(0.025, 0.06, "B = 1, H = 16, N = 16384, d = 128: 2048 query tiles of 128 rows on 132 "
+             "blocks; the kernel ends when its slowest block does.", fontsize=FS, color="0.2")
+    return save(fig, out, name)
+
+
+DRAW = (draw_01, draw_02, draw_03, draw_04, draw_05, draw_06, draw_07, draw_08, draw_09, draw_09_pairs)
 
 
 def main(argv=None):
