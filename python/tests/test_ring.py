@@ -1,0 +1,167 @@
+"""CPU tests of flashtut.ring, ring attention's schedule: the zigzag layout, the merge by the
+log-sum-exp, and the forward and backward over P ranks against attention over the whole
+sequence in float64, causal and not, grouped heads, P = 1 to 4 simulated in one process,
+then through torch.distributed's real point-to-point (gloo on the CPU) with one rank and
+with two. The blocks are computed by flashtut.ring.reference_blocks (float64), so what is
+tested is the ring, not a kernel. Exit 77 (skipped) without PyTorch."""
+import math
+import os
+import sys
+import tempfile
+import unittest
+
+try:
+    import torch
+    import torch.distributed as dist
+    import torch.multiprocessing as mp
+except ImportError:
+    print("skipped: flashtut.ring needs PyTorch (pip install torch)")
+    sys.exit(77)
+
+import flashtut.ring as ring
+
+
+def full_attention(q, k, v, causal):
+    """o and lse of attention over the whole sequence, float64 (the definition)."""
+    return ring.reference_blocks()[0](q, k, v, causal)
+
+
+def full_gradients(q, k, v, do, causal):
+    o, lse = full_attention(q, k, v, causal)
+    return ring.reference_blocks()[1](q, k, v, o, lse, do, causal)
+
+
+def inputs(world, heads=4, heads_kv=2, chunk=3, d=8, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    n = 2 * world * chunk
+    q = torch.randn(2, heads, n, d, generator=g, dtype=torch.float64)
+    k = torch.randn(2, heads_kv, n, d, generator=g, dtype=torch.float64)
+    v = torch.randn(2, heads_kv, n, d, generator=g, dtype=torch.float64)
+    do = torch.randn(2, heads, n, d, generator=g, dtype=torch.float64)
+    return q, k, v, do
+
+
+def shards(x, world):
+    return [ring.zigzag_shard(x, world, r) for r in range(world)]
+
+
+class Layout(unittest.TestCase):
+    def test_zigzag_round_trip(self):
+        x = torch.arange(24.0).view(1, 1, 24, 1)
+        for world in (1, 2, 3):
+            parts = shards(x, world)
+            self.assertTrue(torch.equal(ring.zigzag_unshard(parts), x))
+        # P = 2: rank 0 holds chunks 0 and 3, rank 1 chunks 1 and 2 (chunks of 6).
+        parts = shards(x, 2)
+        self.assertEqual(parts[0].flatten().tolist(), list(range(0, 6)) + list(range(18, 24)))
+        self.assertEqual(parts[1].flatten().tolist(), list(range(6, 18)))
+
+    def test_refuses_a_length_that_does_not_split(self):
+        with self.assertRaisesRegex(ValueError, "multiple of 2·world = 4"):
+            ring.zigzag_shard(torch.zeros(1, 1, 10, 1), 2, 0)
+
+    def test_causal_steps_balance_the_work(self):
+        """Under the mask every rank computes the same number of chunk pairs at every step
+        after the first (two), and three at the first: the zigzag's point."""
+        for world in (2, 3, 4):
+            for step in range(world):
+                counts = {len(ring.step_pairs(r, (r - step) % world, world, True)) for r in range(world)}
+                self.assertEqual(counts, {3 if step == 0 else 2}, (world, step))
+
+    def test_merge_of_two_halves_is_the_whole(self):
+        q, k, v, _ = inputs(1)
+        o, lse = full_attention(q, k, v, False)
+        n = k.shape[2] // 2
+        oa, la = full_attention(q, k[:, :, :n], v[:, :, :n], False)
+        ob, lb = full_attention(q, k[:, :, n:], v[:, :, n:], False)
+        om, lm = ring.merge(oa, la, ob, lb)
+        torch.testing.assert_close(om, o, rtol=1e-12, atol=1e-12)
+        torch.testing.assert_close(lm, lse, rtol=1e-12, atol=1e-12)
+
+    def test_merge_keeps_rows_that_saw_no_key(self):
+        o = torch.zeros(1, 1, 2, 4, dtype=torch.float64)
+        lse = torch.full((1, 1, 2), -math.inf, dtype=torch.float64)
+        om, lm = ring.merge(o, lse, o.clone(), lse.clone())
+        self.assertTrue(torch.equal(om, o))
+        self.assertTrue(torch.isinf(lm).all())
+
+
+class Simulated(unittest.TestCase):
+    def check(self, world, causal):
+        q, k, v, do = inputs(world)
+        o_ref, lse_ref = full_attention(q, k, v, causal)
+        dq_ref, dk_ref, dv_ref = full_gradients(q, k, v, do, causal)
+        qs, ks, vs, dos = shards(q, world), shards(k, world), shards(v, world), shards(do, world)
+        results = ring.forward_simulated(qs, ks, vs, causal=causal)
+        o = ring.zigzag_unshard([o for o, _ in results])
+        lse = ring.zigzag_unshard([l.unsqueeze(-1) for _, l in results]).squeeze(-1)
+        torch.testing.assert_close(o, o_ref, rtol=1e-10, atol=1e-10)
+        torch.testing.assert_close(lse, lse_ref, rtol=1e-10, atol=1e-10)
+        grads = ring.backward_simulated(qs, ks, vs, [o for o, _ in results], [l for _, l in results], dos,
+                                        causal=causal)
+        for i, (name, ref) in enumerate((("dq", dq_ref), ("dk", dk_ref), ("dv", dv_ref))):
+            got = ring.zigzag_unshard([g[i] for g in grads])
+            torch.testing.assert_close(got, ref, rtol=1e-10, atol=1e-10, msg=f"{name}, P = {world}")
+
+    def test_every_world_causal_and_not(self):
+        for world in (1, 2, 3, 4):
+            for causal in (False, True):
+                with self.subTest(world=world, causal=causal):
+                    self.check(world, causal)
+
+
+def _rank_main(rank, world, init_file, causal, failures):
+    """One process of the distributed test: its shard through DistributedRing, checked
+    against the whole sequence's attention."""
+    dist.init_process_group("gloo", init_method=f"file://{init_file}", rank=rank, world_size=world)
+    try:
+        q, k, v, do = inputs(world, seed=7)
+        o_ref, lse_ref = full_attention(q, k, v, causal)
+        dq_ref, dk_ref, dv_ref = full_gradients(q, k, v, do, causal)
+        comm = ring.DistributedRing()
+        mine = lambda x: ring.zigzag_shard(x, world, rank)
+        o, lse = ring.forward(mine(q), mine(k), mine(v), causal=causal, comm=comm)
+        torch.testing.assert_close(o, mine(o_ref), rtol=1e-10, atol=1e-10)
+        torch.testing.assert_close(lse, ring.zigzag_shard(lse_ref.unsqueeze(-1), world, rank).squeeze(-1),
+                                   rtol=1e-10, atol=1e-10)
+        dq, dk, dv = ring.backward(mine(q), mine(k), mine(v), o, lse, mine(do), causal=causal, comm=comm)
+        for got, ref in ((dq, dq_ref), (dk, dk_ref), (dv, dv_ref)):
+            torch.testing.assert_close(got, mine(ref), rtol=1e-10, atol=1e-10)
+    except Exception as e:  # noqa: BLE001 - reported to the parent
+        failures.put(f"rank {rank}: {type(e).__name__}: {e}")
+        raise
+    finally:
+        dist.destroy_process_group()
+
+
+class Distributed(unittest.TestCase):
+    """The real communication path: torch.distributed over gloo, one process a rank."""
+
+    def run_world(self, world):
+        if not dist.is_available() or not dist.is_gloo_available():
+            self.skipTest("torch.distributed with gloo is not available in this PyTorch")
+        for causal in (False, True):
+            with tempfile.TemporaryDirectory() as tmp, self.subTest(world=world, causal=causal):
+                ctx = mp.get_context("spawn")
+                failures = ctx.SimpleQueue()
+                procs = [ctx.Process(target=_rank_main, args=(r, world, os.path.join(tmp, "init"), causal, failures))
+                         for r in range(world)]
+                for p in procs:
+                    p.start()
+                for p in procs:
+                    p.join(timeout=120)
+                messages = []
+                while not failures.empty():
+                    messages.append(failures.get())
+                self.assertEqual(messages, [])
+                self.assertEqual([p.exitcode for p in procs], [0] * world)
+
+    def test_one_rank(self):
+        self.run_world(1)
+
+    def test_two_ranks(self):
+        self.run_world(2)
+
+
+if __name__ == "__main__":
+    unittest.main()

@@ -1,0 +1,168 @@
+#!/usr/bin/env python3
+"""Ring attention across the ranks of a torchrun launch: each rank holds its zigzag part of
+one sequence (flashtut.ring), the key/value blocks go round the ring, and the result is
+checked against attention over the whole sequence on one device, then timed.
+
+  torchrun --nproc-per-node P scripts/ring_attention.py --seq-len 131072 --head-dim 128 --causal
+  torchrun --nproc-per-node 2 scripts/ring_attention.py --device cpu --seq-len 64 --head-dim 16
+                                    (the CPU: gloo, float64 blocks: a check of the schedule)
+
+On GPUs: one GPU a rank (LOCAL_RANK), NCCL, bf16, the blocks on the tutorial's kernels
+(flashtut.ring.flashtut_blocks: chapter 09's forward on Hopper, 07's elsewhere; chapter
+08's backward). NCCL's NVLink multicast stays off (NCCL_NVLS_ENABLE=0, set here unless the
+environment sets it). Rank 0 prints, per pass, the ring's time (the slowest rank's, median
+of --iters after --warmup), TFLOP/s per GPU (the causal FLOPs counted once), the same
+problem on one GPU (--single: rank 0 alone runs the whole sequence, when it fits), and the
+scaling efficiency: (single-GPU time / P) / ring time.
+
+The check (--check, on by default when the whole sequence fits one device): rank 0 computes
+o and the gradients over the whole sequence with the same block functions, every rank
+compares its part, under the same-dtype tolerance (bf16: 2e-2 relative to the output's
+scale; float64: 1e-10).
+"""
+import argparse
+import os
+import statistics
+import sys
+import time
+
+
+def parse(argv):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--batch", type=int, default=1)
+    ap.add_argument("--heads", type=int, default=8)
+    ap.add_argument("--heads-kv", type=int, default=None, help="key/value heads (default: --heads)")
+    ap.add_argument("--seq-len", type=int, default=131072, help="the whole sequence (split over the ranks)")
+    ap.add_argument("--head-dim", type=int, default=128)
+    ap.add_argument("--causal", action="store_true")
+    ap.add_argument("--device", choices=("cuda", "cpu"), default="cuda")
+    ap.add_argument("--iters", type=int, default=5)
+    ap.add_argument("--warmup", type=int, default=2)
+    ap.add_argument("--no-check", dest="check", action="store_false")
+    ap.add_argument("--no-single", dest="single", action="store_false",
+                    help="skip the single-device timing (and so the efficiency)")
+    a = ap.parse_args(argv)
+    a.heads_kv = a.heads_kv or a.heads
+    if a.heads % a.heads_kv:
+        ap.error(f"--heads-kv ({a.heads_kv}) must divide --heads ({a.heads})")
+    for name in ("batch", "heads", "seq_len", "head_dim", "iters"):
+        if getattr(a, name) < 1:
+            ap.error(f"--{name.replace('_', '-')} must be at least 1")
+    return a
+
+
+def main(argv=None):
+    a = parse(argv)
+    try:
+        import torch
+        import torch.distributed as dist
+    except ImportError:
+        print("ring_attention: needs PyTorch (pip install torch)", file=sys.stderr)
+        return 2
+    import flashtut.ring as ring
+
+    if "RANK" not in os.environ:
+        print("ring_attention: launch it with torchrun (torchrun --nproc-per-node P scripts/ring_attention.py ...)",
+              file=sys.stderr)
+        return 2
+    os.environ.setdefault("NCCL_NVLS_ENABLE", "0")
+    cuda = a.device == "cuda"
+    if cuda and not torch.cuda.is_available():
+        print("ring_attention: no CUDA GPU here; --device cpu checks the schedule on the CPU", file=sys.stderr)
+        return 2
+    if cuda:
+        torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))
+    dist.init_process_group("nccl" if cuda else "gloo")
+    world, rank = dist.get_world_size(), dist.get_rank()
+    if a.seq_len % (2 * world):
+        if rank == 0:
+            print(f"ring_attention: --seq-len {a.seq_len} must be a multiple of 2·P = {2 * world}", file=sys.stderr)
+        dist.destroy_process_group()
+        return 2
+
+    dev = torch.device("cuda") if cuda else torch.device("cpu")
+    dtype = torch.bfloat16 if cuda else torch.float64
+    blocks = ring.flashtut_blocks() if cuda else ring.reference_blocks()
+    g = torch.Generator(device="cpu").manual_seed(0)  # the same whole tensors on every rank
+    shape_q = (a.batch, a.heads, a.seq_len, a.head_dim)
+    shape_kv = (a.batch, a.heads_kv, a.seq_len, a.head_dim)
+    whole = [torch.randn(s, generator=g, dtype=torch.float32).to(dtype) for s in (shape_q, shape_kv, shape_kv, shape_q)]
+    q, k, v, do = (ring.zigzag_shard(t, world, rank).to(dev) for t in whole)
+    comm = ring.DistributedRing()
+
+    def sync():
+        if cuda:
+            torch.cuda.synchronize()
+        dist.barrier()
+
+    def timed(fn):
+        for _ in range(a.warmup):
+            fn()
+        times = []
+        for _ in range(a.iters):
+            sync()
+            t0 = time.perf_counter()
+            fn()
+            sync()
+            times.append(time.perf_counter() - t0)
+        return statistics.median(times)
+
+    o, lse = ring.forward(q, k, v, causal=a.causal, comm=comm, blocks=blocks)
+    dq, dk, dv = ring.backward(q, k, v, o, lse, do, causal=a.causal, comm=comm, blocks=blocks)
+    ok = True
+    if a.check:
+        wq, wk, wv, wdo = (t.to(dev) for t in whole)
+        o_ref, lse_ref = blocks[0](wq, wk, wv, a.causal)
+        grads_ref = blocks[1](wq, wk, wv, o_ref, lse_ref, wdo, a.causal)
+        mine = lambda t: ring.zigzag_shard(t, world, rank)
+        tol = 1e-10 if dtype == torch.float64 else 2e-2
+        for name, got, ref in (("o", o, o_ref), ("dq", dq, grads_ref[0]), ("dk", dk, grads_ref[1]),
+                               ("dv", dv, grads_ref[2])):
+            ref = mine(ref).to(got.dtype)
+            err = (got.double() - ref.double()).abs().max().item() / max(ref.double().abs().max().item(), 1e-30)
+            if err > tol:
+                ok = False
+                print(f"rank {rank}: {name} differs from one device's attention: {err:.2e} > {tol:.0e}",
+                      file=sys.stderr)
+    fwd = timed(lambda: ring.forward(q, k, v, causal=a.causal, comm=comm, blocks=blocks))
+    bwd = timed(lambda: ring.backward(q, k, v, o, lse, do, causal=a.causal, comm=comm, blocks=blocks))
+    single = (None, None)
+    if a.single and rank == 0:
+        wq, wk, wv, wdo = (t.to(dev) for t in whole)
+        o1, l1 = blocks[0](wq, wk, wv, a.causal)
+        single = (timed_single(lambda: blocks[0](wq, wk, wv, a.causal), a, cuda),
+                  timed_single(lambda: blocks[1](wq, wk, wv, o1, l1, wdo, a.causal), a, cuda))
+    if rank == 0:
+        pairs = a.seq_len * a.seq_len * (0.5 if a.causal else 1.0)
+        flops = {"forward": 4.0 * a.batch * a.heads * pairs * a.head_dim}
+        flops["backward"] = 2.5 * flops["forward"]
+        print(f"ring attention: P = {world}, B = {a.batch}, H = {a.heads} (K/V {a.heads_kv}), N = {a.seq_len}, "
+              f"d = {a.head_dim}, {'causal' if a.causal else 'non-causal'}, {dtype}, check {'ok' if ok else 'FAILED'}")
+        for name, t, t1 in (("forward", fwd, single[0]), ("backward", bwd, single[1])):
+            line = f"  {name:8s} {t * 1e3:9.3f} ms  {flops[name] / t / world / 1e12:7.1f} TFLOP/s a rank"
+            if t1 is not None:
+                line += (f"  one device {t1 * 1e3:9.3f} ms ({flops[name] / t1 / 1e12:.1f} TFLOP/s)"
+                         f"  efficiency {t1 / world / t:.2f}")
+            print(line)
+    dist.destroy_process_group()
+    return 0 if ok else 1
+
+
+def timed_single(fn, a, cuda):
+    import torch
+    for _ in range(a.warmup):
+        fn()
+    times = []
+    for _ in range(a.iters):
+        if cuda:
+            torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        fn()
+        if cuda:
+            torch.cuda.synchronize()
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,53 @@
+"""CPU test of scripts/ring_attention.py (ctest scripts_ring_attention): its refusals, and a
+run under torchrun with two CPU ranks (gloo, float64 blocks) whose check passes and whose
+report names the ring's size; the GPU run (NCCL, the tutorial's kernels) needs GPUs."""
+import os
+import shutil
+import subprocess
+import sys
+import unittest
+
+SCRIPT = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "ring_attention.py")
+
+
+def run(*args, launcher=()):
+    return subprocess.run([*launcher, SCRIPT, *args] if launcher else [sys.executable, SCRIPT, *args],
+                          capture_output=True, text=True, timeout=300)
+
+
+class Refusals(unittest.TestCase):
+    def test_outside_torchrun(self):
+        r = run("--device", "cpu")
+        if "needs PyTorch" in r.stderr:
+            self.skipTest("no PyTorch")
+        self.assertEqual(r.returncode, 2)
+        self.assertIn("launch it with torchrun", r.stderr)
+
+    def test_bad_flags(self):
+        for args in (["--heads", "6", "--heads-kv", "4"], ["--seq-len", "0"]):
+            r = run(*args)
+            self.assertEqual(r.returncode, 2, args)
+
+
+class TwoRanksOnTheCpu(unittest.TestCase):
+    def test_checks_and_reports(self):
+        try:
+            import torch  # noqa: F401
+            import torch.distributed as dist
+        except ImportError:
+            self.skipTest("no PyTorch")
+        if not dist.is_gloo_available():
+            self.skipTest("torch.distributed without gloo")
+        launcher = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2"]
+        r = run("--device", "cpu", "--seq-len", "32", "--head-dim", "8", "--heads", "4", "--heads-kv", "2",
+                "--causal", "--iters", "1", "--warmup", "0", launcher=launcher)
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        self.assertIn("ring attention: P = 2", r.stdout)
+        self.assertIn("check ok", r.stdout)
+        r = run("--device", "cpu", "--seq-len", "30", launcher=launcher)  # not a multiple of 2·P = 4
+        self.assertNotEqual(r.returncode, 0)
+        self.assertIn("multiple of 2·P = 4", r.stderr)
+
+
+if __name__ == "__main__":
+    unittest.main()
