@@ -150,9 +150,16 @@ def flashtut_blocks(scale=None, forward_impl=None, backward_impl="ch08"):
         return o.float(), lse
 
     def block_backward(q, k, v, o, lse, do, causal):
-        return flashtut.backward(q.contiguous(), k.contiguous(), v.contiguous(), o.to(q.dtype).contiguous(),
-                                 lse.float().contiguous(), do.to(q.dtype).contiguous(), causal=causal,
-                                 scale=scale, impl=backward_impl)
+        # Chapter 08's backward takes as many key/value heads as query heads: grouped heads
+        # are expanded, and each group's dK and dV summed back (as flashtut.autograd does).
+        heads, heads_kv = q.shape[1], k.shape[1]
+        dq, dk, dv = flashtut.backward(q.contiguous(), _expand(k, heads).contiguous(), _expand(v, heads).contiguous(),
+                                       o.to(q.dtype).contiguous(), lse.float().contiguous(),
+                                       do.to(q.dtype).contiguous(), causal=causal, scale=scale, impl=backward_impl)
+        if heads_kv != heads:
+            dk = dk.float().unflatten(1, (heads_kv, heads // heads_kv)).sum(2)
+            dv = dv.float().unflatten(1, (heads_kv, heads // heads_kv)).sum(2)
+        return dq, dk, dv
 
     return block_forward, block_backward
 

@@ -1,0 +1,90 @@
+"""GPU tests of flashtut.ring with the tutorial's kernels as the blocks (bf16, d = 64 and
+128, causal and not, grouped heads): P = 2 and 4 ranks simulated on one GPU against the
+whole sequence in float64 and against one device's kernels on the whole sequence; then one
+rank through NCCL (torch.distributed's real path, world_size = 1). Several GPUs are what
+scripts/ring_attention.py runs on. Exit 77 (skipped, saying why) without PyTorch, CUDA, a
+GPU or the library."""
+import os
+import sys
+import tempfile
+import unittest
+
+try:
+    import torch
+    import torch.distributed as dist
+except ImportError:
+    print("skipped: needs PyTorch")
+    sys.exit(77)
+if not torch.cuda.is_available():
+    print("skipped: needs a CUDA GPU")
+    sys.exit(77)
+try:
+    import flashtut
+    flashtut.load()
+except Exception as e:  # noqa: BLE001 - any failure to load means: skip, saying why
+    print(f"skipped: the library does not load ({e})")
+    sys.exit(77)
+
+import flashtut.ring as ring
+
+# bf16 inputs and outputs, float32 accumulation: the error of the result against float64,
+# relative to its largest element. The blocks' own kernels are held to the same-precision
+# rule by their chapters' tests; the merge adds float32 rounding only.
+TOL = 2e-2
+
+
+def rel_err(got, ref):
+    return ((got.double() - ref.double()).abs().max() / ref.double().abs().max().clamp_min(1e-30)).item()
+
+
+def inputs(n, d, heads=4, heads_kv=2, seed=0):
+    g = torch.Generator(device="cpu").manual_seed(seed)
+    make = lambda h: torch.randn(1, h, n, d, generator=g).to("cuda", torch.bfloat16)
+    return make(heads), make(heads_kv), make(heads_kv), make(heads)
+
+
+class Simulated(unittest.TestCase):
+    def test_ranks_on_one_gpu_match_the_whole_sequence(self):
+        kernels, reference = ring.flashtut_blocks(), ring.reference_blocks()
+        for world in (2, 4):
+            for d in (64, 128):
+                for causal in (False, True):
+                    with self.subTest(world=world, d=d, causal=causal):
+                        q, k, v, do = inputs(2 * world * 96, d)
+                        shard = lambda x: [ring.zigzag_shard(x, world, r) for r in range(world)]
+                        res = ring.forward_simulated(shard(q), shard(k), shard(v), causal=causal, blocks=kernels)
+                        o = ring.zigzag_unshard([o for o, _ in res])
+                        o_ref, lse_ref = reference[0](q, k, v, causal)
+                        self.assertLess(rel_err(o, o_ref), TOL)
+                        o_one, _ = kernels[0](q, k, v, causal)  # one device, the whole sequence
+                        self.assertLess(rel_err(o, o_one), TOL)
+                        grads = ring.backward_simulated(shard(q), shard(k), shard(v), [o for o, _ in res],
+                                                        [l for _, l in res], shard(do), causal=causal, blocks=kernels)
+                        refs = reference[1](q, k, v, o_ref, lse_ref, do, causal)
+                        for i, name in enumerate(("dq", "dk", "dv")):
+                            got = ring.zigzag_unshard([g[i] for g in grads])
+                            self.assertLess(rel_err(got, refs[i]), TOL, name)
+
+
+class OneRankThroughNccl(unittest.TestCase):
+    def test_world_size_one(self):
+        if not dist.is_nccl_available():
+            self.skipTest("this PyTorch has no NCCL")
+        with tempfile.TemporaryDirectory() as tmp:
+            dist.init_process_group("nccl", init_method=f"file://{os.path.join(tmp, 'init')}", rank=0, world_size=1)
+            try:
+                q, k, v, do = inputs(512, 128)
+                kernels, reference = ring.flashtut_blocks(), ring.reference_blocks()
+                comm = ring.DistributedRing()
+                o, lse = ring.forward(q, k, v, causal=True, comm=comm, blocks=kernels)
+                o_ref, lse_ref = reference[0](q, k, v, True)
+                self.assertLess(rel_err(o, o_ref), TOL)
+                dq, dk, dv = ring.backward(q, k, v, o, lse, do, causal=True, comm=comm, blocks=kernels)
+                for got, ref in zip((dq, dk, dv), reference[1](q, k, v, o_ref, lse_ref, do, True)):
+                    self.assertLess(rel_err(got, ref), TOL)
+            finally:
+                dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    unittest.main()
