@@ -1,0 +1,229 @@
+/// @file decode_kernels.cuh
+/// @brief Chapter 11's kernels: decoding, a few query rows a sequence against a long K/V
+/// cache, on the CUDA cores (the arithmetic is a few FLOPs a byte: the bytes set the time).
+///
+/// decode_split: one block (4 warps) a (split of the keys, sequence, key/value head or query
+/// head, chunk of rows). Its rows are the query rows that read one key/value head:
+///   grouped (kGrouped): the group's query heads × the sequence's query rows, so that each
+///                       K/V byte is read once for all of them;
+///   not:                one query head's rows, its key/value head read once a query head.
+/// Per 32-key tile, lane l takes key t0 + l: its score against every row (K's row read by
+/// the lane, 16 bytes at a time; Q in shared memory, pre-scaled by scale·log2 e, read as a
+/// broadcast), the tile's online softmax across the warp (chapter 03), then P·V with lane l
+/// owning d/32 output columns (each key's P broadcast by a shuffle, its V row read by the
+/// warp, coalesced). The four warps' partial results merge in shared memory; a block with
+/// the whole key range (one split) writes O and the lse, else its split's normalized O and
+/// lse go to the workspace and decode_merge combines the splits by their lse
+/// (reference/split_kv.hpp's formula).
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <cstdint>
+#include <type_traits>
+
+#include "cuda_core/exp2.cuh"
+#include "cuda_core/online_softmax.cuh"  // ft::kLog2e, ft::kLn2
+#include "cuda_core/reduce.cuh"          // ft::warp_max, ft::warp_sum
+#include "sm80/pack.cuh"                 // ft::tc::unpack2
+
+namespace ch11 {
+
+constexpr int kWarps = 4;                       ///< warps a block: 4 tiles of 32 keys in flight
+constexpr int kThreads = kWarps * 32;
+constexpr int kMaxQueryRows = 16;               ///< query rows a sequence (speculative decoding's few)
+
+template <class T>
+struct Params {
+  const T* Q;        ///< [B, H_q, N_q, d]
+  const T* K;        ///< [B, H_kv, N_k, d]
+  const T* V;
+  T* O;              ///< [B, H_q, N_q, d]
+  float* lse;        ///< [B, H_q, N_q]
+  float* o_part;     ///< [splits, B·H_q·N_q, d]: each split's normalized O (splits > 1)
+  float* lse_part;   ///< [splits, B·H_q·N_q]
+  int Nq, Nk, heads_q, heads_kv, group;
+  int causal_offset;  ///< key j visible to query i iff j <= i + causal_offset (bottom-right: N_k − N_q)
+  bool causal;
+  float scale_log2;   ///< softmax scale · log2(e)
+  int splits;
+  int keys_per_split;
+  int rows;           ///< query rows a block's (head, sequence) has: group·N_q, or N_q
+  int64_t total_rows; ///< B·H_q·N_q: the workspace's row count
+};
+
+__device__ __forceinline__ float to_float(__nv_bfloat16 x) { return __bfloat162float(x); }
+__device__ __forceinline__ float to_float(__half x) { return __half2float(x); }
+template <class T>
+__device__ __forceinline__ T from_float(float x) {
+  if constexpr (std::is_same_v<T, __nv_bfloat16>) return __float2bfloat16_rn(x);
+  else return __float2half_rn(x);
+}
+
+/// 8 elements of T from 16 bytes (one load), as floats.
+template <class T>
+__device__ __forceinline__ void load8(const T* src, float (&out)[8]) {
+  const uint4 raw = *reinterpret_cast<const uint4*>(src);
+  const float2 a = ft::tc::unpack2<T>(raw.x), b = ft::tc::unpack2<T>(raw.y);
+  const float2 c = ft::tc::unpack2<T>(raw.z), e = ft::tc::unpack2<T>(raw.w);
+  out[0] = a.x, out[1] = a.y, out[2] = b.x, out[3] = b.y;
+  out[4] = c.x, out[5] = c.y, out[6] = e.x, out[7] = e.y;
+}
+
+/// kRows: the block's rows, a compile-time bound (1, 2, 4, 8 or 16: its partial results, 4 ·
+/// kRows · d floats, fit the 48 KB of static shared memory); the block handles rows
+/// [blockIdx.z·kRows, ...) of its head's p.rows (a group of 32 query heads: two blocks).
+/// (Launch bounds with one block a SM at least: without the second number ptxas held the
+/// one-row instances to 32 registers on sm_90 and spilled.)
+template <class T, int D, int kRows, bool kGrouped>
+__global__ void __launch_bounds__(kThreads, 1) decode_split(const Params<T> p) {
+  constexpr int kCols = D / 32;  // output columns a lane owns in P·V
+  static_assert(D == 64 || D == 128, "d = 64 or 128: whole 16-byte K chunks, d/32 columns a lane");
+  static_assert(kRows <= 16, "the warps' partial results in static shared memory");
+  __shared__ float qs[kRows][D];             // Q, pre-scaled by scale·log2 e
+  __shared__ float ms[kWarps][kRows], ls[kWarps][kRows];
+  __shared__ float accs[kWarps][kRows][D];
+
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int split = blockIdx.x;
+  const int head = blockIdx.y;  // b·H_kv + h_kv (grouped), or b·H_q + h
+  const int row0 = blockIdx.z * kRows;
+  const int rows = min(kRows, p.rows - row0);
+  const int batch = kGrouped ? head / p.heads_kv : head / p.heads_q;
+  const int kv_head = kGrouped ? head : batch * p.heads_kv + (head % p.heads_q) / p.group;
+  // Row r of the block: query head and query row.
+  auto q_head_of = [&](int r) {
+    const int rr = row0 + r;
+    return kGrouped ? batch * p.heads_q + (head % p.heads_kv) * p.group + rr / p.Nq : head;
+  };
+  auto q_row_of = [&](int r) { return (row0 + r) % p.Nq; };
+
+  for (int i = threadIdx.x; i < kRows * D; i += kThreads) {
+    const int r = i / D, c = i % D;
+    qs[r][c] = r < rows ? to_float(p.Q[(int64_t(q_head_of(r)) * p.Nq + q_row_of(r)) * D + c]) * p.scale_log2 : 0.f;
+  }
+  __syncthreads();
+
+  const int k_begin = split * p.keys_per_split;
+  const int k_end = min(p.Nk, k_begin + p.keys_per_split);
+  const T* K = p.K + int64_t(kv_head) * p.Nk * D;
+  const T* V = p.V + int64_t(kv_head) * p.Nk * D;
+
+  float m[kRows], l[kRows], acc[kRows][kCols];
+#pragma unroll
+  for (int r = 0; r < kRows; ++r) {
+    m[r] = -INFINITY;
+    l[r] = 0.f;
+#pragma unroll
+    for (int c = 0; c < kCols; ++c) acc[r][c] = 0.f;
+  }
+
+  for (int t0 = k_begin + warp * 32; t0 < k_end; t0 += kWarps * 32) {
+    const int key = t0 + lane;
+    float s[kRows];
+#pragma unroll
+    for (int r = 0; r < kRows; ++r) s[r] = 0.f;
+    if (key < k_end) {
+#pragma unroll
+      for (int c0 = 0; c0 < D; c0 += 8) {
+        float k8[8];
+        load8(K + int64_t(key) * D + c0, k8);
+#pragma unroll
+        for (int r = 0; r < kRows; ++r)
+#pragma unroll
+          for (int e = 0; e < 8; ++e) s[r] = fmaf(qs[r][c0 + e], k8[e], s[r]);
+      }
+    }
+    // The tile's online softmax, row by row, across the warp's 32 keys.
+    float prob[kRows];
+#pragma unroll
+    for (int r = 0; r < kRows; ++r) {
+      const bool visible = key < k_end && r < rows && (!p.causal || key <= q_row_of(r) + p.causal_offset);
+      const float sc = visible ? s[r] : -INFINITY;
+      const float m_new = fmaxf(m[r], ft::warp_max(sc));
+      const float alpha = m_new == -INFINITY ? 1.f : ft::exp2_ftz(m[r] - m_new);
+      prob[r] = visible ? ft::exp2_ftz(sc - m_new) : 0.f;
+      l[r] = l[r] * alpha + ft::warp_sum(prob[r]);
+      m[r] = m_new;
+#pragma unroll
+      for (int c = 0; c < kCols; ++c) acc[r][c] *= alpha;
+    }
+    // P·V: key t0 + j's V row read by the warp (lane l: columns l·kCols on), its P broadcast.
+    const int tile_keys = min(32, k_end - t0);
+    for (int j = 0; j < tile_keys; ++j) {
+      float v[kCols];
+      const T* vrow = V + int64_t(t0 + j) * D + lane * kCols;
+#pragma unroll
+      for (int c = 0; c < kCols; ++c) v[c] = to_float(vrow[c]);
+#pragma unroll
+      for (int r = 0; r < kRows; ++r) {
+        const float pj = __shfl_sync(0xffffffffu, prob[r], j);
+#pragma unroll
+        for (int c = 0; c < kCols; ++c) acc[r][c] = fmaf(pj, v[c], acc[r][c]);
+      }
+    }
+  }
+
+  // The four warps' partial results, merged by their maxima.
+#pragma unroll
+  for (int r = 0; r < kRows; ++r) {
+    if (lane == 0) {
+      ms[warp][r] = m[r];
+      ls[warp][r] = l[r];
+    }
+#pragma unroll
+    for (int c = 0; c < kCols; ++c) accs[warp][r][lane * kCols + c] = acc[r][c];
+  }
+  __syncthreads();
+  for (int i = threadIdx.x; i < rows * D; i += kThreads) {
+    const int r = i / D, c = i % D;
+    float mx = -INFINITY;
+#pragma unroll
+    for (int w = 0; w < kWarps; ++w) mx = fmaxf(mx, ms[w][r]);
+    float sum = 0.f, o = 0.f;
+    if (mx != -INFINITY) {
+#pragma unroll
+      for (int w = 0; w < kWarps; ++w) {
+        const float f = ft::exp2_ftz(ms[w][r] - mx);  // a warp that saw no key: 0
+        sum += ls[w][r] * f;
+        o += accs[w][r][c] * f;
+      }
+    }
+    const float out = sum > 0.f ? o / sum : 0.f;
+    const float lse = sum > 0.f ? (mx + log2f(sum)) * ft::kLn2 : -INFINITY;
+    const int64_t row = int64_t(q_head_of(r)) * p.Nq + q_row_of(r);  // b·H_q·N_q + h·N_q + i
+    if (p.splits == 1) {
+      p.O[row * D + c] = from_float<T>(out);
+      if (c == 0) p.lse[row] = lse;
+    } else {
+      p.o_part[(int64_t(split) * p.total_rows + row) * D + c] = out;
+      if (c == 0) p.lse_part[int64_t(split) * p.total_rows + row] = lse;
+    }
+  }
+}
+
+/// O and lse of every query row from its splits' (normalized O, lse): a warp a row.
+template <class T, int D>
+__global__ void __launch_bounds__(kThreads) decode_merge(const float* o_part, const float* lse_part, T* O, float* lse,
+                                                         int64_t rows, int splits) {
+  const int64_t row = int64_t(blockIdx.x) * kWarps + threadIdx.x / 32;
+  if (row >= rows) return;
+  const int lane = threadIdx.x % 32;
+  float mx = -INFINITY;
+  for (int s = 0; s < splits; ++s) mx = fmaxf(mx, lse_part[int64_t(s) * rows + row]);
+  float sum = 0.f;
+  if (mx != -INFINITY)
+    for (int s = 0; s < splits; ++s) sum += __expf(lse_part[int64_t(s) * rows + row] - mx);
+  const float total = mx == -INFINITY ? -INFINITY : mx + __logf(sum);
+  for (int c = lane; c < D; c += 32) {
+    float o = 0.f;
+    if (mx != -INFINITY)
+      for (int s = 0; s < splits; ++s)
+        o += __expf(lse_part[int64_t(s) * rows + row] - total) * o_part[(int64_t(s) * rows + row) * D + c];
+    O[row * D + c] = from_float<T>(o);
+  }
+  if (lane == 0) lse[row] = total;
+}
+
+}  // namespace ch11
