@@ -8,6 +8,7 @@
 #include <type_traits>
 
 #include "09_hopper_forward/hopper_forward.hpp"
+#include "10_hopper_backward/specialized_backward.cuh"
 #include "10_hopper_backward/wgmma_backward.cuh"
 #include "core/check.cuh"
 #include "cuda_core/reduce.cuh"
@@ -15,6 +16,7 @@
 #include "device/launch.cuh"
 #include "harness/registry.hpp"
 #include "harness/traffic.hpp"
+#include "sm90/tma.hpp"
 
 namespace ch10 {
 namespace {
@@ -26,6 +28,11 @@ using Compiled = ft::Instances<ft::DTypes<ft::DType::BFloat16, ft::DType::Float1
 
 // Step 1, wgmma: the five products on warpgroup instructions, cp.async loads.
 template <class T, int D> using Wgmma = WgmmaBackwardTraits<T, D>;
+// Step 2, specialized: a producer (TMA, a ring of query-tile stages) and two consumers;
+// dQ computed once a block, added by atomics.
+template <class T, int D> using Specialized = SpecializedBackwardTraits<T, D, DqAdd::kAtomics>;
+// Step 3, bulk_dq: the same, dQ added by the copy engine from shared memory.
+template <class T, int D> using BulkDq = SpecializedBackwardTraits<T, D, DqAdd::kBulk>;
 
 constexpr int kSmallBlock = 256;                            ///< threads of the small kernels
 constexpr int kRowsPerBlock = kSmallBlock / ft::kWarpSize;  ///< prepare: a warp a query row
@@ -65,7 +72,6 @@ template <class Tr>
 void launch(const ft::Problem& p, const ft::BackwardArgs& a, cudaStream_t stream) {
   using T = typename Tr::T;
   ft::require_arch(kSm, "chapter 10");
-  ft::allow_dynamic_smem(wgmma_backward<Tr>, Tr::kSmemBytes, "chapter 10 backward");
   const int num_kv_tiles = (p.len_kv + Tr::Bc - 1) / Tr::Bc;
   const int64_t blocks = int64_t(num_kv_tiles) * p.kv_heads_total();
   if (blocks > INT_MAX) throw ft::Unsupported("chapter 10: too many key tiles for one launch");
@@ -81,7 +87,18 @@ void launch(const ft::Problem& p, const ft::BackwardArgs& a, cudaStream_t stream
                          a.dK.as<T>(), a.dV.as<T>(), p.len_q, p.len_kv, (p.len_q + Tr::Br - 1) / Tr::Br,
                          num_kv_tiles, p.heads_q, p.heads_kv, p.group(), p.causal_offset(), p.causal,
                          p.softmax_scale(), p.softmax_scale() * ft::kLog2e};
-  wgmma_backward<Tr><<<int(blocks), Tr::kThreads, Tr::kSmemBytes, stream>>>(params);
+  if constexpr (Tr::kSpecialized) {
+    const ft::Layout layout = ft::layout_of(p, nullptr);  // contiguous: views are refused (impl's strided = false)
+    const CUtensorMap map_q = ft::sm90::tensor_map(a.Q.get(), p.dtype, p.batch, p.heads_q, p.len_q, Tr::D, layout.Q, Tr::Br);
+    const CUtensorMap map_do = ft::sm90::tensor_map(a.dO.get(), p.dtype, p.batch, p.heads_q, p.len_q, Tr::D, layout.dO, Tr::Br);
+    const CUtensorMap map_k = ft::sm90::tensor_map(a.K.get(), p.dtype, p.batch, p.heads_kv, p.len_kv, Tr::D, layout.K, Tr::Bc);
+    const CUtensorMap map_v = ft::sm90::tensor_map(a.V.get(), p.dtype, p.batch, p.heads_kv, p.len_kv, Tr::D, layout.V, Tr::Bc);
+    ft::allow_dynamic_smem(specialized_backward<Tr>, Tr::kSmemBytes, "chapter 10 backward");
+    specialized_backward<Tr><<<int(blocks), Tr::kThreads, Tr::kSmemBytes, stream>>>(params, map_q, map_k, map_v, map_do);
+  } else {
+    ft::allow_dynamic_smem(wgmma_backward<Tr>, Tr::kSmemBytes, "chapter 10 backward");
+    wgmma_backward<Tr><<<int(blocks), Tr::kThreads, Tr::kSmemBytes, stream>>>(params);
+  }
   CUDA_CHECK_LAUNCH();
 
   const int64_t n = p.elems();
@@ -111,9 +128,9 @@ std::vector<ft::KernelTraffic> traffic(const ft::Problem& p) {
   // Query rows each key block visits: all of them, or under the causal mask about half.
   const double visited = double(p.rows()) * kv_tiles * (p.causal ? 0.5 : 1.0) / double(p.group());
   const double q_reads = visited * double(p.group()) * (2 * d * eb + 2 * fb);
-  const double dq_adds = visited * double(p.group()) * d * fb * Tr::kWarpgroups;
+  const double dq_adds = visited * double(p.group()) * d * fb * Tr::kDqShares;
   const double kv = 2 * double(p.kv_bytes());
-  ft::KernelTraffic main{"wgmma_backward", kv + q_reads, kv + dq_adds,
+  ft::KernelTraffic main{Tr::kSpecialized ? "specialized_backward" : "wgmma_backward", kv + q_reads, kv + dq_adds,
                          4 * double(p.q_bytes()) + 2 * double(p.rows()) * fb + double(p.elems()) * fb,
                          kv + double(p.elems()) * fb, p.backward_flops(),
                          "re-reads of Q, dO, L, D and the dQ atomics assumed to stay in L2"};
@@ -141,6 +158,8 @@ const ft::BackwardImpl& fastest() {
 
 std::vector<ft::BackwardImpl> backward_impls() {
   return {impl<Wgmma>("wgmma", "the five products on wgmma (keys on Sᵀ's rows), cp.async loads, dQ by atomics"),
+          impl<Specialized>("specialized", "a TMA producer and two consumers; dQ once a block, by atomics"),
+          impl<BulkDq>("bulk_dq", "dQ added by the copy engine from shared memory (cp.reduce.async.bulk)"),
           fastest()};
 }
 

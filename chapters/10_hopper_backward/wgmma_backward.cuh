@@ -24,52 +24,13 @@
 
 #include <cstdint>
 
+#include "10_hopper_backward/backward_tile.cuh"
 #include "10_hopper_backward/backward_traits.cuh"
-#include "core/strides.hpp"
-#include "cuda_core/exp2.cuh"
-#include "cuda_core/online_softmax.cuh"  // ft::kLog2e
 #include "sm80/cp_async.cuh"
-#include "sm80/pack.cuh"
 #include "sm90/warp_roles.cuh"
 #include "sm90/wgmma.cuh"
 
 namespace ch10 {
-
-/// The kernel's arguments: every tensor contiguous ([B][H][N][d]); lengths and heads of the
-/// general problem (problem.hpp).
-template <class T>
-struct Params {
-  const T* Q;
-  const T* K;
-  const T* V;
-  const T* dO;
-  const float* lse;   ///< [B, H_q, N_q], natural log
-  const float* Drow;  ///< [B, H_q, N_q]: rowsum(dO∘O)
-  float* dq_acc;      ///< [B, H_q, N_q, d] float32, zero on entry
-  T* dK;
-  T* dV;
-  int Nq;
-  int Nk;
-  int num_q_tiles;    ///< ceil(N_q / Br)
-  int num_kv_tiles;   ///< ceil(N_k / Bc)
-  int heads_q;
-  int heads_kv;
-  int group;          ///< query heads a key/value head
-  int causal_offset;  ///< causal: key j visible to query i iff j <= i + causal_offset
-  bool causal;
-  float scale;        ///< softmax scale (folded into dS)
-  float scale_log2;   ///< scale · log2(e)
-};
-
-/// Accumulator registers as A fragments of the next product (chapter 07's trick, wgmma's
-/// accumulator having mma.sync's layout): 16 columns a k-step, rounded to T.
-template <class T, int kAcc>
-__device__ __forceinline__ void pack_a(uint32_t (&a)[kAcc / 8][4], const float (&acc)[kAcc]) {
-#pragma unroll
-  for (int kk = 0; kk < kAcc / 8; ++kk)
-#pragma unroll
-    for (int r = 0; r < 4; ++r) a[kk][r] = ft::tc::pack2<T>(acc[8 * kk + 2 * r], acc[8 * kk + 2 * r + 1]);
-}
 
 template <class Tr>
 __global__ void __launch_bounds__(Tr::kThreads, 1) wgmma_backward(const Params<typename Tr::T> p) {
@@ -159,19 +120,7 @@ __global__ void __launch_bounds__(Tr::kThreads, 1) wgmma_backward(const Params<t
       ft::sm90::fence_registers(st);
       ft::sm90::fence_registers(dpt);
 
-      // Pᵀ and dSᵀ on the registers: row = key, column = query. A key past N_k or after
-      // the query's diagonal, or a query that saw no key (L = −∞), weighs nothing.
-#pragma unroll
-      for (int i = 0; i < kS; ++i) {
-        const int key = key_base + ft::sm90::acc_row(t, i);
-        const int col = ft::sm90::acc_col(t, i);
-        const int query = q0 + col;
-        const float l = Ls[col];
-        const bool visible = key < p.Nk && l != -INFINITY && (!p.causal || key <= query + p.causal_offset);
-        const float prob = visible ? ft::exp2_ftz(fmaf(st[i], p.scale_log2, -l * ft::kLog2e)) : 0.f;
-        st[i] = prob;
-        dpt[i] = p.scale * prob * (dpt[i] - Dsm[col]);
-      }
+      probabilities_and_ds(st, dpt, p, key_base, q0, t, Ls, Dsm);
       uint32_t pa[Br / ft::sm90::kMmaK][4], dsa[Br / ft::sm90::kMmaK][4];
       pack_a<T>(pa, st);
       pack_a<T>(dsa, dpt);
@@ -188,12 +137,7 @@ __global__ void __launch_bounds__(Tr::kThreads, 1) wgmma_backward(const Params<t
 
       // dSᵀ to shared memory (rows 64·wg on), for dQ; the generic writes fenced for the
       // async proxy that wgmma reads through.
-#pragma unroll
-      for (int i = 0; i < kS; i += 2) {
-        const int row = wg * ft::sm90::kMmaM + ft::sm90::acc_row(t, i);
-        *reinterpret_cast<uint32_t*>(dSs + DsTile::offset(row, ft::sm90::acc_col(t, i))) =
-            ft::tc::pack2<T>(dpt[i], dpt[i + 1]);
-      }
+      store_ds<DsTile>(dSs, dsa, wg, t);
       ft::sm90::fence_proxy_async();
       // The warpgroup's four warps wrote the rows its dQ product reads: they meet first
       // (named barrier 1 + wg, the warpgroup's 128 threads).
@@ -227,17 +171,7 @@ __global__ void __launch_bounds__(Tr::kThreads, 1) wgmma_backward(const Params<t
 
   ft::tc::cp_async_wait<0>();  // K and V landed even where no query tile needed them
   // dK and dV of this warpgroup's keys, summed over the group's query heads: written once.
-  T* dK = p.dK + int64_t(kv_head) * p.Nk * D;
-  T* dV = p.dV + int64_t(kv_head) * p.Nk * D;
-#pragma unroll
-  for (int i = 0; i < kO; i += 2) {
-    const int key = key_base + ft::sm90::acc_row(t, i);
-    const int col = ft::sm90::acc_col(t, i);
-    if (key < p.Nk) {
-      *reinterpret_cast<uint32_t*>(dK + int64_t(key) * D + col) = ft::tc::pack2<T>(dk[i], dk[i + 1]);
-      *reinterpret_cast<uint32_t*>(dV + int64_t(key) * D + col) = ft::tc::pack2<T>(dv[i], dv[i + 1]);
-    }
-  }
+  store_dk_dv<T>(p.dK + int64_t(kv_head) * p.Nk * D, p.dV + int64_t(kv_head) * p.Nk * D, dk, dv, key_base, p.Nk, D, t);
 }
 
 }  // namespace ch10

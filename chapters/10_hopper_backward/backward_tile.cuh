@@ -1,0 +1,99 @@
+/// @file backward_tile.cuh
+/// @brief What every step of chapter 10 computes the same way: the kernel's arguments, the
+/// probabilities Pᵀ and the score gradients dSᵀ of one query tile from Sᵀ and dPᵀ on the
+/// registers, and the accumulators turned into the next product's A operand.
+#pragma once
+
+#include <cstdint>
+
+#include "cuda_core/exp2.cuh"
+#include "cuda_core/online_softmax.cuh"  // ft::kLog2e
+#include "sm80/pack.cuh"
+#include "sm90/smem_layout.hpp"
+
+namespace ch10 {
+
+/// The kernel's arguments: every tensor contiguous ([B][H][N][d]); lengths and heads of the
+/// general problem (problem.hpp).
+template <class T>
+struct Params {
+  const T* Q;
+  const T* K;
+  const T* V;
+  const T* dO;
+  const float* lse;   ///< [B, H_q, N_q], natural log
+  const float* Drow;  ///< [B, H_q, N_q]: rowsum(dO∘O)
+  float* dq_acc;      ///< [B, H_q, N_q, d] float32, zero on entry
+  T* dK;
+  T* dV;
+  int Nq;
+  int Nk;
+  int num_q_tiles;    ///< ceil(N_q / Br)
+  int num_kv_tiles;   ///< ceil(N_k / Bc)
+  int heads_q;
+  int heads_kv;
+  int group;          ///< query heads a key/value head
+  int causal_offset;  ///< causal: key j visible to query i iff j <= i + causal_offset
+  bool causal;
+  float scale;        ///< softmax scale (folded into dS)
+  float scale_log2;   ///< scale · log2(e)
+};
+
+/// Pᵀ and dSᵀ of one warpgroup's 64 keys × Br queries, in place: `st` holds Sᵀ (raw scores)
+/// and becomes Pᵀ = 2^(Sᵀ·scale·log2 e − L·log2 e); `dpt` holds dPᵀ and becomes
+/// dSᵀ = scale · Pᵀ∘(dPᵀ − D). Row = key (key_base on), column = query (q0 on); L and D a
+/// query each (Ls, Dsm: shared memory). A key past N_k or after the query's diagonal, or a
+/// query that saw no key (L = −∞), weighs nothing.
+template <int kRegs, class P>
+__device__ __forceinline__ void probabilities_and_ds(float (&st)[kRegs], float (&dpt)[kRegs], const P& p,
+                                                     int key_base, int q0, int t, const float* Ls,
+                                                     const float* Dsm) {
+#pragma unroll
+  for (int i = 0; i < kRegs; ++i) {
+    const int key = key_base + ft::sm90::acc_row(t, i);
+    const int col = ft::sm90::acc_col(t, i);
+    const float l = Ls[col];
+    const bool visible = key < p.Nk && l != -INFINITY && (!p.causal || key <= q0 + col + p.causal_offset);
+    const float prob = visible ? ft::exp2_ftz(fmaf(st[i], p.scale_log2, -l * ft::kLog2e)) : 0.f;
+    st[i] = prob;
+    dpt[i] = p.scale * prob * (dpt[i] - Dsm[col]);
+  }
+}
+
+/// Accumulator registers as A fragments of the next product (chapter 07's trick, wgmma's
+/// accumulator having mma.sync's layout): 16 columns a k-step, rounded to T.
+template <class T, int kAcc>
+__device__ __forceinline__ void pack_a(uint32_t (&a)[kAcc / 8][4], const float (&acc)[kAcc]) {
+#pragma unroll
+  for (int kk = 0; kk < kAcc / 8; ++kk)
+#pragma unroll
+    for (int r = 0; r < 4; ++r) a[kk][r] = ft::tc::pack2<T>(acc[8 * kk + 2 * r], acc[8 * kk + 2 * r + 1]);
+}
+
+/// dSᵀ (packed, as pack_a left it) into shared memory, rows 64·wg on: the A operand that
+/// dQ = dS·K reads transposed. Register pair (i, i + 1) is A fragment (i / 8, i % 8 / 2).
+template <class DsTile, class T, int kSteps>
+__device__ __forceinline__ void store_ds(T* dSs, const uint32_t (&dsa)[kSteps][4], int wg, int t) {
+#pragma unroll
+  for (int i = 0; i < kSteps * 8; i += 2) {
+    const int row = wg * ft::sm90::kMmaM + ft::sm90::acc_row(t, i);
+    *reinterpret_cast<uint32_t*>(dSs + DsTile::offset(row, ft::sm90::acc_col(t, i))) = dsa[i / 8][i % 8 / 2];
+  }
+}
+
+/// dK and dV of one warpgroup's 64 keys (keys key_base on), written once.
+template <class T, int kRegs>
+__device__ __forceinline__ void store_dk_dv(T* dK, T* dV, const float (&dk)[kRegs], const float (&dv)[kRegs],
+                                            int key_base, int Nk, int D, int t) {
+#pragma unroll
+  for (int i = 0; i < kRegs; i += 2) {
+    const int key = key_base + ft::sm90::acc_row(t, i);
+    const int col = ft::sm90::acc_col(t, i);
+    if (key < Nk) {
+      *reinterpret_cast<uint32_t*>(dK + int64_t(key) * D + col) = ft::tc::pack2<T>(dk[i], dk[i + 1]);
+      *reinterpret_cast<uint32_t*>(dV + int64_t(key) * D + col) = ft::tc::pack2<T>(dv[i], dv[i + 1]);
+    }
+  }
+}
+
+}  // namespace ch10
