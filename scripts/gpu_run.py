@@ -119,7 +119,7 @@ def chapter_folders(pattern=r"\d\d_"):
                   if re.match(pattern, d) and os.path.isfile(os.path.join(here, d, "CMakeLists.txt")))
 
 
-TC_CHAPTERS = chapter_folders(r"0[6-9]_")  # the tensor-core chapters present: 06, 07, ...
+TC_CHAPTERS = chapter_folders(r"(0[6-9]|10)_")  # the training-shaped tensor-core chapters present: 06-10
 ALL_CHAPTERS = CUDA_CORE_CHAPTERS + TC_CHAPTERS
 
 

@@ -8,8 +8,8 @@ checked against attention over the whole sequence on one device, then timed.
                                     (the CPU: gloo, float64 blocks: a check of the schedule)
 
 On GPUs: one GPU a rank (LOCAL_RANK), NCCL, bf16, the blocks on the tutorial's kernels
-(flashtut.ring.flashtut_blocks: chapter 09's forward on Hopper, 07's elsewhere; chapter
-08's backward). NCCL's NVLink multicast stays off (NCCL_NVLS_ENABLE=0, set here unless the
+(flashtut.ring.flashtut_blocks: chapters 09 and 10 on Hopper, 07 and 08 elsewhere). NCCL's
+NVLink multicast stays off (NCCL_NVLS_ENABLE=0, set here unless the
 environment sets it). Rank 0 prints, per pass, the ring's time (the slowest rank's, median
 of --iters after --warmup), TFLOP/s per GPU (the causal FLOPs counted once), the same
 problem on one GPU (--single: rank 0 alone runs the whole sequence, when it fits), and the

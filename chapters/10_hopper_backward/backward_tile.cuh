@@ -7,7 +7,6 @@
 #include <cstdint>
 
 #include "cuda_core/exp2.cuh"
-#include "cuda_core/online_softmax.cuh"  // ft::kLog2e
 #include "sm80/pack.cuh"
 #include "sm90/smem_layout.hpp"
 
@@ -21,13 +20,14 @@ struct Params {
   const T* K;
   const T* V;
   const T* dO;
-  const float* lse;   ///< [B, H_q, N_q], natural log
-  const float* Drow;  ///< [B, H_q, N_q]: rowsum(dO∘O)
+  const float* L2;    ///< [B, H_q, stats_rows]: the forward's log-sum-exp · log2(e); −∞ past N_q
+  const float* Drow;  ///< [B, H_q, stats_rows]: rowsum(dO∘O); 0 past N_q
   float* dq_acc;      ///< [B, H_q, N_q, d] float32, zero on entry
   T* dK;
   T* dV;
   int Nq;
   int Nk;
+  int stats_rows;     ///< N_q rounded up to whole query tiles: L2's and Drow's rows a head
   int num_q_tiles;    ///< ceil(N_q / Br)
   int num_kv_tiles;   ///< ceil(N_k / Bc)
   int heads_q;
@@ -41,9 +41,9 @@ struct Params {
 
 /// Pᵀ and dSᵀ of one warpgroup's 64 keys × Br queries, in place: `st` holds Sᵀ (raw scores)
 /// and becomes Pᵀ = 2^(Sᵀ·scale·log2 e − L·log2 e); `dpt` holds dPᵀ and becomes
-/// dSᵀ = scale · Pᵀ∘(dPᵀ − D). Row = key (key_base on), column = query (q0 on); L and D a
-/// query each (Ls, Dsm: shared memory). A key past N_k or after the query's diagonal, or a
-/// query that saw no key (L = −∞), weighs nothing.
+/// dSᵀ = scale · Pᵀ∘(dPᵀ − D). Row = key (key_base on), column = query (q0 on); L·log2 e
+/// and D a query each (Ls, Dsm: shared memory). A key past N_k or after the query's
+/// diagonal, or a query that saw no key or lies past N_q (L = −∞), weighs nothing.
 template <int kRegs, class P>
 __device__ __forceinline__ void probabilities_and_ds(float (&st)[kRegs], float (&dpt)[kRegs], const P& p,
                                                      int key_base, int q0, int t, const float* Ls,
@@ -54,7 +54,7 @@ __device__ __forceinline__ void probabilities_and_ds(float (&st)[kRegs], float (
     const int col = ft::sm90::acc_col(t, i);
     const float l = Ls[col];
     const bool visible = key < p.Nk && l != -INFINITY && (!p.causal || key <= q0 + col + p.causal_offset);
-    const float prob = visible ? ft::exp2_ftz(fmaf(st[i], p.scale_log2, -l * ft::kLog2e)) : 0.f;
+    const float prob = visible ? ft::exp2_ftz(fmaf(st[i], p.scale_log2, -l)) : 0.f;
     st[i] = prob;
     dpt[i] = p.scale * prob * (dpt[i] - Dsm[col]);
   }

@@ -41,8 +41,8 @@ struct WgmmaBackwardTraits {
 /// float32 accumulator in device memory, which every K/V tile of the head adds into.
 enum class DqAdd {
   kAtomics,  ///< each thread's float2 atomics straight from its accumulator registers
-  kBulk,     ///< the share into shared memory, then the copy engine adds it a row at a time
-             ///< (cp.reduce.async.bulk): the math warps do not wait for the adds
+  kBulk,     ///< the share into shared memory, then a warp of the producer's warpgroup has
+             ///< the copy engine add it a row at a time (cp.reduce.async.bulk)
 };
 
 /// Steps 2 onwards (specialized_backward.cuh): warpgroup 0 the producer, warpgroups 1 and 2
@@ -80,8 +80,9 @@ struct SpecializedBackwardTraits {
   /// buffers, so that one tile's adds run while the next is computed.
   static constexpr int kDqRowFloats = D + 4;
   static constexpr size_t kDqBytes = kDq == DqAdd::kBulk ? 2 * size_t(Br) * kDqRowFloats * sizeof(float) : 0;
-  /// K and V's full barrier, then a full and an empty barrier a stage.
-  static constexpr int kBarriers = 1 + 2 * kStages;
+  /// K and V's full barrier, a full and an empty barrier a stage, and a full and an empty
+  /// barrier a dQ buffer (kBulk's; allotted always, 32 bytes).
+  static constexpr int kBarriers = 1 + 2 * kStages + 2 * 2;
   /// 1024 bytes to align the first tile, K, V, the stages' Q and dO, dSᵀ, the stages' L and
   /// D, the dQ buffers, the barriers.
   static constexpr size_t kSmemBytes = size_t(ft::sm90::kAtomBytes) + 2 * KvTile::kBytes +

@@ -11,6 +11,7 @@
 #include "10_hopper_backward/specialized_backward.cuh"
 #include "10_hopper_backward/wgmma_backward.cuh"
 #include "core/check.cuh"
+#include "cuda_core/online_softmax.cuh"  // ft::kLog2e
 #include "cuda_core/reduce.cuh"
 #include "device/dispatch.cuh"
 #include "device/launch.cuh"
@@ -40,20 +41,30 @@ constexpr int kRowsPerBlock = kSmallBlock / ft::kWarpSize;  ///< prepare: a warp
 __device__ __forceinline__ float to_float(__nv_bfloat16 x) { return __bfloat162float(x); }
 __device__ __forceinline__ float to_float(__half x) { return __half2float(x); }
 
-/// D = rowsum(dO∘O) a query row (a warp a row, a shuffle sums in float32), and the row's
-/// float32 dQ accumulator cleared on the way.
+/// The per-row statistics the backward reads, laid out for the copy engine: a warp a row of
+/// L2 and Drow, whose rows a head are N_q padded to whole query tiles (stats_rows). For a
+/// row of the problem, D = rowsum(dO∘O) (a shuffle sums in float32), L2 = lse·log2(e) (the
+/// kernels' exponentials are base 2), and its float32 dQ accumulator cleared on the way; a
+/// padding row gets L2 = −∞ and D = 0, which weigh nothing.
 template <class T>
-__global__ void prepare_backward(const T* O, const T* dO, float* D, float* dq_acc, int64_t rows, int d) {
-  const int64_t row = int64_t(blockIdx.x) * kRowsPerBlock + threadIdx.x / ft::kWarpSize;
-  if (row >= rows) return;  // whole warps leave together: the shuffle stays full
+__global__ void prepare_backward(const T* O, const T* dO, const float* lse, float* L2, float* Drow, float* dq_acc,
+                                 int64_t padded_rows, int stats_rows, int Nq, int d) {
+  const int64_t prow = int64_t(blockIdx.x) * kRowsPerBlock + threadIdx.x / ft::kWarpSize;
+  if (prow >= padded_rows) return;  // whole warps leave together: the shuffle stays full
   const int lane = threadIdx.x % ft::kWarpSize;
+  const int q = int(prow % stats_rows);
+  if (q >= Nq) {
+    if (lane == 0) L2[prow] = -INFINITY, Drow[prow] = 0.f;
+    return;
+  }
+  const int64_t row = prow / stats_rows * Nq + q;
   float sum = 0.f;
   for (int k = lane; k < d; k += ft::kWarpSize) {
     sum += to_float(O[row * d + k]) * to_float(dO[row * d + k]);
     dq_acc[row * d + k] = 0.f;
   }
   sum = ft::warp_sum(sum);
-  if (lane == 0) D[row] = sum;
+  if (lane == 0) L2[prow] = lse[row] * ft::kLog2e, Drow[prow] = sum;
 }
 
 /// dQ from its float32 accumulator, rounded once.
@@ -65,8 +76,18 @@ __global__ void convert_dq(const float* dq_acc, T* dQ, int64_t n) {
   }
 }
 
-/// The workspace: D (a float a query row), then the float32 dQ accumulator.
-size_t workspace_bytes(const ft::Problem& p) { return size_t(p.rows()) * sizeof(float) * (1 + p.head_dim); }
+/// Rows of the statistics a query head: N_q padded to whole query tiles of kStatsTile rows,
+/// so that every tile's L2 and D are one 256-byte run the copy engine fetches, aligned.
+constexpr int kStatsTile = 64;
+static_assert(kStatsTile % Wgmma<__half, 64>::Br == 0 && kStatsTile % Specialized<__half, 64>::Br == 0,
+              "whole query tiles of every step");
+int stats_rows(const ft::Problem& p) { return (p.len_q + kStatsTile - 1) / kStatsTile * kStatsTile; }
+int64_t padded_rows(const ft::Problem& p) { return int64_t(p.heads_total()) * stats_rows(p); }
+
+/// The workspace: L2 and Drow (a float a padded row each), then the float32 dQ accumulator.
+size_t workspace_bytes(const ft::Problem& p) {
+  return (2 * size_t(padded_rows(p)) + size_t(p.elems())) * sizeof(float);
+}
 
 template <class Tr>
 void launch(const ft::Problem& p, const ft::BackwardArgs& a, cudaStream_t stream) {
@@ -75,16 +96,20 @@ void launch(const ft::Problem& p, const ft::BackwardArgs& a, cudaStream_t stream
   const int num_kv_tiles = (p.len_kv + Tr::Bc - 1) / Tr::Bc;
   const int64_t blocks = int64_t(num_kv_tiles) * p.kv_heads_total();
   if (blocks > INT_MAX) throw ft::Unsupported("chapter 10: too many key tiles for one launch");
-  float* Drow = static_cast<float*>(a.workspace);
-  float* dq_acc = Drow + p.rows();
+  // The copy engine reads the statistics and adds into dQ's accumulator: 16-byte aligned.
+  if (reinterpret_cast<uintptr_t>(a.workspace) % 16 != 0)
+    throw ft::Unsupported("chapter 10: the workspace must start on a 16-byte boundary");
+  const int64_t prows = padded_rows(p);
+  float* L2 = static_cast<float*>(a.workspace);
+  float* Drow = L2 + prows;
+  float* dq_acc = Drow + prows;
 
-  const int64_t rows = p.rows();
-  prepare_backward<T><<<int((rows + kRowsPerBlock - 1) / kRowsPerBlock), kSmallBlock, 0, stream>>>(
-      a.O.as<T>(), a.dO.as<T>(), Drow, dq_acc, rows, p.head_dim);
+  prepare_backward<T><<<int((prows + kRowsPerBlock - 1) / kRowsPerBlock), kSmallBlock, 0, stream>>>(
+      a.O.as<T>(), a.dO.as<T>(), a.lse, L2, Drow, dq_acc, prows, stats_rows(p), p.len_q, p.head_dim);
   CUDA_CHECK_LAUNCH();
 
-  const Params<T> params{a.Q.as<T>(), a.K.as<T>(), a.V.as<T>(), a.dO.as<T>(), a.lse, Drow, dq_acc,
-                         a.dK.as<T>(), a.dV.as<T>(), p.len_q, p.len_kv, (p.len_q + Tr::Br - 1) / Tr::Br,
+  const Params<T> params{a.Q.as<T>(), a.K.as<T>(), a.V.as<T>(), a.dO.as<T>(), L2, Drow, dq_acc,
+                         a.dK.as<T>(), a.dV.as<T>(), p.len_q, p.len_kv, stats_rows(p), (p.len_q + Tr::Br - 1) / Tr::Br,
                          num_kv_tiles, p.heads_q, p.heads_kv, p.group(), p.causal_offset(), p.causal,
                          p.softmax_scale(), p.softmax_scale() * ft::kLog2e};
   if constexpr (Tr::kSpecialized) {
@@ -123,7 +148,8 @@ template <template <class, int> class Shape>
 std::vector<ft::KernelTraffic> traffic(const ft::Problem& p) {
   using Tr = Shape<__nv_bfloat16, 64>;  // the tiles are the same at every (T, d)
   const double fb = ft::kFloatBytes, eb = double(ft::dtype_bytes(p.dtype)), d = p.head_dim;
-  const double prep_in = 2 * double(p.q_bytes()), prep_out = double(p.rows()) * fb + double(p.elems()) * fb;
+  const double prep_in = 2 * double(p.q_bytes()) + double(p.rows()) * fb;
+  const double prep_out = 2 * double(padded_rows(p)) * fb + double(p.elems()) * fb;
   const double kv_tiles = (p.len_kv + Tr::Bc - 1) / Tr::Bc;
   // Query rows each key block visits: all of them, or under the causal mask about half.
   const double visited = double(p.rows()) * kv_tiles * (p.causal ? 0.5 : 1.0) / double(p.group());
@@ -136,7 +162,7 @@ std::vector<ft::KernelTraffic> traffic(const ft::Problem& p) {
                          "re-reads of Q, dO, L, D and the dQ atomics assumed to stay in L2"};
   const double conv_in = double(p.elems()) * fb, conv_out = double(p.q_bytes());
   return {{"prepare_backward", prep_in, prep_out, prep_in, prep_out, 2.0 * double(p.elems()),
-           "O, dO streamed once; D and the dQ accumulator (zeros) written once"},
+           "O, dO, lse streamed once; L2, D and the dQ accumulator (zeros) written once"},
           main,
           {"convert_dq", conv_in, conv_out, conv_in, conv_out, 0.0, "the float32 dQ read once, dQ written once"}};
 }
@@ -152,7 +178,7 @@ ft::BackwardImpl impl(const std::string& variant, const std::string& what) {
 }  // namespace
 
 const ft::BackwardImpl& fastest() {
-  static const ft::BackwardImpl i = impl<Wgmma>("fastest", "wgmma (the only step so far)");
+  static const ft::BackwardImpl i = impl<Specialized>("fastest", "specialized (dQ by atomics)");
   return i;
 }
 
@@ -170,6 +196,6 @@ FT_REGISTER(ch10) {
   const std::string forward = ft::impl_name(ch09::fastest().chapter, ch09::fastest().variant);
   for (const auto& impl : ch10::backward_impls()) {
     const bool fastest = impl.variant == ch10::fastest().variant;
-    ft::register_backward(impl, forward, /*headline=*/fastest, /*tour=*/false);
+    ft::register_backward(impl, forward, /*headline=*/fastest, /*tour=*/fastest);
   }
 }

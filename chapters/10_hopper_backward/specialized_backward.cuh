@@ -6,10 +6,11 @@
 /// Step 1 waited for every copy: each query tile's Q and dO came by cp.async from all 256
 /// threads, a block barrier, then the products. Here, as in chapter 09's steps 3 onwards:
 ///
-///     warpgroup 0, producer   warp 0: K and V once (TMA); then, query tile after query
-///                             tile, Q and dO (TMA, lane 0) with L and D (every lane, plain
-///                             loads) into stage it % 2 once the consumers have released it
-///                             (empty[s]); the copy engine and the lanes' arrivals complete
+///     warpgroup 0, producer   one thread: K and V once; then, query tile after query tile,
+///                             Q, dO (tensor copies) and the tile's L·log2 e and D (two
+///                             256-byte bulk copies: prepare_backward lays them out padded
+///                             to whole tiles) into stage it % 2 once the consumers have
+///                             released it (empty[s]); the copy engine counts the bytes into
 ///                             full[s]. 24 registers a thread.
 ///     warpgroups 1, 2,        keys 64c to 64c + 63 of the block's 128 each, 240 registers:
 ///     consumers c = 0, 1      wait full[s], the five products, each warp arrives on empty[s].
@@ -29,10 +30,11 @@
 /// registers, as step 1; the consumer waits for none of them, but issues 8 to 16 of them a
 /// thread a tile.
 ///
-/// Step 3 (`bulk_dq`, DqAdd::kBulk): the share into shared memory (two buffers), and one
-/// warp hands it to the copy engine, a row per `cp.reduce.async.bulk ... .add.f32`: the
-/// adds happen in L2 while the next tile is computed; before a buffer is written again,
-/// that warp waits until the engine has read it (`cp.async.bulk.wait_group.read`).
+/// Step 3 (`bulk_dq`, DqAdd::kBulk): the share into shared memory (two buffers, dq_full and
+/// dq_empty barriers), and warp 1 of the producer's warpgroup, otherwise idle, hands it to
+/// the copy engine a row per `cp.reduce.async.bulk ... .add.f32`: the adds happen in L2
+/// while the consumers go on; before a buffer is written again, that warp has waited until
+/// the engine has read it (`cp.async.bulk.wait_group.read`) and released it.
 #pragma once
 
 #include <cuda/ptx>
@@ -74,8 +76,8 @@ __device__ __forceinline__ BlockWork block_work(const Params<typename Tr::T>& p)
   return w;
 }
 
-/// The producer: warp 0 of warpgroup 0. K and V once, then every query tile's Q, dO (lane
-/// 0's copies) and L, D (every lane's loads) into the ring of stages, `it` counting tiles.
+/// The producer: one thread. K and V once, then every query tile's Q, dO, L·log2 e and D
+/// into the ring of stages (`it` counts tiles), each once the consumers have emptied it.
 template <class Tr>
 __device__ void produce(const Params<typename Tr::T>& p, const BlockWork& w, typename Tr::T* Ks,
                         typename Tr::T* Qs, float* stats, uint64_t* kv_full, uint64_t* full, uint64_t* empty,
@@ -85,75 +87,90 @@ __device__ void produce(const Params<typename Tr::T>& p, const BlockWork& w, typ
   using QTile = typename Tr::QTile;
   using KvTile = typename Tr::KvTile;
   constexpr int kQElems = QTile::kBytes / sizeof(T), kKvElems = KvTile::kBytes / sizeof(T);
-  const int lane = threadIdx.x % 32;
+  constexpr uint32_t kStatsBytes = Tr::Br * sizeof(float);  // one tile's L (or D): 256 aligned bytes
   const int h_kv = w.kv_head % p.heads_kv;
-  if (lane == 0) {
-    ft::sm90::arrive_expect_tx(kv_full, 2 * KvTile::kBytes);
-    for (int pnl = 0; pnl < KvTile::kPanels; ++pnl) {
-      const int col = pnl * ft::sm90::kPanelCols;
-      ft::sm90::copy_box(Ks + pnl * KvTile::kPanelElems, map_k, col, w.k0, h_kv, w.batch, kv_full);
-      ft::sm90::copy_box(Ks + kKvElems + pnl * KvTile::kPanelElems, map_v, col, w.k0, h_kv, w.batch, kv_full);
-    }
+  ft::sm90::arrive_expect_tx(kv_full, 2 * KvTile::kBytes);
+  for (int pnl = 0; pnl < KvTile::kPanels; ++pnl) {
+    const int col = pnl * ft::sm90::kPanelCols;
+    ft::sm90::copy_box(Ks + pnl * KvTile::kPanelElems, map_k, col, w.k0, h_kv, w.batch, kv_full);
+    ft::sm90::copy_box(Ks + kKvElems + pnl * KvTile::kPanelElems, map_v, col, w.k0, h_kv, w.batch, kv_full);
   }
   int it = 0;
   for (int g = 0; g < p.group; ++g) {
-    const int head = w.first_head + g;  // b·H_q + h
+    const int head = w.first_head + g, h = head % p.heads_q;  // b·H_q + h, and h
     for (int qt = w.first_q_tile; qt < p.num_q_tiles; ++qt, ++it) {
-      const int s = it % Tr::kStages;
+      const int s = it % Tr::kStages, q0 = qt * Tr::Br;
       if (it >= Tr::kStages) ft::sm90::wait(&empty[s], (it / Tr::kStages - 1) & 1);  // its last use done
-      const int q0 = qt * Tr::Br;
-      float* L = stats + s * 2 * Tr::Br;
-      for (int r = lane; r < Tr::Br; r += 32) {  // a row past N_q: L = −∞ (no probability), D = 0
-        const int q = q0 + r;
-        L[r] = q < p.Nq ? p.lse[int64_t(head) * p.Nq + q] : -INFINITY;
-        L[Tr::Br + r] = q < p.Nq ? p.Drow[int64_t(head) * p.Nq + q] : 0.f;
+      T* q_dst = Qs + s * 2 * kQElems;
+      ft::sm90::arrive_expect_tx(&full[s], 2 * QTile::kBytes + 2 * kStatsBytes);
+      for (int pnl = 0; pnl < QTile::kPanels; ++pnl) {
+        const int col = pnl * ft::sm90::kPanelCols;
+        ft::sm90::copy_box(q_dst + pnl * QTile::kPanelElems, map_q, col, q0, h, w.batch, &full[s]);
+        ft::sm90::copy_box(q_dst + kQElems + pnl * QTile::kPanelElems, map_do, col, q0, h, w.batch, &full[s]);
       }
-      // Every lane's arrival releases its L and D writes; lane 0's also announces the bytes.
-      if (lane == 0) {
-        T* q_dst = Qs + s * 2 * kQElems;
-        ft::sm90::arrive_expect_tx(&full[s], 2 * QTile::kBytes);
-        for (int pnl = 0; pnl < QTile::kPanels; ++pnl) {
-          const int col = pnl * ft::sm90::kPanelCols, h = head % p.heads_q;
-          ft::sm90::copy_box(q_dst + pnl * QTile::kPanelElems, map_q, col, q0, h, w.batch, &full[s]);
-          ft::sm90::copy_box(q_dst + kQElems + pnl * QTile::kPanelElems, map_do, col, q0, h, w.batch, &full[s]);
-        }
-      } else {
-        ft::sm90::arrive(&full[s]);
-      }
+      const int64_t row = int64_t(head) * p.stats_rows + q0;  // rows past N_q: L = −∞, D = 0
+      ft::sm90::copy_bytes(stats + s * 2 * Tr::Br, p.L2 + row, kStatsBytes, &full[s]);
+      ft::sm90::copy_bytes(stats + s * 2 * Tr::Br + Tr::Br, p.Drow + row, kStatsBytes, &full[s]);
     }
   }
 }
 
 /// The consumer's dQ share (dq: rows = the tile's 64 queries, columns col0 on) into the
-/// float32 accumulator, as Tr::kDq says. `buf`: kBulk's buffer for this tile.
+/// float32 accumulator, as Tr::kDq says; then the consumers meet, so that neither writes the
+/// next tile's dSᵀ while the other's dQ product may still read this one's. kBulk: into
+/// buffer `it` % 2 of dQs once the adder has emptied it (dq_empty), announced on dq_full.
 template <class Tr>
 __device__ __forceinline__ void add_dq(const Params<typename Tr::T>& p, const float (&dq)[Tr::kDqCols / 2],
-                                       float* dq_acc, float* dQs, int q0, int col0, int c, int t) {
-  constexpr int D = Tr::D;
+                                       float* dq_acc, float* dQs, uint64_t* dq_full, uint64_t* dq_empty, int it,
+                                       int q0, int col0, int t) {
   if constexpr (Tr::kDq == DqAdd::kAtomics) {
 #pragma unroll
     for (int i = 0; i < Tr::kDqCols / 2; i += 2) {
       const int query = q0 + ft::sm90::acc_row(t, i);
       if (query < p.Nq)
-        atomicAdd(reinterpret_cast<float2*>(dq_acc + int64_t(query) * D + col0 + ft::sm90::acc_col(t, i)),
+        atomicAdd(reinterpret_cast<float2*>(dq_acc + int64_t(query) * Tr::D + col0 + ft::sm90::acc_col(t, i)),
                   make_float2(dq[i], dq[i + 1]));
     }
-    ft::sm90::named_sync(kConsumersMeet, Tr::kConsumers * ft::sm90::kWarpgroupThreads);  // dSᵀ is read by both
   } else {
+    const int b = it % 2;
+    if (it >= 2) ft::sm90::wait(&dq_empty[b], (it / 2 - 1) & 1);  // the adds of tile it − 2 have read it
+    float* buf = dQs + b * Tr::Br * Tr::kDqRowFloats;
 #pragma unroll
     for (int i = 0; i < Tr::kDqCols / 2; i += 2)
-      *reinterpret_cast<float2*>(dQs + ft::sm90::acc_row(t, i) * Tr::kDqRowFloats + col0 + ft::sm90::acc_col(t, i)) =
+      *reinterpret_cast<float2*>(buf + ft::sm90::acc_row(t, i) * Tr::kDqRowFloats + col0 + ft::sm90::acc_col(t, i)) =
           make_float2(dq[i], dq[i + 1]);
     ft::sm90::fence_proxy_async();  // the generic writes, before the copy engine reads them
-    ft::sm90::named_sync(kConsumersMeet, Tr::kConsumers * ft::sm90::kWarpgroupThreads);
-    if (c == 0 && t < 32) {  // one warp hands the rows to the copy engine, two a lane
-      for (int r = t; r < Tr::Br && q0 + r < p.Nq; r += 32)
+    __syncwarp();
+    if (t % 32 == 0) ft::sm90::arrive(&dq_full[b]);
+  }
+  ft::sm90::named_sync(kConsumersMeet, Tr::kConsumers * ft::sm90::kWarpgroupThreads);
+}
+
+/// kBulk's adder: warp 1 of warpgroup 0. Tile after tile (the consumers' order), once both
+/// consumers have written its share (dq_full), hands it to the copy engine a row per
+/// `cp.reduce.async.bulk ... .add.f32` (two rows a lane, rows past N_q left out), waits
+/// until the engine has read the buffer, and gives it back (dq_empty).
+template <class Tr>
+__device__ void add_dq_rows(const Params<typename Tr::T>& p, const BlockWork& w, const float* dQs,
+                            uint64_t* dq_full, uint64_t* dq_empty) {
+  const int lane = threadIdx.x % 32;
+  int it = 0;
+  for (int g = 0; g < p.group; ++g) {
+    float* dq_acc = p.dq_acc + int64_t(w.first_head + g) * p.Nq * Tr::D;
+    for (int qt = w.first_q_tile; qt < p.num_q_tiles; ++qt, ++it) {
+      const int b = it % 2, q0 = qt * Tr::Br;
+      ft::sm90::wait(&dq_full[b], (it / 2) & 1);
+      for (int r = lane; r < Tr::Br && q0 + r < p.Nq; r += 32)
         cuda::ptx::cp_reduce_async_bulk(cuda::ptx::space_global, cuda::ptx::space_shared, cuda::ptx::op_add,
-                                        dq_acc + int64_t(q0 + r) * D, dQs + r * Tr::kDqRowFloats,
-                                        uint32_t(D * sizeof(float)));
+                                        dq_acc + int64_t(q0 + r) * Tr::D, dQs + (b * Tr::Br + r) * Tr::kDqRowFloats,
+                                        uint32_t(Tr::D * sizeof(float)));
       cuda::ptx::cp_async_bulk_commit_group();
+      cuda::ptx::cp_async_bulk_wait_group_read(cuda::ptx::n32_t<0>{});
+      __syncwarp();
+      if (lane == 0) ft::sm90::arrive(&dq_empty[b]);
     }
   }
+  cuda::ptx::cp_async_bulk_wait_group(cuda::ptx::n32_t<0>{});  // the adds are done before the block ends
 }
 
 template <class Tr>
@@ -181,8 +198,10 @@ __global__ void __launch_bounds__(Tr::kThreads, 1)
   float* const stats = reinterpret_cast<float*>(dSs + DsTile::kBytes / sizeof(T));  // stage s: L, then D
   float* const dQs = stats + Tr::kStages * 2 * Br;
   uint64_t* const kv_full = reinterpret_cast<uint64_t*>(reinterpret_cast<uint8_t*>(dQs) + Tr::kDqBytes);
-  uint64_t* const full = kv_full + 1;          // a stage has landed: the producer warp's 32 arrivals + bytes
+  uint64_t* const full = kv_full + 1;          // a stage has landed: one arrival + its bytes
   uint64_t* const empty = full + Tr::kStages;  // a stage is free again: one arrival a consumer warp
+  uint64_t* const dq_full = empty + Tr::kStages;  // kBulk: a dQ buffer is written, one arrival a consumer warp
+  uint64_t* const dq_empty = dq_full + 2;         // kBulk: a dQ buffer is read by the copy engine
 
   const int wg = threadIdx.x / ft::sm90::kWarpgroupThreads;  // 0: producer; 1, 2: consumers
   const BlockWork w = block_work<Tr>(p);
@@ -190,15 +209,21 @@ __global__ void __launch_bounds__(Tr::kThreads, 1)
   if (threadIdx.x == 0) {
     ft::sm90::barrier_init(kv_full, 1);
     for (int s = 0; s < Tr::kStages; ++s) {
-      ft::sm90::barrier_init(&full[s], 32);
+      ft::sm90::barrier_init(&full[s], 1);
       ft::sm90::barrier_init(&empty[s], Tr::kConsumerWarps);
+    }
+    for (int b = 0; b < 2; ++b) {
+      ft::sm90::barrier_init(&dq_full[b], Tr::kConsumerWarps);
+      ft::sm90::barrier_init(&dq_empty[b], 1);
     }
   }
   __syncthreads();  // the last barrier over the whole block: the roles split here
 
   if (wg == 0) {
     ft::sm90::release_registers<Tr::kProducerRegs>();
-    if (threadIdx.x < 32) produce<Tr>(p, w, Ks, Qs, stats, kv_full, full, empty, &map_q, &map_k, &map_v, &map_do);
+    if (threadIdx.x == 0) produce<Tr>(p, w, Ks, Qs, stats, kv_full, full, empty, &map_q, &map_k, &map_v, &map_do);
+    if constexpr (Tr::kDq == DqAdd::kBulk)
+      if (threadIdx.x / 32 == 1) add_dq_rows<Tr>(p, w, dQs, dq_full, dq_empty);
     return;
   }
   ft::sm90::claim_registers<Tr::kConsumerRegs>();
@@ -263,12 +288,9 @@ __global__ void __launch_bounds__(Tr::kThreads, 1)
         ft::sm90::mma_rs<T, D, /*kTransB=*/true>(dk, dsa[kk], ft::sm90::mn_major_descriptor<QTile>(q_addr, kk), true);
       ft::sm90::commit();
 
-      // Both consumers' dSᵀ rows into shared memory; they meet, and (kBulk) the dQ buffer
-      // this tile writes has been read by the copy engine (the issuing warp waited first).
+      // Both consumers' dSᵀ rows into shared memory; they meet before either reads them.
       store_ds<DsTile>(dSs, dsa, c, t);
       ft::sm90::fence_proxy_async();
-      if constexpr (Tr::kDq == DqAdd::kBulk)
-        if (c == 0 && t < 32) cuda::ptx::cp_async_bulk_wait_group_read(cuda::ptx::n32_t<1>{});
       ft::sm90::named_sync(kConsumersMeet, kMeetThreads);
 
       // dQ's columns col0 on = dS·K over the block's 128 keys: A = dS read from dSᵀ
@@ -289,11 +311,9 @@ __global__ void __launch_bounds__(Tr::kThreads, 1)
       // Q, dO, L and D of this stage are read: one arrival a warp frees it for the producer.
       __syncwarp();
       if (t % 32 == 0) ft::sm90::arrive(&empty[s]);
-      add_dq<Tr>(p, dq, dq_acc, dQs + it % 2 * Br * Tr::kDqRowFloats, q0, col0, c, t);
+      add_dq<Tr>(p, dq, dq_acc, dQs, dq_full, dq_empty, it, q0, col0, t);
     }
   }
-  if constexpr (Tr::kDq == DqAdd::kBulk)
-    if (c == 0 && t < 32) cuda::ptx::cp_async_bulk_wait_group(cuda::ptx::n32_t<0>{});  // the adds are done
 
   // dK and dV of this consumer's keys, summed over the group's query heads: written once.
   store_dk_dv<T>(p.dK + int64_t(w.kv_head) * p.Nk * D, p.dV + int64_t(w.kv_head) * p.Nk * D, dk, dv, key_base,

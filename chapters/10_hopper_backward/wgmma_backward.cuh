@@ -86,8 +86,8 @@ __global__ void __launch_bounds__(Tr::kThreads, 1) wgmma_backward(const Params<t
     const int head = batch * p.heads_q + h_kv * p.group + g;  // b·H_q + h: a query head of the group
     const T* Q = p.Q + int64_t(head) * p.Nq * D;
     const T* dO = p.dO + int64_t(head) * p.Nq * D;
-    const float* L = p.lse + int64_t(head) * p.Nq;
-    const float* Drow = p.Drow + int64_t(head) * p.Nq;
+    const float* L2 = p.L2 + int64_t(head) * p.stats_rows;
+    const float* Drow = p.Drow + int64_t(head) * p.stats_rows;
     float* dq_acc = p.dq_acc + int64_t(head) * p.Nq * D;
 
     for (int qt = first_q_tile; qt < p.num_q_tiles; ++qt) {
@@ -95,10 +95,9 @@ __global__ void __launch_bounds__(Tr::kThreads, 1) wgmma_backward(const Params<t
       ft::tc::copy_tile_async<QTile, Br, Tr::kThreads>(Qs, Q, q0, p.Nq);
       ft::tc::copy_tile_async<QTile, Br, Tr::kThreads>(dOs, dO, q0, p.Nq);
       ft::tc::cp_async_commit();
-      if (threadIdx.x < Br) {  // a row past N_q: L = −∞ (no probability), D = 0
-        const int q = q0 + threadIdx.x;
-        Ls[threadIdx.x] = q < p.Nq ? L[q] : -INFINITY;
-        Dsm[threadIdx.x] = q < p.Nq ? Drow[q] : 0.f;
+      if (threadIdx.x < Br) {  // rows past N_q hold L = −∞ (no probability) and D = 0
+        Ls[threadIdx.x] = L2[q0 + threadIdx.x];
+        Dsm[threadIdx.x] = Drow[q0 + threadIdx.x];
       }
       ft::tc::cp_async_wait<0>();
       ft::sm90::fence_proxy_async();  // cp.async's writes, before the tensor cores read them
