@@ -34,6 +34,10 @@ template <class T, int D> using Wgmma = WgmmaBackwardTraits<T, D>;
 template <class T, int D> using Specialized = SpecializedBackwardTraits<T, D, DqAdd::kAtomics>;
 // Step 3, bulk_dq: the same, dQ added by the copy engine from shared memory.
 template <class T, int D> using BulkDq = SpecializedBackwardTraits<T, D, DqAdd::kBulk>;
+// fastest: step 3 at d = 128, step 2 at d = 64, where the copy engine's adds measured slower
+// than the atomics (H200, bf16, N >= 1024: 0.89-0.97x step 2 at d = 64, 1.13-1.23x at d = 128;
+// plots/results/h200/ch10_vs_pytorch.csv).
+template <class T, int D> using Fastest = std::conditional_t<D == 128, BulkDq<T, D>, Specialized<T, D>>;
 
 constexpr int kSmallBlock = 256;                            ///< threads of the small kernels
 constexpr int kRowsPerBlock = kSmallBlock / ft::kWarpSize;  ///< prepare: a warp a query row
@@ -77,7 +81,8 @@ __global__ void convert_dq(const float* dq_acc, T* dQ, int64_t n) {
 }
 
 /// Rows of the statistics a query head: N_q padded to whole query tiles of kStatsTile rows,
-/// so that every tile's L2 and D are one 256-byte run the copy engine fetches, aligned.
+/// so that a kernel reads a whole tile's L2 and D with no bound check (the padding weighs
+/// nothing), and dQ's accumulator after them starts 256-byte aligned.
 constexpr int kStatsTile = 64;
 static_assert(kStatsTile % Wgmma<__half, 64>::Br == 0 && kStatsTile % Specialized<__half, 64>::Br == 0,
               "whole query tiles of every step");
@@ -96,7 +101,7 @@ void launch(const ft::Problem& p, const ft::BackwardArgs& a, cudaStream_t stream
   const int num_kv_tiles = (p.len_kv + Tr::Bc - 1) / Tr::Bc;
   const int64_t blocks = int64_t(num_kv_tiles) * p.kv_heads_total();
   if (blocks > INT_MAX) throw ft::Unsupported("chapter 10: too many key tiles for one launch");
-  // The copy engine reads the statistics and adds into dQ's accumulator: 16-byte aligned.
+  // The copy engine adds into dQ's accumulator (bulk_dq): its rows must be 16-byte aligned.
   if (reinterpret_cast<uintptr_t>(a.workspace) % 16 != 0)
     throw ft::Unsupported("chapter 10: the workspace must start on a 16-byte boundary");
   const int64_t prows = padded_rows(p);
@@ -178,7 +183,7 @@ ft::BackwardImpl impl(const std::string& variant, const std::string& what) {
 }  // namespace
 
 const ft::BackwardImpl& fastest() {
-  static const ft::BackwardImpl i = impl<Specialized>("fastest", "specialized (dQ by atomics)");
+  static const ft::BackwardImpl i = impl<Fastest>("fastest", "bulk_dq at d = 128, specialized at d = 64");
   return i;
 }
 
