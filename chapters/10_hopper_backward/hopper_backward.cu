@@ -35,7 +35,7 @@ template <class T, int D> using Specialized = SpecializedBackwardTraits<T, D, Dq
 // Step 3, bulk_dq: the same, dQ added by the copy engine from shared memory.
 template <class T, int D> using BulkDq = SpecializedBackwardTraits<T, D, DqAdd::kBulk>;
 // fastest: step 3 at d = 128, step 2 at d = 64, where the copy engine's adds measured slower
-// than the atomics (H200, bf16, N >= 1024: 0.89-0.97x step 2 at d = 64, 1.13-1.23x at d = 128;
+// than the atomics (H200, bf16, N >= 1024: 0.91-0.97x step 2 at d = 64, 1.13-1.24x at d = 128;
 // plots/results/h200/ch10_vs_pytorch.csv).
 template <class T, int D> using Fastest = std::conditional_t<D == 128, BulkDq<T, D>, Specialized<T, D>>;
 
