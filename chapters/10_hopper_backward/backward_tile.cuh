@@ -9,6 +9,7 @@
 #include "cuda_core/exp2.cuh"
 #include "sm80/pack.cuh"
 #include "sm90/smem_layout.hpp"
+#include "sm90/wgmma.cuh"
 
 namespace ch10 {
 
@@ -68,6 +69,48 @@ __device__ __forceinline__ void pack_a(uint32_t (&a)[kAcc / 8][4], const float (
   for (int kk = 0; kk < kAcc / 8; ++kk)
 #pragma unroll
     for (int r = 0; r < 4; ++r) a[kk][r] = ft::tc::pack2<T>(acc[8 * kk + 2 * r], acc[8 * kk + 2 * r + 1]);
+}
+
+/// Sᵀ = K_c·Qᵀ and dPᵀ = V_c·dOᵀ of one warpgroup's 64 keys (K_c, V_c at k_addr, v_addr;
+/// the query tile's Q and dO at q_addr, do_addr, all K-major), one group, waited for.
+template <class Tr>
+__device__ __forceinline__ void scores_transposed(float (&st)[Tr::Br / 2], float (&dpt)[Tr::Br / 2], uint32_t k_addr,
+                                                  uint32_t v_addr, uint32_t q_addr, uint32_t do_addr) {
+  using T = typename Tr::T;
+  using KvTile = typename Tr::KvTile;
+  using QTile = typename Tr::QTile;
+  ft::sm90::fence();
+#pragma unroll
+  for (int ks = 0; ks < Tr::D / ft::sm90::kMmaK; ++ks)
+    ft::sm90::mma_ss<T, Tr::Br>(st, ft::sm90::k_major_descriptor<KvTile>(k_addr, ks),
+                                ft::sm90::k_major_descriptor<QTile>(q_addr, ks), ks > 0);
+#pragma unroll
+  for (int ks = 0; ks < Tr::D / ft::sm90::kMmaK; ++ks)
+    ft::sm90::mma_ss<T, Tr::Br>(dpt, ft::sm90::k_major_descriptor<KvTile>(v_addr, ks),
+                                ft::sm90::k_major_descriptor<QTile>(do_addr, ks), ks > 0);
+  ft::sm90::commit();
+  ft::sm90::wait<0>();
+  ft::sm90::fence_registers(st);
+  ft::sm90::fence_registers(dpt);
+}
+
+/// dV += Pᵀ·dO and dK += dSᵀ·Q: A from registers (pa, dsa), dO and Q MN-major (k =
+/// queries); issued as one group, not waited for.
+template <class Tr>
+__device__ __forceinline__ void issue_dv_dk(float (&dv)[Tr::D / 2], float (&dk)[Tr::D / 2],
+                                            const uint32_t (&pa)[Tr::Br / ft::sm90::kMmaK][4],
+                                            const uint32_t (&dsa)[Tr::Br / ft::sm90::kMmaK][4], uint32_t q_addr,
+                                            uint32_t do_addr) {
+  using T = typename Tr::T;
+  using QTile = typename Tr::QTile;
+  ft::sm90::fence();
+#pragma unroll
+  for (int kk = 0; kk < Tr::Br / ft::sm90::kMmaK; ++kk)
+    ft::sm90::mma_rs<T, Tr::D, /*kTransB=*/true>(dv, pa[kk], ft::sm90::mn_major_descriptor<QTile>(do_addr, kk), true);
+#pragma unroll
+  for (int kk = 0; kk < Tr::Br / ft::sm90::kMmaK; ++kk)
+    ft::sm90::mma_rs<T, Tr::D, /*kTransB=*/true>(dk, dsa[kk], ft::sm90::mn_major_descriptor<QTile>(q_addr, kk), true);
+  ft::sm90::commit();
 }
 
 /// dSᵀ (packed, as pack_a left it) into shared memory, rows 64·wg on: the A operand that

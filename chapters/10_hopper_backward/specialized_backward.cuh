@@ -253,36 +253,15 @@ __global__ void __launch_bounds__(Tr::kThreads, 1)
       const int64_t stats_row = int64_t(w.first_head + g) * p.stats_rows + q0;
       ft::sm90::wait(&full[s], (it / Tr::kStages) & 1);
 
-      // Sᵀ = K_c·Qᵀ and dPᵀ = V_c·dOᵀ, one group, then wait.
+      // Sᵀ = K·Qᵀ and dPᵀ = V·dOᵀ (this warpgroup's keys), then P and dS on the registers.
       float st[kS], dpt[kS];
-      ft::sm90::fence();
-#pragma unroll
-      for (int ks = 0; ks < D / ft::sm90::kMmaK; ++ks)
-        ft::sm90::mma_ss<T, Br>(st, ft::sm90::k_major_descriptor<KvTile>(k_addr, ks),
-                                ft::sm90::k_major_descriptor<QTile>(q_addr, ks), ks > 0);
-#pragma unroll
-      for (int ks = 0; ks < D / ft::sm90::kMmaK; ++ks)
-        ft::sm90::mma_ss<T, Br>(dpt, ft::sm90::k_major_descriptor<KvTile>(v_addr, ks),
-                                ft::sm90::k_major_descriptor<QTile>(do_addr, ks), ks > 0);
-      ft::sm90::commit();
-      ft::sm90::wait<0>();
-      ft::sm90::fence_registers(st);
-      ft::sm90::fence_registers(dpt);
-
+      scores_transposed<Tr>(st, dpt, k_addr, v_addr, q_addr, do_addr);
       probabilities_and_ds(st, dpt, p, key_base, q0, t, p.L2 + stats_row, p.Drow + stats_row);
       uint32_t pa[Br / ft::sm90::kMmaK][4], dsa[Br / ft::sm90::kMmaK][4];
       pack_a<T>(pa, st);
       pack_a<T>(dsa, dpt);
 
-      // dV += Pᵀ·dO and dK += dSᵀ·Q: A from registers, dO and Q MN-major (k = queries).
-      ft::sm90::fence();
-#pragma unroll
-      for (int kk = 0; kk < Br / ft::sm90::kMmaK; ++kk)
-        ft::sm90::mma_rs<T, D, /*kTransB=*/true>(dv, pa[kk], ft::sm90::mn_major_descriptor<QTile>(do_addr, kk), true);
-#pragma unroll
-      for (int kk = 0; kk < Br / ft::sm90::kMmaK; ++kk)
-        ft::sm90::mma_rs<T, D, /*kTransB=*/true>(dk, dsa[kk], ft::sm90::mn_major_descriptor<QTile>(q_addr, kk), true);
-      ft::sm90::commit();
+      issue_dv_dk<Tr>(dv, dk, pa, dsa, q_addr, do_addr);
 
       // Both consumers' dSᵀ rows into shared memory; they meet before either reads them.
       store_ds<DsTile>(dSs, dsa, c, t);

@@ -103,36 +103,15 @@ __global__ void __launch_bounds__(Tr::kThreads, 1) wgmma_backward(const Params<t
       ft::sm90::fence_proxy_async();  // cp.async's writes, before the tensor cores read them
       __syncthreads();
 
-      // Sᵀ = K·Qᵀ and dPᵀ = V·dOᵀ, one group, then wait.
+      // Sᵀ = K·Qᵀ and dPᵀ = V·dOᵀ (this warpgroup's keys), then P and dS on the registers.
       float st[kS], dpt[kS];
-      ft::sm90::fence();
-#pragma unroll
-      for (int ks = 0; ks < D / ft::sm90::kMmaK; ++ks)
-        ft::sm90::mma_ss<T, Br>(st, ft::sm90::k_major_descriptor<KvTile>(k_addr, ks),
-                                ft::sm90::k_major_descriptor<QTile>(q_addr, ks), ks > 0);
-#pragma unroll
-      for (int ks = 0; ks < D / ft::sm90::kMmaK; ++ks)
-        ft::sm90::mma_ss<T, Br>(dpt, ft::sm90::k_major_descriptor<KvTile>(v_addr, ks),
-                                ft::sm90::k_major_descriptor<QTile>(do_addr, ks), ks > 0);
-      ft::sm90::commit();
-      ft::sm90::wait<0>();
-      ft::sm90::fence_registers(st);
-      ft::sm90::fence_registers(dpt);
-
+      scores_transposed<Tr>(st, dpt, k_addr, v_addr, q_addr, do_addr);
       probabilities_and_ds(st, dpt, p, key_base, q0, t, Ls, Dsm);
       uint32_t pa[Br / ft::sm90::kMmaK][4], dsa[Br / ft::sm90::kMmaK][4];
       pack_a<T>(pa, st);
       pack_a<T>(dsa, dpt);
 
-      // dV += Pᵀ·dO and dK += dSᵀ·Q: A from registers, dO and Q MN-major (k = queries).
-      ft::sm90::fence();
-#pragma unroll
-      for (int kk = 0; kk < Br / ft::sm90::kMmaK; ++kk)
-        ft::sm90::mma_rs<T, D, /*kTransB=*/true>(dv, pa[kk], ft::sm90::mn_major_descriptor<QTile>(do_addr, kk), true);
-#pragma unroll
-      for (int kk = 0; kk < Br / ft::sm90::kMmaK; ++kk)
-        ft::sm90::mma_rs<T, D, /*kTransB=*/true>(dk, dsa[kk], ft::sm90::mn_major_descriptor<QTile>(q_addr, kk), true);
-      ft::sm90::commit();
+      issue_dv_dk<Tr>(dv, dk, pa, dsa, q_addr, do_addr);
 
       // dSᵀ to shared memory (rows 64·wg on), for dQ; the generic writes fenced for the
       // async proxy that wgmma reads through.
