@@ -19,6 +19,8 @@
   concept_09_pairs.png           chapter 09's persistent grid under the causal mask: the K/V
                                  tiles each of 132 blocks reads, query tiles handed out one by
                                  one round-robin against in pairs (counted, not measured)
+  concept_10_timeline.png        chapter 10's step 3 over two query tiles: the producer's copies,
+                                 each consumer's products and waits, the adder warp's bulk adds
 
 Usage: python3 plots/concepts.py OUT_DIR          (e.g. plots/figures)
        cmake --build build --target plots         (draws these too)
@@ -50,6 +52,7 @@ FIGURES = {
     "concept_08_transposed_products.png": 9.0,
     "concept_09_pingpong.png": 9.0,
     "concept_09_pairs.png": 9.0,
+    "concept_10_timeline.png": 9.0,
 }
 PNG_META = {"Software": None}  # no matplotlib version in the file: re-runs give equal bytes
 MIN_PT = 14  # the smallest text anywhere (a projector at the back of a room)
@@ -710,6 +713,57 @@ def draw_09(out):
     return save(fig, out, name)
 
 
+def draw_10(out):
+    """Schematic, not measured: one consumer's work on a query tile in chapter 10's step 3,
+    drawn in the order the code runs it, each phase its own width; the second consumer the
+    same, a little behind; where the tensor cores wait on the threads."""
+    name = "concept_10_timeline.png"
+    fig, ax = canvas(name, "Chapter 10: a block's work on query tiles j and j + 1 (bulk_dq, schematic)")
+    x0 = 2.75
+    rows = {"producer\n(1 thread)": 6.9, "consumer 0\n(keys 0-63)": 5.35,
+            "consumer 1\n(keys 64-127)": 3.95, "adder\n(1 warp)": 2.55}
+    for label, y in rows.items():
+        ax.text(0.4, y + 0.45, label, ha="left", va="center", fontsize=FS_BIG, fontweight="bold",
+                color="0.25", linespacing=1.15)
+        ax.plot([x0 - 0.1, WIDTH_IN - 0.3], [y - 0.08, y - 0.08], color="0.8", lw=1)
+    # One tile's phases: (label, width, kind): "mma" runs on the tensor cores, "reg" on the
+    # consumer's own registers, "wait" is a consumer waiting (barrier or wgmma.wait).
+    phases = [("Sᵀ, dPᵀ", 1.15, "mma"), ("wait", 0.45, "wait"), ("P, dS", 0.95, "reg"),
+              ("dV, dK", 0.95, "mma"), ("dSᵀ→smem\nmeet", 1.05, "wait"), ("dQ", 0.65, "mma"),
+              ("wait", 0.45, "wait"), ("dQ→\nsmem", 0.75, "reg")]
+    tile_w = sum(w for _, w, _ in phases)
+    fill = {"reg": "white", "wait": "#eeeeee"}
+    for c, (label, color) in enumerate((("consumer 0\n(keys 0-63)", BLUE), ("consumer 1\n(keys 64-127)", ORANGE))):
+        y = rows[label]
+        for j in range(2):
+            x = x0 + j * tile_w + 0.12 * c
+            for text, w, kind in phases:
+                if kind == "mma":
+                    box(ax, x, y, w, 0.9, text, color, tcolor="white", round_=False)
+                else:
+                    box(ax, x, y, w, 0.9, text, fill[kind], edge=color, lw=2.0, round_=False, fs=MIN_PT)
+                x += w
+    # The producer: tile j + 1's Q and dO into the other stage while tile j is computed; tile
+    # j + 2's once both consumers release tile j's stage (after dQ's wait: the dashed arrows).
+    yp = rows["producer\n(1 thread)"]
+    box(ax, x0, yp, 1.0, 0.9, "Q, dO\nj + 1", "#eeeeee", round_=False)
+    release = x0 + tile_w - 0.75
+    box(ax, release + 0.3, yp, 1.0, 0.9, "Q, dO\nj + 2", "#eeeeee", round_=False)
+    for c, label in enumerate(("consumer 0\n(keys 0-63)", "consumer 1\n(keys 64-127)")):
+        arrow(ax, (release + 0.12 * c, rows[label] + 0.9), (release + 0.3, yp + 0.1), color=GREEN, ls="--", lw=2.0)
+    # The adder: tile j's dQ rows to the copy engine while the consumers start tile j + 1.
+    ya = rows["adder\n(1 warp)"]
+    box(ax, x0 + tile_w + 0.15, ya, 3.6, 0.9, "bulk adds of tile j's dQ\n(by the copy engine)", PURPLE,
+        tcolor="white", round_=False)
+    note(ax, 1.75, "Dark: products on the tensor cores; white: the consumer's own arithmetic; grey: "
+         "waiting (wgmma results, the two consumers' barriers).")
+    note(ax, 1.2, "Every white and grey box of one consumer is time its tensor-core work does not "
+         "fill, unless the other consumer's products land there.")
+    note(ax, 0.65, "Both consumers meet twice a tile (dSᵀ before dQ; dQ before the next dSᵀ): "
+         "they cannot drift a whole phase apart.")
+    return save(fig, out, name)
+
+
 def block_work(tiles_per_head, heads, blocks, pairs):
     """K/V tiles each persistent block reads under the causal mask (query tile i of a head
     reads i + 1 of them), when the grid's blocks take query tiles round-robin, one at a time
@@ -755,7 +809,8 @@ def draw_09_pairs(out):
     return save(fig, out, name)
 
 
-DRAW = (draw_01, draw_02, draw_03, draw_04, draw_05, draw_06, draw_07, draw_08, draw_09, draw_09_pairs)
+DRAW = (draw_01, draw_02, draw_03, draw_04, draw_05, draw_06, draw_07, draw_08, draw_09, draw_09_pairs,
+        draw_10)
 
 
 def main(argv=None):

@@ -132,6 +132,95 @@ def ch09_ratio(num, den, sizes, digits=2, dtype="bf16"):
     return span([t[(d, c, n)][num] / t[(d, c, n)][den] for d, c, n in SHAPES if n in sizes], digits)
 
 
+# ---- chapter 10: ch10_vs_pytorch.csv, ch10_steps.csv, the tours ---------------------------
+
+CH10 = "chapters/10_hopper_backward/README.md"
+CH10_COLUMNS = ("ch10_specialized", "ch10_bulk_dq", "ch08_fastest", "torch_flash", "torch_cudnn")
+
+
+def ch10_table(name="ch10_vs_pytorch.csv"):
+    """{(B, H, N, d, causal): {impl: backward TFLOP/s}}, bf16, in the CSV's order."""
+    t = {}
+    for r in read(name):
+        if r["dtype"] == "bf16" and r["pass"] == "backward":
+            key = (int(r["batch"]), int(r["heads"]), int(r["seq_len"]), int(r["head_dim"]), int(r["causal"]))
+            t.setdefault(key, {})[r["impl"]] = float(r["tflops"])
+    return t
+
+
+def ch10_fastest(x, d):
+    """fastest's kernel: step 3 (bulk_dq) at d = 128, step 2 (specialized) at d = 64."""
+    return x["ch10_bulk_dq"] if d == 128 else x["ch10_specialized"]
+
+
+def ch10_rows():
+    """The lesson's measured table, row by row."""
+    for (b, h, n, d, c), x in ch10_table().items():
+        f = ch10_fastest(x, d)
+        yield (f"| {b} | {h} | {n} | {d} | {'yes' if c else 'no'} | " +
+               " | ".join(cell(x, i) for i in CH10_COLUMNS) +
+               f" | {f / x['torch_cudnn']:.2f}× | {f / x['torch_flash']:.2f}× | {f / x['ch08_fastest']:.2f}× |")
+
+
+def ch10_span(fn, keep, name="ch10_vs_pytorch.csv", digits=2, unit="×"):
+    """The range of fn(x, d) over the rows whose (N, d) keep(n, d) accepts."""
+    return span([fn(x, k[3]) for k, x in ch10_table(name).items() if keep(k[2], k[3])], digits, unit)
+
+
+def ch10_tour_ratio(chapter, d):
+    """tour.csv's chapter row over ch10_tour_stats_staged.csv's, shape by shape, at head dim d."""
+    def rows(name):
+        return {(r["seq_len"], r["causal"]): float(r["tflops"]) for r in read(name)
+                if r["chapter"] == chapter and r["pass"] == "backward" and r["head_dim"] == str(d)}
+    now, before = rows("tour.csv"), rows("ch10_tour_stats_staged.csv")
+    return [now[k] / before[k] for k in now if k in before]
+
+
+def ch10_claims():
+    long_ = lambda n, d: n >= 4096
+    at = lambda dd: (lambda n, d: n >= 4096 and d == dd)
+    tour = {(r["chapter"], r["seq_len"], r["causal"]): float(r["tflops"]) for r in read("tour.csv")
+            if r["pass"] == "backward" and r["head_dim"] == "64"}
+    vs08 = [t / tour[("08", n, c)] for (ch, n, c), t in tour.items() if ch == "10"]  # fastest at d = 64
+    fast = ch10_fastest
+    return [(CH10, row) for row in ch10_rows()] + [
+        (CH10, f"computes the same gradients {ch10_span(lambda x, d: x['torch_cudnn'] / x['ch08_fastest'], long_, digits=1)} "
+               f"faster (`ch10_vs_pytorch.csv`, bf16, N ≥ 4096)"),
+        (CH10, f"the best step runs at {ch10_span(lambda x, d: fast(x, d) / x['torch_cudnn'], at(128))} cuDNN at "
+               f"d = 128 and {ch10_span(lambda x, d: fast(x, d) / x['torch_cudnn'], at(64))} at d = 64"),
+        (CH10, f"{ch10_span(lambda x, d: x['ch10_wgmma'] / x['ch08_fastest'], lambda n, d: True, 'ch10_steps.csv')} "
+               f"chapter 08 on all six shapes"),
+        (CH10, f"at d = 128, {ch10_span(lambda x, d: x['ch10_specialized'], at(128), digits=0, unit='')} TFLOP/s at "
+               f"N ≥ 4096, **{ch10_span(lambda x, d: x['ch10_specialized'] / x['ch08_fastest'], at(128))} chapter 08** "
+               f"({ch10_span(lambda x, d: x['ch10_specialized'] / x['ch08_fastest'], at(128), 'ch10_steps.csv')} in "
+               f"`ch10_steps.csv`'s run); at d = 64, "
+               f"{ch10_span(lambda x, d: x['ch10_specialized'], at(64), digits=0, unit='')} TFLOP/s, "
+               f"**{ch10_span(lambda x, d: x['ch10_specialized'] / x['ch08_fastest'], at(64))} chapter 08**; "
+               f"{ch10_span(lambda x, d: x['ch10_specialized'] / x['ch10_wgmma'], lambda n, d: True, 'ch10_steps.csv', 1)} "
+               f"step 1"),
+        (CH10, f"at d = 128, {ch10_span(lambda x, d: x['ch10_bulk_dq'], at(128), digits=0, unit='')} TFLOP/s at "
+               f"N ≥ 4096, **{ch10_span(lambda x, d: x['ch10_bulk_dq'] / x['ch10_specialized'], at(128))} step 2** and "
+               f"{ch10_span(lambda x, d: x['ch10_bulk_dq'] / x['ch08_fastest'], at(128))} chapter 08; at d = 64, "
+               f"**{ch10_span(lambda x, d: x['ch10_bulk_dq'] / x['ch10_specialized'], at(64))} step 2**"),
+        (CH10, f"the atomics ({ch10_span(lambda x, d: x['ch10_bulk_dq_in_consumers'] / x['ch10_specialized'], lambda n, d: d == 128, 'ch10_steps.csv')} "
+               f"at d = 128"),
+        (CH10, f"{span(ch10_tour_ratio('10', 64))}, where chapter 08's rows moved {span(ch10_tour_ratio('08', 64))}"),
+        (CH10, f"`fastest` at d = 64 at {span(vs08)} chapter 08 in the tour"),
+        ("README.md", f"alone are slower than chapter 08 "
+                      f"({ch10_span(lambda x, d: x['ch10_wgmma'] / x['ch08_fastest'], lambda n, d: True, 'ch10_steps.csv')}: "
+                      f"every copy, product and atomic waited for in turn)"),
+        ("README.md", f"pass it at d = 128 ({ch10_span(lambda x, d: x['ch10_specialized'] / x['ch08_fastest'], at(128))})"),
+        ("README.md", f"adds {ch10_span(lambda x, d: x['ch10_bulk_dq'] / x['ch10_specialized'], at(128))} at d = 128"),
+        ("README.md", f"N ≥ 4096 the chapter runs {ch10_span(lambda x, d: fast(x, d) / x['torch_flash'], at(128))} "
+                      f"PyTorch's FlashAttention-2 backward at d = 128 and "
+                      f"{ch10_span(lambda x, d: fast(x, d) / x['torch_flash'], at(64))} at d = 64, and "
+                      f"{ch10_span(lambda x, d: fast(x, d) / x['torch_cudnn'], long_)} its cuDNN backward"),
+        ("README.md", f"{ch10_span(lambda x, d: fast(x, d) / x['torch_flash'], at(128))} FlashAttention-2 at d = 128 and "
+                      f"{ch10_span(lambda x, d: fast(x, d) / x['torch_flash'], at(64))} at d = 64 (N ≥ 4096), "
+                      f"{ch10_span(lambda x, d: fast(x, d) / x['torch_cudnn'], long_)} cuDNN"),
+    ]
+
+
 def probe(name):
     return next(float(r["rate"]) for r in read("probes.csv") if r["probe"] == name)
 
@@ -504,6 +593,7 @@ def claims():
                       f"{vs_ratio('ch07_fastest', 'forward', LONG, 'ours', 'torch_flash', 3)} on the shapes "
                       f"with N ≥ 4096"),
     ]
+    out += ch10_claims()
     fp16, bf16 = ch09_table("fp16"), ch09_table("bf16")
     worst = max(abs(fp16[k][i] / bf16[k][i] - 1) for k in bf16 for i in STEPS if i in bf16[k])
     out.append((ch09, f"fp16, in the same run, lands within {int(worst * 100) + 1}% of these"))

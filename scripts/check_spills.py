@@ -138,6 +138,10 @@ CLAIMS = [
           "which 240 registers hold without spilling", none_spill("09")),
     Claim("chapters/09_hopper_forward/README.md",
           "schedule without spilling (they do: ptxas reports none)", none_spill("09")),
+    # Chapter 10: step 1 at d = 128 spills (both dtypes), steps 2-3 do not.
+    Claim("chapters/10_hopper_backward/README.md",
+          "ptxas gives the d = 128 kernel 254 registers and spills 16 bytes",
+          exactly("10", "sm_90a", {r"wgmma_backward<ch10::WgmmaBackwardTraits<\w+, 128>": 16})),
 ]
 
 

@@ -119,7 +119,7 @@ def chapter_folders(pattern=r"\d\d_"):
                   if re.match(pattern, d) and os.path.isfile(os.path.join(here, d, "CMakeLists.txt")))
 
 
-TC_CHAPTERS = chapter_folders(r"0[6-9]_")  # the tensor-core chapters present: 06, 07, ...
+TC_CHAPTERS = chapter_folders(r"(0[6-9]|10)_")  # the training-shaped tensor-core chapters present: 06-10
 ALL_CHAPTERS = CUDA_CORE_CHAPTERS + TC_CHAPTERS
 
 
@@ -496,7 +496,7 @@ def step_ctest(run):
     log = run.path("logs", "ctest.log")
     start = int(time.time())
     rc = run.sh(["ctest", "--test-dir", run.build, "-j", str(JOBS), "--output-on-failure",
-                 "-R", regex], log=log,
+                 "--timeout", str(TEST_TIMEOUT), "-R", regex], log=log,
                 env={"OMP_NUM_THREADS": "2", "OMP_WAIT_POLICY": "PASSIVE"}).rc
     run.say(f"ctest: rc={rc}, wall {int(time.time()) - start} s; "
             + "\n".join(grep("tests passed|tests failed", log)))
@@ -736,6 +736,37 @@ def step_train(run):
             join_csvs(run.path("training_eager.csv"), eager)
 
 
+def step_ring(run):
+    """Ring attention (flashtut.ring) on one GPU over simulated ranks (python/tests/
+    test_ring_gpu.py), then through torchrun and NCCL over every GPU here at --ring-shapes
+    (scripts/ring_attention.py: checked against one device, timed, TFLOP/s a GPU, efficiency)."""
+    run.say("== ring attention")
+    if not run.has_torch():
+        run.say("ring: python3 cannot import torch, skipped")
+        return
+    env = {"FLASHTUT_LIB": run.lib, "PYTHONDONTWRITEBYTECODE": "1", "PYTHONUNBUFFERED": "1",
+           "NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1", "NVSHMEM_DISABLE_NVLS": "1"}
+    log = run.path("logs", "python_ring_gpu.log")
+    rc = run.sh([PYTHON, os.path.join(ROOT, "python", "tests", "test_ring_gpu.py"), "-v"], log=log,
+                timeout=PROGRAM_TIMEOUT, env=env, ok=(0, SKIPPED)).rc
+    run.say(f"python_ring_gpu: rc={rc} — " + " ".join(grep(r"^(Ran|OK|FAILED|test_ring_gpu: skipped)", log)))
+    if rc != 0:
+        run.say(*grep(r"Error|FAIL|differs", log)[:30])
+    gpus = run.output([PYTHON, "-c", "import torch; print(torch.cuda.device_count())"], stderr=False).strip()
+    table = run.path("ring.csv")
+    if not run.dry_run and os.path.exists(table):
+        os.remove(table)
+    for seq_len, causal in run.args.ring_shapes:
+        for ranks in sorted({1, int(gpus)} if gpus.isdigit() and int(gpus) > 0 else {1}):
+            log = run.path("logs", f"ring_P{ranks}_N{seq_len}_c{causal}.log")
+            rc = run.sh([PYTHON, "-m", "torch.distributed.run", "--nproc-per-node", str(ranks),
+                         os.path.join(ROOT, "scripts", "ring_attention.py"), "--seq-len", str(seq_len),
+                         "--head-dim", "128", "--heads", str(run.args.ring_heads), *(["--causal"] if causal else []),
+                         "--csv", table], log=log, timeout=PROGRAM_TIMEOUT, env=env).rc
+            run.say(f"ring P={ranks} N={seq_len} causal={causal}: rc={rc}",
+                    *grep(r"^(ring attention|  forward|  backward|rank .* differs)", log))
+
+
 def step_traffic(run):
     """Nsight Compute's DRAM and L2 bytes per kernel beside the traffic model's
     (scripts/measure_traffic.sh, which reads FT_TRAFFIC_* from the environment)."""
@@ -851,6 +882,8 @@ STEPS = {
            "FlashAttention-2 and cuDNN (needs torch, transformers): hf_step_time.csv"),
     "train": (step_train, "a small GPT trained with FlashAttention-2 and with ours (needs "
               "torch): training.csv, training.png, training_verdict.txt"),
+    "ring": (step_ring, "ring attention on simulated ranks (one GPU), then through torchrun "
+             "over every GPU here at --ring-shapes: ring.csv, logs/ring_*.log"),
     "traffic": (step_traffic, "Nsight Compute's bytes per kernel beside the traffic model "
                 "(scripts/measure_traffic.sh): traffic.csv"),
     "profiles": (step_profiles, "Nsight Compute sections (--profiles) and stall samples "
@@ -943,6 +976,14 @@ def vs_shape(text):
     for p in parts:
         number(p)
     return text
+
+
+def ring_shape(text):
+    """'131072,1' -> (131072, 1): the ring step's whole sequence and its mask."""
+    parts = text.split(",")
+    if len(parts) != 2 or not parts[0].isdigit() or parts[1] not in ("0", "1") or int(parts[0]) < 1:
+        raise ValueError(f"{text!r}: expected N,C with N >= 1 and C 0 or 1")
+    return int(parts[0]), int(parts[1])
 
 
 def divisor_of(whole, what):
@@ -1072,6 +1113,12 @@ def parse_args(argv):
            type=single(lambda word: [vs_shape(word)]), default=[], metavar="SHAPE")
     option("--vs-impls", "only these in vs_pytorch (compare_pytorch.py --impls; default: its "
            "own)", nargs="+", type=items(str), default=[], metavar="NAME")
+    option("--ring-shapes", "the ring step's whole sequences as N,C (C: 1 causal, 0 not; "
+           "d = 128, bf16; default: 131072,1 131072,0)", nargs="+",
+           type=single(lambda word: [ring_shape(word)]), default=[(131072, 1), (131072, 0)],
+           metavar="N,C")
+    option("--ring-heads", "query heads (= key/value heads) of the ring step (default: 8)",
+           type=single(positive), default=8, metavar="H")
     option("--train-steps", "training steps per run (default: 300)", type=single(positive),
            default=300, metavar="STEPS")
     option("--train-repeats", "rounds of runs, each one run of every (seed, attention) "

@@ -8,8 +8,8 @@ checked against attention over the whole sequence on one device, then timed.
                                     (the CPU: gloo, float64 blocks: a check of the schedule)
 
 On GPUs: one GPU a rank (LOCAL_RANK), NCCL, bf16, the blocks on the tutorial's kernels
-(flashtut.ring.flashtut_blocks: chapter 09's forward on Hopper, 07's elsewhere; chapter
-08's backward). NCCL's NVLink multicast stays off (NCCL_NVLS_ENABLE=0, set here unless the
+(flashtut.ring.flashtut_blocks: chapters 09 and 10 on Hopper, 07 and 08 elsewhere). NCCL's
+NVLink multicast stays off (NCCL_NVLS_ENABLE=0, set here unless the
 environment sets it). Rank 0 prints, per pass, the ring's time (the slowest rank's, median
 of --iters after --warmup), TFLOP/s per GPU (the causal FLOPs counted once), the same
 problem on one GPU (--single: rank 0 alone runs the whole sequence, when it fits), and the
@@ -21,6 +21,7 @@ compares its part, under the same-dtype tolerance (bf16: 2e-2 relative to the ou
 scale; float64: 1e-10).
 """
 import argparse
+import csv
 import os
 import statistics
 import sys
@@ -41,6 +42,8 @@ def parse(argv):
     ap.add_argument("--no-check", dest="check", action="store_false")
     ap.add_argument("--no-single", dest="single", action="store_false",
                     help="skip the single-device timing (and so the efficiency)")
+    ap.add_argument("--csv", default=None, metavar="PATH",
+                    help="rank 0 appends one row a pass to this CSV (its header when it is new)")
     a = ap.parse_args(argv)
     a.heads_kv = a.heads_kv or a.heads
     if a.heads % a.heads_kv:
@@ -138,14 +141,35 @@ def main(argv=None):
         flops["backward"] = 2.5 * flops["forward"]
         print(f"ring attention: P = {world}, B = {a.batch}, H = {a.heads} (K/V {a.heads_kv}), N = {a.seq_len}, "
               f"d = {a.head_dim}, {'causal' if a.causal else 'non-causal'}, {dtype}, check {'ok' if ok else 'FAILED'}")
+        rows = []
         for name, t, t1 in (("forward", fwd, single[0]), ("backward", bwd, single[1])):
             line = f"  {name:8s} {t * 1e3:9.3f} ms  {flops[name] / t / world / 1e12:7.1f} TFLOP/s a rank"
             if t1 is not None:
                 line += (f"  one device {t1 * 1e3:9.3f} ms ({flops[name] / t1 / 1e12:.1f} TFLOP/s)"
                          f"  efficiency {t1 / world / t:.2f}")
             print(line)
+            rows.append({"pass": name, "ranks": world, "batch": a.batch, "heads": a.heads,
+                         "heads_kv": a.heads_kv, "seq_len": a.seq_len, "head_dim": a.head_dim,
+                         "causal": int(a.causal), "dtype": str(dtype).replace("torch.", ""),
+                         "check": "ok" if ok else ("FAILED" if a.check else "not run"),
+                         "ms": f"{t * 1e3:.3f}", "tflops_per_rank": f"{flops[name] / t / world / 1e12:.1f}",
+                         "single_ms": "" if t1 is None else f"{t1 * 1e3:.3f}",
+                         "single_tflops": "" if t1 is None else f"{flops[name] / t1 / 1e12:.1f}",
+                         "efficiency": "" if t1 is None else f"{t1 / world / t:.3f}"})
+        if a.csv:
+            append_rows(a.csv, rows)
     dist.destroy_process_group()
     return 0 if ok else 1
+
+
+def append_rows(path, rows):
+    """Appends rows to a CSV, with the header first when the file is new or empty."""
+    new = not os.path.exists(path) or os.path.getsize(path) == 0
+    with open(path, "a", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=list(rows[0]))
+        if new:
+            w.writeheader()
+        w.writerows(rows)
 
 
 def timed_single(fn, a, cuda):

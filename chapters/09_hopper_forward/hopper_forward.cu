@@ -38,7 +38,8 @@ template <class T, int D> using PingPong = SpecializedTraits<T, D, Schedule::kPi
 template <class T, int D> using Overlap = SpecializedTraits<T, D, Schedule::kOverlap>;
 // Step 6, persistent: overlap, a block an SM walking the query tiles.
 template <class T, int D> using Persistent = SpecializedTraits<T, D, Schedule::kOverlap, true>;
-// Experiments at d = 64 only (the registers allow three consumers there): 192 query rows.
+// Step 7, wide / wide_persistent (d = 64 only: the registers allow three consumers there):
+// steps 5 and 6 with three consumers, 192 query rows.
 using CompiledD64 = ft::Instances<ft::DTypes<ft::DType::BFloat16, ft::DType::Float16>, ft::HeadDims<64>>;
 template <class T, int D> using Wide = SpecializedTraits<T, D, Schedule::kOverlap, false, 3, 3>;
 template <class T, int D> using WidePersistent = SpecializedTraits<T, D, Schedule::kOverlap, true, 3, 3>;
@@ -78,7 +79,7 @@ void launch(const ft::Problem& p, const ft::ForwardArgs& a, cudaStream_t stream)
   // each walking pairs of query tiles (TileOrder), or fewer blocks when there are fewer pairs.
   int64_t grid = blocks;
   if constexpr (Tr::kSpecialized) {
-    if (Tr::kPersistent) grid = std::min<int64_t>((num_q_tiles + 1) / 2 * p.heads_total(), ft::sm_count());
+    if (Tr::kPersistent) grid = std::min<int64_t>(pairs_per_head(num_q_tiles) * p.heads_total(), ft::sm_count());
   }
   kernel<Tr>()<<<int(grid), Tr::kThreads, Tr::kSmemBytes, stream>>>(params, views, maps[0], maps[1], maps[2]);
   CUDA_CHECK_LAUNCH();
@@ -115,8 +116,7 @@ bool fastest_is_wide(const ft::Problem& p) { return p.head_dim == 64 && p.len_q 
 /// leave SMs idle that a block a tile would fill: there the same kernel without the
 /// persistent grid (step 5, or `wide`) runs instead.
 bool fills_the_gpu(const ft::Problem& p, int rows_a_tile) {
-  const int64_t pairs = int64_t((p.len_q + rows_a_tile - 1) / rows_a_tile + 1) / 2 * p.heads_total();
-  return pairs >= ft::sm_count();
+  return pairs_per_head((p.len_q + rows_a_tile - 1) / rows_a_tile) * p.heads_total() >= ft::sm_count();
 }
 
 void run_fastest(const ft::Problem& p, const ft::ForwardArgs& a, cudaStream_t stream) {

@@ -78,6 +78,10 @@ __device__ __forceinline__ Work work_of(const Params<typename Tr::T>& p, int q_t
   return w;
 }
 
+/// Query-tile pairs of a head of `num_q_tiles` tiles (TileOrder's unit of work; the middle
+/// tile of an odd count is a pair alone). The launch sizes the persistent grid by it.
+FT_HOST_DEVICE inline int pairs_per_head(int num_q_tiles) { return (num_q_tiles + 1) / 2; }
+
 /// The query tiles one block computes, in order; the producer and the consumers each walk
 /// the same sequence, so nothing about it needs saying between them.
 ///
@@ -106,11 +110,11 @@ struct TileOrder {
       w = work_of<Tr>(p, nq - 1 - pair % nq, pair / nq);
       return true;
     } else {
-      const int pairs_per_head = (nq + 1) / 2;
-      while (pair < p.num_tiles / nq * pairs_per_head) {
-        const int i = pair % pairs_per_head;
+      const int per_head = pairs_per_head(nq);
+      while (pair < p.num_tiles / nq * per_head) {
+        const int i = pair % per_head;
         const int q_tile = member == 0 ? nq - 1 - i : i;
-        const int head = pair / pairs_per_head;
+        const int head = pair / per_head;
         if (member == 0) {
           member = 1;
         } else {

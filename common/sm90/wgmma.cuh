@@ -59,6 +59,15 @@ __device__ __forceinline__ void fence_registers(float (&d)[kRegs]) {
 }
 
 // The instructions, spelled out: each lists its N/2 accumulator registers by number.
+#define FT_WGMMA_SS_N32(TY)                                                         \
+  asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %18, 0;\n"                                \
+               "wgmma.mma_async.sync.aligned.m64n32k16.f32." TY "." TY " "                   \
+               "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15}, "   \
+               "%16, %17, p, 1, 1, %19, %20;\n}\n"                                       \
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), \
+      "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]) \
+      : "l"(desc_a), "l"(desc_b), "r"(int(accumulate)), "n"(int(kTransA)), "n"(int(kTransB)))
+
 #define FT_WGMMA_SS_N64(TY)                                                         \
   asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"                                \
                "wgmma.mma_async.sync.aligned.m64n64k16.f32." TY "." TY " "                   \
@@ -116,11 +125,13 @@ __device__ __forceinline__ void fence_registers(float (&d)[kRegs]) {
 /// the backward's dS is when dQ = dS·K reads it); 16-bit inputs only, which these are.
 template <class T, int N, bool kTransB = false, bool kTransA = false>
 __device__ __forceinline__ void mma_ss(float (&d)[N / 2], uint64_t desc_a, uint64_t desc_b, bool accumulate) {
-  static_assert(N == 64 || N == 128, "the shapes this layer spells out");
+  static_assert(N == 32 || N == 64 || N == 128, "the shapes this layer spells out");
   constexpr bool kBf16 = std::is_same_v<T, __nv_bfloat16>;
   static_assert(kBf16 || std::is_same_v<T, __half>, "bf16 or fp16 inputs");
 #if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  if constexpr (N == 64) {
+  if constexpr (N == 32) {
+    if constexpr (kBf16) FT_WGMMA_SS_N32("bf16"); else FT_WGMMA_SS_N32("f16");
+  } else if constexpr (N == 64) {
     if constexpr (kBf16) FT_WGMMA_SS_N64("bf16"); else FT_WGMMA_SS_N64("f16");
   } else {
     if constexpr (kBf16) FT_WGMMA_SS_N128("bf16"); else FT_WGMMA_SS_N128("f16");
@@ -148,6 +159,7 @@ __device__ __forceinline__ void mma_rs(float (&d)[N / 2], const uint32_t (&a)[4]
 #endif
 }
 
+#undef FT_WGMMA_SS_N32
 #undef FT_WGMMA_SS_N64
 #undef FT_WGMMA_RS_N64
 #undef FT_WGMMA_SS_N128

@@ -77,7 +77,7 @@ __all__ = [
     "CAUSAL_TOP_LEFT", "CAUSAL_BOTTOM_RIGHT",
     "Problem", "Strides", "Layout", "ImplInfo", "Impl", "FlashtutError", "LibraryError", "SIGNATURES",
     "library_path", "load", "implementations", "forwards", "backwards", "available", "last_error",
-    "forward_for",
+    "forward_for", "backward_for",
     "problem", "workspace_bytes",
     "check_tensors", "view_strides", "forward", "backward", "row_softmax",
 ]
@@ -356,6 +356,15 @@ def forward_for(capability):
     same problems (bf16/fp16, d 64 or 128, two lengths, grouped heads, views) and write the
     o and log-sum-exp that chapter 08's backward reads."""
     return "ch09" if int(capability[0]) == 9 else "ch07"
+
+
+def backward_for(capability, contiguous=True):
+    """The backward (an alias of :func:`backwards`) that :mod:`flashtut.autograd` and
+    :mod:`flashtut.ops` run on a GPU of compute capability ``(major, minor)``: ``"ch10"`` on
+    a Hopper GPU when every tensor is contiguous (wgmma and the copy engine; it reads no
+    views), ``"ch08"`` otherwise (FlashAttention-2's backward on mma.sync, which reads
+    views). Both take the o and log-sum-exp of either forward of :func:`forward_for`."""
+    return "ch10" if int(capability[0]) == 9 and contiguous else "ch08"
 
 
 def available(kind="forward"):

@@ -64,9 +64,10 @@ from torch.autograd.function import once_differentiable
 
 import flashtut as _ft
 
-__all__ = ["FlashAttention", "attention", "forward_impl", "BACKWARD_IMPL", "HEAD_DIMS", "DTYPES"]
+__all__ = ["FlashAttention", "attention", "forward_impl", "backward_impl", "BACKWARD_IMPL", "HEAD_DIMS",
+           "DTYPES"]
 
-BACKWARD_IMPL = "ch08"  #: the backward the Function calls (flashtut.backwards())
+BACKWARD_IMPL = "ch08"  #: the backward off Hopper, and on it for views (flashtut.backward_for)
 HEAD_DIMS = (64, 128)   #: the head dimensions chapters 07-09 and 08 compute
 DTYPES = (torch.bfloat16, torch.float16)  #: the dtypes chapters 07-09 and 08 compute in
 
@@ -84,6 +85,17 @@ def forward_impl(device):
     if device.type != "cuda":
         return "ch07"
     return _ft.forward_for(_capability(device.index if device.index is not None else torch.cuda.current_device()))
+
+
+def backward_impl(device, contiguous):
+    """The backward the Function (and flashtut.ops) runs on ``device`` for tensors that are
+    all contiguous or not: :func:`flashtut.backward_for` of its compute capability; elsewhere
+    :data:`BACKWARD_IMPL`, whose checks then say what is wrong with the tensors."""
+    device = torch.device(device)
+    if device.type != "cuda":
+        return BACKWARD_IMPL
+    index = device.index if device.index is not None else torch.cuda.current_device()
+    return _ft.backward_for(_capability(index), contiguous)
 
 
 # ---- autocast, across PyTorch versions -------------------------------------------------------
@@ -143,8 +155,9 @@ class FlashAttention(torch.autograd.Function):
         if do.dtype != o.dtype:
             do = do.to(o.dtype)
         do = _prepared(do)  # a view of the output projection's gradient: read in place
+        contiguous = all(t.is_contiguous() for t in (q, k, v, o, do))
         dq, dk, dv = _ft.backward(q, k, v, o, lse, do, causal=ctx.causal, scale=ctx.scale,
-                                  impl=BACKWARD_IMPL)
+                                  impl=backward_impl(q.device, contiguous))
         return (dq if need[0] else None, dk if need[1] else None, dv if need[2] else None,
                 None, None)
 

@@ -45,11 +45,12 @@ except ImportError as _e:  # pragma: no cover - the message is tested in a subpr
 from torch import Tensor
 
 import flashtut as _ft
-from flashtut.autograd import DTYPES, HEAD_DIMS, _autocast_dtype, _check_arguments, _check_device, forward_impl
+from flashtut.autograd import (DTYPES, HEAD_DIMS, _autocast_dtype, _check_arguments, _check_device, backward_impl,
+                               forward_impl)
 
 __all__ = ["attention", "attention_forward", "attention_backward", "BACKWARD_IMPL"]
 
-BACKWARD_IMPL = "ch08"  #: the backward the operator runs (flashtut.backwards())
+BACKWARD_IMPL = "ch08"  #: the backward off Hopper, and on it for views (flashtut.backward_for)
 
 
 def _layout_like(t, contiguous):
@@ -119,11 +120,12 @@ def _(q, k, v, is_causal, scale, causal_align):
 def attention_backward(do: Tensor, q: Tensor, k: Tensor, v: Tensor, o: Tensor, lse: Tensor,
                        is_causal: bool, scale: Optional[float],
                        causal_align: int) -> tuple[Tensor, Tensor, Tensor]:
-    """dq, dk, dv of chapter 08's backward (P recomputed from q, k and lse)."""
+    """dq, dk, dv of chapter 10's backward on Hopper for contiguous tensors, chapter 08's
+    otherwise (P recomputed from q, k and lse)."""
     contiguous = _all_contiguous(q, k, v, o, do)
     q2, k2, v2, o2, do2 = (_aligned(t) for t in (q, k, v, o, do))
     dq, dk, dv = _ft.backward(q2, k2, v2, o2, lse, do2, causal=is_causal, scale=scale,
-                              impl=BACKWARD_IMPL, causal_align=causal_align)
+                              impl=backward_impl(q.device, contiguous), causal_align=causal_align)
     return _laid_out(dq, q, contiguous), _laid_out(dk, k, contiguous), _laid_out(dv, k, contiguous)
 
 

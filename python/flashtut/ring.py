@@ -137,10 +137,11 @@ def reference_blocks(scale=None):
     return block_forward, block_backward
 
 
-def flashtut_blocks(scale=None, forward_impl=None, backward_impl="ch08"):
+def flashtut_blocks(scale=None, forward_impl=None, backward_impl=None):
     """(block_forward, block_backward) on the tutorial's kernels (bf16/fp16 CUDA tensors,
-    d = 64 or 128): :func:`flashtut.forward` with ``forward_impl`` (None: chapter 09's on a
-    Hopper GPU, 07's elsewhere) and :func:`flashtut.backward` with ``backward_impl``."""
+    d = 64 or 128): :func:`flashtut.forward` with ``forward_impl`` and :func:`flashtut.backward`
+    with ``backward_impl`` (None: :func:`flashtut.forward_for` and :func:`flashtut.backward_for`
+    of the GPU, chapters 09 and 10 on a Hopper GPU, 07 and 08 elsewhere)."""
     import flashtut
 
     def block_forward(q, k, v, causal):
@@ -150,13 +151,17 @@ def flashtut_blocks(scale=None, forward_impl=None, backward_impl="ch08"):
         return o.float(), lse
 
     def block_backward(q, k, v, o, lse, do, causal):
-        # Chapter 08's backward takes as many key/value heads as query heads: grouped heads
-        # are expanded, and each group's dK and dV summed back (as flashtut.autograd does).
+        impl = backward_impl or flashtut.backward_for(torch.cuda.get_device_capability(q.device))
+        # A backward without grouped heads (chapter 08's) takes as many key/value heads as
+        # query heads: they are expanded, and each group's dK and dV summed back.
         heads, heads_kv = q.shape[1], k.shape[1]
-        dq, dk, dv = flashtut.backward(q.contiguous(), _expand(k, heads).contiguous(), _expand(v, heads).contiguous(),
-                                       o.to(q.dtype).contiguous(), lse.float().contiguous(),
-                                       do.to(q.dtype).contiguous(), causal=causal, scale=scale, impl=backward_impl)
-        if heads_kv != heads:
+        expand = heads_kv != heads and not flashtut.backwards()[impl].grouped
+        if expand:
+            k, v = _expand(k, heads), _expand(v, heads)
+        dq, dk, dv = flashtut.backward(q.contiguous(), k.contiguous(), v.contiguous(), o.to(q.dtype).contiguous(),
+                                       lse.float().contiguous(), do.to(q.dtype).contiguous(), causal=causal,
+                                       scale=scale, impl=impl)
+        if expand:
             dk = dk.float().unflatten(1, (heads_kv, heads // heads_kv)).sum(2)
             dv = dv.float().unflatten(1, (heads_kv, heads // heads_kv)).sum(2)
         return dq, dk, dv

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """GPU tests of python/flashtut/autograd.py (ctest python_autograd_gpu): chapter 09's forward on a Hopper GPU (07's elsewhere)
-and chapter 08's backward called the way a model calls them, eagerly and replayed from a
-CUDA graph, against a float64 reference.
+and chapter 08's backward (chapter 10's on Hopper for contiguous tensors) called the way a
+model calls them, eagerly and replayed from a CUDA graph, against a float64 reference, and
+against finite differences.
 
   python3 python/tests/test_autograd_gpu.py [-v]   # the library: $FLASHTUT_LIB, else build/
 
@@ -29,6 +30,9 @@ need one), no library.
   first. The replay's o must also equal the eager call's bit for bit, because the forward
   is deterministic. One case runs chapter 08's cut tiles (its workspace zeroed by a
   cudaMemsetAsync inside the graph), one is the training script's shape.
+- Finite differences: contiguous q, k, v (so chapter 10's backward on Hopper), N = 33, d = 64
+  and 128, causal and not: each gradient's length against the float64 loss's central
+  difference along it.
 """
 import math
 import os
@@ -197,6 +201,46 @@ class AutogradGpu(unittest.TestCase):
                         self.assertFalse(case.views(x)[0].is_contiguous())
                         bad += [f"{case}: {m}" for m in
                                 case.failures(o.detach(), x.grad, case.x, case.w, "eager")]
+        self.assertEqual(bad, [], "\n".join(bad))
+
+    def test_contiguous_gradients_match_finite_differences(self):
+        # Contiguous q, k, v: chapter 10's backward on a Hopper GPU (flashtut.backward_for),
+        # chapter 08's elsewhere. For each of dq, dk, dv (g), the derivative of the loss
+        # f = sum(o·w) along u = g/|g| is computed twice: from g (it is |g|), and as the central
+        # difference of f in float64 at the same bf16-rounded inputs, (f(x+εu) − f(x−εu))/2ε,
+        # ε = 1e-3 (its error, about ε² times f's third derivative and 1e-16/ε relative, is far
+        # under bf16's). A right g agrees to its own rounding; a g off by a factor, in a wrong
+        # direction or missing a tile's share does not.
+        torch = self.torch
+        F = torch.nn.functional
+        bad = []
+        for d in (64, 128):
+            for causal in (False, True):
+                g = torch.Generator(device="cuda").manual_seed(11 + d + causal)
+                shape = (1, 2, 33, d)  # N = 33: no multiple of any tile
+                q, k, v = (torch.randn(shape, device="cuda", generator=g).to(torch.bfloat16) for _ in range(3))
+                w = torch.randn(shape, device="cuda", generator=g, dtype=torch.float64)
+                leaves = [t.clone().requires_grad_() for t in (q, k, v)]
+                o = self.fa.attention(*leaves, is_causal=causal)
+                (o.double() * w).sum().backward()
+                base = [t.double() for t in (q, k, v)]
+
+                def f(args):
+                    return (F.scaled_dot_product_attention(*args, is_causal=causal) * w).sum().item()
+
+                for name, i in (("dq", 0), ("dk", 1), ("dv", 2)):
+                    grad = leaves[i].grad.double()
+                    norm = grad.norm().item()
+                    if not norm > 0:
+                        bad.append(f"d={d} causal={causal}: {name} is zero or not finite")
+                        continue
+                    u, eps = grad / norm, 1e-3
+                    plus, minus = list(base), list(base)
+                    plus[i], minus[i] = base[i] + eps * u, base[i] - eps * u
+                    fd = (f(plus) - f(minus)) / (2 * eps)
+                    if not abs(norm - fd) <= 2e-2 * norm:
+                        bad.append(f"d={d} causal={causal}: {name}: |g| = {norm:.6g}, the loss's "
+                                   f"central difference along g/|g| = {fd:.6g}")
         self.assertEqual(bad, [], "\n".join(bad))
 
     def check_graph(self, b, h, n, d, causal, dtype):

@@ -15,7 +15,7 @@ try:
     import torch.distributed as dist
     import torch.multiprocessing as mp
 except ImportError:
-    print("skipped: flashtut.ring needs PyTorch (pip install torch)")
+    print("test_ring: skipped: PyTorch is not installed (pip install torch)")
     sys.exit(77)
 
 import flashtut.ring as ring

@@ -13,16 +13,16 @@ try:
     import torch
     import torch.distributed as dist
 except ImportError:
-    print("skipped: needs PyTorch")
+    print("test_ring_gpu: skipped: PyTorch is not installed (pip install torch)")
     sys.exit(77)
 if not torch.cuda.is_available():
-    print("skipped: needs a CUDA GPU")
+    print("test_ring_gpu: skipped: no CUDA GPU")
     sys.exit(77)
 try:
     import flashtut
     flashtut.load()
 except Exception as e:  # noqa: BLE001 - any failure to load means: skip, saying why
-    print(f"skipped: the library does not load ({e})")
+    print(f"test_ring_gpu: skipped: the library does not load ({e})")
     sys.exit(77)
 
 import flashtut.ring as ring

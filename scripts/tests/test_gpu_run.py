@@ -17,7 +17,7 @@ ROOT = os.path.dirname(os.path.dirname(HERE))
 SCRIPT = os.path.join(ROOT, "scripts", "gpu_run.py")
 # The steps' names are a contract: the READMEs and the docs name them.
 STEPS = ["env", "tests", "ctest", "readme", "sanitizer", "sanitizer_views", "tour", "chapters",
-         "tc", "anchors", "autograd_gpu", "vs_pytorch", "hf", "train", "traffic", "profiles"]
+         "tc", "anchors", "autograd_gpu", "vs_pytorch", "hf", "train", "ring", "traffic", "profiles"]
 
 
 def run(*args):
@@ -171,7 +171,7 @@ class DryRun(unittest.TestCase):
         self.assertTrue(vs[0].startswith("PYTHONUNBUFFERED=1 "))
         self.assertEqual(self.commands(lines, "ctest --test-dir"), [
             f"OMP_NUM_THREADS=2 OMP_WAIT_POLICY=PASSIVE ctest --test-dir {self.build} -j 16 "
-            f"--output-on-failure -R '^ch08[.]' > {self.out}/logs/ctest.log 2>&1"])
+            f"--output-on-failure --timeout 240 -R '^ch08[.]' > {self.out}/logs/ctest.log 2>&1"])
 
     def test_vs_pytorch_at_given_shapes_and_impls_and_the_hf_step(self):
         lines = self.plan("--steps", "vs_pytorch,hf", "--vs-dtypes", "bf16", "--vs-shapes",
@@ -182,6 +182,20 @@ class DryRun(unittest.TestCase):
         (hf,) = self.commands(lines, "hf_step_time.py")
         self.assertIn(f"hf_step_time.py --out {self.out}", hf)
         self.assertEqual(run("/tmp/o", "--dry-run", "--vs-shapes", "8,12,1024").returncode, 2)
+
+    def test_ring_on_one_rank_without_gpus_and_its_shapes(self):
+        # A dry run counts no GPUs: every shape runs on one rank through torchrun, after the
+        # simulated ranks' test, NVLink multicast off in the environment of both.
+        lines = self.plan("--steps", "ring", "--ring-shapes", "4096,1", "8192,0", "--ring-heads", "4")
+        (test,) = self.commands(lines, "test_ring_gpu.py")
+        self.assertIn("NCCL_NVLS_ENABLE=0", test)
+        runs = self.commands(lines, "ring_attention.py")
+        self.assertEqual(len(runs), 2)
+        self.assertIn("--nproc-per-node 1", runs[0])
+        self.assertIn("--seq-len 4096 --head-dim 128 --heads 4 --causal --csv", runs[0])
+        self.assertIn("--seq-len 8192 --head-dim 128 --heads 4 --csv", runs[1])
+        self.assertTrue(all("NCCL_NVLS_ENABLE=0" in r for r in runs))
+        self.assertEqual(run("/tmp/o", "--dry-run", "--ring-shapes", "4096,2").returncode, 2)
 
     def test_source_pages_alone(self):
         lines = self.plan("--steps", "profiles", "--profiles",

@@ -3,8 +3,10 @@ run under torchrun with two CPU ranks (gloo, float64 blocks) whose check passes 
 report names the ring's size; the GPU run (NCCL, the tutorial's kernels) needs GPUs."""
 import os
 import shutil
+import csv
 import subprocess
 import sys
+import tempfile
 import unittest
 
 SCRIPT = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "ring_attention.py")
@@ -39,11 +41,19 @@ class TwoRanksOnTheCpu(unittest.TestCase):
         if not dist.is_gloo_available():
             self.skipTest("torch.distributed without gloo")
         launcher = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2"]
-        r = run("--device", "cpu", "--seq-len", "32", "--head-dim", "8", "--heads", "4", "--heads-kv", "2",
-                "--causal", "--iters", "1", "--warmup", "0", launcher=launcher)
-        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
-        self.assertIn("ring attention: P = 2", r.stdout)
-        self.assertIn("check ok", r.stdout)
+        with tempfile.TemporaryDirectory() as tmp:
+            table = os.path.join(tmp, "ring.csv")
+            r = run("--device", "cpu", "--seq-len", "32", "--head-dim", "8", "--heads", "4", "--heads-kv", "2",
+                    "--causal", "--iters", "1", "--warmup", "0", "--csv", table, launcher=launcher)
+            self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+            self.assertIn("ring attention: P = 2", r.stdout)
+            self.assertIn("check ok", r.stdout)
+            with open(table) as f:
+                rows = list(csv.DictReader(f))
+        self.assertEqual([row["pass"] for row in rows], ["forward", "backward"])
+        for row in rows:
+            self.assertEqual((row["ranks"], row["seq_len"], row["causal"], row["check"]), ("2", "32", "1", "ok"))
+            self.assertGreater(float(row["efficiency"]), 0)
         r = run("--device", "cpu", "--seq-len", "30", launcher=launcher)  # not a multiple of 2·P = 4
         self.assertNotEqual(r.returncode, 0)
         self.assertIn("multiple of 2·P = 4", r.stderr)

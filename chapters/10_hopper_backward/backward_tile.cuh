@@ -1,0 +1,142 @@
+/// @file backward_tile.cuh
+/// @brief What every step of chapter 10 computes the same way: the kernel's arguments, the
+/// probabilities Pᵀ and the score gradients dSᵀ of one query tile from Sᵀ and dPᵀ on the
+/// registers, and the accumulators turned into the next product's A operand.
+#pragma once
+
+#include <cstdint>
+
+#include "cuda_core/exp2.cuh"
+#include "sm80/pack.cuh"
+#include "sm90/smem_layout.hpp"
+#include "sm90/wgmma.cuh"
+
+namespace ch10 {
+
+/// The kernel's arguments: every tensor contiguous ([B][H][N][d]); lengths and heads of the
+/// general problem (problem.hpp).
+template <class T>
+struct Params {
+  const T* Q;
+  const T* K;
+  const T* V;
+  const T* dO;
+  const float* L2;    ///< [B, H_q, stats_rows]: the forward's log-sum-exp · log2(e); −∞ past N_q
+  const float* Drow;  ///< [B, H_q, stats_rows]: rowsum(dO∘O); 0 past N_q
+  float* dq_acc;      ///< [B, H_q, N_q, d] float32, zero on entry
+  T* dK;
+  T* dV;
+  int Nq;
+  int Nk;
+  int stats_rows;     ///< N_q rounded up to whole query tiles: L2's and Drow's rows a head
+  int num_q_tiles;    ///< ceil(N_q / Br)
+  int num_kv_tiles;   ///< ceil(N_k / Bc)
+  int heads_q;
+  int heads_kv;
+  int group;          ///< query heads a key/value head
+  int causal_offset;  ///< causal: key j visible to query i iff j <= i + causal_offset
+  bool causal;
+  float scale;        ///< softmax scale (folded into dS)
+  float scale_log2;   ///< scale · log2(e)
+};
+
+/// Pᵀ and dSᵀ of one warpgroup's 64 keys × Br queries, in place: `st` holds Sᵀ (raw scores)
+/// and becomes Pᵀ = 2^(Sᵀ·scale·log2 e − L·log2 e); `dpt` holds dPᵀ and becomes
+/// dSᵀ = scale · Pᵀ∘(dPᵀ − D). Row = key (key_base on), column = query (q0 on); L·log2 e
+/// and D a query each (Ls, Dsm: shared memory). A key past N_k or after the query's
+/// diagonal, or a query that saw no key or lies past N_q (L = −∞), weighs nothing.
+template <int kRegs, class P>
+__device__ __forceinline__ void probabilities_and_ds(float (&st)[kRegs], float (&dpt)[kRegs], const P& p,
+                                                     int key_base, int q0, int t, const float* Ls,
+                                                     const float* Dsm) {
+#pragma unroll
+  for (int i = 0; i < kRegs; ++i) {
+    const int key = key_base + ft::sm90::acc_row(t, i);
+    const int col = ft::sm90::acc_col(t, i);
+    const float l = Ls[col];
+    const bool visible = key < p.Nk && l != -INFINITY && (!p.causal || key <= q0 + col + p.causal_offset);
+    const float prob = visible ? ft::exp2_ftz(fmaf(st[i], p.scale_log2, -l)) : 0.f;
+    st[i] = prob;
+    dpt[i] = p.scale * prob * (dpt[i] - Dsm[col]);
+  }
+}
+
+/// Accumulator registers as A fragments of the next product (chapter 07's trick, wgmma's
+/// accumulator having mma.sync's layout): 16 columns a k-step, rounded to T.
+template <class T, int kAcc>
+__device__ __forceinline__ void pack_a(uint32_t (&a)[kAcc / 8][4], const float (&acc)[kAcc]) {
+#pragma unroll
+  for (int kk = 0; kk < kAcc / 8; ++kk)
+#pragma unroll
+    for (int r = 0; r < 4; ++r) a[kk][r] = ft::tc::pack2<T>(acc[8 * kk + 2 * r], acc[8 * kk + 2 * r + 1]);
+}
+
+/// Sᵀ = K_c·Qᵀ and dPᵀ = V_c·dOᵀ of one warpgroup's 64 keys (K_c, V_c at k_addr, v_addr;
+/// the query tile's Q and dO at q_addr, do_addr, all K-major), one group, waited for.
+template <class Tr>
+__device__ __forceinline__ void scores_transposed(float (&st)[Tr::Br / 2], float (&dpt)[Tr::Br / 2], uint32_t k_addr,
+                                                  uint32_t v_addr, uint32_t q_addr, uint32_t do_addr) {
+  using T = typename Tr::T;
+  using KvTile = typename Tr::KvTile;
+  using QTile = typename Tr::QTile;
+  ft::sm90::fence();
+#pragma unroll
+  for (int ks = 0; ks < Tr::D / ft::sm90::kMmaK; ++ks)
+    ft::sm90::mma_ss<T, Tr::Br>(st, ft::sm90::k_major_descriptor<KvTile>(k_addr, ks),
+                                ft::sm90::k_major_descriptor<QTile>(q_addr, ks), ks > 0);
+#pragma unroll
+  for (int ks = 0; ks < Tr::D / ft::sm90::kMmaK; ++ks)
+    ft::sm90::mma_ss<T, Tr::Br>(dpt, ft::sm90::k_major_descriptor<KvTile>(v_addr, ks),
+                                ft::sm90::k_major_descriptor<QTile>(do_addr, ks), ks > 0);
+  ft::sm90::commit();
+  ft::sm90::wait<0>();
+  ft::sm90::fence_registers(st);
+  ft::sm90::fence_registers(dpt);
+}
+
+/// dV += Pᵀ·dO and dK += dSᵀ·Q: A from registers (pa, dsa), dO and Q MN-major (k =
+/// queries); issued as one group, not waited for.
+template <class Tr>
+__device__ __forceinline__ void issue_dv_dk(float (&dv)[Tr::D / 2], float (&dk)[Tr::D / 2],
+                                            const uint32_t (&pa)[Tr::Br / ft::sm90::kMmaK][4],
+                                            const uint32_t (&dsa)[Tr::Br / ft::sm90::kMmaK][4], uint32_t q_addr,
+                                            uint32_t do_addr) {
+  using T = typename Tr::T;
+  using QTile = typename Tr::QTile;
+  ft::sm90::fence();
+#pragma unroll
+  for (int kk = 0; kk < Tr::Br / ft::sm90::kMmaK; ++kk)
+    ft::sm90::mma_rs<T, Tr::D, /*kTransB=*/true>(dv, pa[kk], ft::sm90::mn_major_descriptor<QTile>(do_addr, kk), true);
+#pragma unroll
+  for (int kk = 0; kk < Tr::Br / ft::sm90::kMmaK; ++kk)
+    ft::sm90::mma_rs<T, Tr::D, /*kTransB=*/true>(dk, dsa[kk], ft::sm90::mn_major_descriptor<QTile>(q_addr, kk), true);
+  ft::sm90::commit();
+}
+
+/// dSᵀ (packed, as pack_a left it) into shared memory, rows 64·wg on: the A operand that
+/// dQ = dS·K reads transposed. Register pair (i, i + 1) is A fragment (i / 8, i % 8 / 2).
+template <class DsTile, class T, int kSteps>
+__device__ __forceinline__ void store_ds(T* dSs, const uint32_t (&dsa)[kSteps][4], int wg, int t) {
+#pragma unroll
+  for (int i = 0; i < kSteps * 8; i += 2) {
+    const int row = wg * ft::sm90::kMmaM + ft::sm90::acc_row(t, i);
+    *reinterpret_cast<uint32_t*>(dSs + DsTile::offset(row, ft::sm90::acc_col(t, i))) = dsa[i / 8][i % 8 / 2];
+  }
+}
+
+/// dK and dV of one warpgroup's 64 keys (keys key_base on), written once.
+template <class T, int kRegs>
+__device__ __forceinline__ void store_dk_dv(T* dK, T* dV, const float (&dk)[kRegs], const float (&dv)[kRegs],
+                                            int key_base, int Nk, int D, int t) {
+#pragma unroll
+  for (int i = 0; i < kRegs; i += 2) {
+    const int key = key_base + ft::sm90::acc_row(t, i);
+    const int col = ft::sm90::acc_col(t, i);
+    if (key < Nk) {
+      *reinterpret_cast<uint32_t*>(dK + int64_t(key) * D + col) = ft::tc::pack2<T>(dk[i], dk[i + 1]);
+      *reinterpret_cast<uint32_t*>(dV + int64_t(key) * D + col) = ft::tc::pack2<T>(dv[i], dv[i + 1]);
+    }
+  }
+}
+
+}  // namespace ch10

@@ -1,0 +1,95 @@
+/// @file backward_traits.cuh
+/// @brief Chapter 10's kernel family in one struct: the element type, d, the tiles, the
+/// shared memory; every limit the kernels rely on is a static_assert next to its number.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "core/limits.hpp"  // ft::kMaxSmemPerBlock
+#include "sm90/smem_layout.hpp"
+
+namespace ch10 {
+
+template <class Element, int D_>
+struct WgmmaBackwardTraits {
+  using T = Element;  ///< __nv_bfloat16 or __half
+  static constexpr int D = D_;  ///< head dimension d
+  /// Queries a query tile: the N of Sᵀ's and dPᵀ's wgmma (m64n64k16), the k of dV's and
+  /// dK's, the M of dQ's. 64 keeps Sᵀ and dPᵀ at 32 registers a thread each, beside dK and
+  /// dV's 2·d/2 that live across the whole loop.
+  static constexpr int Br = 64;
+  /// Keys a block: two warpgroups of wgmma's 64 rows.
+  static constexpr int Bc = 128;
+  static constexpr int kWarpgroups = Bc / ft::sm90::kMmaM;
+  static constexpr int kThreads = kWarpgroups * ft::sm90::kWarpgroupThreads;
+  static constexpr bool kSpecialized = false;  ///< every warp loads and computes
+  static constexpr int kDqShares = kWarpgroups;  ///< dQ adds a block a query tile: one a warpgroup
+  using KvTile = ft::sm90::Sw128Tile<Bc, D>;  ///< K and V: a row a key
+  using QTile = ft::sm90::Sw128Tile<Br, D>;   ///< Q and dO: a row a query
+  using DsTile = ft::sm90::Sw128Tile<Bc, Br>;  ///< dSᵀ: a row a key, one 64-query panel
+  /// 1024 bytes to align the first tile (the swizzle's period), K, V, Q, dO, dSᵀ, L and D.
+  static constexpr size_t kSmemBytes = size_t(ft::sm90::kAtomBytes) + 2 * KvTile::kBytes + 2 * QTile::kBytes +
+                                       DsTile::kBytes + 2 * Br * sizeof(float);
+
+  static_assert(D == 64 || D == 128, "dV's, dK's and dQ's wgmma is m64n{d}k16: the shapes sm90/wgmma.cuh spells out");
+  static_assert(Br == ft::sm90::kPanelCols, "dSᵀ's rows are one 128-byte panel: Br = 64 queries");
+  static_assert(kSmemBytes <= ft::kMaxSmemPerBlock, "at most 227 KB of shared memory per block");
+};
+
+/// How a block's share of dQ (its 128 keys' part of dS·K, one query tile) reaches the
+/// float32 accumulator in device memory, which every K/V tile of the head adds into.
+enum class DqAdd {
+  kAtomics,  ///< each thread's float2 atomics straight from its accumulator registers
+  kBulk,     ///< the share into shared memory, then a warp of the producer's warpgroup has
+             ///< the copy engine add it a row at a time (cp.reduce.async.bulk)
+};
+
+/// Steps 2 onwards (specialized_backward.cuh): warpgroup 0 the producer, warpgroups 1 and 2
+/// the consumers, 64 keys each; query tiles through a ring of stages.
+template <class Element, int D_, DqAdd kDq_>
+struct SpecializedBackwardTraits {
+  using T = Element;
+  static constexpr int D = D_;
+  static constexpr int Br = 64;   ///< queries a tile, as step 1 (the registers: see WgmmaBackwardTraits)
+  static constexpr int Bc = 128;  ///< keys a block: two consumer warpgroups of 64
+  static constexpr int kConsumers = Bc / ft::sm90::kMmaM;
+  static constexpr int kThreads = ft::sm90::kWarpgroupThreads * (1 + kConsumers);  ///< 384
+  static constexpr int kConsumerWarps = kConsumers * ft::sm90::kWarpgroupThreads / 32;
+  /// Query tiles in flight: one read by the consumers, one landing.
+  static constexpr int kStages = 2;
+  static constexpr DqAdd kDq = kDq_;
+  static constexpr bool kSpecialized = true;  ///< a producer warpgroup, two consumers
+  /// dQ = dS·K split by columns: consumer c computes dQ's columns c·d/2 on over all 128
+  /// keys (wgmma m64n{d/2}k16), so the block adds one share, not one a warpgroup.
+  static constexpr int kDqCols = D / kConsumers;
+  static constexpr int kDqShares = 1;  ///< dQ adds a block a query tile
+  /// Registers after setmaxnreg, as chapter 09: the producer 24, each consumer 240 (dK, dV:
+  /// 2·d/2; Sᵀ, dPᵀ: 2·32; dQ: d/4); 128·(24 + 2·240) = 64512 of the launch's 384·168.
+  static constexpr int kProducerRegs = 24;
+  static constexpr int kLaunchRegs = 65536 / kThreads / 8 * 8;
+  static constexpr int kConsumerRegs = (kLaunchRegs * (1 + kConsumers) - kProducerRegs) / kConsumers / 8 * 8;
+  using KvTile = ft::sm90::Sw128Tile<Bc, D>;
+  using QTile = ft::sm90::Sw128Tile<Br, D>;
+  using DsTile = ft::sm90::Sw128Tile<Bc, Br>;
+  /// kBulk's dQ share: Br rows of d floats, each row padded by 16 bytes so that the
+  /// accumulator's stores (8 rows at once, d·4 bytes apart) fall in different banks; two
+  /// buffers, so that one tile's adds run while the next is computed.
+  static constexpr int kDqRowFloats = D + 4;
+  static constexpr size_t kDqBytes = kDq == DqAdd::kBulk ? 2 * size_t(Br) * kDqRowFloats * sizeof(float) : 0;
+  /// K and V's full barrier, a full and an empty barrier a stage, and a full and an empty
+  /// barrier a dQ buffer (kBulk's; allotted always, 32 bytes).
+  static constexpr int kBarriers = 1 + 2 * kStages + 2 * 2;
+  /// 1024 bytes to align the first tile, K, V, the stages' Q and dO, dSᵀ, the dQ buffers,
+  /// the barriers.
+  static constexpr size_t kSmemBytes = size_t(ft::sm90::kAtomBytes) + 2 * KvTile::kBytes +
+                                       kStages * 2 * size_t(QTile::kBytes) + DsTile::kBytes + kDqBytes +
+                                       kBarriers * sizeof(uint64_t);
+
+  static_assert(D == 64 || D == 128, "dV's and dK's wgmma is m64n{d}k16, dQ's m64n{d/2}k16");
+  static_assert(kProducerRegs + kConsumers * kConsumerRegs <= kLaunchRegs * (1 + kConsumers),
+                "setmaxnreg redistributes the launch's registers: more than they hold would wait forever");
+  static_assert(kSmemBytes <= ft::kMaxSmemPerBlock, "at most 227 KB of shared memory per block");
+};
+
+}  // namespace ch10

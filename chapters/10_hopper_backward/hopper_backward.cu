@@ -1,0 +1,206 @@
+// Chapter 10's backward implementations: the staircase onto Hopper's instructions, their
+// launch (one instance per dtype and d), their ledger and their registration.
+#include "10_hopper_backward/hopper_backward.hpp"
+
+#include <algorithm>
+#include <climits>
+#include <string>
+#include <type_traits>
+
+#include "09_hopper_forward/hopper_forward.hpp"
+#include "10_hopper_backward/specialized_backward.cuh"
+#include "10_hopper_backward/wgmma_backward.cuh"
+#include "core/check.cuh"
+#include "cuda_core/online_softmax.cuh"  // ft::kLog2e
+#include "cuda_core/reduce.cuh"
+#include "device/dispatch.cuh"
+#include "device/launch.cuh"
+#include "harness/registry.hpp"
+#include "harness/traffic.hpp"
+#include "sm90/tma.hpp"
+
+namespace ch10 {
+namespace {
+
+/// wgmma and its sm_90a machine code: Hopper, and only Hopper.
+constexpr int kSm = 90;
+
+using Compiled = ft::Instances<ft::DTypes<ft::DType::BFloat16, ft::DType::Float16>, ft::HeadDims<64, 128>>;
+
+// Step 1, wgmma: the five products on warpgroup instructions, cp.async loads.
+template <class T, int D> using Wgmma = WgmmaBackwardTraits<T, D>;
+// Step 2, specialized: a producer (TMA, a ring of query-tile stages) and two consumers;
+// dQ computed once a block, added by atomics.
+template <class T, int D> using Specialized = SpecializedBackwardTraits<T, D, DqAdd::kAtomics>;
+// Step 3, bulk_dq: the same, dQ added by the copy engine from shared memory.
+template <class T, int D> using BulkDq = SpecializedBackwardTraits<T, D, DqAdd::kBulk>;
+// fastest: step 3 at d = 128, step 2 at d = 64, where the copy engine's adds measured slower
+// than the atomics (H200, bf16, N >= 1024: 0.91-0.97x step 2 at d = 64, 1.13-1.24x at d = 128;
+// plots/results/h200/ch10_vs_pytorch.csv).
+template <class T, int D> using Fastest = std::conditional_t<D == 128, BulkDq<T, D>, Specialized<T, D>>;
+
+constexpr int kSmallBlock = 256;                            ///< threads of the small kernels
+constexpr int kRowsPerBlock = kSmallBlock / ft::kWarpSize;  ///< prepare: a warp a query row
+
+__device__ __forceinline__ float to_float(__nv_bfloat16 x) { return __bfloat162float(x); }
+__device__ __forceinline__ float to_float(__half x) { return __half2float(x); }
+
+/// The per-row statistics the backward reads, laid out for the copy engine: a warp a row of
+/// L2 and Drow, whose rows a head are N_q padded to whole query tiles (stats_rows). For a
+/// row of the problem, D = rowsum(dO∘O) (a shuffle sums in float32), L2 = lse·log2(e) (the
+/// kernels' exponentials are base 2), and its float32 dQ accumulator cleared on the way; a
+/// padding row gets L2 = −∞ and D = 0, which weigh nothing.
+template <class T>
+__global__ void prepare_backward(const T* O, const T* dO, const float* lse, float* L2, float* Drow, float* dq_acc,
+                                 int64_t padded_rows, int stats_rows, int Nq, int d) {
+  const int64_t prow = int64_t(blockIdx.x) * kRowsPerBlock + threadIdx.x / ft::kWarpSize;
+  if (prow >= padded_rows) return;  // whole warps leave together: the shuffle stays full
+  const int lane = threadIdx.x % ft::kWarpSize;
+  const int q = int(prow % stats_rows);
+  if (q >= Nq) {
+    if (lane == 0) L2[prow] = -INFINITY, Drow[prow] = 0.f;
+    return;
+  }
+  const int64_t row = prow / stats_rows * Nq + q;
+  float sum = 0.f;
+  for (int k = lane; k < d; k += ft::kWarpSize) {
+    sum += to_float(O[row * d + k]) * to_float(dO[row * d + k]);
+    dq_acc[row * d + k] = 0.f;
+  }
+  sum = ft::warp_sum(sum);
+  if (lane == 0) L2[prow] = lse[row] * ft::kLog2e, Drow[prow] = sum;
+}
+
+/// dQ from its float32 accumulator, rounded once.
+template <class T>
+__global__ void convert_dq(const float* dq_acc, T* dQ, int64_t n) {
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
+    if constexpr (std::is_same_v<T, __nv_bfloat16>) dQ[i] = __float2bfloat16_rn(dq_acc[i]);
+    else dQ[i] = __float2half_rn(dq_acc[i]);
+  }
+}
+
+/// Rows of the statistics a query head: N_q padded to whole query tiles of kStatsTile rows,
+/// so that a kernel reads a whole tile's L2 and D with no bound check (the padding weighs
+/// nothing), and dQ's accumulator after them starts 256-byte aligned.
+constexpr int kStatsTile = 64;
+static_assert(kStatsTile % Wgmma<__half, 64>::Br == 0 && kStatsTile % Specialized<__half, 64>::Br == 0,
+              "whole query tiles of every step");
+int stats_rows(const ft::Problem& p) { return (p.len_q + kStatsTile - 1) / kStatsTile * kStatsTile; }
+int64_t padded_rows(const ft::Problem& p) { return int64_t(p.heads_total()) * stats_rows(p); }
+
+/// The workspace: L2 and Drow (a float a padded row each), then the float32 dQ accumulator.
+size_t workspace_bytes(const ft::Problem& p) {
+  return (2 * size_t(padded_rows(p)) + size_t(p.elems())) * sizeof(float);
+}
+
+template <class Tr>
+void launch(const ft::Problem& p, const ft::BackwardArgs& a, cudaStream_t stream) {
+  using T = typename Tr::T;
+  ft::require_arch(kSm, "chapter 10");
+  const int num_kv_tiles = (p.len_kv + Tr::Bc - 1) / Tr::Bc;
+  const int64_t blocks = int64_t(num_kv_tiles) * p.kv_heads_total();
+  if (blocks > INT_MAX) throw ft::Unsupported("chapter 10: too many key tiles for one launch");
+  // The copy engine adds into dQ's accumulator (bulk_dq): its rows must be 16-byte aligned.
+  if (reinterpret_cast<uintptr_t>(a.workspace) % 16 != 0)
+    throw ft::Unsupported("chapter 10: the workspace must start on a 16-byte boundary");
+  const int64_t prows = padded_rows(p);
+  float* L2 = static_cast<float*>(a.workspace);
+  float* Drow = L2 + prows;
+  float* dq_acc = Drow + prows;
+
+  prepare_backward<T><<<int((prows + kRowsPerBlock - 1) / kRowsPerBlock), kSmallBlock, 0, stream>>>(
+      a.O.as<T>(), a.dO.as<T>(), a.lse, L2, Drow, dq_acc, prows, stats_rows(p), p.len_q, p.head_dim);
+  CUDA_CHECK_LAUNCH();
+
+  const Params<T> params{a.Q.as<T>(), a.K.as<T>(), a.V.as<T>(), a.dO.as<T>(), L2, Drow, dq_acc,
+                         a.dK.as<T>(), a.dV.as<T>(), p.len_q, p.len_kv, stats_rows(p), (p.len_q + Tr::Br - 1) / Tr::Br,
+                         num_kv_tiles, p.heads_q, p.heads_kv, p.group(), p.causal_offset(), p.causal,
+                         p.softmax_scale(), p.softmax_scale() * ft::kLog2e};
+  if constexpr (Tr::kSpecialized) {
+    const ft::Layout layout = ft::layout_of(p, nullptr);  // contiguous: views are refused (impl's strided = false)
+    const CUtensorMap map_q = ft::sm90::tensor_map(a.Q.get(), p.dtype, p.batch, p.heads_q, p.len_q, Tr::D, layout.Q, Tr::Br);
+    const CUtensorMap map_do = ft::sm90::tensor_map(a.dO.get(), p.dtype, p.batch, p.heads_q, p.len_q, Tr::D, layout.dO, Tr::Br);
+    const CUtensorMap map_k = ft::sm90::tensor_map(a.K.get(), p.dtype, p.batch, p.heads_kv, p.len_kv, Tr::D, layout.K, Tr::Bc);
+    const CUtensorMap map_v = ft::sm90::tensor_map(a.V.get(), p.dtype, p.batch, p.heads_kv, p.len_kv, Tr::D, layout.V, Tr::Bc);
+    ft::allow_dynamic_smem(specialized_backward<Tr>, Tr::kSmemBytes, "chapter 10 backward");
+    specialized_backward<Tr><<<int(blocks), Tr::kThreads, Tr::kSmemBytes, stream>>>(params, map_q, map_k, map_v, map_do);
+  } else {
+    ft::allow_dynamic_smem(wgmma_backward<Tr>, Tr::kSmemBytes, "chapter 10 backward");
+    wgmma_backward<Tr><<<int(blocks), Tr::kThreads, Tr::kSmemBytes, stream>>>(params);
+  }
+  CUDA_CHECK_LAUNCH();
+
+  const int64_t n = p.elems();
+  const int c_blocks = int(std::min<int64_t>((n + kSmallBlock - 1) / kSmallBlock, 1 << 16));
+  convert_dq<T><<<c_blocks, kSmallBlock, 0, stream>>>(dq_acc, a.dQ.as<T>(), n);
+  CUDA_CHECK_LAUNCH();
+}
+
+template <template <class, int> class Shape>
+void run(const ft::Problem& p, const ft::BackwardArgs& a, cudaStream_t stream) {
+  if (!(p.softmax_scale() > 0.f)) throw ft::Unsupported("chapter 10: the softmax scale must be positive");
+  Compiled::dispatch(p, "chapter 10", [&](auto i) {
+    using I = decltype(i);
+    launch<Shape<typename I::Element, I::kHeadDim>>(p, a, stream);
+  });
+}
+
+/// The ledger: chapter 08's three kernels. The key-block kernel reads K and V once and every
+/// query tile it visits (Q, dO, L, D), adds a float32 dQ share for each (two, one a
+/// warpgroup), and writes dK and dV once.
+template <template <class, int> class Shape>
+std::vector<ft::KernelTraffic> traffic(const ft::Problem& p) {
+  using Tr = Shape<__nv_bfloat16, 64>;  // the tiles are the same at every (T, d)
+  const double fb = ft::kFloatBytes, eb = double(ft::dtype_bytes(p.dtype)), d = p.head_dim;
+  const double prep_in = 2 * double(p.q_bytes()) + double(p.rows()) * fb;
+  const double prep_out = 2 * double(padded_rows(p)) * fb + double(p.elems()) * fb;
+  const double kv_tiles = (p.len_kv + Tr::Bc - 1) / Tr::Bc;
+  // Query rows each key block visits: all of them, or under the causal mask about half.
+  const double visited = double(p.rows()) * kv_tiles * (p.causal ? 0.5 : 1.0) / double(p.group());
+  const double q_reads = visited * double(p.group()) * (2 * d * eb + 2 * fb);
+  const double dq_adds = visited * double(p.group()) * d * fb * Tr::kDqShares;
+  const double kv = 2 * double(p.kv_bytes());
+  ft::KernelTraffic main{Tr::kSpecialized ? "specialized_backward" : "wgmma_backward", kv + q_reads, kv + dq_adds,
+                         4 * double(p.q_bytes()) + 2 * double(p.rows()) * fb + double(p.elems()) * fb,
+                         kv + double(p.elems()) * fb, p.backward_flops(),
+                         "re-reads of Q, dO, L, D and the dQ atomics assumed to stay in L2"};
+  const double conv_in = double(p.elems()) * fb, conv_out = double(p.q_bytes());
+  return {{"prepare_backward", prep_in, prep_out, prep_in, prep_out, 2.0 * double(p.elems()),
+           "O, dO, lse streamed once; L2, D and the dQ accumulator (zeros) written once"},
+          main,
+          {"convert_dq", conv_in, conv_out, conv_in, conv_out, 0.0, "the float32 dQ read once, dQ written once"}};
+}
+
+template <template <class, int> class Shape>
+ft::BackwardImpl impl(const std::string& variant, const std::string& what) {
+  ft::BackwardImpl b{"10", variant, what, Compiled::head_dims(), workspace_bytes, ch09::fastest().run,
+                     run<Shape>, traffic<Shape>, Compiled::dtypes(), kSm, /*strided=*/false,
+                     ft::Features{/*lengths=*/true, /*grouped=*/true}};
+  return b;
+}
+
+}  // namespace
+
+const ft::BackwardImpl& fastest() {
+  static const ft::BackwardImpl i = impl<Fastest>("fastest", "bulk_dq at d = 128, specialized at d = 64");
+  return i;
+}
+
+std::vector<ft::BackwardImpl> backward_impls() {
+  return {impl<Wgmma>("wgmma", "the five products on wgmma (keys on Sᵀ's rows), cp.async loads, dQ by atomics"),
+          impl<Specialized>("specialized", "a TMA producer and two consumers; dQ once a block, by atomics"),
+          impl<BulkDq>("bulk_dq", "dQ added by the copy engine from shared memory (cp.reduce.async.bulk)"),
+          fastest()};
+}
+
+}  // namespace ch10
+
+FT_REGISTER(ch10) {
+  // Every variant reads the O and lse of chapter 09's fastest forward.
+  const std::string forward = ft::impl_name(ch09::fastest().chapter, ch09::fastest().variant);
+  for (const auto& impl : ch10::backward_impls()) {
+    const bool fastest = impl.variant == ch10::fastest().variant;
+    ft::register_backward(impl, forward, /*headline=*/fastest, /*tour=*/fastest);
+  }
+}

@@ -1,0 +1,298 @@
+/// @file specialized_backward.cuh
+/// @brief Chapter 10, steps 2 and 3: the backward with its roles split (a producer and two
+/// consumers, as chapter 09's forward), dQ computed once a block, and two ways of adding
+/// it into device memory.
+///
+/// Step 1 waited for every copy: each query tile's Q and dO came by cp.async from all 256
+/// threads, a block barrier, then the products. Here, as in chapter 09's steps 3 onwards:
+///
+///     warpgroup 0, producer   one thread: K and V once; then, query tile after query tile,
+///                             Q and dO into stage it % 2 once the consumers have released
+///                             it (empty[s]); the copy engine counts the bytes into full[s].
+///                             24 registers a thread.
+///     warpgroups 1, 2,        keys 64c to 64c + 63 of the block's 128 each, 240 registers:
+///     consumers c = 0, 1      wait full[s], the five products, each warp arrives on empty[s].
+///                             The tile's L·log2 e and D each thread reads from device memory
+///                             (L2; prepare_backward pads them to whole tiles, so no bound
+///                             is checked): 512 bytes a tile, the same for all 256 threads.
+///
+/// dQ changes shape. In step 1 each warpgroup multiplied its own 64 keys' dS by its own K
+/// rows and added the 64 × d result: two shares a block a query tile, 2·64·d float adds.
+/// Here both warpgroups' dSᵀ rows go to shared memory and meet (a named barrier of the 256
+/// consumer threads); consumer c then computes dQ's columns c·d/2 on over all 128 keys
+///
+///     dQ[:, c·d/2 : (c+1)·d/2] = dS · K[:, c·d/2 : (c+1)·d/2]    mma_ss, M = 64 queries,
+///                                                                N = d/2, k = 128 keys
+///
+/// so the block adds one share (64·d floats) a query tile, half step 1's. How it is added
+/// is the step:
+///
+/// Step 2 (`specialized`, DqAdd::kAtomics): each thread's float2 atomics from its
+/// registers, as step 1; the consumer waits for none of them, but issues 8 to 16 of them a
+/// thread a tile.
+///
+/// Step 3 (`bulk_dq`, DqAdd::kBulk): the share into shared memory (two buffers, dq_full and
+/// dq_empty barriers), and warp 1 of the producer's warpgroup, otherwise idle, hands it to
+/// the copy engine a row per `cp.reduce.async.bulk ... .add.f32`: the adds happen in L2
+/// while the consumers go on; before a buffer is written again, that warp has waited until
+/// the engine has read it (`cp.async.bulk.wait_group.read`) and released it.
+#pragma once
+
+#include <cuda/ptx>
+
+#include <cstdint>
+
+#include "10_hopper_backward/backward_tile.cuh"
+#include "10_hopper_backward/backward_traits.cuh"
+#include "sm90/mbarrier.cuh"
+#include "sm90/warp_roles.cuh"
+#include "sm90/wgmma.cuh"
+
+namespace ch10 {
+
+/// Named barrier 1: the two consumers' 256 threads (0 is __syncthreads).
+constexpr int kConsumersMeet = 1;
+
+/// Which K/V tile a block owns and which query tiles it visits: every query head of its
+/// key/value head's group, each from the first query tile that sees the block's first key
+/// (causal) to the last. The producer and the consumers walk it alike.
+struct BlockWork {
+  int kv_head;       ///< b·H_kv + h_kv
+  int batch;
+  int first_head;    ///< b·H_q + the group's first query head
+  int k0;            ///< the block's first key
+  int first_q_tile;  ///< causal: earlier query tiles see none of the block's keys
+};
+
+template <class Tr>
+__device__ __forceinline__ BlockWork block_work(const Params<typename Tr::T>& p) {
+  BlockWork w;
+  const int kv_tile = blockIdx.x % p.num_kv_tiles;
+  w.kv_head = blockIdx.x / p.num_kv_tiles;
+  w.batch = w.kv_head / p.heads_kv;
+  w.first_head = w.batch * p.heads_q + w.kv_head % p.heads_kv * p.group;
+  w.k0 = kv_tile * Tr::Bc;
+  // Key k0 is visible to query i iff i >= k0 − offset.
+  w.first_q_tile = p.causal ? max(0, w.k0 - p.causal_offset) / Tr::Br : 0;
+  return w;
+}
+
+/// The producer: one thread. K and V once, then every query tile's Q and dO into the ring
+/// of stages (`it` counts tiles), each once the consumers have emptied it.
+template <class Tr>
+__device__ void produce(const Params<typename Tr::T>& p, const BlockWork& w, typename Tr::T* Ks,
+                        typename Tr::T* Qs, uint64_t* kv_full, uint64_t* full, uint64_t* empty,
+                        const CUtensorMap* map_q, const CUtensorMap* map_k, const CUtensorMap* map_v,
+                        const CUtensorMap* map_do) {
+  using T = typename Tr::T;
+  using QTile = typename Tr::QTile;
+  using KvTile = typename Tr::KvTile;
+  constexpr int kQElems = QTile::kBytes / sizeof(T), kKvElems = KvTile::kBytes / sizeof(T);
+  const int h_kv = w.kv_head % p.heads_kv;
+  ft::sm90::arrive_expect_tx(kv_full, 2 * KvTile::kBytes);
+  for (int pnl = 0; pnl < KvTile::kPanels; ++pnl) {
+    const int col = pnl * ft::sm90::kPanelCols;
+    ft::sm90::copy_box(Ks + pnl * KvTile::kPanelElems, map_k, col, w.k0, h_kv, w.batch, kv_full);
+    ft::sm90::copy_box(Ks + kKvElems + pnl * KvTile::kPanelElems, map_v, col, w.k0, h_kv, w.batch, kv_full);
+  }
+  int it = 0;
+  for (int g = 0; g < p.group; ++g) {
+    const int head = w.first_head + g, h = head % p.heads_q;  // b·H_q + h, and h
+    for (int qt = w.first_q_tile; qt < p.num_q_tiles; ++qt, ++it) {
+      const int s = it % Tr::kStages, q0 = qt * Tr::Br;
+      if (it >= Tr::kStages) ft::sm90::wait(&empty[s], (it / Tr::kStages - 1) & 1);  // its last use done
+      T* q_dst = Qs + s * 2 * kQElems;
+      ft::sm90::arrive_expect_tx(&full[s], 2 * QTile::kBytes);
+      for (int pnl = 0; pnl < QTile::kPanels; ++pnl) {
+        const int col = pnl * ft::sm90::kPanelCols;
+        ft::sm90::copy_box(q_dst + pnl * QTile::kPanelElems, map_q, col, q0, h, w.batch, &full[s]);
+        ft::sm90::copy_box(q_dst + kQElems + pnl * QTile::kPanelElems, map_do, col, q0, h, w.batch, &full[s]);
+      }
+    }
+  }
+}
+
+/// The consumer's dQ share (dq: rows = the tile's 64 queries, columns col0 on) into the
+/// float32 accumulator, as Tr::kDq says; then the consumers meet, so that neither writes the
+/// next tile's dSᵀ while the other's dQ product may still read this one's. kBulk: into
+/// buffer `it` % 2 of dQs once the adder has emptied it (dq_empty), announced on dq_full.
+template <class Tr>
+__device__ __forceinline__ void add_dq(const Params<typename Tr::T>& p, const float (&dq)[Tr::kDqCols / 2],
+                                       float* dq_acc, float* dQs, uint64_t* dq_full, uint64_t* dq_empty, int it,
+                                       int q0, int col0, int t) {
+  if constexpr (Tr::kDq == DqAdd::kAtomics) {
+#pragma unroll
+    for (int i = 0; i < Tr::kDqCols / 2; i += 2) {
+      const int query = q0 + ft::sm90::acc_row(t, i);
+      if (query < p.Nq)
+        atomicAdd(reinterpret_cast<float2*>(dq_acc + int64_t(query) * Tr::D + col0 + ft::sm90::acc_col(t, i)),
+                  make_float2(dq[i], dq[i + 1]));
+    }
+  } else {
+    const int b = it % 2;
+    if (it >= 2) ft::sm90::wait(&dq_empty[b], (it / 2 - 1) & 1);  // the adds of tile it − 2 have read it
+    float* buf = dQs + b * Tr::Br * Tr::kDqRowFloats;
+#pragma unroll
+    for (int i = 0; i < Tr::kDqCols / 2; i += 2)
+      *reinterpret_cast<float2*>(buf + ft::sm90::acc_row(t, i) * Tr::kDqRowFloats + col0 + ft::sm90::acc_col(t, i)) =
+          make_float2(dq[i], dq[i + 1]);
+    ft::sm90::fence_proxy_async();  // the generic writes, before the copy engine reads them
+    __syncwarp();
+    if (t % 32 == 0) ft::sm90::arrive(&dq_full[b]);
+  }
+  ft::sm90::named_sync(kConsumersMeet, Tr::kConsumers * ft::sm90::kWarpgroupThreads);
+}
+
+/// kBulk's adder: warp 1 of warpgroup 0. Tile after tile (the consumers' order), once both
+/// consumers have written its share (dq_full), hands it to the copy engine a row per
+/// `cp.reduce.async.bulk ... .add.f32` (two rows a lane, rows past N_q left out), waits
+/// until the engine has read the buffer, and gives it back (dq_empty).
+template <class Tr>
+__device__ void add_dq_rows(const Params<typename Tr::T>& p, const BlockWork& w, const float* dQs,
+                            uint64_t* dq_full, uint64_t* dq_empty) {
+  const int lane = threadIdx.x % 32;
+  int it = 0;
+  for (int g = 0; g < p.group; ++g) {
+    float* dq_acc = p.dq_acc + int64_t(w.first_head + g) * p.Nq * Tr::D;
+    for (int qt = w.first_q_tile; qt < p.num_q_tiles; ++qt, ++it) {
+      const int b = it % 2, q0 = qt * Tr::Br;
+      ft::sm90::wait(&dq_full[b], (it / 2) & 1);
+      for (int r = lane; r < Tr::Br && q0 + r < p.Nq; r += 32)
+        cuda::ptx::cp_reduce_async_bulk(cuda::ptx::space_global, cuda::ptx::space_shared, cuda::ptx::op_add,
+                                        dq_acc + int64_t(q0 + r) * Tr::D, dQs + (b * Tr::Br + r) * Tr::kDqRowFloats,
+                                        uint32_t(Tr::D * sizeof(float)));
+      cuda::ptx::cp_async_bulk_commit_group();
+      cuda::ptx::cp_async_bulk_wait_group_read(cuda::ptx::n32_t<0>{});
+      __syncwarp();
+      if (lane == 0) ft::sm90::arrive(&dq_empty[b]);
+    }
+  }
+  cuda::ptx::cp_async_bulk_wait_group(cuda::ptx::n32_t<0>{});  // the adds are done before the block ends
+}
+
+template <class Tr>
+__global__ void __launch_bounds__(Tr::kThreads, 1)
+    specialized_backward(const Params<typename Tr::T> p, const __grid_constant__ CUtensorMap map_q,
+                         const __grid_constant__ CUtensorMap map_k, const __grid_constant__ CUtensorMap map_v,
+                         const __grid_constant__ CUtensorMap map_do) {
+  using T = typename Tr::T;
+  using KvTile = typename Tr::KvTile;
+  using QTile = typename Tr::QTile;
+  using DsTile = typename Tr::DsTile;
+  constexpr int D = Tr::D, Br = Tr::Br;
+  constexpr int kS = Br / 2;  // Sᵀ's (and dPᵀ's) registers a thread: 64 keys × 64 queries
+  constexpr int kO = D / 2;   // dK's and dV's: 64 keys × d
+  constexpr int kQElems = QTile::kBytes / sizeof(T);
+
+  // Shared memory: K, V, the stages' (Q, dO), dSᵀ — tiles on 1024-byte boundaries — then the
+  // dQ buffers, the barriers.
+  extern __shared__ uint8_t smem_raw[];
+  const uintptr_t base = (reinterpret_cast<uintptr_t>(smem_raw) + ft::sm90::kAtomBytes - 1) /
+                         ft::sm90::kAtomBytes * ft::sm90::kAtomBytes;
+  T* const Ks = reinterpret_cast<T*>(base);
+  T* const Qs = Ks + 2 * KvTile::kBytes / sizeof(T);  // stage s: Q at Qs + 2s·kQElems, dO after it
+  T* const dSs = Qs + Tr::kStages * 2 * kQElems;
+  float* const dQs = reinterpret_cast<float*>(dSs + DsTile::kBytes / sizeof(T));
+  uint64_t* const kv_full = reinterpret_cast<uint64_t*>(reinterpret_cast<uint8_t*>(dQs) + Tr::kDqBytes);
+  uint64_t* const full = kv_full + 1;          // a stage has landed: one arrival + its bytes
+  uint64_t* const empty = full + Tr::kStages;  // a stage is free again: one arrival a consumer warp
+  uint64_t* const dq_full = empty + Tr::kStages;  // kBulk: a dQ buffer is written, one arrival a consumer warp
+  uint64_t* const dq_empty = dq_full + 2;         // kBulk: a dQ buffer is read by the copy engine
+
+  const int wg = threadIdx.x / ft::sm90::kWarpgroupThreads;  // 0: producer; 1, 2: consumers
+  const BlockWork w = block_work<Tr>(p);
+
+  if (threadIdx.x == 0) {
+    ft::sm90::barrier_init(kv_full, 1);
+    for (int s = 0; s < Tr::kStages; ++s) {
+      ft::sm90::barrier_init(&full[s], 1);
+      ft::sm90::barrier_init(&empty[s], Tr::kConsumerWarps);
+    }
+    for (int b = 0; b < 2; ++b) {
+      ft::sm90::barrier_init(&dq_full[b], Tr::kConsumerWarps);
+      ft::sm90::barrier_init(&dq_empty[b], 1);
+    }
+  }
+  __syncthreads();  // the last barrier over the whole block: the roles split here
+
+  if (wg == 0) {
+    ft::sm90::release_registers<Tr::kProducerRegs>();
+    if (threadIdx.x == 0) produce<Tr>(p, w, Ks, Qs, kv_full, full, empty, &map_q, &map_k, &map_v, &map_do);
+    if constexpr (Tr::kDq == DqAdd::kBulk)
+      if (threadIdx.x / 32 == 1) add_dq_rows<Tr>(p, w, dQs, dq_full, dq_empty);
+    return;
+  }
+  ft::sm90::claim_registers<Tr::kConsumerRegs>();
+
+  const int c = wg - 1;                                     // this consumer: keys 64·c on
+  const int t = threadIdx.x % ft::sm90::kWarpgroupThreads;  // thread within it
+  const int key_base = w.k0 + c * ft::sm90::kMmaM;
+  const int col0 = c * Tr::kDqCols;                         // its columns of dQ
+  const uint32_t ks_addr = uint32_t(__cvta_generic_to_shared(Ks));
+  const uint32_t k_addr = ks_addr + c * ft::sm90::kMmaM * ft::sm90::kSwizzleBytes;  // its 64 rows of K
+  const uint32_t v_addr = k_addr + uint32_t(KvTile::kBytes);
+  // K's columns col0 on, all 128 rows: B of its dQ product (a panel at d = 128; half of one,
+  // 64 bytes into each swizzled row, at d = 64).
+  const uint32_t k_cols_addr = ks_addr + uint32_t(col0 / ft::sm90::kPanelCols * KvTile::kPanelBytes +
+                                                  col0 % ft::sm90::kPanelCols * int(sizeof(T)));
+  const uint32_t ds_addr = uint32_t(__cvta_generic_to_shared(dSs));
+  constexpr int kMeetThreads = Tr::kConsumers * ft::sm90::kWarpgroupThreads;
+
+  float dk[kO], dv[kO];
+#pragma unroll
+  for (int i = 0; i < kO; ++i) dk[i] = dv[i] = 0.f;
+  ft::sm90::wait(kv_full, 0);
+
+  int it = 0;
+  for (int g = 0; g < p.group; ++g) {
+    float* dq_acc = p.dq_acc + int64_t(w.first_head + g) * p.Nq * D;
+    for (int qt = w.first_q_tile; qt < p.num_q_tiles; ++qt, ++it) {
+      const int s = it % Tr::kStages, q0 = qt * Br;
+      const uint32_t q_addr = uint32_t(__cvta_generic_to_shared(Qs + s * 2 * kQElems));
+      const uint32_t do_addr = q_addr + uint32_t(QTile::kBytes);
+      const int64_t stats_row = int64_t(w.first_head + g) * p.stats_rows + q0;
+      ft::sm90::wait(&full[s], (it / Tr::kStages) & 1);
+
+      // Sᵀ = K·Qᵀ and dPᵀ = V·dOᵀ (this warpgroup's keys), then P and dS on the registers.
+      float st[kS], dpt[kS];
+      scores_transposed<Tr>(st, dpt, k_addr, v_addr, q_addr, do_addr);
+      probabilities_and_ds(st, dpt, p, key_base, q0, t, p.L2 + stats_row, p.Drow + stats_row);
+      uint32_t pa[Br / ft::sm90::kMmaK][4], dsa[Br / ft::sm90::kMmaK][4];
+      pack_a<T>(pa, st);
+      pack_a<T>(dsa, dpt);
+
+      issue_dv_dk<Tr>(dv, dk, pa, dsa, q_addr, do_addr);
+
+      // Both consumers' dSᵀ rows into shared memory; they meet before either reads them.
+      store_ds<DsTile>(dSs, dsa, c, t);
+      ft::sm90::fence_proxy_async();
+      ft::sm90::named_sync(kConsumersMeet, kMeetThreads);
+
+      // dQ's columns col0 on = dS·K over the block's 128 keys: A = dS read from dSᵀ
+      // transposed, B = K MN-major (k = keys).
+      float dq[Tr::kDqCols / 2];
+      ft::sm90::fence();
+#pragma unroll
+      for (int kk = 0; kk < Tr::Bc / ft::sm90::kMmaK; ++kk)
+        ft::sm90::mma_ss<T, Tr::kDqCols, /*kTransB=*/true, /*kTransA=*/true>(
+            dq, ft::sm90::mn_major_descriptor<DsTile>(ds_addr, kk),
+            ft::sm90::mn_major_descriptor<KvTile>(k_cols_addr, kk), kk > 0);
+      ft::sm90::commit();
+      ft::sm90::wait<0>();
+      ft::sm90::fence_registers(dq);
+      ft::sm90::fence_registers(dk);
+      ft::sm90::fence_registers(dv);
+
+      // Q, dO, L and D of this stage are read: one arrival a warp frees it for the producer.
+      __syncwarp();
+      if (t % 32 == 0) ft::sm90::arrive(&empty[s]);
+      add_dq<Tr>(p, dq, dq_acc, dQs, dq_full, dq_empty, it, q0, col0, t);
+    }
+  }
+
+  // dK and dV of this consumer's keys, summed over the group's query heads: written once.
+  store_dk_dv<T>(p.dK + int64_t(w.kv_head) * p.Nk * D, p.dV + int64_t(w.kv_head) * p.Nk * D, dk, dv, key_base,
+                 p.Nk, D, t);
+}
+
+}  // namespace ch10

@@ -1,0 +1,94 @@
+// GPU tests of chapter 10: every variant, bf16 and fp16, d = 64 and 128, causal and not, on
+// the ragged sizes (N = 1, 17, 64, 1000, 2048) against the float64 reference of the rounded
+// inputs under the same-precision rule (outputs poisoned first, P recomputed from the saved
+// lse); two lengths with both causal alignments and grouped heads (ft::testing::kv_shapes:
+// dK and dV summed over the query heads that share a key/value head); large scores; and the
+// refusals. Every GPU test skips without a GPU, and says why on a GPU that is not an H100/H200.
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "10_hopper_backward/hopper_backward.hpp"
+#include "core/check.cuh"
+#include "harness/testing.hpp"
+
+namespace {
+
+using ft::testing::PSource;
+using ft::testing::Shape;
+using Case = ft::testing::BackwardCase;
+using Group = ft::testing::ShapeGroup<ft::BackwardImpl>;
+
+/// Skips unless a GPU is here and it is a Hopper (the kernels are sm_90a machine code).
+#define REQUIRE_HOPPER()                                                                 \
+  do {                                                                                   \
+    std::string why_;                                                                    \
+    if (!ft::gpu_available(&why_))                                                       \
+      GTEST_SKIP() << "chapter 10 needs Hopper (sm_90); " << why_;                       \
+    int major_ = 0;                                                                      \
+    CUDA_CHECK(cudaDeviceGetAttribute(&major_, cudaDevAttrComputeCapabilityMajor, 0));  \
+    if (major_ != 9) GTEST_SKIP() << "chapter 10 needs Hopper (sm_90)";                  \
+  } while (0)
+
+std::vector<Case> standard_cases() {
+  std::vector<Case> cases;
+  for (const auto& impl : ch10::backward_impls())
+    for (ft::DType t : impl.dtypes)
+      for (const auto& shape : ft::testing::standard_shapes(impl.head_dims, t)) cases.push_back({impl, shape, t});
+  return cases;
+}
+
+class Ch10Standard : public ::testing::TestWithParam<Case> {};
+TEST_P(Ch10Standard, MatchesReference) {
+  REQUIRE_HOPPER();
+  ft::testing::expect_backward_correct(GetParam().impl, GetParam().problem(), ft::InputKind::Uniform,
+                                       ft::testing::kDtypeTolerance, PSource::kFromLse);
+}
+INSTANTIATE_TEST_SUITE_P(AllVariants, Ch10Standard,
+                         ::testing::ValuesIn(ft::testing::cases_by_size(standard_cases(), false)),
+                         &ft::testing::case_name<ft::BackwardImpl>);
+
+// Two lengths (both causal alignments) and grouped heads, every variant, one test per dtype.
+std::vector<Group> kv_groups() {
+  std::vector<Group> groups;
+  for (const auto& impl : ch10::backward_impls())
+    for (ft::DType t : impl.dtypes) groups.push_back({impl, t, ft::testing::kv_shapes(impl.head_dims, t)});
+  return groups;
+}
+class Ch10KeyValue : public ::testing::TestWithParam<Group> {};
+TEST_P(Ch10KeyValue, TwoLengthsAndGroupedHeadsMatchReference) {
+  REQUIRE_HOPPER();
+  ft::testing::check_each_shape(GetParam(), [](const Case& c) {
+    ft::testing::expect_backward_correct(c.impl, c.problem(), ft::InputKind::Uniform, ft::testing::kDtypeTolerance,
+                                         PSource::kFromLse);
+  });
+}
+INSTANTIATE_TEST_SUITE_P(AllVariants, Ch10KeyValue, ::testing::ValuesIn(kv_groups()),
+                         &ft::testing::group_name<ft::BackwardImpl>);
+
+// Raw scores near ±1e4 (the saved lse keeps exp from overflowing), many heads.
+TEST(Ch10, LargeScoresManyHeads) {
+  REQUIRE_HOPPER();
+  for (const auto& impl : ch10::backward_impls())
+    for (bool causal : {false, true}) {
+      SCOPED_TRACE(impl.variant);
+      ft::testing::expect_backward_correct(impl, Shape{1000, 64, causal, ft::DType::BFloat16}.problem(),
+                                           ft::InputKind::LargeScores, ft::testing::kDtypeTolerance,
+                                           PSource::kFromLse);
+    }
+}
+
+// Refused before any launch (no GPU needed): float32, other head dims.
+TEST(Ch10, RefusesWhatItDoesNotCompute) {
+  for (const auto& impl : ch10::backward_impls()) {
+    EXPECT_EQ(impl.head_dims, (std::vector<int>{64, 128})) << impl.variant;
+    EXPECT_EQ(impl.min_sm, 90) << impl.variant;
+    ft::Problem p = ft::make_problem(1, 1, 16, 64, false, ft::DType::Float32);
+    EXPECT_THROW(ft::check_supported(impl, p), ft::Unsupported) << impl.variant;
+    p = ft::make_problem(1, 1, 16, 96, false, ft::DType::BFloat16);
+    EXPECT_THROW(ft::check_supported(impl, p), ft::Unsupported) << impl.variant;
+  }
+}
+
+}  // namespace
