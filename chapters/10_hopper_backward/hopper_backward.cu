@@ -146,9 +146,9 @@ void run(const ft::Problem& p, const ft::BackwardArgs& a, cudaStream_t stream) {
   });
 }
 
-/// The ledger: chapter 08's three kernels. The key-block kernel reads K and V once and every
-/// query tile it visits (Q, dO, L, D), adds a float32 dQ share for each (two, one a
-/// warpgroup), and writes dK and dV once.
+/// The ledger: three kernels, as chapter 08's. The key-block kernel reads K and V once and
+/// every query tile it visits (Q, dO, L, D), adds a float32 dQ share for each (Tr::kDqShares:
+/// step 1 two, one a warpgroup; steps 2-3 one), and writes dK and dV once.
 template <template <class, int> class Shape>
 std::vector<ft::KernelTraffic> traffic(const ft::Problem& p) {
   using Tr = Shape<__nv_bfloat16, 64>;  // the tiles are the same at every (T, d)
