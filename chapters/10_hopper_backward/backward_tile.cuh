@@ -6,6 +6,7 @@
 
 #include <cstdint>
 
+#include "core/strides.hpp"
 #include "cuda_core/exp2.cuh"
 #include "sm80/pack.cuh"
 #include "sm90/smem_layout.hpp"
@@ -38,6 +39,14 @@ struct Params {
   bool causal;
   float scale;        ///< softmax scale (folded into dS)
   float scale_log2;   ///< scale · log2(e)
+};
+
+/// dK's and dV's strides (elements), read by the views kernels only: a kernel argument of
+/// its own, outside Params (strides.hpp's ViewArgs says why), so that the contiguous kernels
+/// are the ones measured.
+struct GradStrides {
+  ft::Strides dK;
+  ft::Strides dV;
 };
 
 /// Pᵀ and dSᵀ of one warpgroup's 64 keys × Br queries, in place: `st` holds Sᵀ (raw scores)
@@ -124,17 +133,28 @@ __device__ __forceinline__ void store_ds(T* dSs, const uint32_t (&dsa)[kSteps][4
   }
 }
 
-/// dK and dV of one warpgroup's 64 keys (keys key_base on), written once.
-template <class T, int kRegs>
-__device__ __forceinline__ void store_dk_dv(T* dK, T* dV, const float (&dk)[kRegs], const float (&dv)[kRegs],
-                                            int key_base, int Nk, int D, int t) {
+/// dK and dV of one warpgroup's 64 keys (keys key_base on) of key/value head kv_head
+/// (b·H_kv + h), written once: contiguous, or (Tr::kViews) where their strides say.
+template <class Tr, int kRegs>
+__device__ __forceinline__ void store_dk_dv(const Params<typename Tr::T>& p, const GradStrides& gs, int kv_head,
+                                            const float (&dk)[kRegs], const float (&dv)[kRegs], int key_base, int t) {
+  using T = typename Tr::T;
+  constexpr int D = Tr::D;
+  T* dK = p.dK + int64_t(kv_head) * p.Nk * D;
+  T* dV = p.dV + int64_t(kv_head) * p.Nk * D;
+  if constexpr (Tr::kViews) {
+    dK = p.dK + ft::head_start(gs.dK, kv_head, p.heads_kv);
+    dV = p.dV + ft::head_start(gs.dV, kv_head, p.heads_kv);
+  }
 #pragma unroll
   for (int i = 0; i < kRegs; i += 2) {
     const int key = key_base + ft::sm90::acc_row(t, i);
     const int col = ft::sm90::acc_col(t, i);
-    if (key < Nk) {
-      *reinterpret_cast<uint32_t*>(dK + int64_t(key) * D + col) = ft::tc::pack2<T>(dk[i], dk[i + 1]);
-      *reinterpret_cast<uint32_t*>(dV + int64_t(key) * D + col) = ft::tc::pack2<T>(dv[i], dv[i + 1]);
+    if (key < p.Nk) {
+      const int64_t k_at = Tr::kViews ? key * gs.dK.row : int64_t(key) * D;
+      const int64_t v_at = Tr::kViews ? key * gs.dV.row : int64_t(key) * D;
+      *reinterpret_cast<uint32_t*>(dK + k_at + col) = ft::tc::pack2<T>(dk[i], dk[i + 1]);
+      *reinterpret_cast<uint32_t*>(dV + v_at + col) = ft::tc::pack2<T>(dv[i], dv[i + 1]);
     }
   }
 }

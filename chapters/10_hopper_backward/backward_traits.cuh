@@ -24,6 +24,7 @@ struct WgmmaBackwardTraits {
   static constexpr int kWarpgroups = Bc / ft::sm90::kMmaM;
   static constexpr int kThreads = kWarpgroups * ft::sm90::kWarpgroupThreads;
   static constexpr bool kSpecialized = false;  ///< every warp loads and computes
+  static constexpr bool kViews = false;        ///< contiguous tensors (ft::Views<...> reads views)
   static constexpr int kDqShares = kWarpgroups;  ///< dQ adds a block a query tile: one a warpgroup
   using KvTile = ft::sm90::Sw128Tile<Bc, D>;  ///< K and V: a row a key
   using QTile = ft::sm90::Sw128Tile<Br, D>;   ///< Q and dO: a row a query
@@ -60,6 +61,7 @@ struct SpecializedBackwardTraits {
   static constexpr int kStages = 2;
   static constexpr DqAdd kDq = kDq_;
   static constexpr bool kSpecialized = true;  ///< a producer warpgroup, two consumers
+  static constexpr bool kViews = false;       ///< contiguous tensors (ft::Views<...> reads views)
   /// dQ = dS·K split by columns: consumer c computes dQ's columns c·d/2 on over all 128
   /// keys (wgmma m64n{d/2}k16), so the block adds one share, not one a warpgroup.
   static constexpr int kDqCols = D / kConsumers;

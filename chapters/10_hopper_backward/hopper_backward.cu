@@ -50,9 +50,10 @@ __device__ __forceinline__ float to_float(__half x) { return __half2float(x); }
 /// row of the problem, D = rowsum(dO∘O) (a shuffle sums in float32), L2 = lse·log2(e) (the
 /// kernels' exponentials are base 2), and its float32 dQ accumulator cleared on the way; a
 /// padding row gets L2 = −∞ and D = 0, which weigh nothing.
-template <class T>
-__global__ void prepare_backward(const T* O, const T* dO, const float* lse, float* L2, float* Drow, float* dq_acc,
-                                 int64_t padded_rows, int stats_rows, int Nq, int d) {
+template <class T, bool kViews>
+__global__ void prepare_backward(const T* O, const T* dO, ft::Strides so, ft::Strides sdo, int heads,
+                                 const float* lse, float* L2, float* Drow, float* dq_acc, int64_t padded_rows,
+                                 int stats_rows, int Nq, int d) {
   const int64_t prow = int64_t(blockIdx.x) * kRowsPerBlock + threadIdx.x / ft::kWarpSize;
   if (prow >= padded_rows) return;  // whole warps leave together: the shuffle stays full
   const int lane = threadIdx.x % ft::kWarpSize;
@@ -61,22 +62,29 @@ __global__ void prepare_backward(const T* O, const T* dO, const float* lse, floa
     if (lane == 0) L2[prow] = -INFINITY, Drow[prow] = 0.f;
     return;
   }
-  const int64_t row = prow / stats_rows * Nq + q;
+  const int64_t bh = prow / stats_rows, row = bh * Nq + q;  // b·H + h, and the row of lse and dQ's accumulator
+  const T* o = kViews ? O + ft::head_start(so, bh, heads) + int64_t(q) * so.row : O + row * d;
+  const T* g = kViews ? dO + ft::head_start(sdo, bh, heads) + int64_t(q) * sdo.row : dO + row * d;
   float sum = 0.f;
   for (int k = lane; k < d; k += ft::kWarpSize) {
-    sum += to_float(O[row * d + k]) * to_float(dO[row * d + k]);
+    sum += to_float(o[k]) * to_float(g[k]);
     dq_acc[row * d + k] = 0.f;
   }
   sum = ft::warp_sum(sum);
   if (lane == 0) L2[prow] = lse[row] * ft::kLog2e, Drow[prow] = sum;
 }
 
-/// dQ from its float32 accumulator, rounded once.
-template <class T>
-__global__ void convert_dq(const float* dq_acc, T* dQ, int64_t n) {
+/// dQ from its float32 accumulator (contiguous), rounded once; kViews: where dQ's strides say.
+template <class T, bool kViews>
+__global__ void convert_dq(const float* dq_acc, T* dQ, ft::Strides sdq, int heads, int Nq, int d, int64_t n) {
   for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
-    if constexpr (std::is_same_v<T, __nv_bfloat16>) dQ[i] = __float2bfloat16_rn(dq_acc[i]);
-    else dQ[i] = __float2half_rn(dq_acc[i]);
+    T* out = dQ + i;
+    if constexpr (kViews) {
+      const int64_t row = i / d, bh = row / Nq;
+      out = dQ + ft::head_start(sdq, bh, heads) + (row % Nq) * sdq.row + i % d;
+    }
+    if constexpr (std::is_same_v<T, __nv_bfloat16>) *out = __float2bfloat16_rn(dq_acc[i]);
+    else *out = __float2half_rn(dq_acc[i]);
   }
 }
 
@@ -94,10 +102,13 @@ size_t workspace_bytes(const ft::Problem& p) {
   return (2 * size_t(padded_rows(p)) + size_t(p.elems())) * sizeof(float);
 }
 
+/// The three kernels of one step on contiguous tensors (Tr) or on views (ft::Views<Tr>: the
+/// strides read from `layout`, a second instantiation so that the contiguous kernels stay
+/// the ones measured).
 template <class Tr>
-void launch(const ft::Problem& p, const ft::BackwardArgs& a, cudaStream_t stream) {
+void launch_on(const ft::Problem& p, const ft::BackwardArgs& a, const ft::Layout& layout, cudaStream_t stream) {
   using T = typename Tr::T;
-  ft::require_arch(kSm, "chapter 10");
+  constexpr bool kViews = Tr::kViews;
   const int num_kv_tiles = (p.len_kv + Tr::Bc - 1) / Tr::Bc;
   const int64_t blocks = int64_t(num_kv_tiles) * p.kv_heads_total();
   if (blocks > INT_MAX) throw ft::Unsupported("chapter 10: too many key tiles for one launch");
@@ -109,8 +120,9 @@ void launch(const ft::Problem& p, const ft::BackwardArgs& a, cudaStream_t stream
   float* Drow = L2 + prows;
   float* dq_acc = Drow + prows;
 
-  prepare_backward<T><<<int((prows + kRowsPerBlock - 1) / kRowsPerBlock), kSmallBlock, 0, stream>>>(
-      a.O.as<T>(), a.dO.as<T>(), a.lse, L2, Drow, dq_acc, prows, stats_rows(p), p.len_q, p.head_dim);
+  prepare_backward<T, kViews><<<int((prows + kRowsPerBlock - 1) / kRowsPerBlock), kSmallBlock, 0, stream>>>(
+      a.O.as<T>(), a.dO.as<T>(), layout.O, layout.dO, p.heads_q, a.lse, L2, Drow, dq_acc, prows, stats_rows(p),
+      p.len_q, p.head_dim);
   CUDA_CHECK_LAUNCH();
 
   const Params<T> params{a.Q.as<T>(), a.K.as<T>(), a.V.as<T>(), a.dO.as<T>(), L2, Drow, dq_acc,
@@ -118,13 +130,13 @@ void launch(const ft::Problem& p, const ft::BackwardArgs& a, cudaStream_t stream
                          num_kv_tiles, p.heads_q, p.heads_kv, p.group(), p.causal_offset(), p.causal,
                          p.softmax_scale(), p.softmax_scale() * ft::kLog2e};
   if constexpr (Tr::kSpecialized) {
-    const ft::Layout layout = ft::layout_of(p, nullptr);  // contiguous: views are refused (impl's strided = false)
     const CUtensorMap map_q = ft::sm90::tensor_map(a.Q.get(), p.dtype, p.batch, p.heads_q, p.len_q, Tr::D, layout.Q, Tr::Br);
     const CUtensorMap map_do = ft::sm90::tensor_map(a.dO.get(), p.dtype, p.batch, p.heads_q, p.len_q, Tr::D, layout.dO, Tr::Br);
     const CUtensorMap map_k = ft::sm90::tensor_map(a.K.get(), p.dtype, p.batch, p.heads_kv, p.len_kv, Tr::D, layout.K, Tr::Bc);
     const CUtensorMap map_v = ft::sm90::tensor_map(a.V.get(), p.dtype, p.batch, p.heads_kv, p.len_kv, Tr::D, layout.V, Tr::Bc);
     ft::allow_dynamic_smem(specialized_backward<Tr>, Tr::kSmemBytes, "chapter 10 backward");
-    specialized_backward<Tr><<<int(blocks), Tr::kThreads, Tr::kSmemBytes, stream>>>(params, map_q, map_k, map_v, map_do);
+    specialized_backward<Tr><<<int(blocks), Tr::kThreads, Tr::kSmemBytes, stream>>>(
+        params, GradStrides{layout.dK, layout.dV}, map_q, map_k, map_v, map_do);
   } else {
     ft::allow_dynamic_smem(wgmma_backward<Tr>, Tr::kSmemBytes, "chapter 10 backward");
     wgmma_backward<Tr><<<int(blocks), Tr::kThreads, Tr::kSmemBytes, stream>>>(params);
@@ -133,8 +145,23 @@ void launch(const ft::Problem& p, const ft::BackwardArgs& a, cudaStream_t stream
 
   const int64_t n = p.elems();
   const int c_blocks = int(std::min<int64_t>((n + kSmallBlock - 1) / kSmallBlock, 1 << 16));
-  convert_dq<T><<<c_blocks, kSmallBlock, 0, stream>>>(dq_acc, a.dQ.as<T>(), n);
+  convert_dq<T, kViews><<<c_blocks, kSmallBlock, 0, stream>>>(dq_acc, a.dQ.as<T>(), layout.dQ, p.heads_q, p.len_q,
+                                                              p.head_dim, n);
   CUDA_CHECK_LAUNCH();
+}
+
+template <class Tr>
+void launch(const ft::Problem& p, const ft::BackwardArgs& a, cudaStream_t stream) {
+  // Views: the copy engine's tensor maps read them, so steps 2 onwards only; a layout is
+  // refused or checked before anything asks for the GPU.
+  if (a.layout) {
+    if constexpr (!Tr::kSpecialized)
+      throw ft::Unsupported("chapter 10: step 1 (wgmma) reads no views; specialized, bulk_dq and fastest do");
+    ft::check_layout(p, *a.layout, /*backward=*/true);
+  }
+  ft::require_arch(kSm, "chapter 10");
+  if (!a.layout) return launch_on<Tr>(p, a, ft::layout_of(p, nullptr), stream);
+  if constexpr (Tr::kSpecialized) launch_on<ft::Views<Tr>>(p, a, *a.layout, stream);
 }
 
 template <template <class, int> class Shape>
@@ -174,8 +201,10 @@ std::vector<ft::KernelTraffic> traffic(const ft::Problem& p) {
 
 template <template <class, int> class Shape>
 ft::BackwardImpl impl(const std::string& variant, const std::string& what) {
+  // Views: read by the copy engine's tensor maps, so by steps 2 onwards (step 1 copies with cp.async).
+  const bool strided = Shape<__half, 64>::kSpecialized;
   ft::BackwardImpl b{"10", variant, what, Compiled::head_dims(), workspace_bytes, ch09::fastest().run,
-                     run<Shape>, traffic<Shape>, Compiled::dtypes(), kSm, /*strided=*/false,
+                     run<Shape>, traffic<Shape>, Compiled::dtypes(), kSm, strided,
                      ft::Features{/*lengths=*/true, /*grouped=*/true}};
   return b;
 }

@@ -172,7 +172,7 @@ __device__ void add_dq_rows(const Params<typename Tr::T>& p, const BlockWork& w,
 
 template <class Tr>
 __global__ void __launch_bounds__(Tr::kThreads, 1)
-    specialized_backward(const Params<typename Tr::T> p, const __grid_constant__ CUtensorMap map_q,
+    specialized_backward(const Params<typename Tr::T> p, const GradStrides gs, const __grid_constant__ CUtensorMap map_q,
                          const __grid_constant__ CUtensorMap map_k, const __grid_constant__ CUtensorMap map_v,
                          const __grid_constant__ CUtensorMap map_do) {
   using T = typename Tr::T;
@@ -291,8 +291,7 @@ __global__ void __launch_bounds__(Tr::kThreads, 1)
   }
 
   // dK and dV of this consumer's keys, summed over the group's query heads: written once.
-  store_dk_dv<T>(p.dK + int64_t(w.kv_head) * p.Nk * D, p.dV + int64_t(w.kv_head) * p.Nk * D, dk, dv, key_base,
-                 p.Nk, D, t);
+  store_dk_dv<Tr>(p, gs, w.kv_head, dk, dv, key_base, t);
 }
 
 }  // namespace ch10

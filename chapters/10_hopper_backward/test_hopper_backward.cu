@@ -71,6 +71,53 @@ TEST(Ch10, LargeScoresManyHeads) {
     }
 }
 
+// Views (strides.hpp): the steps that copy with the copy engine (specialized, bulk_dq,
+// fastest) read q, k, v, o, do where their strides say and write dQ, dK, dV there, on the
+// ragged sizes, causal and not, grouped heads; the inputs' gaps hold NaN (a read there fails
+// the check) and the outputs' gaps must keep their poison.
+void expect_views_correct(const ft::BackwardImpl& impl, ft::testing::ViewKind kind) {
+  for (ft::DType t : {ft::DType::BFloat16, ft::DType::Float16})
+    for (int n : {1, 17, 1000})
+      for (int d : {64, 128})
+        for (bool causal : {false, true}) {
+          if (t == ft::DType::Float16 && n != 1000) continue;  // fp16: the same code, one size
+          const ft::Problem p = Shape{n, d, causal, t}.problem();
+          const ft::Layout layout = ft::testing::test_layout(p, kind);
+          SCOPED_TRACE(impl.variant + " on " + ft::testing::view_name(kind) + " views, " + p.describe());
+          ft::testing::expect_backward_correct(impl, p, ft::InputKind::Uniform, ft::testing::kDtypeTolerance,
+                                               PSource::kFromLse, &layout);
+        }
+}
+
+TEST(Ch10Views, ProjectionAndPaddedViews) {
+  REQUIRE_HOPPER();
+  for (const auto& impl : ch10::backward_impls())
+    if (impl.strided)
+      for (auto kind : {ft::testing::ViewKind::kProjection, ft::testing::ViewKind::kPadded})
+        expect_views_correct(impl, kind);
+}
+
+// Step 1 refuses a layout; every step refuses one whose rows are not 16-byte aligned or whose
+// outputs overlap, before any launch (no GPU needed).
+TEST(Ch10Views, RefusedWhereTheyCannotBeRead) {
+  const ft::Problem p = ft::make_problem(2, 3, 64, 64, false, ft::DType::BFloat16);
+  const ft::Layout views = ft::testing::test_layout(p, ft::testing::ViewKind::kProjection);
+  ft::BackwardArgs a{};
+  a.layout = &views;
+  for (const auto& impl : ch10::backward_impls()) {
+    EXPECT_EQ(impl.strided, impl.variant != "wgmma") << impl.variant;
+    if (!impl.strided) EXPECT_THROW(impl.run(p, a, nullptr), ft::Unsupported) << impl.variant;
+  }
+  ft::Layout odd = views;
+  odd.dO.head += 4;  // 8 bytes: rows no longer 16-byte aligned
+  a.layout = &odd;
+  EXPECT_THROW(ch10::fastest().run(p, a, nullptr), ft::Unsupported);
+  ft::Layout overlapping = views;
+  overlapping.dK.row = 8;  // tokens 8 elements apart, rows of 64: written twice
+  a.layout = &overlapping;
+  EXPECT_THROW(ch10::fastest().run(p, a, nullptr), ft::Unsupported);
+}
+
 // Refused before any launch (no GPU needed): float32, other head dims.
 TEST(Ch10, RefusesWhatItDoesNotCompute) {
   for (const auto& impl : ch10::backward_impls()) {
