@@ -34,6 +34,8 @@ template <class T, int D> using Wgmma = WgmmaBackwardTraits<T, D>;
 template <class T, int D> using Specialized = SpecializedBackwardTraits<T, D, DqAdd::kAtomics>;
 // Step 3, bulk_dq: the same, dQ added by the copy engine from shared memory.
 template <class T, int D> using BulkDq = SpecializedBackwardTraits<T, D, DqAdd::kBulk>;
+// Step 4, deterministic: step 3 with the key blocks' adds into each query tile in key order.
+template <class T, int D> using Deterministic = SpecializedBackwardTraits<T, D, DqAdd::kBulk, /*deterministic=*/true>;
 // fastest: step 3 at d = 128, step 2 at d = 64, where the copy engine's adds measured slower
 // than the atomics (H200, bf16, N >= 1024: 0.91-0.97x step 2 at d = 64, 1.13-1.24x at d = 128;
 // plots/results/h200/ch10_vs_pytorch.csv).
@@ -97,9 +99,15 @@ static_assert(kStatsTile % Wgmma<__half, 64>::Br == 0 && kStatsTile % Specialize
 int stats_rows(const ft::Problem& p) { return (p.len_q + kStatsTile - 1) / kStatsTile * kStatsTile; }
 int64_t padded_rows(const ft::Problem& p) { return int64_t(p.heads_total()) * stats_rows(p); }
 
-/// The workspace: L2 and Drow (a float a padded row each), then the float32 dQ accumulator.
+/// Query tiles a head has (kStatsTile rows each: every step's Br), the deterministic adds'
+/// counters' count a head.
+int64_t q_tiles(const ft::Problem& p) { return (p.len_q + kStatsTile - 1) / kStatsTile; }
+
+/// The workspace: L2 and Drow (a float a padded row each), the float32 dQ accumulator, then
+/// a counter a query tile (step 4's order of adds; allotted always, an int a tile).
 size_t workspace_bytes(const ft::Problem& p) {
-  return (2 * size_t(padded_rows(p)) + size_t(p.elems())) * sizeof(float);
+  return (2 * size_t(padded_rows(p)) + size_t(p.elems())) * sizeof(float) +
+         size_t(q_tiles(p) * p.heads_total()) * sizeof(int);
 }
 
 /// The three kernels of one step on contiguous tensors (Tr) or on views (ft::Views<Tr>: the
@@ -119,6 +127,7 @@ void launch_on(const ft::Problem& p, const ft::BackwardArgs& a, const ft::Layout
   float* L2 = static_cast<float*>(a.workspace);
   float* Drow = L2 + prows;
   float* dq_acc = Drow + prows;
+  int* dq_turn = reinterpret_cast<int*>(dq_acc + p.elems());
 
   prepare_backward<T, kViews><<<int((prows + kRowsPerBlock - 1) / kRowsPerBlock), kSmallBlock, 0, stream>>>(
       a.O.as<T>(), a.dO.as<T>(), layout.O, layout.dO, p.heads_q, a.lse, L2, Drow, dq_acc, prows, stats_rows(p),
@@ -134,9 +143,11 @@ void launch_on(const ft::Problem& p, const ft::BackwardArgs& a, const ft::Layout
     const CUtensorMap map_do = ft::sm90::tensor_map(a.dO.get(), p.dtype, p.batch, p.heads_q, p.len_q, Tr::D, layout.dO, Tr::Br);
     const CUtensorMap map_k = ft::sm90::tensor_map(a.K.get(), p.dtype, p.batch, p.heads_kv, p.len_kv, Tr::D, layout.K, Tr::Bc);
     const CUtensorMap map_v = ft::sm90::tensor_map(a.V.get(), p.dtype, p.batch, p.heads_kv, p.len_kv, Tr::D, layout.V, Tr::Bc);
+    if constexpr (Tr::kDeterministic)
+      CUDA_CHECK(cudaMemsetAsync(dq_turn, 0, size_t(q_tiles(p) * p.heads_total()) * sizeof(int), stream));
     ft::allow_dynamic_smem(specialized_backward<Tr>, Tr::kSmemBytes, "chapter 10 backward");
     specialized_backward<Tr><<<int(blocks), Tr::kThreads, Tr::kSmemBytes, stream>>>(
-        params, GradStrides{layout.dK, layout.dV}, map_q, map_k, map_v, map_do);
+        params, GradStrides{layout.dK, layout.dV}, dq_turn, map_q, map_k, map_v, map_do);
   } else {
     ft::allow_dynamic_smem(wgmma_backward<Tr>, Tr::kSmemBytes, "chapter 10 backward");
     wgmma_backward<Tr><<<int(blocks), Tr::kThreads, Tr::kSmemBytes, stream>>>(params);
@@ -220,6 +231,7 @@ std::vector<ft::BackwardImpl> backward_impls() {
   return {impl<Wgmma>("wgmma", "the five products on wgmma (keys on Sᵀ's rows), cp.async loads, dQ by atomics"),
           impl<Specialized>("specialized", "a TMA producer and two consumers; dQ once a block, by atomics"),
           impl<BulkDq>("bulk_dq", "dQ added by the copy engine from shared memory (cp.reduce.async.bulk)"),
+          impl<Deterministic>("deterministic", "bulk_dq with each query tile's adds in key order: the same bits every run"),
           fastest()};
 }
 

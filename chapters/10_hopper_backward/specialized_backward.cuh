@@ -143,26 +143,59 @@ __device__ __forceinline__ void add_dq(const Params<typename Tr::T>& p, const fl
   ft::sm90::named_sync(kConsumersMeet, Tr::kConsumers * ft::sm90::kWarpgroupThreads);
 }
 
+/// A counter of the deterministic adds, read with acquire and counted with release
+/// semantics across the GPU: what one block's adder did before it counts itself in is
+/// visible to the block that sees the new count.
+__device__ __forceinline__ int load_acquire(const int* counter) {
+  int v;
+  asm volatile("ld.acquire.gpu.global.s32 %0, [%1];\n" : "=r"(v) : "l"(counter) : "memory");
+  return v;
+}
+__device__ __forceinline__ void add_release(int* counter, int v) {
+  asm volatile("red.release.gpu.global.add.s32 [%0], %1;\n" ::"l"(counter), "r"(v) : "memory");
+}
+
 /// kBulk's adder: warp 1 of warpgroup 0. Tile after tile (the consumers' order), once both
 /// consumers have written its share (dq_full), hands it to the copy engine a row per
 /// `cp.reduce.async.bulk ... .add.f32` (two rows a lane, rows past N_q left out), waits
 /// until the engine has read the buffer, and gives it back (dq_empty).
+///
+/// Deterministic (step 4): before its adds into query tile qt of a head, the adder waits until
+/// that tile's counter says every earlier key block of the head has added (the counter
+/// equals this block's key tile), waits for its own adds to be performed, and then counts
+/// itself in. Key tile 0 visits every query tile any key tile visits (under the causal mask
+/// a tile's visitors are key tiles 0 to some k), so the order is 0, 1, 2, ... for every tile.
 template <class Tr>
 __device__ void add_dq_rows(const Params<typename Tr::T>& p, const BlockWork& w, const float* dQs,
-                            uint64_t* dq_full, uint64_t* dq_empty) {
+                            uint64_t* dq_full, uint64_t* dq_empty, int* dq_turn) {
   const int lane = threadIdx.x % 32;
+  const int kv_tile = w.k0 / Tr::Bc;
   int it = 0;
   for (int g = 0; g < p.group; ++g) {
     float* dq_acc = p.dq_acc + int64_t(w.first_head + g) * p.Nq * Tr::D;
     for (int qt = w.first_q_tile; qt < p.num_q_tiles; ++qt, ++it) {
       const int b = it % 2, q0 = qt * Tr::Br;
+      int* turn = dq_turn + int64_t(w.first_head + g) * p.num_q_tiles + qt;
       ft::sm90::wait(&dq_full[b], (it / 2) & 1);
+      if constexpr (Tr::kDeterministic) {
+        if (lane == 0)
+          while (load_acquire(turn) != kv_tile) __nanosleep(64);
+        __syncwarp();
+        cuda::ptx::fence_proxy_async(cuda::ptx::space_global);  // the earlier blocks' adds, before ours
+      }
       for (int r = lane; r < Tr::Br && q0 + r < p.Nq; r += 32)
         cuda::ptx::cp_reduce_async_bulk(cuda::ptx::space_global, cuda::ptx::space_shared, cuda::ptx::op_add,
                                         dq_acc + int64_t(q0 + r) * Tr::D, dQs + (b * Tr::Br + r) * Tr::kDqRowFloats,
                                         uint32_t(Tr::D * sizeof(float)));
       cuda::ptx::cp_async_bulk_commit_group();
-      cuda::ptx::cp_async_bulk_wait_group_read(cuda::ptx::n32_t<0>{});
+      if constexpr (Tr::kDeterministic) {
+        cuda::ptx::cp_async_bulk_wait_group(cuda::ptx::n32_t<0>{});  // our adds performed, not only read
+        cuda::ptx::fence_proxy_async(cuda::ptx::space_global);
+        __syncwarp();
+        if (lane == 0) add_release(turn, 1);
+      } else {
+        cuda::ptx::cp_async_bulk_wait_group_read(cuda::ptx::n32_t<0>{});
+      }
       __syncwarp();
       if (lane == 0) ft::sm90::arrive(&dq_empty[b]);
     }
@@ -172,7 +205,8 @@ __device__ void add_dq_rows(const Params<typename Tr::T>& p, const BlockWork& w,
 
 template <class Tr>
 __global__ void __launch_bounds__(Tr::kThreads, 1)
-    specialized_backward(const Params<typename Tr::T> p, const GradStrides gs, const __grid_constant__ CUtensorMap map_q,
+    specialized_backward(const Params<typename Tr::T> p, const GradStrides gs, int* dq_turn,
+                         const __grid_constant__ CUtensorMap map_q,
                          const __grid_constant__ CUtensorMap map_k, const __grid_constant__ CUtensorMap map_v,
                          const __grid_constant__ CUtensorMap map_do) {
   using T = typename Tr::T;
@@ -219,7 +253,7 @@ __global__ void __launch_bounds__(Tr::kThreads, 1)
     ft::sm90::release_registers<Tr::kProducerRegs>();
     if (threadIdx.x == 0) produce<Tr>(p, w, Ks, Qs, kv_full, full, empty, &map_q, &map_k, &map_v, &map_do);
     if constexpr (Tr::kDq == DqAdd::kBulk)
-      if (threadIdx.x / 32 == 1) add_dq_rows<Tr>(p, w, dQs, dq_full, dq_empty);
+      if (threadIdx.x / 32 == 1) add_dq_rows<Tr>(p, w, dQs, dq_full, dq_empty, dq_turn);
     return;
   }
   ft::sm90::claim_registers<Tr::kConsumerRegs>();

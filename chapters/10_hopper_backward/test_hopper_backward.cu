@@ -6,6 +6,7 @@
 // refusals. Every GPU test skips without a GPU, and says why on a GPU that is not an H100/H200.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -116,6 +117,30 @@ TEST(Ch10Views, RefusedWhereTheyCannotBeRead) {
   overlapping.dK.row = 8;  // tokens 8 elements apart, rows of 64: written twice
   a.layout = &overlapping;
   EXPECT_THROW(ch10::fastest().run(p, a, nullptr), ft::Unsupported);
+}
+
+// Step 4 (`deterministic`): three runs on the same inputs give dQ, dK and dV bit for bit the
+// same, where the atomics and bulk_dq's unordered adds may not (their order varies with the
+// blocks' timing); causal and not, a length that cuts the last tiles, grouped heads.
+TEST(Ch10Deterministic, SameBitsEveryRun) {
+  REQUIRE_HOPPER();
+  const auto impls = ch10::backward_impls();
+  const auto it = std::find_if(impls.begin(), impls.end(), [](const ft::BackwardImpl& i) { return i.variant == "deterministic"; });
+  ASSERT_NE(it, impls.end());
+  for (bool causal : {false, true})
+    for (int d : {64, 128}) {
+      const ft::Problem p = ft::with_kv(ft::make_problem(2, 4, 1000, d, causal, ft::DType::BFloat16), 1000, 2,
+                                        ft::CausalAlign::TopLeft);
+      SCOPED_TRACE(p.describe());
+      const ft::AttentionInputs in = ft::make_inputs(p, ft::InputKind::Uniform, 7);
+      const ft::testing::BackwardOutputs first = ft::testing::run_backward(*it, p, in);
+      for (int run = 0; run < 2; ++run) {
+        const ft::testing::BackwardOutputs again = ft::testing::run_backward(*it, p, in);
+        EXPECT_EQ(again.dQ, first.dQ);
+        EXPECT_EQ(again.dK, first.dK);
+        EXPECT_EQ(again.dV, first.dV);
+      }
+    }
 }
 
 // Refused before any launch (no GPU needed): float32, other head dims.
