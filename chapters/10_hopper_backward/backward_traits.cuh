@@ -78,6 +78,9 @@ struct SpecializedBackwardTraits {
   using KvTile = ft::sm90::Sw128Tile<Bc, D>;
   using QTile = ft::sm90::Sw128Tile<Br, D>;
   using DsTile = ft::sm90::Sw128Tile<Bc, Br>;
+  /// A stage's L and D (a float a query each); its Q and dO tiles are kept apart from them,
+  /// every tile on a 1024-byte boundary.
+  static constexpr size_t kRowStatsBytes = 2 * Br * sizeof(float);
   /// kBulk's dQ share: Br rows of d floats, each row padded by 16 bytes so that the
   /// accumulator's stores (8 rows at once, d·4 bytes apart) fall in different banks; two
   /// buffers, so that one tile's adds run while the next is computed.
@@ -86,11 +89,11 @@ struct SpecializedBackwardTraits {
   /// K and V's full barrier, a full and an empty barrier a stage, and a full and an empty
   /// barrier a dQ buffer (kBulk's; allotted always, 32 bytes).
   static constexpr int kBarriers = 1 + 2 * kStages + 2 * 2;
-  /// 1024 bytes to align the first tile, K, V, the stages' Q and dO, dSᵀ, the dQ buffers,
-  /// the barriers.
+  /// 1024 bytes to align the first tile, K, V, the stages' Q and dO, dSᵀ, the stages' L and
+  /// D, the dQ buffers, the barriers.
   static constexpr size_t kSmemBytes = size_t(ft::sm90::kAtomBytes) + 2 * KvTile::kBytes +
-                                       kStages * 2 * size_t(QTile::kBytes) + DsTile::kBytes + kDqBytes +
-                                       kBarriers * sizeof(uint64_t);
+                                       kStages * (2 * size_t(QTile::kBytes) + kRowStatsBytes) + DsTile::kBytes +
+                                       kDqBytes + kBarriers * sizeof(uint64_t);
 
   static_assert(D == 64 || D == 128, "dV's and dK's wgmma is m64n{d}k16, dQ's m64n{d/2}k16");
   static_assert(!kDeterministic || kDq == DqAdd::kBulk, "the ordered adds are the adder warp's (kBulk)");

@@ -7,14 +7,13 @@
 /// threads, a block barrier, then the products. Here, as in chapter 09's steps 3 onwards:
 ///
 ///     warpgroup 0, producer   one thread: K and V once; then, query tile after query tile,
-///                             Q and dO into stage it % 2 once the consumers have released
-///                             it (empty[s]); the copy engine counts the bytes into full[s].
-///                             24 registers a thread.
+///                             Q, dO (tensor copies) and the tile's L·log2 e and D (two
+///                             256-byte bulk copies: prepare_backward lays them out padded
+///                             to whole tiles) into stage it % 2 once the consumers have
+///                             released it (empty[s]); the copy engine counts the bytes into
+///                             full[s]. 24 registers a thread.
 ///     warpgroups 1, 2,        keys 64c to 64c + 63 of the block's 128 each, 240 registers:
 ///     consumers c = 0, 1      wait full[s], the five products, each warp arrives on empty[s].
-///                             The tile's L·log2 e and D each thread reads from device memory
-///                             (L2; prepare_backward pads them to whole tiles, so no bound
-///                             is checked): 512 bytes a tile, the same for all 256 threads.
 ///
 /// dQ changes shape. In step 1 each warpgroup multiplied its own 64 keys' dS by its own K
 /// rows and added the 64 × d result: two shares a block a query tile, 2·64·d float adds.
@@ -77,17 +76,18 @@ __device__ __forceinline__ BlockWork block_work(const Params<typename Tr::T>& p)
   return w;
 }
 
-/// The producer: one thread. K and V once, then every query tile's Q and dO into the ring
-/// of stages (`it` counts tiles), each once the consumers have emptied it.
+/// The producer: one thread. K and V once, then every query tile's Q, dO, L·log2 e and D
+/// into the ring of stages (`it` counts tiles), each once the consumers have emptied it.
 template <class Tr>
 __device__ void produce(const Params<typename Tr::T>& p, const BlockWork& w, typename Tr::T* Ks,
-                        typename Tr::T* Qs, uint64_t* kv_full, uint64_t* full, uint64_t* empty,
+                        typename Tr::T* Qs, float* stats, uint64_t* kv_full, uint64_t* full, uint64_t* empty,
                         const CUtensorMap* map_q, const CUtensorMap* map_k, const CUtensorMap* map_v,
                         const CUtensorMap* map_do) {
   using T = typename Tr::T;
   using QTile = typename Tr::QTile;
   using KvTile = typename Tr::KvTile;
   constexpr int kQElems = QTile::kBytes / sizeof(T), kKvElems = KvTile::kBytes / sizeof(T);
+  constexpr uint32_t kStatsBytes = Tr::Br * sizeof(float);  // one tile's L (or D): 256 aligned bytes
   const int h_kv = w.kv_head % p.heads_kv;
   ft::sm90::arrive_expect_tx(kv_full, 2 * KvTile::kBytes);
   for (int pnl = 0; pnl < KvTile::kPanels; ++pnl) {
@@ -102,12 +102,15 @@ __device__ void produce(const Params<typename Tr::T>& p, const BlockWork& w, typ
       const int s = it % Tr::kStages, q0 = qt * Tr::Br;
       if (it >= Tr::kStages) ft::sm90::wait(&empty[s], (it / Tr::kStages - 1) & 1);  // its last use done
       T* q_dst = Qs + s * 2 * kQElems;
-      ft::sm90::arrive_expect_tx(&full[s], 2 * QTile::kBytes);
+      ft::sm90::arrive_expect_tx(&full[s], 2 * QTile::kBytes + 2 * kStatsBytes);
       for (int pnl = 0; pnl < QTile::kPanels; ++pnl) {
         const int col = pnl * ft::sm90::kPanelCols;
         ft::sm90::copy_box(q_dst + pnl * QTile::kPanelElems, map_q, col, q0, h, w.batch, &full[s]);
         ft::sm90::copy_box(q_dst + kQElems + pnl * QTile::kPanelElems, map_do, col, q0, h, w.batch, &full[s]);
       }
+      const int64_t row = int64_t(head) * p.stats_rows + q0;  // rows past N_q: L = −∞, D = 0
+      ft::sm90::copy_bytes(stats + s * 2 * Tr::Br, p.L2 + row, kStatsBytes, &full[s]);
+      ft::sm90::copy_bytes(stats + s * 2 * Tr::Br + Tr::Br, p.Drow + row, kStatsBytes, &full[s]);
     }
   }
 }
@@ -219,14 +222,15 @@ __global__ void __launch_bounds__(Tr::kThreads, 1)
   constexpr int kQElems = QTile::kBytes / sizeof(T);
 
   // Shared memory: K, V, the stages' (Q, dO), dSᵀ — tiles on 1024-byte boundaries — then the
-  // dQ buffers, the barriers.
+  // stages' L and D, the dQ buffers, the barriers.
   extern __shared__ uint8_t smem_raw[];
   const uintptr_t base = (reinterpret_cast<uintptr_t>(smem_raw) + ft::sm90::kAtomBytes - 1) /
                          ft::sm90::kAtomBytes * ft::sm90::kAtomBytes;
   T* const Ks = reinterpret_cast<T*>(base);
   T* const Qs = Ks + 2 * KvTile::kBytes / sizeof(T);  // stage s: Q at Qs + 2s·kQElems, dO after it
   T* const dSs = Qs + Tr::kStages * 2 * kQElems;
-  float* const dQs = reinterpret_cast<float*>(dSs + DsTile::kBytes / sizeof(T));
+  float* const stats = reinterpret_cast<float*>(dSs + DsTile::kBytes / sizeof(T));  // stage s: L, then D
+  float* const dQs = stats + Tr::kStages * 2 * Br;
   uint64_t* const kv_full = reinterpret_cast<uint64_t*>(reinterpret_cast<uint8_t*>(dQs) + Tr::kDqBytes);
   uint64_t* const full = kv_full + 1;          // a stage has landed: one arrival + its bytes
   uint64_t* const empty = full + Tr::kStages;  // a stage is free again: one arrival a consumer warp
@@ -251,7 +255,7 @@ __global__ void __launch_bounds__(Tr::kThreads, 1)
 
   if (wg == 0) {
     ft::sm90::release_registers<Tr::kProducerRegs>();
-    if (threadIdx.x == 0) produce<Tr>(p, w, Ks, Qs, kv_full, full, empty, &map_q, &map_k, &map_v, &map_do);
+    if (threadIdx.x == 0) produce<Tr>(p, w, Ks, Qs, stats, kv_full, full, empty, &map_q, &map_k, &map_v, &map_do);
     if constexpr (Tr::kDq == DqAdd::kBulk)
       if (threadIdx.x / 32 == 1) add_dq_rows<Tr>(p, w, dQs, dq_full, dq_empty, dq_turn);
     return;
@@ -284,13 +288,13 @@ __global__ void __launch_bounds__(Tr::kThreads, 1)
       const int s = it % Tr::kStages, q0 = qt * Br;
       const uint32_t q_addr = uint32_t(__cvta_generic_to_shared(Qs + s * 2 * kQElems));
       const uint32_t do_addr = q_addr + uint32_t(QTile::kBytes);
-      const int64_t stats_row = int64_t(w.first_head + g) * p.stats_rows + q0;
+      const float* Ls = stats + s * 2 * Br;
       ft::sm90::wait(&full[s], (it / Tr::kStages) & 1);
 
       // Sᵀ = K·Qᵀ and dPᵀ = V·dOᵀ (this warpgroup's keys), then P and dS on the registers.
       float st[kS], dpt[kS];
       scores_transposed<Tr>(st, dpt, k_addr, v_addr, q_addr, do_addr);
-      probabilities_and_ds(st, dpt, p, key_base, q0, t, p.L2 + stats_row, p.Drow + stats_row);
+      probabilities_and_ds(st, dpt, p, key_base, q0, t, Ls, Ls + Br);
       uint32_t pa[Br / ft::sm90::kMmaK][4], dsa[Br / ft::sm90::kMmaK][4];
       pack_a<T>(pa, st);
       pack_a<T>(dsa, dpt);
@@ -318,6 +322,9 @@ __global__ void __launch_bounds__(Tr::kThreads, 1)
       ft::sm90::fence_registers(dv);
 
       // Q, dO, L and D of this stage are read: one arrival a warp frees it for the producer.
+      // L and D were read by ordinary loads and the copy engine will write the stage again:
+      // the fence orders those generic reads before the async proxy's next writes.
+      ft::sm90::fence_proxy_async();
       __syncwarp();
       if (t % 32 == 0) ft::sm90::arrive(&empty[s]);
       add_dq<Tr>(p, dq, dq_acc, dQs, dq_full, dq_empty, it, q0, col0, t);
