@@ -49,15 +49,15 @@ struct GradStrides {
   ft::Strides dV;
 };
 
-/// Pᵀ and dSᵀ of one warpgroup's 64 keys × Br queries, in place: `st` holds Sᵀ (raw scores)
-/// and becomes Pᵀ = 2^(Sᵀ·scale·log2 e − L·log2 e); `dpt` holds dPᵀ and becomes
+/// Pᵀ and dSᵀ of one warpgroup's 64 keys × Br queries: from `st`, Sᵀ (raw scores), into
+/// `pt`, Pᵀ = 2^(Sᵀ·scale·log2 e − L·log2 e); from `dpt`, dPᵀ, into `dst`,
 /// dSᵀ = scale · Pᵀ∘(dPᵀ − D). Row = key (key_base on), column = query (q0 on); L·log2 e
 /// and D a query each (Ls, Dsm: shared memory). A key past N_k or after the query's
 /// diagonal, or a query that saw no key or lies past N_q (L = −∞), weighs nothing.
 template <int kRegs, class P>
-__device__ __forceinline__ void probabilities_and_ds(float (&st)[kRegs], float (&dpt)[kRegs], const P& p,
-                                                     int key_base, int q0, int t, const float* Ls,
-                                                     const float* Dsm) {
+__device__ __forceinline__ void probabilities_and_ds(const float (&st)[kRegs], const float (&dpt)[kRegs],
+                                                     float (&pt)[kRegs], float (&dst)[kRegs], const P& p,
+                                                     int key_base, int q0, int t, const float* Ls, const float* Dsm) {
 #pragma unroll
   for (int i = 0; i < kRegs; ++i) {
     const int key = key_base + ft::sm90::acc_row(t, i);
@@ -65,9 +65,17 @@ __device__ __forceinline__ void probabilities_and_ds(float (&st)[kRegs], float (
     const float l = Ls[col];
     const bool visible = key < p.Nk && l != -INFINITY && (!p.causal || key <= q0 + col + p.causal_offset);
     const float prob = visible ? ft::exp2_ftz(fmaf(st[i], p.scale_log2, -l)) : 0.f;
-    st[i] = prob;
-    dpt[i] = p.scale * prob * (dpt[i] - Dsm[col]);
+    pt[i] = prob;
+    dst[i] = p.scale * prob * (dpt[i] - Dsm[col]);
   }
+}
+
+/// The same in place: Sᵀ becomes Pᵀ, dPᵀ becomes dSᵀ.
+template <int kRegs, class P>
+__device__ __forceinline__ void probabilities_and_ds(float (&st)[kRegs], float (&dpt)[kRegs], const P& p,
+                                                     int key_base, int q0, int t, const float* Ls,
+                                                     const float* Dsm) {
+  probabilities_and_ds(st, dpt, st, dpt, p, key_base, q0, t, Ls, Dsm);
 }
 
 /// Accumulator registers as A fragments of the next product (chapter 07's trick, wgmma's
@@ -81,10 +89,11 @@ __device__ __forceinline__ void pack_a(uint32_t (&a)[kAcc / 8][4], const float (
 }
 
 /// Sᵀ = K_c·Qᵀ and dPᵀ = V_c·dOᵀ of one warpgroup's 64 keys (K_c, V_c at k_addr, v_addr;
-/// the query tile's Q and dO at q_addr, do_addr, all K-major), one group, waited for.
+/// the query tile's Q and dO at q_addr, do_addr, all K-major), issued as one group.
 template <class Tr>
-__device__ __forceinline__ void scores_transposed(float (&st)[Tr::Br / 2], float (&dpt)[Tr::Br / 2], uint32_t k_addr,
-                                                  uint32_t v_addr, uint32_t q_addr, uint32_t do_addr) {
+__device__ __forceinline__ void issue_scores_transposed(float (&st)[Tr::Br / 2], float (&dpt)[Tr::Br / 2],
+                                                        uint32_t k_addr, uint32_t v_addr, uint32_t q_addr,
+                                                        uint32_t do_addr) {
   using T = typename Tr::T;
   using KvTile = typename Tr::KvTile;
   using QTile = typename Tr::QTile;
@@ -98,6 +107,13 @@ __device__ __forceinline__ void scores_transposed(float (&st)[Tr::Br / 2], float
     ft::sm90::mma_ss<T, Tr::Br>(dpt, ft::sm90::k_major_descriptor<KvTile>(v_addr, ks),
                                 ft::sm90::k_major_descriptor<QTile>(do_addr, ks), ks > 0);
   ft::sm90::commit();
+}
+
+/// The same, waited for.
+template <class Tr>
+__device__ __forceinline__ void scores_transposed(float (&st)[Tr::Br / 2], float (&dpt)[Tr::Br / 2], uint32_t k_addr,
+                                                  uint32_t v_addr, uint32_t q_addr, uint32_t do_addr) {
+  issue_scores_transposed<Tr>(st, dpt, k_addr, v_addr, q_addr, do_addr);
   ft::sm90::wait<0>();
   ft::sm90::fence_registers(st);
   ft::sm90::fence_registers(dpt);

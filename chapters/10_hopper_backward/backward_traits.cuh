@@ -48,7 +48,7 @@ enum class DqAdd {
 
 /// Steps 2 onwards (specialized_backward.cuh): warpgroup 0 the producer, warpgroups 1 and 2
 /// the consumers, 64 keys each; query tiles through a ring of stages.
-template <class Element, int D_, DqAdd kDq_, bool kDeterministic_ = false>
+template <class Element, int D_, DqAdd kDq_, bool kDeterministic_ = false, bool kOverlap_ = false>
 struct SpecializedBackwardTraits {
   using T = Element;
   static constexpr int D = D_;
@@ -64,6 +64,9 @@ struct SpecializedBackwardTraits {
   /// another, in key order (a counter a query tile in the workspace), so that every run
   /// sums them in the same order and gives the same bits.
   static constexpr bool kDeterministic = kDeterministic_;
+  /// Step 5: the next query tile's Sᵀ and dPᵀ issued behind this tile's dQ (their 64
+  /// registers live beside Pᵀ, dSᵀ, dQ, dK and dV: only at d = 64 do 240 hold them).
+  static constexpr bool kOverlap = kOverlap_;
   static constexpr bool kSpecialized = true;  ///< a producer warpgroup, two consumers
   static constexpr bool kViews = false;       ///< contiguous tensors (ft::Views<...> reads views)
   /// dQ = dS·K split by columns: consumer c computes dQ's columns c·d/2 on over all 128
@@ -97,6 +100,7 @@ struct SpecializedBackwardTraits {
 
   static_assert(D == 64 || D == 128, "dV's and dK's wgmma is m64n{d}k16, dQ's m64n{d/2}k16");
   static_assert(!kDeterministic || kDq == DqAdd::kBulk, "the ordered adds are the adder warp's (kBulk)");
+  static_assert(!kOverlap || D == 64, "two tiles' scores beside dK and dV: 240 registers hold them at d = 64 only");
   static_assert(kProducerRegs + kConsumers * kConsumerRegs <= kLaunchRegs * (1 + kConsumers),
                 "setmaxnreg redistributes the launch's registers: more than they hold would wait forever");
   static_assert(kSmemBytes <= ft::kMaxSmemPerBlock, "at most 227 KB of shared memory per block");

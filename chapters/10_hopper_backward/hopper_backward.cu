@@ -26,6 +26,7 @@ namespace {
 constexpr int kSm = 90;
 
 using Compiled = ft::Instances<ft::DTypes<ft::DType::BFloat16, ft::DType::Float16>, ft::HeadDims<64, 128>>;
+using CompiledD64 = ft::Instances<ft::DTypes<ft::DType::BFloat16, ft::DType::Float16>, ft::HeadDims<64>>;
 
 // Step 1, wgmma: the five products on warpgroup instructions, cp.async loads.
 template <class T, int D> using Wgmma = WgmmaBackwardTraits<T, D>;
@@ -36,6 +37,8 @@ template <class T, int D> using Specialized = SpecializedBackwardTraits<T, D, Dq
 template <class T, int D> using BulkDq = SpecializedBackwardTraits<T, D, DqAdd::kBulk>;
 // Step 4, deterministic: step 3 with the key blocks' adds into each query tile in key order.
 template <class T, int D> using Deterministic = SpecializedBackwardTraits<T, D, DqAdd::kBulk, /*deterministic=*/true>;
+// Step 5, overlap (d = 64): step 2 with the next tile's scores issued behind this tile's dQ.
+template <class T, int D> using Overlap = SpecializedBackwardTraits<T, D, DqAdd::kAtomics, false, /*overlap=*/true>;
 // fastest: step 3 at d = 128, step 2 at d = 64, where the copy engine's adds measured slower
 // than the atomics (H200, bf16, N >= 1024: 0.91-0.97x step 2 at d = 64, 1.13-1.24x at d = 128;
 // plots/results/h200/ch10_vs_pytorch.csv).
@@ -175,10 +178,10 @@ void launch(const ft::Problem& p, const ft::BackwardArgs& a, cudaStream_t stream
   if constexpr (Tr::kSpecialized) launch_on<ft::Views<Tr>>(p, a, *a.layout, stream);
 }
 
-template <template <class, int> class Shape>
+template <template <class, int> class Shape, class Set = Compiled>
 void run(const ft::Problem& p, const ft::BackwardArgs& a, cudaStream_t stream) {
   if (!(p.softmax_scale() > 0.f)) throw ft::Unsupported("chapter 10: the softmax scale must be positive");
-  Compiled::dispatch(p, "chapter 10", [&](auto i) {
+  Set::dispatch(p, "chapter 10", [&](auto i) {
     using I = decltype(i);
     launch<Shape<typename I::Element, I::kHeadDim>>(p, a, stream);
   });
@@ -210,12 +213,12 @@ std::vector<ft::KernelTraffic> traffic(const ft::Problem& p) {
           {"convert_dq", conv_in, conv_out, conv_in, conv_out, 0.0, "the float32 dQ read once, dQ written once"}};
 }
 
-template <template <class, int> class Shape>
+template <template <class, int> class Shape, class Set = Compiled>
 ft::BackwardImpl impl(const std::string& variant, const std::string& what) {
   // Views: read by the copy engine's tensor maps, so by steps 2 onwards (step 1 copies with cp.async).
   const bool strided = Shape<__half, 64>::kSpecialized;
-  ft::BackwardImpl b{"10", variant, what, Compiled::head_dims(), workspace_bytes, ch09::fastest().run,
-                     run<Shape>, traffic<Shape>, Compiled::dtypes(), kSm, strided,
+  ft::BackwardImpl b{"10", variant, what, Set::head_dims(), workspace_bytes, ch09::fastest().run,
+                     run<Shape, Set>, traffic<Shape>, Set::dtypes(), kSm, strided,
                      ft::Features{/*lengths=*/true, /*grouped=*/true}};
   return b;
 }
@@ -232,6 +235,7 @@ std::vector<ft::BackwardImpl> backward_impls() {
           impl<Specialized>("specialized", "a TMA producer and two consumers; dQ once a block, by atomics"),
           impl<BulkDq>("bulk_dq", "dQ added by the copy engine from shared memory (cp.reduce.async.bulk)"),
           impl<Deterministic>("deterministic", "bulk_dq with each query tile's adds in key order: the same bits every run"),
+          impl<Overlap, CompiledD64>("overlap", "specialized with the next tile's scores issued behind this tile's dQ (d = 64)"),
           fastest()};
 }
 

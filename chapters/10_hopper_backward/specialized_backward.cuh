@@ -281,33 +281,92 @@ __global__ void __launch_bounds__(Tr::kThreads, 1)
   for (int i = 0; i < kO; ++i) dk[i] = dv[i] = 0.f;
   ft::sm90::wait(kv_full, 0);
 
-  int it = 0;
-  for (int g = 0; g < p.group; ++g) {
-    float* dq_acc = p.dq_acc + int64_t(w.first_head + g) * p.Nq * D;
-    for (int qt = w.first_q_tile; qt < p.num_q_tiles; ++qt, ++it) {
+  if constexpr (!Tr::kOverlap) {
+    int it = 0;
+    for (int g = 0; g < p.group; ++g) {
+      float* dq_acc = p.dq_acc + int64_t(w.first_head + g) * p.Nq * D;
+      for (int qt = w.first_q_tile; qt < p.num_q_tiles; ++qt, ++it) {
+        const int s = it % Tr::kStages, q0 = qt * Br;
+        const uint32_t q_addr = uint32_t(__cvta_generic_to_shared(Qs + s * 2 * kQElems));
+        const uint32_t do_addr = q_addr + uint32_t(QTile::kBytes);
+        const float* Ls = stats + s * 2 * Br;
+        ft::sm90::wait(&full[s], (it / Tr::kStages) & 1);
+
+        // Sᵀ = K·Qᵀ and dPᵀ = V·dOᵀ (this warpgroup's keys), then P and dS on the registers.
+        float st[kS], dpt[kS];
+        scores_transposed<Tr>(st, dpt, k_addr, v_addr, q_addr, do_addr);
+        probabilities_and_ds(st, dpt, p, key_base, q0, t, Ls, Ls + Br);
+        uint32_t pa[Br / ft::sm90::kMmaK][4], dsa[Br / ft::sm90::kMmaK][4];
+        pack_a<T>(pa, st);
+        pack_a<T>(dsa, dpt);
+
+        issue_dv_dk<Tr>(dv, dk, pa, dsa, q_addr, do_addr);
+
+        // Both consumers' dSᵀ rows into shared memory; they meet before either reads them.
+        store_ds<DsTile>(dSs, dsa, c, t);
+        ft::sm90::fence_proxy_async();
+        ft::sm90::named_sync(kConsumersMeet, kMeetThreads);
+
+        // dQ's columns col0 on = dS·K over the block's 128 keys: A = dS read from dSᵀ
+        // transposed, B = K MN-major (k = keys).
+        float dq[Tr::kDqCols / 2];
+        ft::sm90::fence();
+  #pragma unroll
+        for (int kk = 0; kk < Tr::Bc / ft::sm90::kMmaK; ++kk)
+          ft::sm90::mma_ss<T, Tr::kDqCols, /*kTransB=*/true, /*kTransA=*/true>(
+              dq, ft::sm90::mn_major_descriptor<DsTile>(ds_addr, kk),
+              ft::sm90::mn_major_descriptor<KvTile>(k_cols_addr, kk), kk > 0);
+        ft::sm90::commit();
+        ft::sm90::wait<0>();
+        ft::sm90::fence_registers(dq);
+        ft::sm90::fence_registers(dk);
+        ft::sm90::fence_registers(dv);
+
+        // Q, dO, L and D of this stage are read: one arrival a warp frees it for the producer.
+        // L and D were read by ordinary loads and the copy engine will write the stage again:
+        // the fence orders those generic reads before the async proxy's next writes.
+        ft::sm90::fence_proxy_async();
+        __syncwarp();
+        if (t % 32 == 0) ft::sm90::arrive(&empty[s]);
+        add_dq<Tr>(p, dq, dq_acc, dQs, dq_full, dq_empty, it, q0, col0, t);
+      }
+    }
+
+  } else {
+    // Step 5 (kOverlap): tile it + 1's Sᵀ and dPᵀ are issued right after tile it's dQ, so
+    // that they run on the tensor cores while this consumer waits for dQ, adds it and meets
+    // the other; only then does it wait for them. The tiles are walked as one sequence (it:
+    // head g = it / per_head, query tile first_q_tile + it % per_head).
+    const int per_head = p.num_q_tiles - w.first_q_tile;
+    const int total = per_head > 0 ? p.group * per_head : 0;
+    auto stage_addr = [&](int i) { return uint32_t(__cvta_generic_to_shared(Qs + i % Tr::kStages * 2 * kQElems)); };
+    float st[kS], dpt[kS];
+    if (total > 0) {
+      ft::sm90::wait(&full[0], 0);
+      issue_scores_transposed<Tr>(st, dpt, k_addr, v_addr, stage_addr(0), stage_addr(0) + uint32_t(QTile::kBytes));
+    }
+    for (int it = 0; it < total; ++it) {
+      const int g = it / per_head, qt = w.first_q_tile + it % per_head;
       const int s = it % Tr::kStages, q0 = qt * Br;
-      const uint32_t q_addr = uint32_t(__cvta_generic_to_shared(Qs + s * 2 * kQElems));
-      const uint32_t do_addr = q_addr + uint32_t(QTile::kBytes);
+      float* dq_acc = p.dq_acc + int64_t(w.first_head + g) * p.Nq * D;
+      const uint32_t q_addr = stage_addr(it), do_addr = q_addr + uint32_t(QTile::kBytes);
       const float* Ls = stats + s * 2 * Br;
-      ft::sm90::wait(&full[s], (it / Tr::kStages) & 1);
+      ft::sm90::wait<0>();  // tile it's Sᵀ and dPᵀ (issued one tile ahead)
+      ft::sm90::fence_registers(st);
+      ft::sm90::fence_registers(dpt);
 
-      // Sᵀ = K·Qᵀ and dPᵀ = V·dOᵀ (this warpgroup's keys), then P and dS on the registers.
-      float st[kS], dpt[kS];
-      scores_transposed<Tr>(st, dpt, k_addr, v_addr, q_addr, do_addr);
-      probabilities_and_ds(st, dpt, p, key_base, q0, t, Ls, Ls + Br);
+      // Pᵀ and dSᵀ into registers of their own: st and dpt stay the scores' accumulators
+      // (written by ordinary instructions, they would make ptxas serialize the next issue).
+      float pt[kS], dst[kS];
+      probabilities_and_ds(st, dpt, pt, dst, p, key_base, q0, t, Ls, Ls + Br);
       uint32_t pa[Br / ft::sm90::kMmaK][4], dsa[Br / ft::sm90::kMmaK][4];
-      pack_a<T>(pa, st);
-      pack_a<T>(dsa, dpt);
-
+      pack_a<T>(pa, pt);
+      pack_a<T>(dsa, dst);
       issue_dv_dk<Tr>(dv, dk, pa, dsa, q_addr, do_addr);
-
-      // Both consumers' dSᵀ rows into shared memory; they meet before either reads them.
       store_ds<DsTile>(dSs, dsa, c, t);
       ft::sm90::fence_proxy_async();
       ft::sm90::named_sync(kConsumersMeet, kMeetThreads);
 
-      // dQ's columns col0 on = dS·K over the block's 128 keys: A = dS read from dSᵀ
-      // transposed, B = K MN-major (k = keys).
       float dq[Tr::kDqCols / 2];
       ft::sm90::fence();
 #pragma unroll
@@ -316,15 +375,21 @@ __global__ void __launch_bounds__(Tr::kThreads, 1)
             dq, ft::sm90::mn_major_descriptor<DsTile>(ds_addr, kk),
             ft::sm90::mn_major_descriptor<KvTile>(k_cols_addr, kk), kk > 0);
       ft::sm90::commit();
-      ft::sm90::wait<0>();
+      // The next tile's scores, behind dQ: its stage is the other one, filled by the producer.
+      const bool next = it + 1 < total;
+      if (next) {
+        ft::sm90::wait(&full[(it + 1) % Tr::kStages], ((it + 1) / Tr::kStages) & 1);
+        issue_scores_transposed<Tr>(st, dpt, k_addr, v_addr, stage_addr(it + 1),
+                                    stage_addr(it + 1) + uint32_t(QTile::kBytes));
+        ft::sm90::wait<1>();  // dV, dK and dQ of tile it; the next scores may still run
+      } else {
+        ft::sm90::wait<0>();
+      }
       ft::sm90::fence_registers(dq);
       ft::sm90::fence_registers(dk);
       ft::sm90::fence_registers(dv);
 
-      // Q, dO, L and D of this stage are read: one arrival a warp frees it for the producer.
-      // L and D were read by ordinary loads and the copy engine will write the stage again:
-      // the fence orders those generic reads before the async proxy's next writes.
-      ft::sm90::fence_proxy_async();
+      ft::sm90::fence_proxy_async();  // the stage's L and D were read by ordinary loads
       __syncwarp();
       if (t % 32 == 0) ft::sm90::arrive(&empty[s]);
       add_dq<Tr>(p, dq, dq_acc, dQs, dq_full, dq_empty, it, q0, col0, t);
