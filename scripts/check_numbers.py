@@ -221,6 +221,25 @@ def ch10_claims():
     ]
 
 
+# ---- chapter 12: ring.csv ------------------------------------------------------------------
+
+CH12 = "chapters/12_ring_attention/README.md"
+
+
+def ch12_claims():
+    """The lesson's table (ranks, pass, ms, TFLOP/s a GPU, one GPU's ms, efficiency) and the
+    main page's efficiencies, from ring.csv."""
+    rows = read("ring.csv")
+    out = [(CH12, f"| {r['ranks']} | {r['pass']} | {float(r['ms']):.1f} | {float(r['tflops_per_rank']):.0f} | "
+                  f"{float(r['single_ms']):.1f} | {float(r['efficiency']):.2f} |") for r in rows]
+    eff = {(r["ranks"], r["pass"]): float(r["efficiency"]) for r in rows}
+    out.append(("README.md", f"{eff[('2', 'forward')]:.2f} (forward) and {eff[('2', 'backward')]:.2f} (backward) "
+                             f"of one GPU's rate on two H200s"))
+    out.append((CH12, f"At P = 2 the forward keeps {round(eff[('2', 'forward')] * 100)}% of one GPU's rate and the "
+                      f"backward {round(eff[('2', 'backward')] * 100)}%"))
+    return out
+
+
 def probe(name):
     return next(float(r["rate"]) for r in read("probes.csv") if r["probe"] == name)
 
@@ -593,7 +612,7 @@ def claims():
                       f"{vs_ratio('ch07_fastest', 'forward', LONG, 'ours', 'torch_flash', 3)} on the shapes "
                       f"with N ≥ 4096"),
     ]
-    out += ch10_claims()
+    out += ch10_claims() + ch12_claims()
     fp16, bf16 = ch09_table("fp16"), ch09_table("bf16")
     worst = max(abs(fp16[k][i] / bf16[k][i] - 1) for k in bf16 for i in STEPS if i in bf16[k])
     out.append((ch09, f"fp16, in the same run, lands within {int(worst * 100) + 1}% of these"))
