@@ -183,7 +183,15 @@ def ch10_claims():
             if r["pass"] == "backward" and r["head_dim"] == "64"}
     vs08 = [t / tour[("08", n, c)] for (ch, n, c), t in tour.items() if ch == "10"]  # fastest at d = 64
     fast = ch10_fastest
+    kernel_ms = {}
+    for r in read("traffic.csv"):
+        if r["chapter"] == "10":
+            kernel_ms.setdefault((r["seq_len"], r["head_dim"]), {})[r["kernel"]] = float(r["measured_ms"])
+    small = lambda n: [(x["prepare_backward"] + x["convert_dq"]) / sum(x.values()) * 100
+                       for (sn, _), x in kernel_ms.items() if sn == n]
     return [(CH10, row) for row in ch10_rows()] + [
+        (CH10, f"they take {span(small('4096'), 1, '%')} of the backward at N = 4096 and "
+               f"{span(small('16384'), 1, '%')} at N = 16384, but {span(small('1024'), 1, '%')} at N = 1024"),
         (CH10, f"computes the same gradients {ch10_span(lambda x, d: x['torch_cudnn'] / x['ch08_fastest'], long_, digits=1)} "
                f"faster (`ch10_vs_pytorch.csv`, bf16, N ≥ 4096)"),
         (CH10, f"the best step runs at {ch10_span(lambda x, d: fast(x, d) / x['torch_cudnn'], at(128))} cuDNN at "
