@@ -183,7 +183,15 @@ def ch10_claims():
             if r["pass"] == "backward" and r["head_dim"] == "64"}
     vs08 = [t / tour[("08", n, c)] for (ch, n, c), t in tour.items() if ch == "10"]  # fastest at d = 64
     fast = ch10_fastest
+    kernel_ms = {}
+    for r in read("traffic.csv"):
+        if r["chapter"] == "10":
+            kernel_ms.setdefault((r["seq_len"], r["head_dim"]), {})[r["kernel"]] = float(r["measured_ms"])
+    small = lambda n: [(x["prepare_backward"] + x["convert_dq"]) / sum(x.values()) * 100
+                       for (sn, _), x in kernel_ms.items() if sn == n]
     return [(CH10, row) for row in ch10_rows()] + [
+        (CH10, f"they take {span(small('4096'), 1, '%')} of the backward at N = 4096 and "
+               f"{span(small('16384'), 1, '%')} at N = 16384, but {span(small('1024'), 1, '%')} at N = 1024"),
         (CH10, f"computes the same gradients {ch10_span(lambda x, d: x['torch_cudnn'] / x['ch08_fastest'], long_, digits=1)} "
                f"faster (`ch10_vs_pytorch.csv`, bf16, N ≥ 4096)"),
         (CH10, f"the best step runs at {ch10_span(lambda x, d: fast(x, d) / x['torch_cudnn'], at(128))} cuDNN at "
@@ -219,6 +227,25 @@ def ch10_claims():
                       f"{ch10_span(lambda x, d: fast(x, d) / x['torch_flash'], at(64))} at d = 64 (N ≥ 4096), "
                       f"{ch10_span(lambda x, d: fast(x, d) / x['torch_cudnn'], long_)} cuDNN"),
     ]
+
+
+# ---- chapter 12: ring.csv ------------------------------------------------------------------
+
+CH12 = "chapters/12_ring_attention/README.md"
+
+
+def ch12_claims():
+    """The lesson's table (ranks, pass, ms, TFLOP/s a GPU, one GPU's ms, efficiency) and the
+    main page's efficiencies, from ring.csv."""
+    rows = read("ring.csv")
+    out = [(CH12, f"| {r['ranks']} | {r['pass']} | {float(r['ms']):.1f} | {float(r['tflops_per_rank']):.0f} | "
+                  f"{float(r['single_ms']):.1f} | {float(r['efficiency']):.2f} |") for r in rows]
+    eff = {(r["ranks"], r["pass"]): float(r["efficiency"]) for r in rows}
+    out.append(("README.md", f"{eff[('2', 'forward')]:.2f} (forward) and {eff[('2', 'backward')]:.2f} (backward) "
+                             f"of one GPU's rate on two H200s"))
+    out.append((CH12, f"At P = 2 the forward keeps {round(eff[('2', 'forward')] * 100)}% of one GPU's rate and the "
+                      f"backward {round(eff[('2', 'backward')] * 100)}%"))
+    return out
 
 
 def probe(name):
@@ -593,7 +620,7 @@ def claims():
                       f"{vs_ratio('ch07_fastest', 'forward', LONG, 'ours', 'torch_flash', 3)} on the shapes "
                       f"with N ≥ 4096"),
     ]
-    out += ch10_claims()
+    out += ch10_claims() + ch12_claims()
     fp16, bf16 = ch09_table("fp16"), ch09_table("bf16")
     worst = max(abs(fp16[k][i] / bf16[k][i] - 1) for k in bf16 for i in STEPS if i in bf16[k])
     out.append((ch09, f"fp16, in the same run, lands within {int(worst * 100) + 1}% of these"))

@@ -739,7 +739,8 @@ def step_train(run):
 def step_ring(run):
     """Ring attention (flashtut.ring) on one GPU over simulated ranks (python/tests/
     test_ring_gpu.py), then through torchrun and NCCL over every GPU here at --ring-shapes
-    (scripts/ring_attention.py: checked against one device, timed, TFLOP/s a GPU, efficiency)."""
+    (scripts/ring_attention.py: checked against one device, timed, TFLOP/s a GPU, efficiency),
+    each run's rank-0 timeline drawn from its profiler trace (plots/plot_ring_timeline.py)."""
     run.say("== ring attention")
     if not run.has_torch():
         run.say("ring: python3 cannot import torch, skipped")
@@ -758,13 +759,21 @@ def step_ring(run):
         os.remove(table)
     for seq_len, causal in run.args.ring_shapes:
         for ranks in sorted({1, int(gpus)} if gpus.isdigit() and int(gpus) > 0 else {1}):
-            log = run.path("logs", f"ring_P{ranks}_N{seq_len}_c{causal}.log")
+            name = f"ring_P{ranks}_N{seq_len}_c{causal}"
+            log, traces = run.path("logs", name + ".log"), run.path("logs", name + "_traces")
             rc = run.sh([PYTHON, "-m", "torch.distributed.run", "--nproc-per-node", str(ranks),
                          os.path.join(ROOT, "scripts", "ring_attention.py"), "--seq-len", str(seq_len),
                          "--head-dim", "128", "--heads", str(run.args.ring_heads), *(["--causal"] if causal else []),
-                         "--csv", table], log=log, timeout=PROGRAM_TIMEOUT, env=env).rc
+                         "--csv", table, "--trace", traces], log=log, timeout=PROGRAM_TIMEOUT, env=env).rc
             run.say(f"ring P={ranks} N={seq_len} causal={causal}: rc={rc}",
                     *grep(r"^(ring attention|  forward|  backward|rank .* differs)", log))
+            # Rank 0's timeline: whether the transfers ran under the blocks' kernels.
+            plot_log = run.path("logs", name + "_timeline.log")
+            run.sh([PYTHON, os.path.join(ROOT, "plots", "plot_ring_timeline.py"),
+                    os.path.join(traces, "ring_trace_rank0.json"), "--out", run.path(name + "_timeline.png"),
+                    "--title", f"Ring attention, rank 0 of {ranks}: N = {seq_len}, {'causal' if causal else 'non-causal'}"],
+                   log=plot_log, check=False)
+            run.say(*grep(r"^(stream|transfers)", plot_log))
 
 
 def step_traffic(run):
@@ -883,7 +892,7 @@ STEPS = {
     "train": (step_train, "a small GPT trained with FlashAttention-2 and with ours (needs "
               "torch): training.csv, training.png, training_verdict.txt"),
     "ring": (step_ring, "ring attention on simulated ranks (one GPU), then through torchrun "
-             "over every GPU here at --ring-shapes: ring.csv, logs/ring_*.log"),
+             "over every GPU here at --ring-shapes: ring.csv, ring_*_timeline.png, logs/ring_*"),
     "traffic": (step_traffic, "Nsight Compute's bytes per kernel beside the traffic model "
                 "(scripts/measure_traffic.sh): traffic.csv"),
     "profiles": (step_profiles, "Nsight Compute sections (--profiles) and stall samples "

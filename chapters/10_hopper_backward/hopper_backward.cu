@@ -50,11 +50,12 @@ constexpr int kRowsPerBlock = kSmallBlock / ft::kWarpSize;  ///< prepare: a warp
 __device__ __forceinline__ float to_float(__nv_bfloat16 x) { return __bfloat162float(x); }
 __device__ __forceinline__ float to_float(__half x) { return __half2float(x); }
 
-/// The per-row statistics the backward reads, laid out for the copy engine: a warp a row of
-/// L2 and Drow, whose rows a head are N_q padded to whole query tiles (stats_rows). For a
-/// row of the problem, D = rowsum(dO∘O) (a shuffle sums in float32), L2 = lse·log2(e) (the
-/// kernels' exponentials are base 2), and its float32 dQ accumulator cleared on the way; a
-/// padding row gets L2 = −∞ and D = 0, which weigh nothing.
+/// The per-row statistics the backward reads, laid out for the copy engine and padded so
+/// that no kernel checks a bound: a warp a row of L2 and Drow, whose rows a head are N_q
+/// padded to whole query tiles (stats_rows). For a row of the problem, D = rowsum(dO∘O) (a
+/// shuffle sums in float32), L2 = lse·log2(e) (the kernels' exponentials are base 2), and
+/// its float32 dQ accumulator cleared on the way; a padding row gets L2 = −∞ and D = 0,
+/// which weigh nothing. kViews: O and dO where their strides say.
 template <class T, bool kViews>
 __global__ void prepare_backward(const T* O, const T* dO, ft::Strides so, ft::Strides sdo, int heads,
                                  const float* lse, float* L2, float* Drow, float* dq_acc, int64_t padded_rows,
