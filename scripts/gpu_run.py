@@ -109,7 +109,8 @@ SOURCE_SECTIONS = ["WarpStateStats", "SourceCounters", "InstructionStats"]
 STALL_METRICS = r"regex:^smsp__average_warps_issue_stalled_.*_per_issue_active\.ratio$"
 # The training runs' two attentions, in this order within each round: FlashAttention-2
 # (PyTorch's) and the tutorial's, so that a drift of the host's speed falls on both alike.
-ATTENTIONS = ("sdpa_flash", "flashtut")
+# The training step's attentions: PyTorch's FlashAttention-2 and cuDNN backends, the tutorial's.
+ATTENTIONS = ("sdpa_flash", "sdpa_cudnn", "flashtut")
 
 
 def chapter_folders(pattern=r"\d\d_"):
@@ -718,7 +719,7 @@ def step_train(run):
     parts = []
     for repeat in range(a.train_repeats):  # rounds: a drift of the host's speed hits both
         for seed in a.train_seeds:
-            for attention in ATTENTIONS:
+            for attention in a.train_attentions:
                 profile = a.train_profile if repeat == 0 and seed == 0 else 0
                 parts.append(train_one(attention, seed, repeat,
                                        run.path("logs", f"train_{attention}_s{seed}_r{repeat}.csv"),
@@ -731,7 +732,7 @@ def step_train(run):
     run.say(*out.splitlines())
     if a.train_eager:  # an eager pair, for the host-bound step time: training_eager.csv
         eager = [train_one(attention, 0, 0, run.path("logs", f"train_eager_{attention}_s0.csv"),
-                           ["--profile", "0"]) for attention in ATTENTIONS]
+                           ["--profile", "0"]) for attention in a.train_attentions]
         if not run.dry_run:
             join_csvs(run.path("training_eager.csv"), eager)
 
@@ -1134,6 +1135,10 @@ def parse_args(argv):
            "(default: 3)", type=single(number), default=3, metavar="K")
     option("--train-seeds", "the training seeds (default: 0 1)", nargs="+", type=items(number),
            default=[0, 1], metavar="SEED")
+    option("--train-attentions", "the attentions each (seed, round) trains with (default: "
+           f"{' '.join(ATTENTIONS)})", nargs="+",
+           type=items(one_of(list(ATTENTIONS), "attention")), default=list(ATTENTIONS),
+           metavar="ATTENTION")
     option("--train-graph", "replay each training step as a CUDA graph (default: yes; "
            "--no-train-graph: eagerly)", action=argparse.BooleanOptionalAction, default=True)
     option("--train-profile", "eager steps round 0's seed-0 runs profile (default: 5)",

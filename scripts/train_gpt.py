@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
-"""Trains a small GPT with either PyTorch's FlashAttention-2 or the tutorial's attention
-(chapter 07's forward, chapter 08's backward, through flashtut.autograd), everything else
-identical, and writes the loss curve and the step times.
+"""Trains a small GPT with PyTorch's FlashAttention-2 or cuDNN backend or with the tutorial's
+attention (through flashtut.autograd: chapters 09-10 on Hopper, chapters 07-08 elsewhere),
+everything else identical, and writes the loss curve and the step times.
 
   python3 scripts/train_gpt.py --attention sdpa_flash --seed 0 --out build/train_sdpa_s0.csv
   python3 scripts/train_gpt.py --attention sdpa_flash --seed 1 --out build/train_sdpa_s1.csv
@@ -54,7 +54,7 @@ Attention (``--attention``), the only difference between runs:
   laid out [B, N, H, d], as SDPA's do. Before training, the kernels are checked against
   FlashAttention-2 and a float32 reference on one batch of random inputs of the model's
   attention shape (``--no-check`` skips it, ``--check-only`` runs only it): the run stops
-  (exit 1) if chapter 07's output or chapter 08's gradients are off by more than
+  (exit 1) if the tutorial's output or gradients are off by more than
   max(2e-2, 2x FlashAttention-2's error) in relative L2 norm.
 
 Timing: CUDA events around each step's forward, backward, clipping and optimizer update
@@ -342,7 +342,7 @@ def rel_err(got, ref):
 
 
 def check_kernels(torch, args, device="cuda"):
-    """Chapter 07's output and chapter 08's gradients against a float32 reference (SDPA's math
+    """The tutorial's output and gradients against a float32 reference (SDPA's math
     backend on the same bf16 values) and FlashAttention-2's errors against the same, on one
     batch of the model's attention shape, causal. Returns True when they pass."""
     F = torch.nn.functional
