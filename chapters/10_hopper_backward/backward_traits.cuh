@@ -56,7 +56,8 @@ struct SpecializedBackwardTraits {
   static constexpr int Bc = 128;  ///< keys a block: two consumer warpgroups of 64
   static constexpr int kConsumers = Bc / ft::sm90::kMmaM;
   static constexpr int kThreads = ft::sm90::kWarpgroupThreads * (1 + kConsumers);  ///< 384
-  static constexpr int kConsumerWarps = kConsumers * ft::sm90::kWarpgroupThreads / 32;
+  static constexpr int kConsumerThreads = kConsumers * ft::sm90::kWarpgroupThreads;
+  static constexpr int kConsumerWarps = kConsumerThreads / 32;
   /// Query tiles in flight: one read by the consumers, one landing.
   static constexpr int kStages = 2;
   static constexpr DqAdd kDq = kDq_;

@@ -39,10 +39,11 @@ template <class T, int D> using BulkDq = SpecializedBackwardTraits<T, D, DqAdd::
 template <class T, int D> using Deterministic = SpecializedBackwardTraits<T, D, DqAdd::kBulk, /*deterministic=*/true>;
 // Step 5, overlap (d = 64): step 2 with the next tile's scores issued behind this tile's dQ.
 template <class T, int D> using Overlap = SpecializedBackwardTraits<T, D, DqAdd::kAtomics, false, /*overlap=*/true>;
-// fastest: step 3 at d = 128, step 2 at d = 64, where the copy engine's adds measured slower
-// than the atomics (H200, bf16, N >= 1024: 0.91-0.97x step 2 at d = 64, 1.13-1.24x at d = 128;
-// plots/results/h200/ch10_vs_pytorch.csv).
-template <class T, int D> using Fastest = std::conditional_t<D == 128, BulkDq<T, D>, Specialized<T, D>>;
+// fastest: step 3 at d = 128, step 5 at d = 64, where the copy engine's adds measured slower
+// than the atomics and the overlap faster than step 2 (H200, bf16, N >= 1024, same run:
+// bulk_dq 0.91-0.97x step 2 at d = 64 and 1.17-1.25x at d = 128; overlap 1.03-1.05x step 2
+// at d = 64; plots/results/h200/ch10_vs_pytorch.csv).
+template <class T, int D> using Fastest = std::conditional_t<D == 128, BulkDq<T, D>, Overlap<T, D>>;
 
 constexpr int kSmallBlock = 256;                            ///< threads of the small kernels
 constexpr int kRowsPerBlock = kSmallBlock / ft::kWarpSize;  ///< prepare: a warp a query row
@@ -227,7 +228,7 @@ ft::BackwardImpl impl(const std::string& variant, const std::string& what) {
 }  // namespace
 
 const ft::BackwardImpl& fastest() {
-  static const ft::BackwardImpl i = impl<Fastest>("fastest", "bulk_dq at d = 128, specialized at d = 64");
+  static const ft::BackwardImpl i = impl<Fastest>("fastest", "bulk_dq at d = 128, overlap at d = 64");
   return i;
 }
 

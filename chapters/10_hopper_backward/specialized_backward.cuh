@@ -13,7 +13,7 @@
 ///                             released it (empty[s]); the copy engine counts the bytes into
 ///                             full[s]. 24 registers a thread.
 ///     warpgroups 1, 2,        keys 64c to 64c + 63 of the block's 128 each, 240 registers:
-///     consumers c = 0, 1      wait full[s], the five products, each warp arrives on empty[s].
+///     consumers c = 0, 1      wait full[s], the five products, each thread arrives on empty[s].
 ///
 /// dQ changes shape. In step 1 each warpgroup multiplied its own 64 keys' dS by its own K
 /// rows and added the 64 × d result: two shares a block a query tile, 2·64·d float adds.
@@ -233,7 +233,7 @@ __global__ void __launch_bounds__(Tr::kThreads, 1)
   float* const dQs = stats + Tr::kStages * 2 * Br;
   uint64_t* const kv_full = reinterpret_cast<uint64_t*>(reinterpret_cast<uint8_t*>(dQs) + Tr::kDqBytes);
   uint64_t* const full = kv_full + 1;          // a stage has landed: one arrival + its bytes
-  uint64_t* const empty = full + Tr::kStages;  // a stage is free again: one arrival a consumer warp
+  uint64_t* const empty = full + Tr::kStages;  // a stage is free again: one arrival a consumer thread
   uint64_t* const dq_full = empty + Tr::kStages;  // kBulk: a dQ buffer is written, one arrival a consumer warp
   uint64_t* const dq_empty = dq_full + 2;         // kBulk: a dQ buffer is read by the copy engine
 
@@ -244,7 +244,7 @@ __global__ void __launch_bounds__(Tr::kThreads, 1)
     ft::sm90::barrier_init(kv_full, 1);
     for (int s = 0; s < Tr::kStages; ++s) {
       ft::sm90::barrier_init(&full[s], 1);
-      ft::sm90::barrier_init(&empty[s], Tr::kConsumerWarps);
+      ft::sm90::barrier_init(&empty[s], Tr::kConsumerThreads);
     }
     for (int b = 0; b < 2; ++b) {
       ft::sm90::barrier_init(&dq_full[b], Tr::kConsumerWarps);
@@ -322,12 +322,13 @@ __global__ void __launch_bounds__(Tr::kThreads, 1)
         ft::sm90::fence_registers(dk);
         ft::sm90::fence_registers(dv);
 
-        // Q, dO, L and D of this stage are read: one arrival a warp frees it for the producer.
-        // L and D were read by ordinary loads and the copy engine will write the stage again:
-        // the fence orders those generic reads before the async proxy's next writes.
+        // Q, dO, L and D of this stage are read: every consumer thread's arrival frees it for
+        // the producer. L and D were read by ordinary loads, each thread its own, and the copy
+        // engine will write the stage again: each reader orders its own reads before the
+        // async proxy's next writes (the fence) and releases them itself (its arrival), so
+        // that no read reaches the producer only through another thread's arrival.
         ft::sm90::fence_proxy_async();
-        __syncwarp();
-        if (t % 32 == 0) ft::sm90::arrive(&empty[s]);
+        ft::sm90::arrive(&empty[s]);
         add_dq<Tr>(p, dq, dq_acc, dQs, dq_full, dq_empty, it, q0, col0, t);
       }
     }
@@ -390,8 +391,7 @@ __global__ void __launch_bounds__(Tr::kThreads, 1)
       ft::sm90::fence_registers(dv);
 
       ft::sm90::fence_proxy_async();  // the stage's L and D were read by ordinary loads
-      __syncwarp();
-      if (t % 32 == 0) ft::sm90::arrive(&empty[s]);
+      ft::sm90::arrive(&empty[s]);     // each reader releases its own reads, as above
       add_dq<Tr>(p, dq, dq_acc, dQs, dq_full, dq_empty, it, q0, col0, t);
     }
   }
