@@ -135,7 +135,9 @@ def ch09_ratio(num, den, sizes, digits=2, dtype="bf16"):
 # ---- chapter 10: ch10_vs_pytorch.csv, ch10_steps.csv, the tours ---------------------------
 
 CH10 = "chapters/10_hopper_backward/README.md"
-CH10_COLUMNS = ("ch10_specialized", "ch10_bulk_dq", "ch08_fastest", "torch_flash", "torch_cudnn")
+CH10_CASE = "chapters/10_hopper_backward/case_study.md"
+CH10_COLUMNS = ("ch10_specialized", "ch10_bulk_dq", "ch10_deterministic", "ch10_overlap", "ch08_fastest",
+                "torch_flash", "torch_cudnn")
 
 
 def ch10_table(name="ch10_vs_pytorch.csv"):
@@ -149,8 +151,8 @@ def ch10_table(name="ch10_vs_pytorch.csv"):
 
 
 def ch10_fastest(x, d):
-    """fastest's kernel: step 3 (bulk_dq) at d = 128, step 2 (specialized) at d = 64."""
-    return x["ch10_bulk_dq"] if d == 128 else x["ch10_specialized"]
+    """fastest's row (step 3, bulk_dq, at d = 128; step 5, overlap, at d = 64)."""
+    return x["ch10_fastest"]
 
 
 def ch10_rows():
@@ -167,25 +169,30 @@ def ch10_span(fn, keep, name="ch10_vs_pytorch.csv", digits=2, unit="×"):
     return span([fn(x, k[3]) for k, x in ch10_table(name).items() if keep(k[2], k[3])], digits, unit)
 
 
-def ch10_tour_ratio(chapter, d):
-    """tour.csv's chapter row over ch10_tour_stats_staged.csv's, shape by shape, at head dim d."""
+def ch10_tour_ratio(d):
+    """fastest's tour rows with L and D read from device memory over those with L and D
+    through the stage, shape by shape, at head dim d (the case study's second version)."""
     def rows(name):
         return {(r["seq_len"], r["causal"]): float(r["tflops"]) for r in read(name)
-                if r["chapter"] == chapter and r["pass"] == "backward" and r["head_dim"] == str(d)}
-    now, before = rows("tour.csv"), rows("ch10_tour_stats_staged.csv")
+                if r["chapter"] == "10" and r["pass"] == "backward" and r["head_dim"] == str(d)}
+    now, before = rows("ch10_tour_stats_global.csv"), rows("ch10_tour_stats_staged.csv")
     return [now[k] / before[k] for k in now if k in before]
 
 
 def ch10_claims():
     long_ = lambda n, d: n >= 4096
     at = lambda dd: (lambda n, d: n >= 4096 and d == dd)
+
+    def det(causal):  # step 4 over step 3 at N >= 4096, with or without the mask
+        return span([x["ch10_deterministic"] / x["ch10_bulk_dq"] for k, x in ch10_table().items()
+                     if k[2] >= 4096 and k[4] == causal])
     tour = {(r["chapter"], r["seq_len"], r["causal"]): float(r["tflops"]) for r in read("tour.csv")
             if r["pass"] == "backward" and r["head_dim"] == "64"}
     vs08 = [t / tour[("08", n, c)] for (ch, n, c), t in tour.items() if ch == "10"]  # fastest at d = 64
     fast = ch10_fastest
     kernel_ms = {}
     for r in read("traffic.csv"):
-        if r["chapter"] == "10":
+        if r["chapter"] == "10" and r["variant"] == "fastest":
             kernel_ms.setdefault((r["seq_len"], r["head_dim"]), {})[r["kernel"]] = float(r["measured_ms"])
     small = lambda n: [(x["prepare_backward"] + x["convert_dq"]) / sum(x.values()) * 100
                        for (sn, _), x in kernel_ms.items() if sn == n]
@@ -210,15 +217,22 @@ def ch10_claims():
                f"N ≥ 4096, **{ch10_span(lambda x, d: x['ch10_bulk_dq'] / x['ch10_specialized'], at(128))} step 2** and "
                f"{ch10_span(lambda x, d: x['ch10_bulk_dq'] / x['ch08_fastest'], at(128))} chapter 08; at d = 64, "
                f"**{ch10_span(lambda x, d: x['ch10_bulk_dq'] / x['ch10_specialized'], at(64))} step 2**"),
-        (CH10, f"the atomics ({ch10_span(lambda x, d: x['ch10_bulk_dq_in_consumers'] / x['ch10_specialized'], lambda n, d: d == 128, 'ch10_steps.csv')} "
-               f"at d = 128"),
-        (CH10, f"{span(ch10_tour_ratio('10', 64))}, where chapter 08's rows moved {span(ch10_tour_ratio('08', 64))}"),
+        (CH10_CASE, f"step 2's atomics: {ch10_span(lambda x, d: x['ch10_bulk_dq_in_consumers'] / x['ch10_specialized'], lambda n, d: d == 128, 'ch10_steps.csv')} "
+                    f"at d = 128"),
+        (CH10_CASE, f"d = 64 ({ch10_span(lambda x, d: x['ch10_bulk_dq'] / x['ch10_specialized'], at(64))} step 2)"),
+        (CH10_CASE, f"`fastest` at d = 64 measured {span(ch10_tour_ratio(64))} the staged version"),
+        (CH10, f"non-causal, **{det(0)} step 3**; causal, **{det(1)} step 3**"),
+        (CH10, f"**{ch10_span(lambda x, d: x['ch10_overlap'] / x['ch10_specialized'], at(64))} step 2** at d = 64, "
+               f"N ≥ 4096, which puts step 5 at {ch10_span(lambda x, d: x['ch10_overlap'] / x['ch08_fastest'], at(64))} "
+               f"chapter 08"),
         (CH10, f"`fastest` at d = 64 at {span(vs08)} chapter 08 in the tour"),
         ("README.md", f"alone are slower than chapter 08 "
                       f"({ch10_span(lambda x, d: x['ch10_wgmma'] / x['ch08_fastest'], lambda n, d: True, 'ch10_steps.csv')}: "
                       f"every copy, product and atomic waited for in turn)"),
         ("README.md", f"pass it at d = 128 ({ch10_span(lambda x, d: x['ch10_specialized'] / x['ch08_fastest'], at(128))})"),
         ("README.md", f"adds {ch10_span(lambda x, d: x['ch10_bulk_dq'] / x['ch10_specialized'], at(128))} at d = 128"),
+        ("README.md", f"every run at {det(0)} step 3's speed without the mask and {det(1)} with it"),
+        ("README.md", f"behind this tile's dQ add {ch10_span(lambda x, d: x['ch10_overlap'] / x['ch10_specialized'], at(64))} at d = 64"),
         ("README.md", f"N ≥ 4096 the chapter runs {ch10_span(lambda x, d: fast(x, d) / x['torch_flash'], at(128))} "
                       f"PyTorch's FlashAttention-2 backward at d = 128 and "
                       f"{ch10_span(lambda x, d: fast(x, d) / x['torch_flash'], at(64))} at d = 64, and "

@@ -41,7 +41,7 @@ template <class T, int D> using Deterministic = SpecializedBackwardTraits<T, D, 
 template <class T, int D> using Overlap = SpecializedBackwardTraits<T, D, DqAdd::kAtomics, false, /*overlap=*/true>;
 // fastest: step 3 at d = 128, step 5 at d = 64, where the copy engine's adds measured slower
 // than the atomics and the overlap faster than step 2 (H200, bf16, N >= 1024, same run:
-// bulk_dq 0.91-0.97x step 2 at d = 64 and 1.17-1.25x at d = 128; overlap 1.03-1.05x step 2
+// bulk_dq 0.93-0.98x step 2 at d = 64 and 1.12-1.25x at d = 128; overlap 1.03-1.05x step 2
 // at d = 64; plots/results/h200/ch10_vs_pytorch.csv).
 template <class T, int D> using Fastest = std::conditional_t<D == 128, BulkDq<T, D>, Overlap<T, D>>;
 
