@@ -277,7 +277,7 @@ def draw(runs, args):
             zoom_values += draw_seed(
                 axis, group, args, color=TUTORIAL_COLORS[k % len(TUTORIAL_COLORS)], lw=2.2,
                 alpha=0.9, z=5, marker="D", ms=9,
-                label=f"tutorial, seed {seed} ({runs_text(group)}): "
+                label=f"{args.tutorial}, seed {seed} ({runs_text(group)}): "
                       f"{median_of_medians(group, args.skip):.1f} ms/step",
                 val_label=f"tutorial, seed {seed}: validation loss", zoom_from=zoom_from)
         axis.grid(True, color="0.88", zorder=0)
@@ -317,10 +317,10 @@ def time_line(torch_runs, ours, skip):
              for name, group in backends_of(torch_runs)]
     if ours:
         m = median_of_medians(ours, skip)
-        parts.append(f"tutorial {m:.2f} ms" + "".join(
-            f" ({m / median_of_medians(group, skip):.3f}x {name})"
-            for name, group in backends_of(torch_runs)))
-    return "median step: " + ", ".join(parts) + f" (medians over the runs; first {skip} steps left out)"
+        ratios = ", ".join(f"{m / median_of_medians(group, skip):.3f}x {name}"
+                           for name, group in backends_of(torch_runs))
+        parts.append(f"tutorial {m:.2f} ms" + (f" ({ratios})" if ratios else ""))
+    return "median step: " + ", ".join(parts) + f" (first {skip} steps left out)"
 
 
 def inside(value, low, high):
@@ -429,6 +429,8 @@ def parse_args(argv):
                     help="the final training loss is the mean of this many last steps")
     ap.add_argument("--raw", action="store_true", help="draw the raw training loss too")
     ap.add_argument("--title", help="the figure's title")
+    ap.add_argument("--tutorial", default="tutorial",
+                    help="the tutorial's runs' name in the legend, e.g. 'tutorial (ch09 + ch10)'")
     args = ap.parse_args(argv)
     if args.smooth < 1 or args.last < 1 or args.skip < 0:
         ap.error("--smooth and --last must be at least 1, --skip at least 0")

@@ -15,6 +15,7 @@ here until text and source agree. README.md's results section has its own genera
 import csv
 import os
 import re
+import statistics
 import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -196,7 +197,7 @@ def ch10_claims():
             kernel_ms.setdefault((r["seq_len"], r["head_dim"]), {})[r["kernel"]] = float(r["measured_ms"])
     small = lambda n: [(x["prepare_backward"] + x["convert_dq"]) / sum(x.values()) * 100
                        for (sn, _), x in kernel_ms.items() if sn == n]
-    return [(CH10, row) for row in ch10_rows()] + [
+    return [(CH10, row) for row in ch10_rows()] + [(page, training_claim()) for page in ("README.md", CH10, "docs/mainpage.md")] + [
         (CH10, f"they take {span(small('4096'), 1, '%')} of the backward at N = 4096 and "
                f"{span(small('16384'), 1, '%')} at N = 16384, but {span(small('1024'), 1, '%')} at N = 1024"),
         (CH10, f"computes the same gradients {ch10_span(lambda x, d: x['torch_cudnn'] / x['ch08_fastest'], long_, digits=1)} "
@@ -241,6 +242,34 @@ def ch10_claims():
                       f"{ch10_span(lambda x, d: fast(x, d) / x['torch_flash'], at(64))} at d = 64 (N ≥ 4096), "
                       f"{ch10_span(lambda x, d: fast(x, d) / x['torch_cudnn'], long_)} cuDNN"),
     ]
+
+
+# ---- training: training.csv (chapters 09-10 on the H200) ------------------------------------
+
+
+def training_claim():
+    """The training run's sentence, from training.csv (read as plots/plot_training.py reads
+    it, without matplotlib): the tutorial's final losses per seed (the mean of a run's last 20
+    steps), PyTorch's band over both backends, and each attention's median over its runs of
+    their median step (steps 11 on), with the tutorial's ratios to FlashAttention-2 and cuDNN."""
+    runs = {}
+    for r in read("training.csv"):
+        runs.setdefault((r["attention"], r["seed"], r.get("repeat", "0")), []).append(
+            (int(r["step"]), float(r["loss"]), float(r["ms"])))
+    loss, step = {}, {}
+    for key, rows in runs.items():
+        rows.sort()
+        loss[key] = sum(x[1] for x in rows[-20:]) / len(rows[-20:])
+        step[key] = statistics.median(x[2] for x in rows[10:])
+    of = lambda att, table, seed=None: [v for k, v in table.items() if k[0] == att and seed in (None, k[1])]
+    torch_losses = [v for k, v in loss.items() if k[0] != "flashtut"]
+    s0, s1 = of("flashtut", loss, "0"), of("flashtut", loss, "1")
+    t, fa2, cudnn = (statistics.median(of(a, step)) for a in ("flashtut", "sdpa_flash", "sdpa_cudnn"))
+    return (f"stays inside PyTorch's band: its six final training losses ({min(s0):.4f}–{max(s0):.4f} "
+            f"at seed 0, {min(s1):.4f}–{max(s1):.4f} at seed 1) against [{min(torch_losses):.4f}, "
+            f"{max(torch_losses):.4f}] over FlashAttention-2's and cuDNN's twelve. Replayed as CUDA "
+            f"graphs, its step is {t:.2f} ms against FlashAttention-2's {fa2:.2f} and cuDNN's "
+            f"{cudnn:.2f}: **{t / fa2:.3f}×** and **{t / cudnn:.3f}×**")
 
 
 # ---- chapter 12: ring.csv ------------------------------------------------------------------
@@ -583,8 +612,14 @@ def claims():
     ]
     hf = "docs/use_in_your_model.md"
     out += [(hf, row) for row in hf_rows()]
-    behind = [float(x["tutorial"]["ms"]) / float(x["torch_cudnn"]["ms"]) - 1 for x in hf_step().values()]
+    d128 = [x for x in hf_step().values() if x["tutorial"]["head_dim"] == "128"]
+    behind = [float(x["tutorial"]["ms"]) / float(x["torch_cudnn"]["ms"]) - 1 for x in d128]
     out.append((hf, f"{round(min(behind) * 100)}–{round(max(behind) * 100)}% behind cuDNN's"))
+    gpt2 = hf_step()["gpt2"]
+    out.append((hf, "the tutorial's ten steps spread over "
+                    f"{float(gpt2['tutorial']['ms_min']):.1f}–{float(gpt2['tutorial']['ms_max']):.1f} ms, "
+                    f"FlashAttention-2's over {float(gpt2['torch_flash']['ms_min']):.1f}–"
+                    f"{float(gpt2['torch_flash']['ms_max']):.1f} ms"))
     # The tensor-core chapters at N = 16384, d = 128, non-causal (vs_pytorch.csv), as the main
     # page and README.md quote them.
     v = vs_row("ch06_warp_rows")("16384", "128", "no")
