@@ -576,6 +576,11 @@ def write(path, lines):
         fh.write("\n".join(lines) + "\n")
 
 
+# A chapter whose README says this runs the other chapters' kernels (from Python) and has
+# no ledger rows of its own; docs/check_pages.py asks none of it.
+NO_PROGRAM = "This chapter builds no program of its own"
+
+
 def chapter_page(ctx, chapter):
     page_id = f"ch{chapter}"
     folder = ctx.chapters[chapter]
@@ -595,7 +600,12 @@ def chapter_page(ctx, chapter):
         # (in the tree and under Related Pages).
         case = "md_" + re.sub(r"[^\w]", "_", f"{rel}/case_study")
         head += [f"The chapter's case study: \\subpage {case}", ""]
-    write(os.path.join(ctx.out, f"{page_id}.md"), head + [body] + ledger_section(ctx, chapter, page_id))
+    if NO_PROGRAM in body:  # Python over the other chapters' kernels: no ledger rows of its own
+        tail = ["", note("Its measurements are in the text above: it has no rows of its own in "
+                         "`traffic.csv` or `tour.csv`."), ""]
+    else:
+        tail = ledger_section(ctx, chapter, page_id)
+    write(os.path.join(ctx.out, f"{page_id}.md"), head + [body] + tail)
 
 
 def main_page(ctx, template):

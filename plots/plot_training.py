@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
-"""Draws the training curves of scripts/train_gpt.py: PyTorch's FlashAttention-2 (one band
-over its seeds) against the tutorial's attention (its curve on top), and says whether the
-tutorial's final loss lies inside PyTorch's band and how their step times compare.
+"""Draws the training curves of scripts/train_gpt.py: PyTorch's backends (FlashAttention-2,
+cuDNN: one band over all their runs) against the tutorial's attention (its curve on top), and
+says whether the tutorial's final loss lies inside PyTorch's band and how its step time
+compares with each backend's.
 
   python3 plots/plot_training.py RUN.csv [RUN.csv ...] [--out plots/figures/training.png]
   python3 plots/plot_training.py                 # plots/results/h200/training.csv, all runs
@@ -11,12 +12,12 @@ required, ``repeat`` optional, others ignored), each holding one run or several 
 (a header line repeated inside the file, as ``cat a.csv b.csv`` leaves it, is skipped). A
 run is one (attention, seed, repeat); without a ``repeat`` column every run is repeat 0.
 ``attention`` ``flashtut`` is the tutorial's; every other value (``sdpa_flash``,
-``sdpa_math``) is PyTorch's.
+``sdpa_cudnn``, ``sdpa_math``) is PyTorch's.
 
 The figure (1600 x 900 pixels, text 14 pt and up, for a slide): the training loss against
 the step, smoothed by a trailing moving average of ``--smooth`` steps (the raw values as a
-thin line with ``--raw``); PyTorch's seeds as a shaded band from the lowest to the highest
-smoothed curve at each step, each seed a thin line; the tutorial's runs as bold lines on
+thin line with ``--raw``); PyTorch's runs as a shaded band from the lowest to the highest
+smoothed curve at each step, each (backend, seed) a thin line, a colour a backend; the tutorial's runs as bold lines on
 top; validation losses as markers (circles PyTorch, diamonds the tutorial). The right panel
 zooms into the second half of the steps. The legend gives each run's median step time (the
 first ``--skip`` steps left out, as train_gpt.py's summary does).
@@ -25,7 +26,7 @@ Printed: per run, the final training loss (the mean of the last ``--last`` steps
 validation loss and the median step time; then the comparison:
 
 - PyTorch's band: [min, max] of the final training loss over all of PyTorch's runs, every
-  seed and every repeat (a seed's repeats differ: FlashAttention-2 sums dQ with atomics,
+  backend, seed and repeat (a seed's repeats differ: FlashAttention-2 sums dQ with atomics,
   in another order each run, as chapter 08 does), and the same for the validation loss;
 - each tutorial run: inside or outside that band, and its difference from the mean of
   PyTorch's runs of the same seed (same batches, same initial weights);
@@ -39,7 +40,8 @@ validation loss and the median step time; then the comparison:
 - beside the verdict, a tighter check: each seed's mean against the band of PyTorch's runs
   of that seed alone (their run-to-run spread, without the spread between seeds);
 - step times: the median over the tutorial's runs of their median step times against the
-  same over PyTorch's, and their ratio, for the ``--graph`` runs and the eager ones apart
+  same over each PyTorch backend's, and their ratio, for the ``--graph`` runs and the eager
+  ones apart
   (a run is a ``--graph`` run when its ``graph`` column is 1 on some step).
 
 Exit 0 once drawn, whatever the comparison says; 2 for input it cannot read (the file and
@@ -68,7 +70,9 @@ DPI, WIDTH_IN, HEIGHT_IN = 100, 16.0, 9.0
 FS, FS_TITLE, FS_SMALL = 16, 22, 14
 PNG_META = {"Software": None}
 PALETTE = plt.get_cmap("tab10").colors
-TORCH_COLOR, TUTORIAL_COLORS = PALETTE[0], (PALETTE[3], PALETTE[2], PALETTE[4], PALETTE[1])
+# PyTorch's backends in blues and greys (the band is theirs together), the tutorial's seeds warm.
+TORCH_COLORS, TUTORIAL_COLORS = (PALETTE[0], PALETTE[9], PALETTE[7]), (PALETTE[3], PALETTE[2], PALETTE[4], PALETTE[1])
+TORCH_COLOR = TORCH_COLORS[0]
 plt.rcParams.update({"font.size": FS, "axes.titlesize": FS_TITLE - 2, "axes.labelsize": FS,
                      "xtick.labelsize": FS_SMALL, "ytick.labelsize": FS_SMALL,
                      "legend.fontsize": FS_SMALL, "font.family": "DejaVu Sans"})
@@ -185,6 +189,14 @@ def seeds_of(runs):
     return list(groups.items())
 
 
+def backends_of(runs):
+    """The runs grouped by attention (PyTorch's backend), in order: [(attention, [runs])]."""
+    groups = {}
+    for r in runs:
+        groups.setdefault(r.attention, []).append(r)
+    return list(groups.items())
+
+
 def smooth(values, window):
     """Trailing moving average (the first points average what there is so far)."""
     out, total = [], 0.0
@@ -245,21 +257,27 @@ def draw(runs, args):
         if len(torch_runs) > 1:
             steps, low, high = band(torch_runs, args.smooth)
             names = ", ".join(seed for seed, _ in seeds_of(torch_runs))
+            backends = ", ".join(name for name, _ in backends_of(torch_runs))
             axis.fill_between(steps, low, high, color=TORCH_COLOR, alpha=0.3, lw=0, zorder=1,
-                              label=f"PyTorch, {torch_runs[0].attention}: band of its "
+                              label=f"PyTorch ({backends}): band of its "
                                     f"{len(torch_runs)} runs (seeds {names})")
             zoom_values += [v for s, a, b in zip(steps, low, high) if s >= zoom_from for v in (a, b)]
-        for k, (seed, group) in enumerate(seeds_of(torch_runs)):
-            zoom_values += draw_seed(
-                axis, group, args, color=TORCH_COLOR, lw=1.2, alpha=0.8, z=2, marker="o", ms=8,
-                label=f"PyTorch {group[0].attention}, seed {seed} ({runs_text(group)}): "
-                      f"{median_of_medians(group, args.skip):.1f} ms/step",
-                val_label=None if k else "PyTorch: validation loss (every run)", zoom_from=zoom_from)
+        first = True
+        for b, (backend, runs_b) in enumerate(backends_of(torch_runs)):
+            for seed, group in seeds_of(runs_b):
+                zoom_values += draw_seed(
+                    axis, group, args, color=TORCH_COLORS[b % len(TORCH_COLORS)], lw=1.2,
+                    alpha=0.8, z=2, marker="o", ms=8,
+                    label=f"PyTorch {backend}, seed {seed} ({runs_text(group)}): "
+                          f"{median_of_medians(group, args.skip):.1f} ms/step",
+                    val_label="PyTorch: validation loss (every run)" if first else None,
+                    zoom_from=zoom_from)
+                first = False
         for k, (seed, group) in enumerate(seeds_of(ours)):
             zoom_values += draw_seed(
                 axis, group, args, color=TUTORIAL_COLORS[k % len(TUTORIAL_COLORS)], lw=2.2,
                 alpha=0.9, z=5, marker="D", ms=9,
-                label=f"tutorial (ch07 + ch08), seed {seed} ({runs_text(group)}): "
+                label=f"{args.tutorial}, seed {seed} ({runs_text(group)}): "
                       f"{median_of_medians(group, args.skip):.1f} ms/step",
                 val_label=f"tutorial, seed {seed}: validation loss", zoom_from=zoom_from)
         axis.grid(True, color="0.88", zorder=0)
@@ -276,7 +294,7 @@ def draw(runs, args):
         zoom.set_ylim(lo - pad, hi + pad)
     handles, labels = ax.get_legend_handles_labels()
     ax.legend(handles, labels, loc="upper right", framealpha=0.92)
-    title = args.title or "A small GPT, trained with PyTorch's FlashAttention-2 and the tutorial's attention"
+    title = args.title or "A small GPT, trained with PyTorch's attention and the tutorial's"
     fig.suptitle(title, fontsize=FS_TITLE, fontweight="bold", x=0.01, y=0.975, ha="left")
     sub = time_line(torch_runs, ours, args.skip)
     if sub:
@@ -295,14 +313,14 @@ def time_line(torch_runs, ours, skip):
     if any(r.graph for r in torch_runs) and any(r.graph for r in ours):
         torch_runs = [r for r in torch_runs if r.graph]
         ours = [r for r in ours if r.graph]
-    parts = []
-    if torch_runs:
-        t = median_of_medians(torch_runs, skip)
-        parts.append(f"median step: PyTorch {t:.2f} ms")
+    parts = [f"{name} {median_of_medians(group, skip):.2f} ms"
+             for name, group in backends_of(torch_runs)]
     if ours:
         m = median_of_medians(ours, skip)
-        parts.append(f"tutorial {m:.2f} ms" + (f" ({m / t:.3f}x)" if torch_runs else ""))
-    return ", ".join(parts) + f" (medians over the runs; the first {skip} steps left out)"
+        ratios = ", ".join(f"{m / median_of_medians(group, skip):.3f}x {name}"
+                           for name, group in backends_of(torch_runs))
+        parts.append(f"tutorial {m:.2f} ms" + (f" ({ratios})" if ratios else ""))
+    return "median step: " + ", ".join(parts) + f" (first {skip} steps left out)"
 
 
 def inside(value, low, high):
@@ -382,14 +400,17 @@ def report(runs, args):
                      f"({count} of {len(group)} runs inside one by one)")
     # Step times compare within one mode: an eager step is the host's, a replayed one the GPU's.
     for mode, graph in (("--graph", True), ("eager", False)):
-        t_runs = [r for r in torch_runs if r.graph == graph]
         o_runs = [r for r in ours if r.graph == graph]
-        if not t_runs or not o_runs:
-            continue
-        t_torch, t_ours = median_of_medians(t_runs, args.skip), median_of_medians(o_runs, args.skip)
-        lines.append(f"step time{'' if graph else ' (eager)'}: tutorial {t_ours:.2f} ms against "
-                     f"PyTorch's {t_torch:.2f} ms (medians over the {mode} runs of their median "
-                     f"steps): ratio {t_ours / t_torch:.3f} (above 1: the tutorial is slower)")
+        for backend, group in backends_of(torch_runs):
+            t_runs = [r for r in group if r.graph == graph]
+            if not t_runs or not o_runs:
+                continue
+            t_torch = median_of_medians(t_runs, args.skip)
+            t_ours = median_of_medians(o_runs, args.skip)
+            lines.append(f"step time{'' if graph else ' (eager)'}: tutorial {t_ours:.2f} ms against "
+                         f"PyTorch {backend}'s {t_torch:.2f} ms (medians over the {mode} runs of "
+                         f"their median steps): ratio {t_ours / t_torch:.3f} (above 1: the "
+                         f"tutorial is slower)")
     if any(r.graph for r in runs) and not all(r.graph for r in runs):
         lines.append("note: these runs mix --graph and eager ones; the step times above compare "
                      "each mode with itself")
@@ -408,6 +429,8 @@ def parse_args(argv):
                     help="the final training loss is the mean of this many last steps")
     ap.add_argument("--raw", action="store_true", help="draw the raw training loss too")
     ap.add_argument("--title", help="the figure's title")
+    ap.add_argument("--tutorial", default="tutorial",
+                    help="the tutorial's runs' name in the legend, e.g. 'tutorial (ch09 + ch10)'")
     args = ap.parse_args(argv)
     if args.smooth < 1 or args.last < 1 or args.skip < 0:
         ap.error("--smooth and --last must be at least 1, --skip at least 0")

@@ -15,6 +15,7 @@ here until text and source agree. README.md's results section has its own genera
 import csv
 import os
 import re
+import statistics
 import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -135,7 +136,9 @@ def ch09_ratio(num, den, sizes, digits=2, dtype="bf16"):
 # ---- chapter 10: ch10_vs_pytorch.csv, ch10_steps.csv, the tours ---------------------------
 
 CH10 = "chapters/10_hopper_backward/README.md"
-CH10_COLUMNS = ("ch10_specialized", "ch10_bulk_dq", "ch08_fastest", "torch_flash", "torch_cudnn")
+CH10_CASE = "chapters/10_hopper_backward/case_study.md"
+CH10_COLUMNS = ("ch10_specialized", "ch10_bulk_dq", "ch10_deterministic", "ch10_overlap", "ch08_fastest",
+                "torch_flash", "torch_cudnn")
 
 
 def ch10_table(name="ch10_vs_pytorch.csv"):
@@ -149,8 +152,8 @@ def ch10_table(name="ch10_vs_pytorch.csv"):
 
 
 def ch10_fastest(x, d):
-    """fastest's kernel: step 3 (bulk_dq) at d = 128, step 2 (specialized) at d = 64."""
-    return x["ch10_bulk_dq"] if d == 128 else x["ch10_specialized"]
+    """fastest's row (step 3, bulk_dq, at d = 128; step 5, overlap, at d = 64)."""
+    return x["ch10_fastest"]
 
 
 def ch10_rows():
@@ -167,23 +170,36 @@ def ch10_span(fn, keep, name="ch10_vs_pytorch.csv", digits=2, unit="×"):
     return span([fn(x, k[3]) for k, x in ch10_table(name).items() if keep(k[2], k[3])], digits, unit)
 
 
-def ch10_tour_ratio(chapter, d):
-    """tour.csv's chapter row over ch10_tour_stats_staged.csv's, shape by shape, at head dim d."""
+def ch10_tour_ratio(d):
+    """fastest's tour rows with L and D read from device memory over those with L and D
+    through the stage, shape by shape, at head dim d (the case study's second version)."""
     def rows(name):
         return {(r["seq_len"], r["causal"]): float(r["tflops"]) for r in read(name)
-                if r["chapter"] == chapter and r["pass"] == "backward" and r["head_dim"] == str(d)}
-    now, before = rows("tour.csv"), rows("ch10_tour_stats_staged.csv")
+                if r["chapter"] == "10" and r["pass"] == "backward" and r["head_dim"] == str(d)}
+    now, before = rows("ch10_tour_stats_global.csv"), rows("ch10_tour_stats_staged.csv")
     return [now[k] / before[k] for k in now if k in before]
 
 
 def ch10_claims():
     long_ = lambda n, d: n >= 4096
     at = lambda dd: (lambda n, d: n >= 4096 and d == dd)
+
+    def det(causal):  # step 4 over step 3 at N >= 4096, with or without the mask
+        return span([x["ch10_deterministic"] / x["ch10_bulk_dq"] for k, x in ch10_table().items()
+                     if k[2] >= 4096 and k[4] == causal])
     tour = {(r["chapter"], r["seq_len"], r["causal"]): float(r["tflops"]) for r in read("tour.csv")
             if r["pass"] == "backward" and r["head_dim"] == "64"}
     vs08 = [t / tour[("08", n, c)] for (ch, n, c), t in tour.items() if ch == "10"]  # fastest at d = 64
     fast = ch10_fastest
-    return [(CH10, row) for row in ch10_rows()] + [
+    kernel_ms = {}
+    for r in read("traffic.csv"):
+        if r["chapter"] == "10" and r["variant"] == "fastest":
+            kernel_ms.setdefault((r["seq_len"], r["head_dim"]), {})[r["kernel"]] = float(r["measured_ms"])
+    small = lambda n: [(x["prepare_backward"] + x["convert_dq"]) / sum(x.values()) * 100
+                       for (sn, _), x in kernel_ms.items() if sn == n]
+    return [(CH10, row) for row in ch10_rows()] + [(page, training_claim()) for page in ("README.md", CH10, "docs/mainpage.md")] + [
+        (CH10, f"they take {span(small('4096'), 1, '%')} of the backward at N = 4096 and "
+               f"{span(small('16384'), 1, '%')} at N = 16384, but {span(small('1024'), 1, '%')} at N = 1024"),
         (CH10, f"computes the same gradients {ch10_span(lambda x, d: x['torch_cudnn'] / x['ch08_fastest'], long_, digits=1)} "
                f"faster (`ch10_vs_pytorch.csv`, bf16, N ≥ 4096)"),
         (CH10, f"the best step runs at {ch10_span(lambda x, d: fast(x, d) / x['torch_cudnn'], at(128))} cuDNN at "
@@ -202,15 +218,22 @@ def ch10_claims():
                f"N ≥ 4096, **{ch10_span(lambda x, d: x['ch10_bulk_dq'] / x['ch10_specialized'], at(128))} step 2** and "
                f"{ch10_span(lambda x, d: x['ch10_bulk_dq'] / x['ch08_fastest'], at(128))} chapter 08; at d = 64, "
                f"**{ch10_span(lambda x, d: x['ch10_bulk_dq'] / x['ch10_specialized'], at(64))} step 2**"),
-        (CH10, f"the atomics ({ch10_span(lambda x, d: x['ch10_bulk_dq_in_consumers'] / x['ch10_specialized'], lambda n, d: d == 128, 'ch10_steps.csv')} "
-               f"at d = 128"),
-        (CH10, f"{span(ch10_tour_ratio('10', 64))}, where chapter 08's rows moved {span(ch10_tour_ratio('08', 64))}"),
+        (CH10_CASE, f"step 2's atomics: {ch10_span(lambda x, d: x['ch10_bulk_dq_in_consumers'] / x['ch10_specialized'], lambda n, d: d == 128, 'ch10_steps.csv')} "
+                    f"at d = 128"),
+        (CH10_CASE, f"d = 64 ({ch10_span(lambda x, d: x['ch10_bulk_dq'] / x['ch10_specialized'], at(64))} step 2)"),
+        (CH10_CASE, f"`fastest` at d = 64 measured {span(ch10_tour_ratio(64))} the staged version"),
+        (CH10, f"non-causal, **{det(0)} step 3**; causal, **{det(1)} step 3**"),
+        (CH10, f"**{ch10_span(lambda x, d: x['ch10_overlap'] / x['ch10_specialized'], at(64))} step 2** at d = 64, "
+               f"N ≥ 4096, which puts step 5 at {ch10_span(lambda x, d: x['ch10_overlap'] / x['ch08_fastest'], at(64))} "
+               f"chapter 08"),
         (CH10, f"`fastest` at d = 64 at {span(vs08)} chapter 08 in the tour"),
         ("README.md", f"alone are slower than chapter 08 "
                       f"({ch10_span(lambda x, d: x['ch10_wgmma'] / x['ch08_fastest'], lambda n, d: True, 'ch10_steps.csv')}: "
                       f"every copy, product and atomic waited for in turn)"),
         ("README.md", f"pass it at d = 128 ({ch10_span(lambda x, d: x['ch10_specialized'] / x['ch08_fastest'], at(128))})"),
         ("README.md", f"adds {ch10_span(lambda x, d: x['ch10_bulk_dq'] / x['ch10_specialized'], at(128))} at d = 128"),
+        ("README.md", f"every run at {det(0)} step 3's speed without the mask and {det(1)} with it"),
+        ("README.md", f"behind this tile's dQ add {ch10_span(lambda x, d: x['ch10_overlap'] / x['ch10_specialized'], at(64))} at d = 64"),
         ("README.md", f"N ≥ 4096 the chapter runs {ch10_span(lambda x, d: fast(x, d) / x['torch_flash'], at(128))} "
                       f"PyTorch's FlashAttention-2 backward at d = 128 and "
                       f"{ch10_span(lambda x, d: fast(x, d) / x['torch_flash'], at(64))} at d = 64, and "
@@ -219,6 +242,53 @@ def ch10_claims():
                       f"{ch10_span(lambda x, d: fast(x, d) / x['torch_flash'], at(64))} at d = 64 (N ≥ 4096), "
                       f"{ch10_span(lambda x, d: fast(x, d) / x['torch_cudnn'], long_)} cuDNN"),
     ]
+
+
+# ---- training: training.csv (chapters 09-10 on the H200) ------------------------------------
+
+
+def training_claim():
+    """The training run's sentence, from training.csv (read as plots/plot_training.py reads
+    it, without matplotlib): the tutorial's final losses per seed (the mean of a run's last 20
+    steps), PyTorch's band over both backends, and each attention's median over its runs of
+    their median step (steps 11 on), with the tutorial's ratios to FlashAttention-2 and cuDNN."""
+    runs = {}
+    for r in read("training.csv"):
+        runs.setdefault((r["attention"], r["seed"], r.get("repeat", "0")), []).append(
+            (int(r["step"]), float(r["loss"]), float(r["ms"])))
+    loss, step = {}, {}
+    for key, rows in runs.items():
+        rows.sort()
+        loss[key] = sum(x[1] for x in rows[-20:]) / len(rows[-20:])
+        step[key] = statistics.median(x[2] for x in rows[10:])
+    of = lambda att, table, seed=None: [v for k, v in table.items() if k[0] == att and seed in (None, k[1])]
+    torch_losses = [v for k, v in loss.items() if k[0] != "flashtut"]
+    s0, s1 = of("flashtut", loss, "0"), of("flashtut", loss, "1")
+    t, fa2, cudnn = (statistics.median(of(a, step)) for a in ("flashtut", "sdpa_flash", "sdpa_cudnn"))
+    return (f"stays inside PyTorch's band: its six final training losses ({min(s0):.4f}–{max(s0):.4f} "
+            f"at seed 0, {min(s1):.4f}–{max(s1):.4f} at seed 1) against [{min(torch_losses):.4f}, "
+            f"{max(torch_losses):.4f}] over FlashAttention-2's and cuDNN's twelve. Replayed as CUDA "
+            f"graphs, its step is {t:.2f} ms against FlashAttention-2's {fa2:.2f} and cuDNN's "
+            f"{cudnn:.2f}: **{t / fa2:.3f}×** and **{t / cudnn:.3f}×**")
+
+
+# ---- chapter 12: ring.csv ------------------------------------------------------------------
+
+CH12 = "chapters/12_ring_attention/README.md"
+
+
+def ch12_claims():
+    """The lesson's table (ranks, pass, ms, TFLOP/s a GPU, one GPU's ms, efficiency) and the
+    main page's efficiencies, from ring.csv."""
+    rows = read("ring.csv")
+    out = [(CH12, f"| {r['ranks']} | {r['pass']} | {float(r['ms']):.1f} | {float(r['tflops_per_rank']):.0f} | "
+                  f"{float(r['single_ms']):.1f} | {float(r['efficiency']):.2f} |") for r in rows]
+    eff = {(r["ranks"], r["pass"]): float(r["efficiency"]) for r in rows}
+    out.append(("README.md", f"{eff[('2', 'forward')]:.2f} (forward) and {eff[('2', 'backward')]:.2f} (backward) "
+                             f"of one GPU's rate on two H200s"))
+    out.append((CH12, f"At P = 2 the forward keeps {round(eff[('2', 'forward')] * 100)}% of one GPU's rate and the "
+                      f"backward {round(eff[('2', 'backward')] * 100)}%"))
+    return out
 
 
 def probe(name):
@@ -542,8 +612,14 @@ def claims():
     ]
     hf = "docs/use_in_your_model.md"
     out += [(hf, row) for row in hf_rows()]
-    behind = [float(x["tutorial"]["ms"]) / float(x["torch_cudnn"]["ms"]) - 1 for x in hf_step().values()]
+    d128 = [x for x in hf_step().values() if x["tutorial"]["head_dim"] == "128"]
+    behind = [float(x["tutorial"]["ms"]) / float(x["torch_cudnn"]["ms"]) - 1 for x in d128]
     out.append((hf, f"{round(min(behind) * 100)}–{round(max(behind) * 100)}% behind cuDNN's"))
+    gpt2 = hf_step()["gpt2"]
+    out.append((hf, "the tutorial's ten steps spread over "
+                    f"{float(gpt2['tutorial']['ms_min']):.1f}–{float(gpt2['tutorial']['ms_max']):.1f} ms, "
+                    f"FlashAttention-2's over {float(gpt2['torch_flash']['ms_min']):.1f}–"
+                    f"{float(gpt2['torch_flash']['ms_max']):.1f} ms"))
     # The tensor-core chapters at N = 16384, d = 128, non-causal (vs_pytorch.csv), as the main
     # page and README.md quote them.
     v = vs_row("ch06_warp_rows")("16384", "128", "no")
@@ -593,7 +669,7 @@ def claims():
                       f"{vs_ratio('ch07_fastest', 'forward', LONG, 'ours', 'torch_flash', 3)} on the shapes "
                       f"with N ≥ 4096"),
     ]
-    out += ch10_claims()
+    out += ch10_claims() + ch12_claims()
     fp16, bf16 = ch09_table("fp16"), ch09_table("bf16")
     worst = max(abs(fp16[k][i] / bf16[k][i] - 1) for k in bf16 for i in STEPS if i in bf16[k])
     out.append((ch09, f"fp16, in the same run, lands within {int(worst * 100) + 1}% of these"))

@@ -141,7 +141,14 @@ CLAIMS = [
     # Chapter 10: step 1 at d = 128 spills (both dtypes), steps 2-3 do not.
     Claim("chapters/10_hopper_backward/README.md",
           "ptxas gives the d = 128 kernel 254 registers and spills 16 bytes",
-          exactly("10", "sm_90a", {r"wgmma_backward<ch10::WgmmaBackwardTraits<\w+, 128>": 16})),
+          exactly("10", "sm_90a", {r"wgmma_backward<ch10::WgmmaBackwardTraits<\w+, 128>": 16,
+                                   r"SpecializedBackwardTraits<\w+, 128, \(ch10::DqAdd\)1, true": 8,
+                                   r"SpecializedBackwardTraits<\w+, 64, \(ch10::DqAdd\)1, true": 4})),
+    Claim("chapters/10_hopper_backward/README.md",
+          "spills 8 bytes at d = 128 (4 at d = 64)",
+          exactly("10", "sm_90a", {r"wgmma_backward<ch10::WgmmaBackwardTraits<\w+, 128>": 16,
+                                   r"SpecializedBackwardTraits<\w+, 128, \(ch10::DqAdd\)1, true": 8,
+                                   r"SpecializedBackwardTraits<\w+, 64, \(ch10::DqAdd\)1, true": 4})),
 ]
 
 

@@ -109,7 +109,8 @@ SOURCE_SECTIONS = ["WarpStateStats", "SourceCounters", "InstructionStats"]
 STALL_METRICS = r"regex:^smsp__average_warps_issue_stalled_.*_per_issue_active\.ratio$"
 # The training runs' two attentions, in this order within each round: FlashAttention-2
 # (PyTorch's) and the tutorial's, so that a drift of the host's speed falls on both alike.
-ATTENTIONS = ("sdpa_flash", "flashtut")
+# The training step's attentions: PyTorch's FlashAttention-2 and cuDNN backends, the tutorial's.
+ATTENTIONS = ("sdpa_flash", "sdpa_cudnn", "flashtut")
 
 
 def chapter_folders(pattern=r"\d\d_"):
@@ -718,7 +719,7 @@ def step_train(run):
     parts = []
     for repeat in range(a.train_repeats):  # rounds: a drift of the host's speed hits both
         for seed in a.train_seeds:
-            for attention in ATTENTIONS:
+            for attention in a.train_attentions:
                 profile = a.train_profile if repeat == 0 and seed == 0 else 0
                 parts.append(train_one(attention, seed, repeat,
                                        run.path("logs", f"train_{attention}_s{seed}_r{repeat}.csv"),
@@ -731,7 +732,7 @@ def step_train(run):
     run.say(*out.splitlines())
     if a.train_eager:  # an eager pair, for the host-bound step time: training_eager.csv
         eager = [train_one(attention, 0, 0, run.path("logs", f"train_eager_{attention}_s0.csv"),
-                           ["--profile", "0"]) for attention in ATTENTIONS]
+                           ["--profile", "0"]) for attention in a.train_attentions]
         if not run.dry_run:
             join_csvs(run.path("training_eager.csv"), eager)
 
@@ -739,7 +740,8 @@ def step_train(run):
 def step_ring(run):
     """Ring attention (flashtut.ring) on one GPU over simulated ranks (python/tests/
     test_ring_gpu.py), then through torchrun and NCCL over every GPU here at --ring-shapes
-    (scripts/ring_attention.py: checked against one device, timed, TFLOP/s a GPU, efficiency)."""
+    (scripts/ring_attention.py: checked against one device, timed, TFLOP/s a GPU, efficiency),
+    each run's rank-0 timeline drawn from its profiler trace (plots/plot_ring_timeline.py)."""
     run.say("== ring attention")
     if not run.has_torch():
         run.say("ring: python3 cannot import torch, skipped")
@@ -758,13 +760,21 @@ def step_ring(run):
         os.remove(table)
     for seq_len, causal in run.args.ring_shapes:
         for ranks in sorted({1, int(gpus)} if gpus.isdigit() and int(gpus) > 0 else {1}):
-            log = run.path("logs", f"ring_P{ranks}_N{seq_len}_c{causal}.log")
+            name = f"ring_P{ranks}_N{seq_len}_c{causal}"
+            log, traces = run.path("logs", name + ".log"), run.path("logs", name + "_traces")
             rc = run.sh([PYTHON, "-m", "torch.distributed.run", "--nproc-per-node", str(ranks),
                          os.path.join(ROOT, "scripts", "ring_attention.py"), "--seq-len", str(seq_len),
                          "--head-dim", "128", "--heads", str(run.args.ring_heads), *(["--causal"] if causal else []),
-                         "--csv", table], log=log, timeout=PROGRAM_TIMEOUT, env=env).rc
+                         "--csv", table, "--trace", traces], log=log, timeout=PROGRAM_TIMEOUT, env=env).rc
             run.say(f"ring P={ranks} N={seq_len} causal={causal}: rc={rc}",
                     *grep(r"^(ring attention|  forward|  backward|rank .* differs)", log))
+            # Rank 0's timeline: whether the transfers ran under the blocks' kernels.
+            plot_log = run.path("logs", name + "_timeline.log")
+            run.sh([PYTHON, os.path.join(ROOT, "plots", "plot_ring_timeline.py"),
+                    os.path.join(traces, "ring_trace_rank0.json"), "--out", run.path(name + "_timeline.png"),
+                    "--title", f"Ring attention, rank 0 of {ranks}: N = {seq_len}, {'causal' if causal else 'non-causal'}"],
+                   log=plot_log, check=False)
+            run.say(*grep(r"^(stream|transfers)", plot_log))
 
 
 def step_traffic(run):
@@ -883,7 +893,7 @@ STEPS = {
     "train": (step_train, "a small GPT trained with FlashAttention-2 and with ours (needs "
               "torch): training.csv, training.png, training_verdict.txt"),
     "ring": (step_ring, "ring attention on simulated ranks (one GPU), then through torchrun "
-             "over every GPU here at --ring-shapes: ring.csv, logs/ring_*.log"),
+             "over every GPU here at --ring-shapes: ring.csv, ring_*_timeline.png, logs/ring_*"),
     "traffic": (step_traffic, "Nsight Compute's bytes per kernel beside the traffic model "
                 "(scripts/measure_traffic.sh): traffic.csv"),
     "profiles": (step_profiles, "Nsight Compute sections (--profiles) and stall samples "
@@ -1125,6 +1135,10 @@ def parse_args(argv):
            "(default: 3)", type=single(number), default=3, metavar="K")
     option("--train-seeds", "the training seeds (default: 0 1)", nargs="+", type=items(number),
            default=[0, 1], metavar="SEED")
+    option("--train-attentions", "the attentions each (seed, round) trains with (default: "
+           f"{' '.join(ATTENTIONS)})", nargs="+",
+           type=items(one_of(list(ATTENTIONS), "attention")), default=list(ATTENTIONS),
+           metavar="ATTENTION")
     option("--train-graph", "replay each training step as a CUDA graph (default: yes; "
            "--no-train-graph: eagerly)", action=argparse.BooleanOptionalAction, default=True)
     option("--train-profile", "eager steps round 0's seed-0 runs profile (default: 5)",

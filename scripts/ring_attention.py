@@ -44,6 +44,10 @@ def parse(argv):
                     help="skip the single-device timing (and so the efficiency)")
     ap.add_argument("--csv", default=None, metavar="PATH",
                     help="rank 0 appends one row a pass to this CSV (its header when it is new)")
+    ap.add_argument("--trace", default=None, metavar="DIR",
+                    help="each rank also writes a Chrome trace of one forward and one backward "
+                         "(torch.profiler) to DIR/ring_trace_rank<R>.json; "
+                         "plots/plot_ring_timeline.py draws one")
     a = ap.parse_args(argv)
     a.heads_kv = a.heads_kv or a.heads
     if a.heads % a.heads_kv:
@@ -129,6 +133,15 @@ def main(argv=None):
                       file=sys.stderr)
     fwd = timed(lambda: ring.forward(q, k, v, causal=a.causal, comm=comm, blocks=blocks))
     bwd = timed(lambda: ring.backward(q, k, v, o, lse, do, causal=a.causal, comm=comm, blocks=blocks))
+    if a.trace:
+        from torch.profiler import ProfilerActivity, profile
+        os.makedirs(a.trace, exist_ok=True)
+        sync()
+        with profile(activities=[ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])) as prof:
+            o_t, lse_t = ring.forward(q, k, v, causal=a.causal, comm=comm, blocks=blocks)
+            ring.backward(q, k, v, o_t, lse_t, do, causal=a.causal, comm=comm, blocks=blocks)
+            sync()
+        prof.export_chrome_trace(os.path.join(a.trace, f"ring_trace_rank{rank}.json"))
     single = (None, None)
     if a.single and rank == 0:
         wq, wk, wv, wdo = (t.to(dev) for t in whole)

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
-"""Trains a small GPT with either PyTorch's FlashAttention-2 or the tutorial's attention
-(chapter 07's forward, chapter 08's backward, through flashtut.autograd), everything else
-identical, and writes the loss curve and the step times.
+"""Trains a small GPT with PyTorch's FlashAttention-2 or cuDNN backend or with the tutorial's
+attention (through flashtut.autograd: chapters 09-10 on Hopper, chapters 07-08 elsewhere),
+everything else identical, and writes the loss curve and the step times.
 
   python3 scripts/train_gpt.py --attention sdpa_flash --seed 0 --out build/train_sdpa_s0.csv
   python3 scripts/train_gpt.py --attention sdpa_flash --seed 1 --out build/train_sdpa_s1.csv
@@ -45,6 +45,8 @@ Attention (``--attention``), the only difference between runs:
   ``torch.nn.attention.sdpa_kernel(SDPBackend.FLASH_ATTENTION)`` (FlashAttention-2; it fails
   rather than fall back to another backend). On ``--device cpu`` the math backend instead,
   written to the CSV as ``sdpa_math``.
+- ``sdpa_cudnn``: the same under ``SDPBackend.CUDNN_ATTENTION`` (cuDNN's fused attention,
+  the fastest of PyTorch's backends on Hopper; CUDA only).
 - ``flashtut``: ``flashtut.autograd.attention(q, k, v, is_causal=True)``, with the library
   from ``--lib`` (default: flashtut's own, ``$FLASHTUT_LIB`` or
   ``build/common/libflashtut.so``). q, k and v arrive as strided views of the QKV
@@ -52,7 +54,7 @@ Attention (``--attention``), the only difference between runs:
   laid out [B, N, H, d], as SDPA's do. Before training, the kernels are checked against
   FlashAttention-2 and a float32 reference on one batch of random inputs of the model's
   attention shape (``--no-check`` skips it, ``--check-only`` runs only it): the run stops
-  (exit 1) if chapter 07's output or chapter 08's gradients are off by more than
+  (exit 1) if the tutorial's output or gradients are off by more than
   max(2e-2, 2x FlashAttention-2's error) in relative L2 norm.
 
 Timing: CUDA events around each step's forward, backward, clipping and optimizer update
@@ -141,10 +143,11 @@ def parse_args(argv):
     ap = argparse.ArgumentParser(
         description="Train a small byte-level GPT on the Python standard library's source, "
                     "with PyTorch's FlashAttention-2 or the tutorial's attention.")
-    ap.add_argument("--attention", choices=("sdpa_flash", "flashtut"), default="sdpa_flash",
+    ap.add_argument("--attention", choices=("sdpa_flash", "sdpa_cudnn", "flashtut"), default="sdpa_flash",
                     help="sdpa_flash: F.scaled_dot_product_attention under the FLASH_ATTENTION "
-                         "backend (the default); flashtut: flashtut.autograd.attention (chapters 07 "
-                         "and 08)")
+                         "backend (the default); sdpa_cudnn: under the CUDNN_ATTENTION backend; "
+                         "flashtut: flashtut.autograd.attention (chapters 09-10 on Hopper, 07-08 "
+                         "elsewhere)")
     ap.add_argument("--seed", type=int, default=0,
                     help="seeds the initialization and the batch order (default 0)")
     ap.add_argument("--out", help="the CSV to write, one row per step (default: none)")
@@ -205,6 +208,9 @@ def validate(args):
     """The argument errors, as one message each, or None."""
     if args.device == "cpu" and args.attention == "flashtut":
         return ("--attention flashtut runs the tutorial's CUDA kernels: it needs --device cuda "
+                "(--device cpu works with --attention sdpa_flash, SDPA's math backend there)")
+    if args.device == "cpu" and args.attention == "sdpa_cudnn":
+        return ("--attention sdpa_cudnn is PyTorch's cuDNN backend: it needs --device cuda "
                 "(--device cpu works with --attention sdpa_flash, SDPA's math backend there)")
     if args.graph and args.device != "cuda":
         return "--graph replays CUDA graphs: it needs --device cuda"
@@ -316,8 +322,11 @@ def make_attention(torch, kind, device):
         def attend(q, k, v):
             return fa.attention(q, k, v, is_causal=True)
         return attend, "flashtut"
-    backend, name = ((SDPBackend.FLASH_ATTENTION, "sdpa_flash") if device == "cuda" else
-                     (SDPBackend.MATH, "sdpa_math"))
+    if kind == "sdpa_cudnn":
+        backend, name = SDPBackend.CUDNN_ATTENTION, "sdpa_cudnn"
+    else:
+        backend, name = ((SDPBackend.FLASH_ATTENTION, "sdpa_flash") if device == "cuda" else
+                         (SDPBackend.MATH, "sdpa_math"))
 
     def attend(q, k, v):
         with sdpa_kernel(backend):
@@ -333,7 +342,7 @@ def rel_err(got, ref):
 
 
 def check_kernels(torch, args, device="cuda"):
-    """Chapter 07's output and chapter 08's gradients against a float32 reference (SDPA's math
+    """The tutorial's output and gradients against a float32 reference (SDPA's math
     backend on the same bf16 values) and FlashAttention-2's errors against the same, on one
     batch of the model's attention shape, causal. Returns True when they pass."""
     F = torch.nn.functional

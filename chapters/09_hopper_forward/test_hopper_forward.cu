@@ -20,15 +20,7 @@ using Case = ft::testing::ForwardCase;
 using Group = ft::testing::ShapeGroup<ft::ForwardImpl>;
 
 /// Skips unless a GPU is here and it is a Hopper (the kernels are sm_90a machine code).
-#define REQUIRE_HOPPER()                                                                 \
-  do {                                                                                   \
-    std::string why_;                                                                    \
-    if (!ft::gpu_available(&why_))                                                       \
-      GTEST_SKIP() << "chapter 09 needs Hopper (sm_90); " << why_;                       \
-    int major_ = 0;                                                                      \
-    CUDA_CHECK(cudaDeviceGetAttribute(&major_, cudaDevAttrComputeCapabilityMajor, 0));  \
-    if (major_ != 9) GTEST_SKIP() << "chapter 09 needs Hopper (sm_90)";                  \
-  } while (0)
+#define REQUIRE_HOPPER() FT_REQUIRE_CC(9, 9, "chapter 09 needs Hopper (sm_90)")
 
 std::vector<Case> standard_cases() {
   std::vector<Case> cases;

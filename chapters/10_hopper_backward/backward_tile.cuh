@@ -6,6 +6,7 @@
 
 #include <cstdint>
 
+#include "core/strides.hpp"
 #include "cuda_core/exp2.cuh"
 #include "sm80/pack.cuh"
 #include "sm90/smem_layout.hpp"
@@ -40,15 +41,23 @@ struct Params {
   float scale_log2;   ///< scale · log2(e)
 };
 
-/// Pᵀ and dSᵀ of one warpgroup's 64 keys × Br queries, in place: `st` holds Sᵀ (raw scores)
-/// and becomes Pᵀ = 2^(Sᵀ·scale·log2 e − L·log2 e); `dpt` holds dPᵀ and becomes
+/// dK's and dV's strides (elements), read by the views kernels only: a kernel argument of
+/// its own, outside Params (strides.hpp's ViewArgs says why), so that the contiguous kernels
+/// are the ones measured.
+struct GradStrides {
+  ft::Strides dK;
+  ft::Strides dV;
+};
+
+/// Pᵀ and dSᵀ of one warpgroup's 64 keys × Br queries: from `st`, Sᵀ (raw scores), into
+/// `pt`, Pᵀ = 2^(Sᵀ·scale·log2 e − L·log2 e); from `dpt`, dPᵀ, into `dst`,
 /// dSᵀ = scale · Pᵀ∘(dPᵀ − D). Row = key (key_base on), column = query (q0 on); L·log2 e
 /// and D a query each (Ls, Dsm: shared memory). A key past N_k or after the query's
 /// diagonal, or a query that saw no key or lies past N_q (L = −∞), weighs nothing.
 template <int kRegs, class P>
-__device__ __forceinline__ void probabilities_and_ds(float (&st)[kRegs], float (&dpt)[kRegs], const P& p,
-                                                     int key_base, int q0, int t, const float* Ls,
-                                                     const float* Dsm) {
+__device__ __forceinline__ void probabilities_and_ds(const float (&st)[kRegs], const float (&dpt)[kRegs],
+                                                     float (&pt)[kRegs], float (&dst)[kRegs], const P& p,
+                                                     int key_base, int q0, int t, const float* Ls, const float* Dsm) {
 #pragma unroll
   for (int i = 0; i < kRegs; ++i) {
     const int key = key_base + ft::sm90::acc_row(t, i);
@@ -56,9 +65,17 @@ __device__ __forceinline__ void probabilities_and_ds(float (&st)[kRegs], float (
     const float l = Ls[col];
     const bool visible = key < p.Nk && l != -INFINITY && (!p.causal || key <= q0 + col + p.causal_offset);
     const float prob = visible ? ft::exp2_ftz(fmaf(st[i], p.scale_log2, -l)) : 0.f;
-    st[i] = prob;
-    dpt[i] = p.scale * prob * (dpt[i] - Dsm[col]);
+    pt[i] = prob;
+    dst[i] = p.scale * prob * (dpt[i] - Dsm[col]);
   }
+}
+
+/// The same in place: Sᵀ becomes Pᵀ, dPᵀ becomes dSᵀ.
+template <int kRegs, class P>
+__device__ __forceinline__ void probabilities_and_ds(float (&st)[kRegs], float (&dpt)[kRegs], const P& p,
+                                                     int key_base, int q0, int t, const float* Ls,
+                                                     const float* Dsm) {
+  probabilities_and_ds(st, dpt, st, dpt, p, key_base, q0, t, Ls, Dsm);
 }
 
 /// Accumulator registers as A fragments of the next product (chapter 07's trick, wgmma's
@@ -72,10 +89,11 @@ __device__ __forceinline__ void pack_a(uint32_t (&a)[kAcc / 8][4], const float (
 }
 
 /// Sᵀ = K_c·Qᵀ and dPᵀ = V_c·dOᵀ of one warpgroup's 64 keys (K_c, V_c at k_addr, v_addr;
-/// the query tile's Q and dO at q_addr, do_addr, all K-major), one group, waited for.
+/// the query tile's Q and dO at q_addr, do_addr, all K-major), issued as one group.
 template <class Tr>
-__device__ __forceinline__ void scores_transposed(float (&st)[Tr::Br / 2], float (&dpt)[Tr::Br / 2], uint32_t k_addr,
-                                                  uint32_t v_addr, uint32_t q_addr, uint32_t do_addr) {
+__device__ __forceinline__ void issue_scores_transposed(float (&st)[Tr::Br / 2], float (&dpt)[Tr::Br / 2],
+                                                        uint32_t k_addr, uint32_t v_addr, uint32_t q_addr,
+                                                        uint32_t do_addr) {
   using T = typename Tr::T;
   using KvTile = typename Tr::KvTile;
   using QTile = typename Tr::QTile;
@@ -89,6 +107,13 @@ __device__ __forceinline__ void scores_transposed(float (&st)[Tr::Br / 2], float
     ft::sm90::mma_ss<T, Tr::Br>(dpt, ft::sm90::k_major_descriptor<KvTile>(v_addr, ks),
                                 ft::sm90::k_major_descriptor<QTile>(do_addr, ks), ks > 0);
   ft::sm90::commit();
+}
+
+/// The same, waited for.
+template <class Tr>
+__device__ __forceinline__ void scores_transposed(float (&st)[Tr::Br / 2], float (&dpt)[Tr::Br / 2], uint32_t k_addr,
+                                                  uint32_t v_addr, uint32_t q_addr, uint32_t do_addr) {
+  issue_scores_transposed<Tr>(st, dpt, k_addr, v_addr, q_addr, do_addr);
   ft::sm90::wait<0>();
   ft::sm90::fence_registers(st);
   ft::sm90::fence_registers(dpt);
@@ -124,17 +149,28 @@ __device__ __forceinline__ void store_ds(T* dSs, const uint32_t (&dsa)[kSteps][4
   }
 }
 
-/// dK and dV of one warpgroup's 64 keys (keys key_base on), written once.
-template <class T, int kRegs>
-__device__ __forceinline__ void store_dk_dv(T* dK, T* dV, const float (&dk)[kRegs], const float (&dv)[kRegs],
-                                            int key_base, int Nk, int D, int t) {
+/// dK and dV of one warpgroup's 64 keys (keys key_base on) of key/value head kv_head
+/// (b·H_kv + h), written once: contiguous, or (Tr::kViews) where their strides say.
+template <class Tr, int kRegs>
+__device__ __forceinline__ void store_dk_dv(const Params<typename Tr::T>& p, const GradStrides& gs, int kv_head,
+                                            const float (&dk)[kRegs], const float (&dv)[kRegs], int key_base, int t) {
+  using T = typename Tr::T;
+  constexpr int D = Tr::D;
+  T* dK = p.dK + int64_t(kv_head) * p.Nk * D;
+  T* dV = p.dV + int64_t(kv_head) * p.Nk * D;
+  if constexpr (Tr::kViews) {
+    dK = p.dK + ft::head_start(gs.dK, kv_head, p.heads_kv);
+    dV = p.dV + ft::head_start(gs.dV, kv_head, p.heads_kv);
+  }
 #pragma unroll
   for (int i = 0; i < kRegs; i += 2) {
     const int key = key_base + ft::sm90::acc_row(t, i);
     const int col = ft::sm90::acc_col(t, i);
-    if (key < Nk) {
-      *reinterpret_cast<uint32_t*>(dK + int64_t(key) * D + col) = ft::tc::pack2<T>(dk[i], dk[i + 1]);
-      *reinterpret_cast<uint32_t*>(dV + int64_t(key) * D + col) = ft::tc::pack2<T>(dv[i], dv[i + 1]);
+    if (key < p.Nk) {
+      const int64_t k_at = Tr::kViews ? key * gs.dK.row : int64_t(key) * D;
+      const int64_t v_at = Tr::kViews ? key * gs.dV.row : int64_t(key) * D;
+      *reinterpret_cast<uint32_t*>(dK + k_at + col) = ft::tc::pack2<T>(dk[i], dk[i + 1]);
+      *reinterpret_cast<uint32_t*>(dV + v_at + col) = ft::tc::pack2<T>(dv[i], dv[i + 1]);
     }
   }
 }

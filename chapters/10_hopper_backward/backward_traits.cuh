@@ -24,6 +24,7 @@ struct WgmmaBackwardTraits {
   static constexpr int kWarpgroups = Bc / ft::sm90::kMmaM;
   static constexpr int kThreads = kWarpgroups * ft::sm90::kWarpgroupThreads;
   static constexpr bool kSpecialized = false;  ///< every warp loads and computes
+  static constexpr bool kViews = false;        ///< contiguous tensors (ft::Views<...> reads views)
   static constexpr int kDqShares = kWarpgroups;  ///< dQ adds a block a query tile: one a warpgroup
   using KvTile = ft::sm90::Sw128Tile<Bc, D>;  ///< K and V: a row a key
   using QTile = ft::sm90::Sw128Tile<Br, D>;   ///< Q and dO: a row a query
@@ -47,7 +48,7 @@ enum class DqAdd {
 
 /// Steps 2 onwards (specialized_backward.cuh): warpgroup 0 the producer, warpgroups 1 and 2
 /// the consumers, 64 keys each; query tiles through a ring of stages.
-template <class Element, int D_, DqAdd kDq_>
+template <class Element, int D_, DqAdd kDq_, bool kDeterministic_ = false, bool kOverlap_ = false>
 struct SpecializedBackwardTraits {
   using T = Element;
   static constexpr int D = D_;
@@ -55,11 +56,20 @@ struct SpecializedBackwardTraits {
   static constexpr int Bc = 128;  ///< keys a block: two consumer warpgroups of 64
   static constexpr int kConsumers = Bc / ft::sm90::kMmaM;
   static constexpr int kThreads = ft::sm90::kWarpgroupThreads * (1 + kConsumers);  ///< 384
-  static constexpr int kConsumerWarps = kConsumers * ft::sm90::kWarpgroupThreads / 32;
+  static constexpr int kConsumerThreads = kConsumers * ft::sm90::kWarpgroupThreads;
+  static constexpr int kConsumerWarps = kConsumerThreads / 32;
   /// Query tiles in flight: one read by the consumers, one landing.
   static constexpr int kStages = 2;
   static constexpr DqAdd kDq = kDq_;
+  /// Step 4: the key blocks of a head add their shares into a query tile's dQ one after
+  /// another, in key order (a counter a query tile in the workspace), so that every run
+  /// sums them in the same order and gives the same bits.
+  static constexpr bool kDeterministic = kDeterministic_;
+  /// Step 5: the next query tile's Sᵀ and dPᵀ issued behind this tile's dQ (their 64
+  /// registers live beside Pᵀ, dSᵀ, dQ, dK and dV: only at d = 64 do 240 hold them).
+  static constexpr bool kOverlap = kOverlap_;
   static constexpr bool kSpecialized = true;  ///< a producer warpgroup, two consumers
+  static constexpr bool kViews = false;       ///< contiguous tensors (ft::Views<...> reads views)
   /// dQ = dS·K split by columns: consumer c computes dQ's columns c·d/2 on over all 128
   /// keys (wgmma m64n{d/2}k16), so the block adds one share, not one a warpgroup.
   static constexpr int kDqCols = D / kConsumers;
@@ -72,6 +82,9 @@ struct SpecializedBackwardTraits {
   using KvTile = ft::sm90::Sw128Tile<Bc, D>;
   using QTile = ft::sm90::Sw128Tile<Br, D>;
   using DsTile = ft::sm90::Sw128Tile<Bc, Br>;
+  /// A stage's L and D (a float a query each); its Q and dO tiles are kept apart from them,
+  /// every tile on a 1024-byte boundary.
+  static constexpr size_t kRowStatsBytes = 2 * Br * sizeof(float);
   /// kBulk's dQ share: Br rows of d floats, each row padded by 16 bytes so that the
   /// accumulator's stores (8 rows at once, d·4 bytes apart) fall in different banks; two
   /// buffers, so that one tile's adds run while the next is computed.
@@ -80,13 +93,15 @@ struct SpecializedBackwardTraits {
   /// K and V's full barrier, a full and an empty barrier a stage, and a full and an empty
   /// barrier a dQ buffer (kBulk's; allotted always, 32 bytes).
   static constexpr int kBarriers = 1 + 2 * kStages + 2 * 2;
-  /// 1024 bytes to align the first tile, K, V, the stages' Q and dO, dSᵀ, the dQ buffers,
-  /// the barriers.
+  /// 1024 bytes to align the first tile, K, V, the stages' Q and dO, dSᵀ, the stages' L and
+  /// D, the dQ buffers, the barriers.
   static constexpr size_t kSmemBytes = size_t(ft::sm90::kAtomBytes) + 2 * KvTile::kBytes +
-                                       kStages * 2 * size_t(QTile::kBytes) + DsTile::kBytes + kDqBytes +
-                                       kBarriers * sizeof(uint64_t);
+                                       kStages * (2 * size_t(QTile::kBytes) + kRowStatsBytes) + DsTile::kBytes +
+                                       kDqBytes + kBarriers * sizeof(uint64_t);
 
   static_assert(D == 64 || D == 128, "dV's and dK's wgmma is m64n{d}k16, dQ's m64n{d/2}k16");
+  static_assert(!kDeterministic || kDq == DqAdd::kBulk, "the ordered adds are the adder warp's (kBulk)");
+  static_assert(!kOverlap || D == 64, "two tiles' scores beside dK and dV: 240 registers hold them at d = 64 only");
   static_assert(kProducerRegs + kConsumers * kConsumerRegs <= kLaunchRegs * (1 + kConsumers),
                 "setmaxnreg redistributes the launch's registers: more than they hold would wait forever");
   static_assert(kSmemBytes <= ft::kMaxSmemPerBlock, "at most 227 KB of shared memory per block");

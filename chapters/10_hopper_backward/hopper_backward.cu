@@ -26,6 +26,7 @@ namespace {
 constexpr int kSm = 90;
 
 using Compiled = ft::Instances<ft::DTypes<ft::DType::BFloat16, ft::DType::Float16>, ft::HeadDims<64, 128>>;
+using CompiledD64 = ft::Instances<ft::DTypes<ft::DType::BFloat16, ft::DType::Float16>, ft::HeadDims<64>>;
 
 // Step 1, wgmma: the five products on warpgroup instructions, cp.async loads.
 template <class T, int D> using Wgmma = WgmmaBackwardTraits<T, D>;
@@ -34,10 +35,15 @@ template <class T, int D> using Wgmma = WgmmaBackwardTraits<T, D>;
 template <class T, int D> using Specialized = SpecializedBackwardTraits<T, D, DqAdd::kAtomics>;
 // Step 3, bulk_dq: the same, dQ added by the copy engine from shared memory.
 template <class T, int D> using BulkDq = SpecializedBackwardTraits<T, D, DqAdd::kBulk>;
-// fastest: step 3 at d = 128, step 2 at d = 64, where the copy engine's adds measured slower
-// than the atomics (H200, bf16, N >= 1024: 0.91-0.97x step 2 at d = 64, 1.13-1.24x at d = 128;
-// plots/results/h200/ch10_vs_pytorch.csv).
-template <class T, int D> using Fastest = std::conditional_t<D == 128, BulkDq<T, D>, Specialized<T, D>>;
+// Step 4, deterministic: step 3 with the key blocks' adds into each query tile in key order.
+template <class T, int D> using Deterministic = SpecializedBackwardTraits<T, D, DqAdd::kBulk, /*deterministic=*/true>;
+// Step 5, overlap (d = 64): step 2 with the next tile's scores issued behind this tile's dQ.
+template <class T, int D> using Overlap = SpecializedBackwardTraits<T, D, DqAdd::kAtomics, false, /*overlap=*/true>;
+// fastest: step 3 at d = 128, step 5 at d = 64, where the copy engine's adds measured slower
+// than the atomics and the overlap faster than step 2 (H200, bf16, N >= 1024, same run:
+// bulk_dq 0.93-0.98x step 2 at d = 64 and 1.12-1.25x at d = 128; overlap 1.03-1.05x step 2
+// at d = 64; plots/results/h200/ch10_vs_pytorch.csv).
+template <class T, int D> using Fastest = std::conditional_t<D == 128, BulkDq<T, D>, Overlap<T, D>>;
 
 constexpr int kSmallBlock = 256;                            ///< threads of the small kernels
 constexpr int kRowsPerBlock = kSmallBlock / ft::kWarpSize;  ///< prepare: a warp a query row
@@ -45,14 +51,16 @@ constexpr int kRowsPerBlock = kSmallBlock / ft::kWarpSize;  ///< prepare: a warp
 __device__ __forceinline__ float to_float(__nv_bfloat16 x) { return __bfloat162float(x); }
 __device__ __forceinline__ float to_float(__half x) { return __half2float(x); }
 
-/// The per-row statistics the backward reads, laid out for the copy engine: a warp a row of
-/// L2 and Drow, whose rows a head are N_q padded to whole query tiles (stats_rows). For a
-/// row of the problem, D = rowsum(dO∘O) (a shuffle sums in float32), L2 = lse·log2(e) (the
-/// kernels' exponentials are base 2), and its float32 dQ accumulator cleared on the way; a
-/// padding row gets L2 = −∞ and D = 0, which weigh nothing.
-template <class T>
-__global__ void prepare_backward(const T* O, const T* dO, const float* lse, float* L2, float* Drow, float* dq_acc,
-                                 int64_t padded_rows, int stats_rows, int Nq, int d) {
+/// The per-row statistics the backward reads, laid out for the copy engine and padded so
+/// that no kernel checks a bound: a warp a row of L2 and Drow, whose rows a head are N_q
+/// padded to whole query tiles (stats_rows). For a row of the problem, D = rowsum(dO∘O) (a
+/// shuffle sums in float32), L2 = lse·log2(e) (the kernels' exponentials are base 2), and
+/// its float32 dQ accumulator cleared on the way; a padding row gets L2 = −∞ and D = 0,
+/// which weigh nothing. kViews: O and dO where their strides say.
+template <class T, bool kViews>
+__global__ void prepare_backward(const T* O, const T* dO, ft::Strides so, ft::Strides sdo, int heads,
+                                 const float* lse, float* L2, float* Drow, float* dq_acc, int64_t padded_rows,
+                                 int stats_rows, int Nq, int d) {
   const int64_t prow = int64_t(blockIdx.x) * kRowsPerBlock + threadIdx.x / ft::kWarpSize;
   if (prow >= padded_rows) return;  // whole warps leave together: the shuffle stays full
   const int lane = threadIdx.x % ft::kWarpSize;
@@ -61,22 +69,29 @@ __global__ void prepare_backward(const T* O, const T* dO, const float* lse, floa
     if (lane == 0) L2[prow] = -INFINITY, Drow[prow] = 0.f;
     return;
   }
-  const int64_t row = prow / stats_rows * Nq + q;
+  const int64_t bh = prow / stats_rows, row = bh * Nq + q;  // b·H + h, and the row of lse and dQ's accumulator
+  const T* o = kViews ? O + ft::head_start(so, bh, heads) + int64_t(q) * so.row : O + row * d;
+  const T* g = kViews ? dO + ft::head_start(sdo, bh, heads) + int64_t(q) * sdo.row : dO + row * d;
   float sum = 0.f;
   for (int k = lane; k < d; k += ft::kWarpSize) {
-    sum += to_float(O[row * d + k]) * to_float(dO[row * d + k]);
+    sum += to_float(o[k]) * to_float(g[k]);
     dq_acc[row * d + k] = 0.f;
   }
   sum = ft::warp_sum(sum);
   if (lane == 0) L2[prow] = lse[row] * ft::kLog2e, Drow[prow] = sum;
 }
 
-/// dQ from its float32 accumulator, rounded once.
-template <class T>
-__global__ void convert_dq(const float* dq_acc, T* dQ, int64_t n) {
+/// dQ from its float32 accumulator (contiguous), rounded once; kViews: where dQ's strides say.
+template <class T, bool kViews>
+__global__ void convert_dq(const float* dq_acc, T* dQ, ft::Strides sdq, int heads, int Nq, int d, int64_t n) {
   for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
-    if constexpr (std::is_same_v<T, __nv_bfloat16>) dQ[i] = __float2bfloat16_rn(dq_acc[i]);
-    else dQ[i] = __float2half_rn(dq_acc[i]);
+    T* out = dQ + i;
+    if constexpr (kViews) {
+      const int64_t row = i / d, bh = row / Nq;
+      out = dQ + ft::head_start(sdq, bh, heads) + (row % Nq) * sdq.row + i % d;
+    }
+    if constexpr (std::is_same_v<T, __nv_bfloat16>) *out = __float2bfloat16_rn(dq_acc[i]);
+    else *out = __float2half_rn(dq_acc[i]);
   }
 }
 
@@ -89,15 +104,24 @@ static_assert(kStatsTile % Wgmma<__half, 64>::Br == 0 && kStatsTile % Specialize
 int stats_rows(const ft::Problem& p) { return (p.len_q + kStatsTile - 1) / kStatsTile * kStatsTile; }
 int64_t padded_rows(const ft::Problem& p) { return int64_t(p.heads_total()) * stats_rows(p); }
 
-/// The workspace: L2 and Drow (a float a padded row each), then the float32 dQ accumulator.
+/// Query tiles a head has (kStatsTile rows each: every step's Br), the deterministic adds'
+/// counters' count a head.
+int64_t q_tiles(const ft::Problem& p) { return (p.len_q + kStatsTile - 1) / kStatsTile; }
+
+/// The workspace: L2 and Drow (a float a padded row each), the float32 dQ accumulator, then
+/// a counter a query tile (step 4's order of adds; allotted always, an int a tile).
 size_t workspace_bytes(const ft::Problem& p) {
-  return (2 * size_t(padded_rows(p)) + size_t(p.elems())) * sizeof(float);
+  return (2 * size_t(padded_rows(p)) + size_t(p.elems())) * sizeof(float) +
+         size_t(q_tiles(p) * p.heads_total()) * sizeof(int);
 }
 
+/// The three kernels of one step on contiguous tensors (Tr) or on views (ft::Views<Tr>: the
+/// strides read from `layout`, a second instantiation so that the contiguous kernels stay
+/// the ones measured).
 template <class Tr>
-void launch(const ft::Problem& p, const ft::BackwardArgs& a, cudaStream_t stream) {
+void launch_on(const ft::Problem& p, const ft::BackwardArgs& a, const ft::Layout& layout, cudaStream_t stream) {
   using T = typename Tr::T;
-  ft::require_arch(kSm, "chapter 10");
+  constexpr bool kViews = Tr::kViews;
   const int num_kv_tiles = (p.len_kv + Tr::Bc - 1) / Tr::Bc;
   const int64_t blocks = int64_t(num_kv_tiles) * p.kv_heads_total();
   if (blocks > INT_MAX) throw ft::Unsupported("chapter 10: too many key tiles for one launch");
@@ -108,9 +132,11 @@ void launch(const ft::Problem& p, const ft::BackwardArgs& a, cudaStream_t stream
   float* L2 = static_cast<float*>(a.workspace);
   float* Drow = L2 + prows;
   float* dq_acc = Drow + prows;
+  int* dq_turn = reinterpret_cast<int*>(dq_acc + p.elems());
 
-  prepare_backward<T><<<int((prows + kRowsPerBlock - 1) / kRowsPerBlock), kSmallBlock, 0, stream>>>(
-      a.O.as<T>(), a.dO.as<T>(), a.lse, L2, Drow, dq_acc, prows, stats_rows(p), p.len_q, p.head_dim);
+  prepare_backward<T, kViews><<<int((prows + kRowsPerBlock - 1) / kRowsPerBlock), kSmallBlock, 0, stream>>>(
+      a.O.as<T>(), a.dO.as<T>(), layout.O, layout.dO, p.heads_q, a.lse, L2, Drow, dq_acc, prows, stats_rows(p),
+      p.len_q, p.head_dim);
   CUDA_CHECK_LAUNCH();
 
   const Params<T> params{a.Q.as<T>(), a.K.as<T>(), a.V.as<T>(), a.dO.as<T>(), L2, Drow, dq_acc,
@@ -118,13 +144,15 @@ void launch(const ft::Problem& p, const ft::BackwardArgs& a, cudaStream_t stream
                          num_kv_tiles, p.heads_q, p.heads_kv, p.group(), p.causal_offset(), p.causal,
                          p.softmax_scale(), p.softmax_scale() * ft::kLog2e};
   if constexpr (Tr::kSpecialized) {
-    const ft::Layout layout = ft::layout_of(p, nullptr);  // contiguous: views are refused (impl's strided = false)
     const CUtensorMap map_q = ft::sm90::tensor_map(a.Q.get(), p.dtype, p.batch, p.heads_q, p.len_q, Tr::D, layout.Q, Tr::Br);
     const CUtensorMap map_do = ft::sm90::tensor_map(a.dO.get(), p.dtype, p.batch, p.heads_q, p.len_q, Tr::D, layout.dO, Tr::Br);
     const CUtensorMap map_k = ft::sm90::tensor_map(a.K.get(), p.dtype, p.batch, p.heads_kv, p.len_kv, Tr::D, layout.K, Tr::Bc);
     const CUtensorMap map_v = ft::sm90::tensor_map(a.V.get(), p.dtype, p.batch, p.heads_kv, p.len_kv, Tr::D, layout.V, Tr::Bc);
+    if constexpr (Tr::kDeterministic)
+      CUDA_CHECK(cudaMemsetAsync(dq_turn, 0, size_t(q_tiles(p) * p.heads_total()) * sizeof(int), stream));
     ft::allow_dynamic_smem(specialized_backward<Tr>, Tr::kSmemBytes, "chapter 10 backward");
-    specialized_backward<Tr><<<int(blocks), Tr::kThreads, Tr::kSmemBytes, stream>>>(params, map_q, map_k, map_v, map_do);
+    specialized_backward<Tr><<<int(blocks), Tr::kThreads, Tr::kSmemBytes, stream>>>(
+        params, GradStrides{layout.dK, layout.dV}, dq_turn, map_q, map_k, map_v, map_do);
   } else {
     ft::allow_dynamic_smem(wgmma_backward<Tr>, Tr::kSmemBytes, "chapter 10 backward");
     wgmma_backward<Tr><<<int(blocks), Tr::kThreads, Tr::kSmemBytes, stream>>>(params);
@@ -133,22 +161,37 @@ void launch(const ft::Problem& p, const ft::BackwardArgs& a, cudaStream_t stream
 
   const int64_t n = p.elems();
   const int c_blocks = int(std::min<int64_t>((n + kSmallBlock - 1) / kSmallBlock, 1 << 16));
-  convert_dq<T><<<c_blocks, kSmallBlock, 0, stream>>>(dq_acc, a.dQ.as<T>(), n);
+  convert_dq<T, kViews><<<c_blocks, kSmallBlock, 0, stream>>>(dq_acc, a.dQ.as<T>(), layout.dQ, p.heads_q, p.len_q,
+                                                              p.head_dim, n);
   CUDA_CHECK_LAUNCH();
 }
 
-template <template <class, int> class Shape>
+template <class Tr>
+void launch(const ft::Problem& p, const ft::BackwardArgs& a, cudaStream_t stream) {
+  // Views: the copy engine's tensor maps read them, so steps 2 onwards only; a layout is
+  // refused or checked before anything asks for the GPU.
+  if (a.layout) {
+    if constexpr (!Tr::kSpecialized)
+      throw ft::Unsupported("chapter 10: step 1 (wgmma) reads no views; specialized, bulk_dq and fastest do");
+    ft::check_layout(p, *a.layout, /*backward=*/true);
+  }
+  ft::require_arch(kSm, "chapter 10");
+  if (!a.layout) return launch_on<Tr>(p, a, ft::layout_of(p, nullptr), stream);
+  if constexpr (Tr::kSpecialized) launch_on<ft::Views<Tr>>(p, a, *a.layout, stream);
+}
+
+template <template <class, int> class Shape, class Set = Compiled>
 void run(const ft::Problem& p, const ft::BackwardArgs& a, cudaStream_t stream) {
   if (!(p.softmax_scale() > 0.f)) throw ft::Unsupported("chapter 10: the softmax scale must be positive");
-  Compiled::dispatch(p, "chapter 10", [&](auto i) {
+  Set::dispatch(p, "chapter 10", [&](auto i) {
     using I = decltype(i);
     launch<Shape<typename I::Element, I::kHeadDim>>(p, a, stream);
   });
 }
 
-/// The ledger: chapter 08's three kernels. The key-block kernel reads K and V once and every
-/// query tile it visits (Q, dO, L, D), adds a float32 dQ share for each (two, one a
-/// warpgroup), and writes dK and dV once.
+/// The ledger: three kernels, as chapter 08's. The key-block kernel reads K and V once and
+/// every query tile it visits (Q, dO, L, D), adds a float32 dQ share for each (Tr::kDqShares:
+/// step 1 two, one a warpgroup; steps 2-3 one), and writes dK and dV once.
 template <template <class, int> class Shape>
 std::vector<ft::KernelTraffic> traffic(const ft::Problem& p) {
   using Tr = Shape<__nv_bfloat16, 64>;  // the tiles are the same at every (T, d)
@@ -172,10 +215,12 @@ std::vector<ft::KernelTraffic> traffic(const ft::Problem& p) {
           {"convert_dq", conv_in, conv_out, conv_in, conv_out, 0.0, "the float32 dQ read once, dQ written once"}};
 }
 
-template <template <class, int> class Shape>
+template <template <class, int> class Shape, class Set = Compiled>
 ft::BackwardImpl impl(const std::string& variant, const std::string& what) {
-  ft::BackwardImpl b{"10", variant, what, Compiled::head_dims(), workspace_bytes, ch09::fastest().run,
-                     run<Shape>, traffic<Shape>, Compiled::dtypes(), kSm, /*strided=*/false,
+  // Views: read by the copy engine's tensor maps, so by steps 2 onwards (step 1 copies with cp.async).
+  const bool strided = Shape<__half, 64>::kSpecialized;
+  ft::BackwardImpl b{"10", variant, what, Set::head_dims(), workspace_bytes, ch09::fastest().run,
+                     run<Shape, Set>, traffic<Shape>, Set::dtypes(), kSm, strided,
                      ft::Features{/*lengths=*/true, /*grouped=*/true}};
   return b;
 }
@@ -183,7 +228,7 @@ ft::BackwardImpl impl(const std::string& variant, const std::string& what) {
 }  // namespace
 
 const ft::BackwardImpl& fastest() {
-  static const ft::BackwardImpl i = impl<Fastest>("fastest", "bulk_dq at d = 128, specialized at d = 64");
+  static const ft::BackwardImpl i = impl<Fastest>("fastest", "bulk_dq at d = 128, overlap at d = 64");
   return i;
 }
 
@@ -191,6 +236,8 @@ std::vector<ft::BackwardImpl> backward_impls() {
   return {impl<Wgmma>("wgmma", "the five products on wgmma (keys on Sᵀ's rows), cp.async loads, dQ by atomics"),
           impl<Specialized>("specialized", "a TMA producer and two consumers; dQ once a block, by atomics"),
           impl<BulkDq>("bulk_dq", "dQ added by the copy engine from shared memory (cp.reduce.async.bulk)"),
+          impl<Deterministic>("deterministic", "bulk_dq with each query tile's adds in key order: the same bits every run"),
+          impl<Overlap, CompiledD64>("overlap", "specialized with the next tile's scores issued behind this tile's dQ (d = 64)"),
           fastest()};
 }
 

@@ -7,14 +7,13 @@
 /// threads, a block barrier, then the products. Here, as in chapter 09's steps 3 onwards:
 ///
 ///     warpgroup 0, producer   one thread: K and V once; then, query tile after query tile,
-///                             Q and dO into stage it % 2 once the consumers have released
-///                             it (empty[s]); the copy engine counts the bytes into full[s].
-///                             24 registers a thread.
+///                             Q, dO (tensor copies) and the tile's L·log2 e and D (two
+///                             256-byte bulk copies: prepare_backward lays them out padded
+///                             to whole tiles) into stage it % 2 once the consumers have
+///                             released it (empty[s]); the copy engine counts the bytes into
+///                             full[s]. 24 registers a thread.
 ///     warpgroups 1, 2,        keys 64c to 64c + 63 of the block's 128 each, 240 registers:
-///     consumers c = 0, 1      wait full[s], the five products, each warp arrives on empty[s].
-///                             The tile's L·log2 e and D each thread reads from device memory
-///                             (L2; prepare_backward pads them to whole tiles, so no bound
-///                             is checked): 512 bytes a tile, the same for all 256 threads.
+///     consumers c = 0, 1      wait full[s], the five products, each thread arrives on empty[s].
 ///
 /// dQ changes shape. In step 1 each warpgroup multiplied its own 64 keys' dS by its own K
 /// rows and added the 64 × d result: two shares a block a query tile, 2·64·d float adds.
@@ -77,17 +76,18 @@ __device__ __forceinline__ BlockWork block_work(const Params<typename Tr::T>& p)
   return w;
 }
 
-/// The producer: one thread. K and V once, then every query tile's Q and dO into the ring
-/// of stages (`it` counts tiles), each once the consumers have emptied it.
+/// The producer: one thread. K and V once, then every query tile's Q, dO, L·log2 e and D
+/// into the ring of stages (`it` counts tiles), each once the consumers have emptied it.
 template <class Tr>
 __device__ void produce(const Params<typename Tr::T>& p, const BlockWork& w, typename Tr::T* Ks,
-                        typename Tr::T* Qs, uint64_t* kv_full, uint64_t* full, uint64_t* empty,
+                        typename Tr::T* Qs, float* stats, uint64_t* kv_full, uint64_t* full, uint64_t* empty,
                         const CUtensorMap* map_q, const CUtensorMap* map_k, const CUtensorMap* map_v,
                         const CUtensorMap* map_do) {
   using T = typename Tr::T;
   using QTile = typename Tr::QTile;
   using KvTile = typename Tr::KvTile;
   constexpr int kQElems = QTile::kBytes / sizeof(T), kKvElems = KvTile::kBytes / sizeof(T);
+  constexpr uint32_t kStatsBytes = Tr::Br * sizeof(float);  // one tile's L (or D): 256 aligned bytes
   const int h_kv = w.kv_head % p.heads_kv;
   ft::sm90::arrive_expect_tx(kv_full, 2 * KvTile::kBytes);
   for (int pnl = 0; pnl < KvTile::kPanels; ++pnl) {
@@ -102,12 +102,15 @@ __device__ void produce(const Params<typename Tr::T>& p, const BlockWork& w, typ
       const int s = it % Tr::kStages, q0 = qt * Tr::Br;
       if (it >= Tr::kStages) ft::sm90::wait(&empty[s], (it / Tr::kStages - 1) & 1);  // its last use done
       T* q_dst = Qs + s * 2 * kQElems;
-      ft::sm90::arrive_expect_tx(&full[s], 2 * QTile::kBytes);
+      ft::sm90::arrive_expect_tx(&full[s], 2 * QTile::kBytes + 2 * kStatsBytes);
       for (int pnl = 0; pnl < QTile::kPanels; ++pnl) {
         const int col = pnl * ft::sm90::kPanelCols;
         ft::sm90::copy_box(q_dst + pnl * QTile::kPanelElems, map_q, col, q0, h, w.batch, &full[s]);
         ft::sm90::copy_box(q_dst + kQElems + pnl * QTile::kPanelElems, map_do, col, q0, h, w.batch, &full[s]);
       }
+      const int64_t row = int64_t(head) * p.stats_rows + q0;  // rows past N_q: L = −∞, D = 0
+      ft::sm90::copy_bytes(stats + s * 2 * Tr::Br, p.L2 + row, kStatsBytes, &full[s]);
+      ft::sm90::copy_bytes(stats + s * 2 * Tr::Br + Tr::Br, p.Drow + row, kStatsBytes, &full[s]);
     }
   }
 }
@@ -143,26 +146,59 @@ __device__ __forceinline__ void add_dq(const Params<typename Tr::T>& p, const fl
   ft::sm90::named_sync(kConsumersMeet, Tr::kConsumers * ft::sm90::kWarpgroupThreads);
 }
 
+/// A counter of the deterministic adds, read with acquire and counted with release
+/// semantics across the GPU: what one block's adder did before it counts itself in is
+/// visible to the block that sees the new count.
+__device__ __forceinline__ int load_acquire(const int* counter) {
+  int v;
+  asm volatile("ld.acquire.gpu.global.s32 %0, [%1];\n" : "=r"(v) : "l"(counter) : "memory");
+  return v;
+}
+__device__ __forceinline__ void add_release(int* counter, int v) {
+  asm volatile("red.release.gpu.global.add.s32 [%0], %1;\n" ::"l"(counter), "r"(v) : "memory");
+}
+
 /// kBulk's adder: warp 1 of warpgroup 0. Tile after tile (the consumers' order), once both
 /// consumers have written its share (dq_full), hands it to the copy engine a row per
 /// `cp.reduce.async.bulk ... .add.f32` (two rows a lane, rows past N_q left out), waits
 /// until the engine has read the buffer, and gives it back (dq_empty).
+///
+/// Deterministic (step 4): before its adds into query tile qt of a head, the adder waits until
+/// that tile's counter says every earlier key block of the head has added (the counter
+/// equals this block's key tile), waits for its own adds to be performed, and then counts
+/// itself in. Key tile 0 visits every query tile any key tile visits (under the causal mask
+/// a tile's visitors are key tiles 0 to some k), so the order is 0, 1, 2, ... for every tile.
 template <class Tr>
 __device__ void add_dq_rows(const Params<typename Tr::T>& p, const BlockWork& w, const float* dQs,
-                            uint64_t* dq_full, uint64_t* dq_empty) {
+                            uint64_t* dq_full, uint64_t* dq_empty, int* dq_turn) {
   const int lane = threadIdx.x % 32;
+  const int kv_tile = w.k0 / Tr::Bc;
   int it = 0;
   for (int g = 0; g < p.group; ++g) {
     float* dq_acc = p.dq_acc + int64_t(w.first_head + g) * p.Nq * Tr::D;
     for (int qt = w.first_q_tile; qt < p.num_q_tiles; ++qt, ++it) {
       const int b = it % 2, q0 = qt * Tr::Br;
+      int* turn = dq_turn + int64_t(w.first_head + g) * p.num_q_tiles + qt;
       ft::sm90::wait(&dq_full[b], (it / 2) & 1);
+      if constexpr (Tr::kDeterministic) {
+        if (lane == 0)
+          while (load_acquire(turn) != kv_tile) __nanosleep(64);
+        __syncwarp();
+        cuda::ptx::fence_proxy_async(cuda::ptx::space_global);  // the earlier blocks' adds, before ours
+      }
       for (int r = lane; r < Tr::Br && q0 + r < p.Nq; r += 32)
         cuda::ptx::cp_reduce_async_bulk(cuda::ptx::space_global, cuda::ptx::space_shared, cuda::ptx::op_add,
                                         dq_acc + int64_t(q0 + r) * Tr::D, dQs + (b * Tr::Br + r) * Tr::kDqRowFloats,
                                         uint32_t(Tr::D * sizeof(float)));
       cuda::ptx::cp_async_bulk_commit_group();
-      cuda::ptx::cp_async_bulk_wait_group_read(cuda::ptx::n32_t<0>{});
+      if constexpr (Tr::kDeterministic) {
+        cuda::ptx::cp_async_bulk_wait_group(cuda::ptx::n32_t<0>{});  // our adds performed, not only read
+        cuda::ptx::fence_proxy_async(cuda::ptx::space_global);
+        __syncwarp();
+        if (lane == 0) add_release(turn, 1);
+      } else {
+        cuda::ptx::cp_async_bulk_wait_group_read(cuda::ptx::n32_t<0>{});
+      }
       __syncwarp();
       if (lane == 0) ft::sm90::arrive(&dq_empty[b]);
     }
@@ -172,7 +208,8 @@ __device__ void add_dq_rows(const Params<typename Tr::T>& p, const BlockWork& w,
 
 template <class Tr>
 __global__ void __launch_bounds__(Tr::kThreads, 1)
-    specialized_backward(const Params<typename Tr::T> p, const __grid_constant__ CUtensorMap map_q,
+    specialized_backward(const Params<typename Tr::T> p, const GradStrides gs, int* dq_turn,
+                         const __grid_constant__ CUtensorMap map_q,
                          const __grid_constant__ CUtensorMap map_k, const __grid_constant__ CUtensorMap map_v,
                          const __grid_constant__ CUtensorMap map_do) {
   using T = typename Tr::T;
@@ -185,17 +222,18 @@ __global__ void __launch_bounds__(Tr::kThreads, 1)
   constexpr int kQElems = QTile::kBytes / sizeof(T);
 
   // Shared memory: K, V, the stages' (Q, dO), dSᵀ — tiles on 1024-byte boundaries — then the
-  // dQ buffers, the barriers.
+  // stages' L and D, the dQ buffers, the barriers.
   extern __shared__ uint8_t smem_raw[];
   const uintptr_t base = (reinterpret_cast<uintptr_t>(smem_raw) + ft::sm90::kAtomBytes - 1) /
                          ft::sm90::kAtomBytes * ft::sm90::kAtomBytes;
   T* const Ks = reinterpret_cast<T*>(base);
   T* const Qs = Ks + 2 * KvTile::kBytes / sizeof(T);  // stage s: Q at Qs + 2s·kQElems, dO after it
   T* const dSs = Qs + Tr::kStages * 2 * kQElems;
-  float* const dQs = reinterpret_cast<float*>(dSs + DsTile::kBytes / sizeof(T));
+  float* const stats = reinterpret_cast<float*>(dSs + DsTile::kBytes / sizeof(T));  // stage s: L, then D
+  float* const dQs = stats + Tr::kStages * 2 * Br;
   uint64_t* const kv_full = reinterpret_cast<uint64_t*>(reinterpret_cast<uint8_t*>(dQs) + Tr::kDqBytes);
   uint64_t* const full = kv_full + 1;          // a stage has landed: one arrival + its bytes
-  uint64_t* const empty = full + Tr::kStages;  // a stage is free again: one arrival a consumer warp
+  uint64_t* const empty = full + Tr::kStages;  // a stage is free again: one arrival a consumer thread
   uint64_t* const dq_full = empty + Tr::kStages;  // kBulk: a dQ buffer is written, one arrival a consumer warp
   uint64_t* const dq_empty = dq_full + 2;         // kBulk: a dQ buffer is read by the copy engine
 
@@ -206,7 +244,7 @@ __global__ void __launch_bounds__(Tr::kThreads, 1)
     ft::sm90::barrier_init(kv_full, 1);
     for (int s = 0; s < Tr::kStages; ++s) {
       ft::sm90::barrier_init(&full[s], 1);
-      ft::sm90::barrier_init(&empty[s], Tr::kConsumerWarps);
+      ft::sm90::barrier_init(&empty[s], Tr::kConsumerThreads);
     }
     for (int b = 0; b < 2; ++b) {
       ft::sm90::barrier_init(&dq_full[b], Tr::kConsumerWarps);
@@ -217,9 +255,9 @@ __global__ void __launch_bounds__(Tr::kThreads, 1)
 
   if (wg == 0) {
     ft::sm90::release_registers<Tr::kProducerRegs>();
-    if (threadIdx.x == 0) produce<Tr>(p, w, Ks, Qs, kv_full, full, empty, &map_q, &map_k, &map_v, &map_do);
+    if (threadIdx.x == 0) produce<Tr>(p, w, Ks, Qs, stats, kv_full, full, empty, &map_q, &map_k, &map_v, &map_do);
     if constexpr (Tr::kDq == DqAdd::kBulk)
-      if (threadIdx.x / 32 == 1) add_dq_rows<Tr>(p, w, dQs, dq_full, dq_empty);
+      if (threadIdx.x / 32 == 1) add_dq_rows<Tr>(p, w, dQs, dq_full, dq_empty, dq_turn);
     return;
   }
   ft::sm90::claim_registers<Tr::kConsumerRegs>();
@@ -243,33 +281,93 @@ __global__ void __launch_bounds__(Tr::kThreads, 1)
   for (int i = 0; i < kO; ++i) dk[i] = dv[i] = 0.f;
   ft::sm90::wait(kv_full, 0);
 
-  int it = 0;
-  for (int g = 0; g < p.group; ++g) {
-    float* dq_acc = p.dq_acc + int64_t(w.first_head + g) * p.Nq * D;
-    for (int qt = w.first_q_tile; qt < p.num_q_tiles; ++qt, ++it) {
+  if constexpr (!Tr::kOverlap) {
+    int it = 0;
+    for (int g = 0; g < p.group; ++g) {
+      float* dq_acc = p.dq_acc + int64_t(w.first_head + g) * p.Nq * D;
+      for (int qt = w.first_q_tile; qt < p.num_q_tiles; ++qt, ++it) {
+        const int s = it % Tr::kStages, q0 = qt * Br;
+        const uint32_t q_addr = uint32_t(__cvta_generic_to_shared(Qs + s * 2 * kQElems));
+        const uint32_t do_addr = q_addr + uint32_t(QTile::kBytes);
+        const float* Ls = stats + s * 2 * Br;
+        ft::sm90::wait(&full[s], (it / Tr::kStages) & 1);
+
+        // Sᵀ = K·Qᵀ and dPᵀ = V·dOᵀ (this warpgroup's keys), then P and dS on the registers.
+        float st[kS], dpt[kS];
+        scores_transposed<Tr>(st, dpt, k_addr, v_addr, q_addr, do_addr);
+        probabilities_and_ds(st, dpt, p, key_base, q0, t, Ls, Ls + Br);
+        uint32_t pa[Br / ft::sm90::kMmaK][4], dsa[Br / ft::sm90::kMmaK][4];
+        pack_a<T>(pa, st);
+        pack_a<T>(dsa, dpt);
+
+        issue_dv_dk<Tr>(dv, dk, pa, dsa, q_addr, do_addr);
+
+        // Both consumers' dSᵀ rows into shared memory; they meet before either reads them.
+        store_ds<DsTile>(dSs, dsa, c, t);
+        ft::sm90::fence_proxy_async();
+        ft::sm90::named_sync(kConsumersMeet, kMeetThreads);
+
+        // dQ's columns col0 on = dS·K over the block's 128 keys: A = dS read from dSᵀ
+        // transposed, B = K MN-major (k = keys).
+        float dq[Tr::kDqCols / 2];
+        ft::sm90::fence();
+  #pragma unroll
+        for (int kk = 0; kk < Tr::Bc / ft::sm90::kMmaK; ++kk)
+          ft::sm90::mma_ss<T, Tr::kDqCols, /*kTransB=*/true, /*kTransA=*/true>(
+              dq, ft::sm90::mn_major_descriptor<DsTile>(ds_addr, kk),
+              ft::sm90::mn_major_descriptor<KvTile>(k_cols_addr, kk), kk > 0);
+        ft::sm90::commit();
+        ft::sm90::wait<0>();
+        ft::sm90::fence_registers(dq);
+        ft::sm90::fence_registers(dk);
+        ft::sm90::fence_registers(dv);
+
+        // Q, dO, L and D of this stage are read: every consumer thread's arrival frees it for
+        // the producer. L and D were read by ordinary loads, each thread its own, and the copy
+        // engine will write the stage again: each reader orders its own reads before the
+        // async proxy's next writes (the fence) and releases them itself (its arrival), so
+        // that no read reaches the producer only through another thread's arrival.
+        ft::sm90::fence_proxy_async();
+        ft::sm90::arrive(&empty[s]);
+        add_dq<Tr>(p, dq, dq_acc, dQs, dq_full, dq_empty, it, q0, col0, t);
+      }
+    }
+
+  } else {
+    // Step 5 (kOverlap): tile it + 1's Sᵀ and dPᵀ are issued right after tile it's dQ, so
+    // that they run on the tensor cores while this consumer waits for dQ, adds it and meets
+    // the other; only then does it wait for them. The tiles are walked as one sequence (it:
+    // head g = it / per_head, query tile first_q_tile + it % per_head).
+    const int per_head = p.num_q_tiles - w.first_q_tile;
+    const int total = per_head > 0 ? p.group * per_head : 0;
+    auto stage_addr = [&](int i) { return uint32_t(__cvta_generic_to_shared(Qs + i % Tr::kStages * 2 * kQElems)); };
+    float st[kS], dpt[kS];
+    if (total > 0) {
+      ft::sm90::wait(&full[0], 0);
+      issue_scores_transposed<Tr>(st, dpt, k_addr, v_addr, stage_addr(0), stage_addr(0) + uint32_t(QTile::kBytes));
+    }
+    for (int it = 0; it < total; ++it) {
+      const int g = it / per_head, qt = w.first_q_tile + it % per_head;
       const int s = it % Tr::kStages, q0 = qt * Br;
-      const uint32_t q_addr = uint32_t(__cvta_generic_to_shared(Qs + s * 2 * kQElems));
-      const uint32_t do_addr = q_addr + uint32_t(QTile::kBytes);
-      const int64_t stats_row = int64_t(w.first_head + g) * p.stats_rows + q0;
-      ft::sm90::wait(&full[s], (it / Tr::kStages) & 1);
+      float* dq_acc = p.dq_acc + int64_t(w.first_head + g) * p.Nq * D;
+      const uint32_t q_addr = stage_addr(it), do_addr = q_addr + uint32_t(QTile::kBytes);
+      const float* Ls = stats + s * 2 * Br;
+      ft::sm90::wait<0>();  // tile it's Sᵀ and dPᵀ (issued one tile ahead)
+      ft::sm90::fence_registers(st);
+      ft::sm90::fence_registers(dpt);
 
-      // Sᵀ = K·Qᵀ and dPᵀ = V·dOᵀ (this warpgroup's keys), then P and dS on the registers.
-      float st[kS], dpt[kS];
-      scores_transposed<Tr>(st, dpt, k_addr, v_addr, q_addr, do_addr);
-      probabilities_and_ds(st, dpt, p, key_base, q0, t, p.L2 + stats_row, p.Drow + stats_row);
+      // Pᵀ and dSᵀ into registers of their own: st and dpt stay the scores' accumulators
+      // (written by ordinary instructions, they would make ptxas serialize the next issue).
+      float pt[kS], dst[kS];
+      probabilities_and_ds(st, dpt, pt, dst, p, key_base, q0, t, Ls, Ls + Br);
       uint32_t pa[Br / ft::sm90::kMmaK][4], dsa[Br / ft::sm90::kMmaK][4];
-      pack_a<T>(pa, st);
-      pack_a<T>(dsa, dpt);
-
+      pack_a<T>(pa, pt);
+      pack_a<T>(dsa, dst);
       issue_dv_dk<Tr>(dv, dk, pa, dsa, q_addr, do_addr);
-
-      // Both consumers' dSᵀ rows into shared memory; they meet before either reads them.
       store_ds<DsTile>(dSs, dsa, c, t);
       ft::sm90::fence_proxy_async();
       ft::sm90::named_sync(kConsumersMeet, kMeetThreads);
 
-      // dQ's columns col0 on = dS·K over the block's 128 keys: A = dS read from dSᵀ
-      // transposed, B = K MN-major (k = keys).
       float dq[Tr::kDqCols / 2];
       ft::sm90::fence();
 #pragma unroll
@@ -278,21 +376,28 @@ __global__ void __launch_bounds__(Tr::kThreads, 1)
             dq, ft::sm90::mn_major_descriptor<DsTile>(ds_addr, kk),
             ft::sm90::mn_major_descriptor<KvTile>(k_cols_addr, kk), kk > 0);
       ft::sm90::commit();
-      ft::sm90::wait<0>();
+      // The next tile's scores, behind dQ: its stage is the other one, filled by the producer.
+      const bool next = it + 1 < total;
+      if (next) {
+        ft::sm90::wait(&full[(it + 1) % Tr::kStages], ((it + 1) / Tr::kStages) & 1);
+        issue_scores_transposed<Tr>(st, dpt, k_addr, v_addr, stage_addr(it + 1),
+                                    stage_addr(it + 1) + uint32_t(QTile::kBytes));
+        ft::sm90::wait<1>();  // dV, dK and dQ of tile it; the next scores may still run
+      } else {
+        ft::sm90::wait<0>();
+      }
       ft::sm90::fence_registers(dq);
       ft::sm90::fence_registers(dk);
       ft::sm90::fence_registers(dv);
 
-      // Q, dO, L and D of this stage are read: one arrival a warp frees it for the producer.
-      __syncwarp();
-      if (t % 32 == 0) ft::sm90::arrive(&empty[s]);
+      ft::sm90::fence_proxy_async();  // the stage's L and D were read by ordinary loads
+      ft::sm90::arrive(&empty[s]);     // each reader releases its own reads, as above
       add_dq<Tr>(p, dq, dq_acc, dQs, dq_full, dq_empty, it, q0, col0, t);
     }
   }
 
   // dK and dV of this consumer's keys, summed over the group's query heads: written once.
-  store_dk_dv<T>(p.dK + int64_t(w.kv_head) * p.Nk * D, p.dV + int64_t(w.kv_head) * p.Nk * D, dk, dv, key_base,
-                 p.Nk, D, t);
+  store_dk_dv<Tr>(p, gs, w.kv_head, dk, dv, key_base, t);
 }
 
 }  // namespace ch10

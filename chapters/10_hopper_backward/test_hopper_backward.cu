@@ -6,6 +6,7 @@
 // refusals. Every GPU test skips without a GPU, and says why on a GPU that is not an H100/H200.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -21,15 +22,7 @@ using Case = ft::testing::BackwardCase;
 using Group = ft::testing::ShapeGroup<ft::BackwardImpl>;
 
 /// Skips unless a GPU is here and it is a Hopper (the kernels are sm_90a machine code).
-#define REQUIRE_HOPPER()                                                                 \
-  do {                                                                                   \
-    std::string why_;                                                                    \
-    if (!ft::gpu_available(&why_))                                                       \
-      GTEST_SKIP() << "chapter 10 needs Hopper (sm_90); " << why_;                       \
-    int major_ = 0;                                                                      \
-    CUDA_CHECK(cudaDeviceGetAttribute(&major_, cudaDevAttrComputeCapabilityMajor, 0));  \
-    if (major_ != 9) GTEST_SKIP() << "chapter 10 needs Hopper (sm_90)";                  \
-  } while (0)
+#define REQUIRE_HOPPER() FT_REQUIRE_CC(9, 9, "chapter 10 needs Hopper (sm_90)")
 
 std::vector<Case> standard_cases() {
   std::vector<Case> cases;
@@ -79,10 +72,96 @@ TEST(Ch10, LargeScoresManyHeads) {
     }
 }
 
+// Views (strides.hpp): the steps that copy with the copy engine (specialized, bulk_dq,
+// fastest) read q, k, v, o, do where their strides say and write dQ, dK, dV there, on the
+// ragged sizes, causal and not, grouped heads; the inputs' gaps hold NaN (a read there fails
+// the check) and the outputs' gaps must keep their poison.
+void expect_views_correct(const ft::BackwardImpl& impl, ft::testing::ViewKind kind) {
+  auto check = [&](const Shape& shape) {
+    const ft::Problem p = shape.problem();
+    const ft::Layout layout = ft::testing::test_layout(p, kind);
+    SCOPED_TRACE(impl.variant + " on " + ft::testing::view_name(kind) + " views, " + p.describe());
+    ft::testing::expect_backward_correct(impl, p, ft::InputKind::Uniform, ft::testing::kDtypeTolerance,
+                                         PSource::kFromLse, &layout);
+  };
+  for (ft::DType t : {ft::DType::BFloat16, ft::DType::Float16})
+    for (int d : impl.head_dims)
+      for (bool causal : {false, true}) {
+        for (int n : {1, 17, 1000}) {
+          if (t == ft::DType::Float16 && n != 1000) continue;  // fp16: the same code, one size
+          check(Shape{n, d, causal, t});
+        }
+        // Multi-query heads over two lengths, both alignments: dK and dV's strides are the
+        // key/value heads', not the query heads'.
+        if (t == ft::DType::BFloat16)
+          for (auto align : {ft::CausalAlign::TopLeft, ft::CausalAlign::BottomRight})
+            check(Shape{1000, d, causal, t, /*len_kv=*/700, /*heads_kv=*/1, align});
+      }
+}
+
+TEST(Ch10Views, ProjectionAndPaddedViews) {
+  REQUIRE_HOPPER();
+  for (const auto& impl : ch10::backward_impls())
+    if (impl.strided)
+      for (auto kind : {ft::testing::ViewKind::kProjection, ft::testing::ViewKind::kPadded})
+        expect_views_correct(impl, kind);
+}
+
+// Step 1 refuses a layout; every step refuses one whose rows are not 16-byte aligned or whose
+// outputs overlap, before any launch (no GPU needed).
+TEST(Ch10Views, RefusedWhereTheyCannotBeRead) {
+  const ft::Problem p = ft::make_problem(2, 3, 64, 64, false, ft::DType::BFloat16);
+  const ft::Layout views = ft::testing::test_layout(p, ft::testing::ViewKind::kProjection);
+  ft::BackwardArgs a{};
+  a.layout = &views;
+  for (const auto& impl : ch10::backward_impls()) {
+    EXPECT_EQ(impl.strided, impl.variant != "wgmma") << impl.variant;
+    if (!impl.strided) EXPECT_THROW(impl.run(p, a, nullptr), ft::Unsupported) << impl.variant;
+  }
+  ft::Layout odd = views;
+  odd.dO.head += 4;  // 8 bytes: rows no longer 16-byte aligned
+  a.layout = &odd;
+  EXPECT_THROW(ch10::fastest().run(p, a, nullptr), ft::Unsupported);
+  ft::Layout overlapping = views;
+  overlapping.dK.row = 8;  // tokens 8 elements apart, rows of 64: written twice
+  a.layout = &overlapping;
+  EXPECT_THROW(ch10::fastest().run(p, a, nullptr), ft::Unsupported);
+}
+
+// Step 4 (`deterministic`): three runs on the same inputs give dQ, dK and dV bit for bit the
+// same, where the atomics and bulk_dq's unordered adds may not (their order varies with the
+// blocks' timing); causal and not, a length that cuts the last tiles, grouped heads.
+TEST(Ch10Deterministic, SameBitsEveryRun) {
+  REQUIRE_HOPPER();
+  const auto impls = ch10::backward_impls();
+  const auto it = std::find_if(impls.begin(), impls.end(), [](const ft::BackwardImpl& i) { return i.variant == "deterministic"; });
+  ASSERT_NE(it, impls.end());
+  // The second problem has more blocks than any Hopper has SMs (32 key tiles × 32 heads):
+  // the blocks that wait for their turn are then not all resident at once.
+  for (bool causal : {false, true})
+    for (int d : {64, 128}) {
+      const ft::Problem p = ft::with_kv(ft::make_problem(2, 4, 1000, d, causal, ft::DType::BFloat16), 1000, 2,
+                                        ft::CausalAlign::TopLeft);
+      const ft::Problem many = ft::make_problem(4, 8, 4096, d, causal, ft::DType::BFloat16);
+      for (const ft::Problem& q : {p, many}) {
+        SCOPED_TRACE(q.describe());
+        const ft::AttentionInputs in = ft::make_inputs(q, ft::InputKind::Uniform, 7);
+        const ft::testing::BackwardOutputs first = ft::testing::run_backward(*it, q, in);
+        for (int run = 0; run < 2; ++run) {
+          const ft::testing::BackwardOutputs again = ft::testing::run_backward(*it, q, in);
+          EXPECT_EQ(again.dQ, first.dQ);
+          EXPECT_EQ(again.dK, first.dK);
+          EXPECT_EQ(again.dV, first.dV);
+        }
+      }
+    }
+}
 // Refused before any launch (no GPU needed): float32, other head dims.
 TEST(Ch10, RefusesWhatItDoesNotCompute) {
   for (const auto& impl : ch10::backward_impls()) {
-    EXPECT_EQ(impl.head_dims, (std::vector<int>{64, 128})) << impl.variant;
+    // Step 5 (overlap) holds two tiles' scores at d = 64 only; every other step takes both.
+    const std::vector<int> dims = impl.variant == "overlap" ? std::vector<int>{64} : std::vector<int>{64, 128};
+    EXPECT_EQ(impl.head_dims, dims) << impl.variant;
     EXPECT_EQ(impl.min_sm, 90) << impl.variant;
     ft::Problem p = ft::make_problem(1, 1, 16, 64, false, ft::DType::Float32);
     EXPECT_THROW(ft::check_supported(impl, p), ft::Unsupported) << impl.variant;

@@ -149,7 +149,7 @@ __global__ void __launch_bounds__(Tr::kThreads, 1) wgmma_backward(const Params<t
 
   ft::tc::cp_async_wait<0>();  // K and V landed even where no query tile needed them
   // dK and dV of this warpgroup's keys, summed over the group's query heads: written once.
-  store_dk_dv<T>(p.dK + int64_t(kv_head) * p.Nk * D, p.dV + int64_t(kv_head) * p.Nk * D, dk, dv, key_base, p.Nk, D, t);
+  store_dk_dv<Tr>(p, GradStrides{}, kv_head, dk, dv, key_base, t);
 }
 
 }  // namespace ch10

@@ -53,4 +53,10 @@ __device__ __forceinline__ void copy_box(void* dst, const CUtensorMap* map, int 
   cuda::ptx::cp_async_bulk_tensor(cuda::ptx::space_cluster, cuda::ptx::space_global, dst, map, coords, bar);
 }
 
+/// Copies `bytes` contiguous bytes from device memory at `src` into shared memory at `dst`
+/// (both 16-byte aligned, bytes a multiple of 16); they count down `bar` as copy_box's do.
+__device__ __forceinline__ void copy_bytes(void* dst, const void* src, uint32_t bytes, uint64_t* bar) {
+  cuda::ptx::cp_async_bulk(cuda::ptx::space_cluster, cuda::ptx::space_global, dst, src, bytes, bar);
+}
+
 }  // namespace ft::sm90

@@ -113,8 +113,22 @@ class Verdict(unittest.TestCase):
                                  ("flashtut", "0", "2", 2.299, 2.463, 20.0)])
         # PyTorch: median of 9.0, 9.2, 9.1, 9.3 = 9.15; tutorial: median of 9.45, 9.6, 20 = 9.6.
         s = line(out, "step time:")
-        self.assertIn("tutorial 9.60 ms against PyTorch's 9.15 ms", s)
+        self.assertIn("tutorial 9.60 ms against PyTorch sdpa_flash's 9.15 ms", s)
         self.assertIn("ratio 1.049", s)
+
+    def test_each_pytorch_backend_gets_its_own_step_time_ratio(self):
+        cudnn = [("sdpa_cudnn", "0", "0", 2.297, 2.465, 8.0), ("sdpa_cudnn", "1", "0", 2.380, 2.465, 8.4)]
+        out = report_of(TORCH + cudnn + [("flashtut", "0", "0", 2.299, 2.463, 8.8)])
+        times = [x for x in out if x.startswith("step time:")]
+        self.assertEqual(len(times), 2, out)
+        # In the backends' order by name. cuDNN's median of 8.0 and 8.4 = 8.2;
+        # FlashAttention-2's 9.15 as above.
+        self.assertIn("PyTorch sdpa_cudnn's 8.20 ms", times[0])
+        self.assertIn("ratio 1.073", times[0])
+        self.assertIn("PyTorch sdpa_flash's 9.15 ms", times[1])
+        self.assertIn("ratio 0.962", times[1])
+        # The band spans both backends' runs: up to cuDNN's 2.380.
+        self.assertIn("[2.2960, 2.3800]", line(out, "PyTorch's band:"))
 
     def test_the_same_seed_band_beside_the_verdict(self):
         # Seed 0's PyTorch runs span [2.296, 2.302]; the tutorial's mean 2.2995 is inside
@@ -138,7 +152,7 @@ class Verdict(unittest.TestCase):
         eager = [("sdpa_flash", "0", "5", 2.300, 2.466, 12.0, False),
                  ("flashtut", "0", "5", 2.300, 2.466, 15.0, False)]
         out = report_of(TORCH + [("flashtut", "0", "0", 2.299, 2.463, 9.6)] + eager)
-        self.assertIn("tutorial 9.60 ms against PyTorch's 9.15 ms", line(out, "step time:"))
+        self.assertIn("tutorial 9.60 ms against PyTorch sdpa_flash's 9.15 ms", line(out, "step time:"))
         self.assertIn("ratio 1.250", line(out, "step time (eager):"))
         self.assertIn("mix --graph and eager", line(out, "note:"))
 

@@ -361,10 +361,10 @@ def forward_for(capability):
 def backward_for(capability, contiguous=True):
     """The backward (an alias of :func:`backwards`) that :mod:`flashtut.autograd` and
     :mod:`flashtut.ops` run on a GPU of compute capability ``(major, minor)``: ``"ch10"`` on
-    a Hopper GPU when every tensor is contiguous (wgmma and the copy engine; it reads no
-    views), ``"ch08"`` otherwise (FlashAttention-2's backward on mma.sync, which reads
-    views). Both take the o and log-sum-exp of either forward of :func:`forward_for`."""
-    return "ch10" if int(capability[0]) == 9 and contiguous else "ch08"
+    a Hopper GPU (wgmma and the copy engine), ``"ch08"`` on any other (FlashAttention-2's
+    backward on mma.sync). Both read views and take the o and log-sum-exp of either forward
+    of :func:`forward_for`; ``contiguous`` is kept for callers that pass it."""
+    return "ch10" if int(capability[0]) == 9 else "ch08"
 
 
 def available(kind="forward"):

@@ -120,8 +120,8 @@ def _(q, k, v, is_causal, scale, causal_align):
 def attention_backward(do: Tensor, q: Tensor, k: Tensor, v: Tensor, o: Tensor, lse: Tensor,
                        is_causal: bool, scale: Optional[float],
                        causal_align: int) -> tuple[Tensor, Tensor, Tensor]:
-    """dq, dk, dv of chapter 10's backward on Hopper for contiguous tensors, chapter 08's
-    otherwise (P recomputed from q, k and lse)."""
+    """dq, dk, dv of chapter 10's backward on Hopper, chapter 08's elsewhere (P recomputed
+    from q, k and lse)."""
     contiguous = _all_contiguous(q, k, v, o, do)
     q2, k2, v2, o2, do2 = (_aligned(t) for t in (q, k, v, o, do))
     dq, dk, dv = _ft.backward(q2, k2, v2, o2, lse, do2, causal=is_causal, scale=scale,

@@ -31,7 +31,8 @@ Without the mask every pair is computed, whole.
 ``block_backward(q, k, v, o, lse, do, causal) -> (dq, dk, dv)`` on one chunk pair (equal
 lengths, so ``causal`` means the diagonal, top-left): :func:`reference_blocks` in float64
 on any device (the tests' stand-in), :func:`flashtut_blocks` with the tutorial's kernels on
-a GPU (chapter 09's forward on Hopper, 07's elsewhere; chapter 08's backward).
+a GPU (chapters 09 and 10 on Hopper, 07 and 08 elsewhere: flashtut.forward_for and
+backward_for).
 
 **The ring.** A ``comm`` passes each rank's current block to the next rank and receives the
 previous rank's: :class:`SimulatedRing` runs all P ranks in one process, on one device (the

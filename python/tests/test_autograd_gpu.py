@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """GPU tests of python/flashtut/autograd.py (ctest python_autograd_gpu): chapter 09's forward on a Hopper GPU (07's elsewhere)
-and chapter 08's backward (chapter 10's on Hopper for contiguous tensors) called the way a
+and chapter 10's backward on Hopper (08's elsewhere) called the way a
 model calls them, eagerly and replayed from a CUDA graph, against a float64 reference, and
 against finite differences.
 
@@ -30,7 +30,7 @@ need one), no library.
   first. The replay's o must also equal the eager call's bit for bit, because the forward
   is deterministic. One case runs chapter 08's cut tiles (its workspace zeroed by a
   cudaMemsetAsync inside the graph), one is the training script's shape.
-- Finite differences: contiguous q, k, v (so chapter 10's backward on Hopper), N = 33, d = 64
+- Finite differences: contiguous q, k, v (chapter 10's backward on Hopper), N = 33, d = 64
   and 128, causal and not: each gradient's length against the float64 loss's central
   difference along it.
 """

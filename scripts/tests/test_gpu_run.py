@@ -195,6 +195,10 @@ class DryRun(unittest.TestCase):
         self.assertIn("--seq-len 4096 --head-dim 128 --heads 4 --causal --csv", runs[0])
         self.assertIn("--seq-len 8192 --head-dim 128 --heads 4 --csv", runs[1])
         self.assertTrue(all("NCCL_NVLS_ENABLE=0" in r for r in runs))
+        self.assertTrue(all("--trace " in r for r in runs))
+        timelines = self.commands(lines, "plot_ring_timeline.py")
+        self.assertEqual(len(timelines), 2)
+        self.assertIn("ring_P1_N4096_c1_traces/ring_trace_rank0.json --out", timelines[0])
         self.assertEqual(run("/tmp/o", "--dry-run", "--ring-shapes", "4096,2").returncode, 2)
 
     def test_source_pages_alone(self):

@@ -4,6 +4,7 @@ report names the ring's size; the GPU run (NCCL, the tutorial's kernels) needs G
 import os
 import shutil
 import csv
+import json
 import subprocess
 import sys
 import tempfile
@@ -43,13 +44,18 @@ class TwoRanksOnTheCpu(unittest.TestCase):
         launcher = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2"]
         with tempfile.TemporaryDirectory() as tmp:
             table = os.path.join(tmp, "ring.csv")
+            traces = os.path.join(tmp, "traces")
             r = run("--device", "cpu", "--seq-len", "32", "--head-dim", "8", "--heads", "4", "--heads-kv", "2",
-                    "--causal", "--iters", "1", "--warmup", "0", "--csv", table, launcher=launcher)
+                    "--causal", "--iters", "1", "--warmup", "0", "--csv", table, "--trace", traces,
+                    launcher=launcher)
             self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
             self.assertIn("ring attention: P = 2", r.stdout)
             self.assertIn("check ok", r.stdout)
             with open(table) as f:
                 rows = list(csv.DictReader(f))
+            for rank in (0, 1):  # a Chrome trace a rank (on the CPU: host events only)
+                with open(os.path.join(traces, f"ring_trace_rank{rank}.json")) as f:
+                    self.assertIn("traceEvents", json.load(f))
         self.assertEqual([row["pass"] for row in rows], ["forward", "backward"])
         for row in rows:
             self.assertEqual((row["ranks"], row["seq_len"], row["causal"], row["check"]), ("2", "32", "1", "ok"))
