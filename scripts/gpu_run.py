@@ -737,6 +737,32 @@ def step_train(run):
             join_csvs(run.path("training_eager.csv"), eager)
 
 
+# Chapter 11's benchmark grid (its issue's): d = 128, bf16, 32 query heads; the batch, the
+# cached keys, the key/value heads and the query rows of a decode step.
+DECODE_BATCHES, DECODE_LENGTHS, DECODE_KV_HEADS, DECODE_QUERY_ROWS = (1, 16, 128), (1024, 8192, 32768, 131072), (32, 8, 1), (1, 4)
+
+
+def step_decode(run):
+    """Chapter 11's program on the decode grid: every variant, the streaming read of the same
+    bytes and the paged cache (its extra rows), no float64 check (the tests check); a shape
+    too large for the GPU is refused by the program (exit 2) and skipped."""
+    run.say("== decoding (chapter 11): d = 128, bf16, 32 query heads, bottom-right causal")
+    out = run.path("decode.csv")
+    run.remove(out)
+    prog = program(run.build, "11_decoding")
+    for rows in DECODE_QUERY_ROWS:
+        for kv in DECODE_KV_HEADS:
+            for b in DECODE_BATCHES:
+                for n in DECODE_LENGTHS:
+                    name = f"decode_b{b}_kv{kv}_q{rows}_n{n}"
+                    rc = run.sh([prog, "--batch", str(b), "--heads", "32", "--heads-kv", str(kv),
+                                 "--seq-len", str(rows), "--len-kv", str(n), "--head-dim", "128",
+                                 "--dtype", "bf16", "--causal", "--causal-align", "bottom-right",
+                                 "--no-verify", "--iters", "10", "--warmup", "2", "--csv", out],
+                                log=run.path("logs", name + ".log"), timeout=PROGRAM_TIMEOUT).rc
+                    run.say(f"{name}: rc={rc}" + (" (too large for this GPU: skipped)" if rc == 2 else ""))
+
+
 def step_ring(run):
     """Ring attention (flashtut.ring) on one GPU over simulated ranks (python/tests/
     test_ring_gpu.py), then through torchrun and NCCL over every GPU here at --ring-shapes
@@ -892,6 +918,8 @@ STEPS = {
            "FlashAttention-2 and cuDNN (needs torch, transformers): hf_step_time.csv"),
     "train": (step_train, "a small GPT trained with FlashAttention-2 and with ours (needs "
               "torch): training.csv, training.png, training_verdict.txt"),
+    "decode": (step_decode, "chapter 11 on the decode grid (batch x cached keys x key/value heads "
+               "x query rows), with the streaming read and the paged cache: decode.csv"),
     "ring": (step_ring, "ring attention on simulated ranks (one GPU), then through torchrun "
              "over every GPU here at --ring-shapes: ring.csv, ring_*_timeline.png, logs/ring_*"),
     "traffic": (step_traffic, "Nsight Compute's bytes per kernel beside the traffic model "
@@ -902,7 +930,7 @@ STEPS = {
 DEFAULT_STEPS = [name for name in STEPS if name != "ctest"]
 # The steps that run the build's programs and tests (the others need the library at most).
 PROGRAM_STEPS = {"tests", "ctest", "sanitizer", "sanitizer_views", "tour", "chapters", "tc",
-                 "traffic", "profiles"}
+                 "traffic", "profiles", "decode"}
 
 
 def run_step(run, name):

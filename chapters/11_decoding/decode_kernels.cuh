@@ -3,10 +3,16 @@
 /// cache, on the CUDA cores (the arithmetic is a few FLOPs a byte: the bytes set the time).
 ///
 /// decode_split: one block (4 warps) a (split of the keys, sequence, key/value head or query
-/// head, chunk of rows). Its rows are the query rows that read one key/value head:
+/// head, chunk of rows). Its knobs, one a step of the chapter: Its rows are the query rows that read one key/value head:
 ///   grouped (kGrouped): the group's query heads × the sequence's query rows, so that each
 ///                       K/V byte is read once for all of them;
 ///   not:                one query head's rows, its key/value head read once a query head.
+///   kBatchedV:          each tile's 32 V rows loaded together (8 or 4 bytes a lane) before
+///                       any is used: one round trip to memory a tile, where loading a row
+///                       at a time, each used at once, waited for 32;
+///   kPaged:             K and V read through a block table from a paged pool (core/
+///                       paged_kv.hpp: a page of page_size tokens, a head's rows of it
+///                       contiguous), each sequence with its own length.
 /// Per 32-key tile, lane l takes key t0 + l: its score against every row (K's row read by
 /// the lane, 16 bytes at a time; Q in shared memory, pre-scaled by scale·log2 e, read as a
 /// broadcast), the tile's online softmax across the warp (chapter 03), then P·V with lane l
@@ -51,7 +57,43 @@ struct Params {
   int keys_per_split;
   int rows;           ///< query rows a block's (head, sequence) has: group·N_q, or N_q
   int64_t total_rows; ///< B·H_q·N_q: the workspace's row count
+  // kPaged: K and V are pools [page][H_kv][page_size][d]; sequence b's token t lies in page
+  // block_table[b·pages_per_seq + t / page_size]; sequence b holds seq_lens[b] tokens (N_k is
+  // the longest), and its causal offset is seq_lens[b] − N_q (the decode position).
+  const int32_t* block_table = nullptr;
+  const int32_t* seq_lens = nullptr;
+  int page_size = 0;
+  int pages_per_seq = 0;
 };
+
+/// The element offset at which K's (and V's: the same layout) row `pos` of key/value head
+/// h_kv of sequence b starts: in the contiguous cache, or in the pool through the block table.
+template <bool kPaged, int D, class T>
+__device__ __forceinline__ int64_t kv_offset(const Params<T>& p, int b, int h_kv, int pos) {
+  if constexpr (kPaged) {
+    const int page = p.block_table[int64_t(b) * p.pages_per_seq + pos / p.page_size];
+    return ((int64_t(page) * p.heads_kv + h_kv) * p.page_size + pos % p.page_size) * D;
+  } else {
+    return ((int64_t(b) * p.heads_kv + h_kv) * p.Nk + pos) * D;
+  }
+}
+
+/// A lane's columns of a V row, as loaded: 4 elements (8 bytes) at d = 128, 2 (4 bytes) at
+/// d = 64, kept packed until used (a tile's 32 rows then take 64 or 32 registers).
+template <int kCols>
+using Packed = std::conditional_t<kCols == 4, uint2, uint32_t>;
+
+template <class T, int kCols>
+__device__ __forceinline__ void unpack_cols(const Packed<kCols>& raw, float (&out)[kCols]) {
+  static_assert(kCols == 2 || kCols == 4, "d = 64 or 128");
+  if constexpr (kCols == 4) {
+    const float2 a = ft::tc::unpack2<T>(raw.x), b = ft::tc::unpack2<T>(raw.y);
+    out[0] = a.x, out[1] = a.y, out[2] = b.x, out[3] = b.y;
+  } else {
+    const float2 a = ft::tc::unpack2<T>(raw);
+    out[0] = a.x, out[1] = a.y;
+  }
+}
 
 __device__ __forceinline__ float to_float(__nv_bfloat16 x) { return __bfloat162float(x); }
 __device__ __forceinline__ float to_float(__half x) { return __half2float(x); }
@@ -76,8 +118,9 @@ __device__ __forceinline__ void load8(const T* src, float (&out)[8]) {
 /// [blockIdx.z·kRows, ...) of its head's p.rows (a group of 32 query heads: two blocks).
 /// (Launch bounds with one block a SM at least: without the second number ptxas held the
 /// one-row instances to 32 registers on sm_90 and spilled.)
-template <class T, int D, int kRows, bool kGrouped>
+template <class T, int D, int kRows, bool kGrouped, bool kBatchedV = false, bool kPaged = false>
 __global__ void __launch_bounds__(kThreads, 1) decode_split(const Params<T> p) {
+  static_assert(!kPaged || (kGrouped && kBatchedV), "the paged cache is read by the last step's kernel");
   constexpr int kCols = D / 32;  // output columns a lane owns in P·V
   static_assert(D == 64 || D == 128, "d = 64 or 128: whole 16-byte K chunks, d/32 columns a lane");
   static_assert(kRows <= 16, "the warps' partial results in static shared memory");
@@ -92,6 +135,9 @@ __global__ void __launch_bounds__(kThreads, 1) decode_split(const Params<T> p) {
   const int rows = min(kRows, p.rows - row0);
   const int batch = kGrouped ? head / p.heads_kv : head / p.heads_q;
   const int kv_head = kGrouped ? head : batch * p.heads_kv + (head % p.heads_q) / p.group;
+  const int h_kv = kv_head % p.heads_kv;  // within the sequence
+  const int Nk = kPaged ? p.seq_lens[batch] : p.Nk;  // this sequence's keys
+  const int causal_offset = kPaged ? Nk - p.Nq : p.causal_offset;
   // Row r of the block: query head and query row.
   auto q_head_of = [&](int r) {
     const int rr = row0 + r;
@@ -105,10 +151,8 @@ __global__ void __launch_bounds__(kThreads, 1) decode_split(const Params<T> p) {
   }
   __syncthreads();
 
-  const int k_begin = split * p.keys_per_split;
-  const int k_end = min(p.Nk, k_begin + p.keys_per_split);
-  const T* K = p.K + int64_t(kv_head) * p.Nk * D;
-  const T* V = p.V + int64_t(kv_head) * p.Nk * D;
+  const int k_begin = split * p.keys_per_split;  // a split past a short sequence's end: no keys
+  const int k_end = min(Nk, k_begin + p.keys_per_split);
 
   float m[kRows], l[kRows], acc[kRows][kCols];
 #pragma unroll
@@ -121,6 +165,9 @@ __global__ void __launch_bounds__(kThreads, 1) decode_split(const Params<T> p) {
 
   for (int t0 = k_begin + warp * 32; t0 < k_end; t0 += kWarps * 32) {
     const int key = t0 + lane;
+    // This lane's key's row (one block-table lookup a lane a tile when paged; the warp's V
+    // loads below take each key's offset from its lane by a shuffle).
+    const int64_t row = key < k_end ? kv_offset<kPaged, D>(p, batch, h_kv, key) : 0;
     float s[kRows];
 #pragma unroll
     for (int r = 0; r < kRows; ++r) s[r] = 0.f;
@@ -128,7 +175,7 @@ __global__ void __launch_bounds__(kThreads, 1) decode_split(const Params<T> p) {
 #pragma unroll
       for (int c0 = 0; c0 < D; c0 += 8) {
         float k8[8];
-        load8(K + int64_t(key) * D + c0, k8);
+        load8(p.K + row + c0, k8);
 #pragma unroll
         for (int r = 0; r < kRows; ++r)
 #pragma unroll
@@ -139,7 +186,7 @@ __global__ void __launch_bounds__(kThreads, 1) decode_split(const Params<T> p) {
     float prob[kRows];
 #pragma unroll
     for (int r = 0; r < kRows; ++r) {
-      const bool visible = key < k_end && r < rows && (!p.causal || key <= q_row_of(r) + p.causal_offset);
+      const bool visible = key < k_end && r < rows && (!p.causal || key <= q_row_of(r) + causal_offset);
       const float sc = visible ? s[r] : -INFINITY;
       const float m_new = fmaxf(m[r], ft::warp_max(sc));
       const float alpha = m_new == -INFINITY ? 1.f : ft::exp2_ftz(m[r] - m_new);
@@ -151,16 +198,39 @@ __global__ void __launch_bounds__(kThreads, 1) decode_split(const Params<T> p) {
     }
     // P·V: key t0 + j's V row read by the warp (lane l: columns l·kCols on), its P broadcast.
     const int tile_keys = min(32, k_end - t0);
-    for (int j = 0; j < tile_keys; ++j) {
-      float v[kCols];
-      const T* vrow = V + int64_t(t0 + j) * D + lane * kCols;
+    if constexpr (kBatchedV) {
+      // All 32 rows' loads first (a key past the split reads nothing and weighs 0), then the
+      // products: the loads are in flight together.
+      Packed<kCols> raw[32];
 #pragma unroll
-      for (int c = 0; c < kCols; ++c) v[c] = to_float(vrow[c]);
+      for (int j = 0; j < 32; ++j) {
+        const int64_t row_j = __shfl_sync(0xffffffffu, row, j);
+        raw[j] = Packed<kCols>{};  // a key past the split: zeros, finite, and its P is 0
+        if (j < tile_keys) raw[j] = *reinterpret_cast<const Packed<kCols>*>(p.V + row_j + lane * kCols);
+      }
 #pragma unroll
-      for (int r = 0; r < kRows; ++r) {
-        const float pj = __shfl_sync(0xffffffffu, prob[r], j);
+      for (int j = 0; j < 32; ++j) {
+        float v[kCols];
+        unpack_cols<T, kCols>(raw[j], v);
 #pragma unroll
-        for (int c = 0; c < kCols; ++c) acc[r][c] = fmaf(pj, v[c], acc[r][c]);
+        for (int r = 0; r < kRows; ++r) {
+          const float pj = __shfl_sync(0xffffffffu, prob[r], j);
+#pragma unroll
+          for (int c = 0; c < kCols; ++c) acc[r][c] = fmaf(pj, v[c], acc[r][c]);
+        }
+      }
+    } else {
+      for (int j = 0; j < tile_keys; ++j) {
+        float v[kCols];
+        const T* vrow = p.V + kv_offset<false, D>(p, batch, h_kv, t0 + j) + lane * kCols;
+#pragma unroll
+        for (int c = 0; c < kCols; ++c) v[c] = to_float(vrow[c]);
+#pragma unroll
+        for (int r = 0; r < kRows; ++r) {
+          const float pj = __shfl_sync(0xffffffffu, prob[r], j);
+#pragma unroll
+          for (int c = 0; c < kCols; ++c) acc[r][c] = fmaf(pj, v[c], acc[r][c]);
+        }
       }
     }
   }

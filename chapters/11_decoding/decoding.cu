@@ -1,16 +1,24 @@
 // Chapter 11's decode implementations: a block a query head (one_block), the keys split
-// across blocks and merged by their lse (split_kv), and a block a key/value head for all the
-// query heads that read it (grouped); their launch, ledger and registration.
+// across blocks and merged by their lse (split_kv), a block a key/value head for all the
+// query heads that read it (grouped), a tile's V rows loaded together (batched_v); the same
+// kernel over a paged cache (decode_paged); their launch, ledger, registration, and the
+// program's extra rows (the streaming-read ceiling, the paged cache's page sizes).
 #include "11_decoding/decoding.hpp"
 
 #include <algorithm>
 #include <climits>
+#include <cstdio>
+#include <cstring>
+#include <numeric>
+#include <random>
 #include <string>
 
 #include "11_decoding/decode_kernels.cuh"
 #include "core/check.cuh"
+#include "device/buffer.cuh"
 #include "device/dispatch.cuh"
 #include "device/launch.cuh"
+#include "device/timer.cuh"
 #include "harness/registry.hpp"
 #include "harness/traffic.hpp"
 
@@ -60,58 +68,78 @@ size_t workspace(const ft::Problem& p) {
   return size_t(splits) * size_t(p.rows()) * (size_t(p.head_dim) + 1) * sizeof(float);
 }
 
-template <class T, int D, int kRows, bool kGrouped>
-void launch_rows(const Params<T>& params, dim3 grid, cudaStream_t stream) {
-  decode_split<T, D, kRows, kGrouped><<<grid, kThreads, 0, stream>>>(params);
+/// The decode kernel and, with splits, the merge, for Params already filled but for the
+/// split fields (set here): the grid and the block's rows from the problem.
+template <class T, int D, bool kGrouped, bool kBatchedV, bool kPaged>
+void launch(const ft::Problem& p, Params<T> params, int splits, cudaStream_t stream) {
+  const int64_t rows = rows_a_head(p, kGrouped);
+  const int64_t heads = kGrouped ? p.kv_heads_total() : p.heads_total();
+  if (heads > 65535) throw ft::Unsupported("chapter 11: more than 65535 heads in one launch");
+  params.splits = splits;
+  params.keys_per_split = (p.len_kv + splits - 1) / splits;
+  params.rows = int(rows);
+  // The block's rows: the next power of two at or above them, at most 16 (more: blocks
+  // side by side along z, each reading the K/V head again, mostly from L2).
+  const int block_rows = rows <= 1 ? 1 : rows <= 2 ? 2 : rows <= 4 ? 4 : rows <= 8 ? 8 : 16;
+  const dim3 grid(unsigned(splits), unsigned(heads), unsigned((rows + block_rows - 1) / block_rows));
+  switch (block_rows) {
+    case 1: decode_split<T, D, 1, kGrouped, kBatchedV, kPaged><<<grid, kThreads, 0, stream>>>(params); break;
+    case 2: decode_split<T, D, 2, kGrouped, kBatchedV, kPaged><<<grid, kThreads, 0, stream>>>(params); break;
+    case 4: decode_split<T, D, 4, kGrouped, kBatchedV, kPaged><<<grid, kThreads, 0, stream>>>(params); break;
+    case 8: decode_split<T, D, 8, kGrouped, kBatchedV, kPaged><<<grid, kThreads, 0, stream>>>(params); break;
+    default: decode_split<T, D, 16, kGrouped, kBatchedV, kPaged><<<grid, kThreads, 0, stream>>>(params); break;
+  }
+  CUDA_CHECK_LAUNCH();
+  if (splits > 1) {
+    decode_merge<T, D><<<int((p.rows() + kWarps - 1) / kWarps), kThreads, 0, stream>>>(
+        params.o_part, params.lse_part, params.O, params.lse, p.rows(), splits);
+    CUDA_CHECK_LAUNCH();
+  }
 }
 
-template <bool kGrouped, bool kSplit>
-void run(const ft::Problem& p, const ft::ForwardArgs& a, cudaStream_t stream) {
+/// Whether the problem's dtype and head dim are among the compiled instances.
+bool compiled_for(const ft::Problem& p) {
+  const auto t = Compiled::dtypes();
+  const auto d = Compiled::head_dims();
+  return std::find(t.begin(), t.end(), p.dtype) != t.end() && std::find(d.begin(), d.end(), p.head_dim) != d.end();
+}
+
+/// What every decode refuses, contiguous or paged.
+void check_decode(const ft::Problem& p) {
   if (p.len_q > kMaxQueryRows)
     throw ft::Unsupported("chapter 11 decodes at most " + std::to_string(kMaxQueryRows) +
                           " query rows a sequence (N_q = " + std::to_string(p.len_q) +
                           "): prefill a longer prompt with chapter 07's or 09's forward");
   if (!(p.softmax_scale() > 0.f)) throw ft::Unsupported("chapter 11: the softmax scale must be positive");
+}
+
+/// The split workspace's two parts: each split's O, then each split's lse (max_splits' worth).
+template <int D>
+std::pair<float*, float*> split_parts(const ft::Problem& p, void* workspace) {
+  float* o_part = static_cast<float*>(workspace);
+  return {o_part, o_part ? o_part + size_t(max_splits(p.len_kv)) * size_t(p.rows()) * D : nullptr};
+}
+
+template <bool kGrouped, bool kSplit, bool kBatchedV>
+void run(const ft::Problem& p, const ft::ForwardArgs& a, cudaStream_t stream) {
+  check_decode(p);
   if (a.layout) throw ft::Unsupported("chapter 11 reads contiguous tensors only");
   Compiled::dispatch(p, "chapter 11", [&](auto i) {
     using I = decltype(i);
     using T = typename I::Element;
     constexpr int D = I::kHeadDim;
-    const int64_t rows = rows_a_head(p, kGrouped);
-    const int splits = splits_of(p, kGrouped, kSplit);
-    const int64_t heads = kGrouped ? p.kv_heads_total() : p.heads_total();
-    if (heads > 65535) throw ft::Unsupported("chapter 11: more than 65535 heads in one launch");
-    const int keys_per_split = (p.len_kv + splits - 1) / splits;
-    float* o_part = static_cast<float*>(a.workspace);
-    // The workspace holds max_splits' worth: O parts first, then the lse parts.
-    float* lse_part = o_part ? o_part + size_t(max_splits(p.len_kv)) * size_t(p.rows()) * D : nullptr;
-    const Params<T> params{a.Q.as<T>(), a.K.as<T>(), a.V.as<T>(), a.O.as<T>(), a.lse, o_part, lse_part,
-                           p.len_q, p.len_kv, p.heads_q, p.heads_kv, p.group(), p.causal_offset(), p.causal,
-                           p.softmax_scale() * ft::kLog2e, splits, keys_per_split, int(rows), p.rows()};
-    // The block's rows: the next power of two at or above them, at most 16 (more: blocks
-    // side by side along z, each reading the K/V head again, mostly from L2).
-    const int block_rows = rows <= 1 ? 1 : rows <= 2 ? 2 : rows <= 4 ? 4 : rows <= 8 ? 8 : 16;
-    const dim3 grid(unsigned(splits), unsigned(heads), unsigned((rows + block_rows - 1) / block_rows));
-    switch (block_rows) {
-      case 1: launch_rows<T, D, 1, kGrouped>(params, grid, stream); break;
-      case 2: launch_rows<T, D, 2, kGrouped>(params, grid, stream); break;
-      case 4: launch_rows<T, D, 4, kGrouped>(params, grid, stream); break;
-      case 8: launch_rows<T, D, 8, kGrouped>(params, grid, stream); break;
-      default: launch_rows<T, D, 16, kGrouped>(params, grid, stream); break;
-    }
-    CUDA_CHECK_LAUNCH();
-    if (splits > 1) {
-      decode_merge<T, D><<<int((p.rows() + kWarps - 1) / kWarps), kThreads, 0, stream>>>(
-          o_part, lse_part, a.O.as<T>(), a.lse, p.rows(), splits);
-      CUDA_CHECK_LAUNCH();
-    }
+    const auto [o_part, lse_part] = split_parts<D>(p, a.workspace);
+    Params<T> params{a.Q.as<T>(), a.K.as<T>(), a.V.as<T>(), a.O.as<T>(), a.lse, o_part, lse_part,
+                     p.len_q, p.len_kv, p.heads_q, p.heads_kv, p.group(), p.causal_offset(), p.causal,
+                     p.softmax_scale() * ft::kLog2e, 1, 0, 0, p.rows()};
+    launch<T, D, kGrouped, kBatchedV, false>(p, params, splits_of(p, kGrouped, kSplit), stream);
   });
 }
 
 /// The ledger: K and V read once a block layout (grouped: once; a block a query head: once a
 /// query head, the group's other reads from L2 when they run together), Q read and O written
 /// once; with splits, each split's float32 O and lse written and read back by the merge.
-template <bool kGrouped, bool kSplit>
+template <bool kGrouped, bool kSplit, bool kBatchedV = false>
 std::vector<ft::KernelTraffic> traffic(const ft::Problem& p) {
   const double kv = 2.0 * double(p.kv_bytes());
   const double reads_of_kv = kGrouped ? kv : kv * p.group();
@@ -129,10 +157,10 @@ std::vector<ft::KernelTraffic> traffic(const ft::Problem& p) {
   return t;
 }
 
-template <bool kGrouped, bool kSplit>
+template <bool kGrouped, bool kSplit, bool kBatchedV = false>
 ft::ForwardImpl impl(const std::string& variant, const std::string& what) {
-  return {"11", variant, what, Compiled::head_dims(), workspace<kGrouped, kSplit>, run<kGrouped, kSplit>,
-          traffic<kGrouped, kSplit>,
+  return {"11", variant, what, Compiled::head_dims(), workspace<kGrouped, kSplit>, run<kGrouped, kSplit, kBatchedV>,
+          traffic<kGrouped, kSplit, kBatchedV>,
           Compiled::dtypes(), /*min_sm=*/80, /*strided=*/false, ft::Features{/*lengths=*/true, /*grouped=*/true}};
 }
 
@@ -148,7 +176,253 @@ std::vector<ft::ForwardImpl> forward_impls() {
   return {impl<false, false>("one_block", "a block a (sequence, query head): the keys in one block"),
           impl<false, true>("split_kv", "the keys split across blocks, merged by their lse"),
           impl<true, true>("grouped", "split_kv, a block a key/value head for all its query heads"),
+          impl<true, true, true>("batched_v", "grouped, each tile's 32 V rows loaded together"),
           fastest()};
+}
+
+// ---- the paged cache --------------------------------------------------------------------
+
+void check_paged(const ft::Problem& p, const ft::PagedKvShape& pool, const std::vector<int32_t>& tables,
+                 int pages_per_seq, const std::vector<int32_t>& lens) {
+  check_decode(p);
+  if (!compiled_for(p))
+    throw ft::Unsupported("chapter 11's paged decode takes bf16 or fp16 at d = 64 or 128 (got " + p.describe() + ")");
+  if (p.heads_kv < 1 || p.heads_q % p.heads_kv != 0)
+    throw ft::Unsupported("paged decode: " + std::to_string(p.heads_q) + " query heads are not a multiple of " +
+                          std::to_string(p.heads_kv) + " key/value heads");
+  if (pool.heads_kv != p.heads_kv || pool.head_dim != p.head_dim)
+    throw ft::Unsupported("paged decode: the pool holds " + std::to_string(pool.heads_kv) + " key/value heads of d = " +
+                          std::to_string(pool.head_dim) + ", the problem " + std::to_string(p.heads_kv) +
+                          " of d = " + std::to_string(p.head_dim));
+  if (pool.page_size < 1 || pool.num_pages < 1 || pages_per_seq < 1)
+    throw ft::Unsupported("paged decode: the pool needs pages of at least one token and each sequence a table");
+  if (int64_t(lens.size()) != p.batch || int64_t(tables.size()) != int64_t(p.batch) * pages_per_seq)
+    throw ft::Unsupported("paged decode: " + std::to_string(p.batch) + " sequences need " + std::to_string(p.batch) +
+                          " lengths and " + std::to_string(int64_t(p.batch) * pages_per_seq) +
+                          " block-table entries (got " + std::to_string(lens.size()) + " and " +
+                          std::to_string(tables.size()) + ")");
+  int longest = 0;
+  for (int b = 0; b < p.batch; ++b) {
+    const int len = lens[b], pages = (len + pool.page_size - 1) / pool.page_size;
+    if (len < p.len_q)
+      throw ft::Unsupported("paged decode: sequence " + std::to_string(b) + " holds " + std::to_string(len) +
+                            " tokens, fewer than its " + std::to_string(p.len_q) + " query rows (append them first)");
+    if (pages > pages_per_seq)
+      throw ft::Unsupported("paged decode: sequence " + std::to_string(b) + " is " + std::to_string(len) +
+                            " tokens long, longer than its " + std::to_string(pages_per_seq) + " pages of " +
+                            std::to_string(pool.page_size) + " hold");
+    for (int i = 0; i < pages; ++i) {
+      const int32_t page = tables[int64_t(b) * pages_per_seq + i];
+      if (page < 0 || page >= pool.num_pages)
+        throw ft::Unsupported("paged decode: sequence " + std::to_string(b) + "'s block table names page " +
+                              std::to_string(page) + ", outside the pool's " + std::to_string(pool.num_pages) +
+                              " pages");
+    }
+    longest = std::max(longest, len);
+  }
+  if (longest != p.len_kv)
+    throw ft::Unsupported("paged decode: the problem's len_kv (" + std::to_string(p.len_kv) +
+                          ") must be the longest sequence (" + std::to_string(longest) + ")");
+}
+
+size_t paged_workspace_bytes(const ft::Problem& p) { return workspace<true, true>(p); }
+
+void decode_paged(const ft::Problem& p, const PagedDecodeArgs& a, cudaStream_t stream) {
+  check_decode(p);
+  Compiled::dispatch(p, "chapter 11 (paged)", [&](auto i) {
+    using I = decltype(i);
+    using T = typename I::Element;
+    constexpr int D = I::kHeadDim;
+    const auto [o_part, lse_part] = split_parts<D>(p, a.workspace);
+    Params<T> params{static_cast<const T*>(a.Q), static_cast<const T*>(a.K_pool), static_cast<const T*>(a.V_pool),
+                     static_cast<T*>(a.O), a.lse, o_part, lse_part, p.len_q, p.len_kv, p.heads_q, p.heads_kv,
+                     p.group(), p.causal_offset(), p.causal, p.softmax_scale() * ft::kLog2e, 1, 0, 0, p.rows()};
+    params.block_table = a.block_tables;
+    params.seq_lens = a.seq_lens;
+    params.page_size = a.pool.page_size;
+    params.pages_per_seq = a.pages_per_seq;
+    launch<T, D, true, true, true>(p, params, splits_of(p, true, true), stream);
+  });
+}
+
+// ---- the program's extra rows ------------------------------------------------------------
+
+namespace {
+
+/// Reads `n` 16-byte words once, four loads in flight a thread, and keeps nothing: the
+/// ceiling a decode kernel, which reads its cache once, can reach on this GPU.
+__global__ void stream_read(const uint4* __restrict__ src, int64_t n, unsigned* sink) {
+  constexpr int kUnroll = 4;  // loads in flight a thread before any is used
+  unsigned acc = 0;
+  const int64_t step = int64_t(gridDim.x) * blockDim.x;
+  int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  for (; i + (kUnroll - 1) * step < n; i += kUnroll * step) {
+    uint4 v[kUnroll];
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) v[u] = src[i + u * step];
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) acc ^= v[u].x ^ v[u].y ^ v[u].z ^ v[u].w;
+  }
+  for (; i < n; i += step) acc ^= src[i].x ^ src[i].y ^ src[i].z ^ src[i].w;
+  if (acc == 0x9e3779b9u) *sink = acc;  // practically never: the loads stay
+}
+
+/// A deterministic value in [−1, 1) for logical element (sequence, head, token, c) of K (key 0)
+/// or V (key 1), so the contiguous and the paged copies of a cache hold the same numbers.
+__device__ __forceinline__ float cache_value(int64_t index, int key) {
+  uint64_t x = uint64_t(index) * 0x9E3779B97F4A7C15ull + uint64_t(key) * 0xD1B54A32D192ED03ull;
+  x ^= x >> 29;
+  x *= 0xBF58476D1CE4E5B9ull;
+  x ^= x >> 32;
+  return float(x & 0xFFFFFF) / float(1 << 23) - 1.f;
+}
+
+/// Fills the contiguous cache [B, H_kv, N_k, d] (paged == false) or the pool through the block
+/// tables (paged == true) with cache_value of each element's logical place.
+template <class T>
+__global__ void fill_cache(T* dst, int key, int batch, int heads_kv, int len, int d, bool paged,
+                           const int32_t* tables, int pages_per_seq, int page_size) {
+  const int64_t total = int64_t(batch) * heads_kv * len * d;
+  for (int64_t e = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; e < total; e += int64_t(gridDim.x) * blockDim.x) {
+    const int c = int(e % d);
+    const int pos = int(e / d % len);
+    const int h = int(e / (int64_t(d) * len) % heads_kv);
+    const int b = int(e / (int64_t(d) * len * heads_kv));
+    int64_t at = e;
+    if (paged) {
+      const int page = tables[int64_t(b) * pages_per_seq + pos / page_size];
+      at = ((int64_t(page) * heads_kv + h) * page_size + pos % page_size) * d + c;
+    }
+    dst[at] = from_float<T>(cache_value(e, key));
+  }
+}
+
+template <class T>
+ft::Row extra_row(const ft::Problem& p, const std::string& variant, const std::string& what, const ft::Timing& t,
+                  double bytes) {
+  ft::Row r;
+  r.chapter = "11";
+  r.variant = variant;
+  r.what = what;
+  r.pass = variant == "stream_read" ? "read" : "forward";
+  r.dtype = ft::dtype_name(p.dtype);
+  r.batch = p.batch, r.heads = p.heads_q, r.seq_len = p.len_q, r.head_dim = p.head_dim, r.causal = p.causal;
+  r.heads_kv = p.heads_kv, r.len_kv = p.len_kv;
+  r.causal_align = "bottom-right";
+  r.ms = t.median_ms, r.ms_min = t.min_ms, r.ms_max = t.max_ms, r.iters = t.iters;
+  r.model_bytes = bytes;
+  r.gbps = bytes / (t.median_ms * 1e-3) / 1e9;
+  r.gpu = ft::gpu_name();
+  return r;
+}
+
+}  // namespace
+
+void decode_extras(const ft::Options& o, std::vector<ft::Row>& rows) {
+  ft::Problem p = o.problem();
+  p.align = ft::CausalAlign::BottomRight;
+  try {
+    check_decode(p);
+    if (!compiled_for(p)) throw ft::Unsupported("bf16 or fp16 at d = 64 or 128 only");
+  } catch (const ft::Unsupported& e) {
+    std::printf("\n(the streaming read and the paged cache: skipped, %s)\n", e.what());
+    return;
+  }
+  const double cache_bytes = 2.0 * double(p.kv_bytes());  // K and V
+  const double bytes = cache_bytes + 2.0 * double(p.q_bytes());  // what a decode reads and writes
+  constexpr int kPageSizes[] = {16, 64, 256};  // vLLM's default, and larger pages
+  Compiled::dispatch(p, "chapter 11 (extras)", [&](auto i) {
+    using I = decltype(i);
+    using T = typename I::Element;
+    const int d = p.head_dim, H = p.heads_kv, L = p.len_kv, B = p.batch;
+    const size_t elems = size_t(B) * H * L * d;
+    try {
+      ft::check_fits(4 * elems * sizeof(T) + size_t(paged_workspace_bytes(p)), "the paged cache beside the contiguous one");
+    } catch (const ft::Unsupported& e) {
+      std::printf("\n(the streaming read and the paged cache: skipped, %s)\n", e.what());
+      return;
+    }
+    std::printf("\nthe cache read once, and the paged cache (K and V filled alike in both layouts):\n");
+    ft::DeviceBuffer<T> K(elems), V(elems), Q(size_t(p.q_bytes() / sizeof(T))), O(size_t(p.q_bytes() / sizeof(T)));
+    ft::DeviceBuffer<float> lse(size_t(p.rows()));
+    ft::DeviceBuffer<unsigned> sink(1);
+    const size_t ws_bytes = paged_workspace_bytes(p);
+    ft::DeviceBuffer<float> ws(std::max<size_t>(1, ws_bytes / sizeof(float)));
+    const int fill_blocks = int(ft::sm_count()) * 8;
+    fill_cache<T><<<fill_blocks, 256>>>(K.get(), 0, B, H, L, d, false, nullptr, 0, 1);
+    fill_cache<T><<<fill_blocks, 256>>>(V.get(), 1, B, H, L, d, false, nullptr, 0, 1);
+    fill_cache<T><<<fill_blocks, 256>>>(Q.get(), 2, B, p.heads_q, p.len_q, d, false, nullptr, 0, 1);
+    CUDA_CHECK_LAUNCH();
+
+    // The ceiling: K's and V's bytes read once by a kernel that does nothing else.
+    const ft::Timing read = ft::time_on_gpu(
+        [&](cudaStream_t s) {
+          const int blocks = int(ft::sm_count()) * 4;
+          stream_read<<<blocks, 512, 0, s>>>(reinterpret_cast<const uint4*>(K.get()), int64_t(elems * sizeof(T) / 16),
+                                             sink.get());
+          stream_read<<<blocks, 512, 0, s>>>(reinterpret_cast<const uint4*>(V.get()), int64_t(elems * sizeof(T) / 16),
+                                             sink.get());
+        },
+        o.warmup, o.iters, true);
+    rows.push_back(extra_row<T>(p, "stream_read", "K and V read once, nothing else: the ceiling", read, cache_bytes));
+    const double ceiling = rows.back().gbps;
+    std::printf("  %-12s %9.3f ms %7.0f GB/s\n", "stream_read", read.median_ms, ceiling);
+
+    // The contiguous batched_v kernel on these values, then the paged one at each page size.
+    auto contiguous = [&](cudaStream_t s) {
+      const auto [o_part, lse_part] = split_parts<I::kHeadDim>(p, ws.get());
+      Params<T> params{Q.get(), K.get(), V.get(), O.get(), lse.get(), o_part, lse_part, p.len_q, p.len_kv,
+                       p.heads_q, p.heads_kv, p.group(), p.causal_offset(), p.causal,
+                       p.softmax_scale() * ft::kLog2e, 1, 0, 0, p.rows()};
+      launch<T, I::kHeadDim, true, true, false>(p, params, splits_of(p, true, true), s);
+    };
+    contiguous(0);
+    CUDA_CHECK(cudaDeviceSynchronize());
+    const std::vector<T> want = O.download();
+    const ft::Timing tc = ft::time_on_gpu(contiguous, o.warmup, o.iters, true);
+    rows.push_back(extra_row<T>(p, "contiguous", "batched_v on this cache, for the paged rows", tc, bytes));
+    std::printf("  %-12s %9.3f ms %7.0f GB/s %5.1f%% of the read\n", "contiguous", tc.median_ms, rows.back().gbps,
+                100.0 * rows.back().gbps / ceiling);
+
+    std::mt19937 rng(uint32_t(o.seed));
+    for (int ps : kPageSizes) {
+      const int pages_per_seq = (L + ps - 1) / ps;
+      ft::PagedKvShape pool{B * pages_per_seq, ps, H, d};
+      std::vector<int32_t> tables(size_t(B) * pages_per_seq), lens(size_t(B), L);
+      std::iota(tables.begin(), tables.end(), 0);
+      std::shuffle(tables.begin(), tables.end(), rng);  // pages scattered, as a server's are
+      check_paged(p, pool, tables, pages_per_seq, lens);
+      ft::DeviceBuffer<int32_t> dtables(tables.size()), dlens(lens.size());
+      dtables.upload(tables);
+      dlens.upload(lens);
+      ft::DeviceBuffer<T> Kp(size_t(pool.elements())), Vp(size_t(pool.elements()));
+      fill_cache<T><<<fill_blocks, 256>>>(Kp.get(), 0, B, H, L, d, true, dtables.get(), pages_per_seq, ps);
+      fill_cache<T><<<fill_blocks, 256>>>(Vp.get(), 1, B, H, L, d, true, dtables.get(), pages_per_seq, ps);
+      CUDA_CHECK_LAUNCH();
+      PagedDecodeArgs a;
+      a.Q = Q.get(), a.K_pool = Kp.get(), a.V_pool = Vp.get(), a.O = O.get(), a.lse = lse.get();
+      a.block_tables = dtables.get(), a.seq_lens = dlens.get(), a.pages_per_seq = pages_per_seq, a.pool = pool;
+      a.workspace = ws.get();
+      O.poison();
+      decode_paged(p, a, 0);
+      CUDA_CHECK(cudaDeviceSynchronize());
+      const std::vector<T> got = O.download();
+      const size_t differ = size_t(std::count_if(got.begin(), got.end(), [&, k = size_t(0)](const T& x) mutable {
+        return std::memcmp(&x, &want[k++], sizeof(T)) != 0;
+      }));
+      const ft::Timing t = ft::time_on_gpu([&](cudaStream_t s) { decode_paged(p, a, s); }, o.warmup, o.iters, true);
+      const std::string name = "paged_" + std::to_string(ps);
+      rows.push_back(extra_row<T>(p, name, "batched_v through block tables, pages of " + std::to_string(ps) +
+                                               " tokens, scattered", t, bytes));
+      rows.back().rel_err = double(differ) / double(got.size());  // the share of O's elements not bit-equal
+      std::printf("  %-12s %9.3f ms %7.0f GB/s %5.1f%% of the read, %.3fx contiguous; O %s the contiguous kernel's\n",
+                  name.c_str(), t.median_ms, rows.back().gbps, 100.0 * rows.back().gbps / ceiling,
+                  tc.median_ms / t.median_ms, differ == 0 ? "bit-equal to" : "DIFFERS from");
+      if (differ != 0)
+        throw std::runtime_error("chapter 11: the paged decode's O differs from the contiguous one's in " +
+                                 std::to_string(differ) + " elements (pages of " + std::to_string(ps) + ")");
+    }
+  });
 }
 
 }  // namespace ch11

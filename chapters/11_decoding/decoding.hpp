@@ -3,9 +3,16 @@
 /// and fp16, d = 64 and 128), as a staircase of variants.
 #pragma once
 
+#include <cstddef>
+#include <cstdint>
 #include <vector>
 
+#include <cuda_runtime.h>
+
+#include "core/paged_kv.hpp"
 #include "harness/harness.hpp"
+#include "harness/options.hpp"
+#include "harness/table.hpp"
 
 namespace ch11 {
 
@@ -18,5 +25,43 @@ std::vector<ft::ForwardImpl> forward_impls();
 /// Splits of the keys for `blocks` blocks of work over `len_kv` keys on `sms` SMs: enough
 /// blocks for four a SM, no split under kMinSplitKeys keys, at most kMaxSplits.
 int choose_splits(int64_t blocks, int len_kv, int sms);
+
+/// A decode step over a paged KV cache (core/paged_kv.hpp's layout): `problem` gives the batch
+/// (B sequences), the heads, N_q, d, the dtype and the mask (bottom-right: each sequence's
+/// own decode position); its len_kv is the longest sequence. Device pointers: Q [B, H_q, N_q,
+/// d] and O the same, lse [B, H_q, N_q], the K and V pools, the block tables [B, pages_per_seq]
+/// and each sequence's length [B]; the workspace paged_workspace_bytes() long.
+struct PagedDecodeArgs {
+  const void* Q = nullptr;
+  const void* K_pool = nullptr;
+  const void* V_pool = nullptr;
+  void* O = nullptr;
+  float* lse = nullptr;
+  const int32_t* block_tables = nullptr;
+  const int32_t* seq_lens = nullptr;
+  int pages_per_seq = 0;
+  ft::PagedKvShape pool;
+  void* workspace = nullptr;
+};
+
+/// Refuses, with a message that says what to change, what decode_paged cannot read safely,
+/// from host copies of the block tables ([B · pages_per_seq]) and lengths ([B]): a length
+/// below N_q or above the sequence's pages, a page index outside the pool (in the pages a
+/// sequence uses), a pool whose heads or d differ from the problem's, query heads not a
+/// multiple of the key/value heads, and what the decode kernels refuse (dtype, d, N_q > 16).
+void check_paged(const ft::Problem& problem, const ft::PagedKvShape& pool, const std::vector<int32_t>& block_tables,
+                 int pages_per_seq, const std::vector<int32_t>& seq_lens);
+
+/// The workspace decode_paged needs (each split's O and lse).
+size_t paged_workspace_bytes(const ft::Problem& problem);
+
+/// Launches the paged decode (the last step's kernel reading through the block tables). Call
+/// check_paged on the same tables first: this launch trusts them.
+void decode_paged(const ft::Problem& problem, const PagedDecodeArgs& args, cudaStream_t stream);
+
+/// The chapter's extra rows of the program: the copy-free ceiling (a kernel that only reads
+/// a buffer the size of the problem's K/V cache) and the paged decode at several page sizes,
+/// each timed on the problem of the command line.
+void decode_extras(const ft::Options& options, std::vector<ft::Row>& rows);
 
 }  // namespace ch11

@@ -14,5 +14,6 @@ int main(int argc, char** argv) {
   spec.program = "ch11_decoding";
   spec.title = "Chapter 11: decoding against a long K/V cache";
   spec.forwards = ch11::forward_impls();
+  spec.extra = ch11::decode_extras;  // the streaming-read ceiling and the paged cache
   return ft::run_program(argc, argv, spec);
 }

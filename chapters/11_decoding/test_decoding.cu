@@ -4,14 +4,23 @@
 // bottom-right (the decode position) and not, multi-head, grouped (8 query heads a
 // key/value head) and multi-query (32 on 1: two blocks of rows), batches of several
 // sequences; and the refusals (a prompt longer than 16 rows, float32, other head dims).
+// The paged cache: sequences of mixed lengths in one batch, appended in interleaved chunks
+// so that their pages are scattered through the pool, pages of 1, 16 and 256 tokens, each
+// sequence against the float64 reference of its own contiguous problem; and the tables
+// check_paged refuses (no GPU needed).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
 #include "11_decoding/decoding.hpp"
 #include "core/check.cuh"
+#include "core/paged_kv.hpp"
+#include "device/buffer.cuh"
 #include "harness/testing.hpp"
+#include "harness/verify.hpp"
+#include "reference/precision.hpp"
 
 namespace {
 
@@ -59,6 +68,125 @@ TEST(Ch11, RefusesWhatItDoesNotDecode) {
     p = decode_problem(1, 8, 8, 1, 64, 96, false, ft::DType::BFloat16);
     EXPECT_THROW(ft::check_supported(impl, p), ft::Unsupported) << impl.variant;
   }
+}
+
+/// One paged decode step: B sequences of lengths `lens` (each its own seeded inputs, as a
+/// batch-1 problem of that length), appended chunk by chunk in turn, then decoded together
+/// and each checked against its own reference under the same-precision rule.
+void expect_paged_correct(ft::DType t, int d, int heads, int heads_kv, int len_q, bool causal, int page_size,
+                          const std::vector<int>& lens) {
+  const int B = int(lens.size()), longest = *std::max_element(lens.begin(), lens.end());
+  std::vector<ft::Problem> seq;
+  std::vector<ft::AttentionInputs> in;
+  for (int b = 0; b < B; ++b) {
+    seq.push_back(decode_problem(1, heads, heads_kv, len_q, lens[b], d, causal, t));
+    in.push_back(ft::reference_inputs(seq[b], ft::InputKind::Uniform, 1000 + b));
+  }
+  const int pages_per_seq = (longest + page_size - 1) / page_size;
+  ft::PagedKvCache<float> cache({B * pages_per_seq + 3, page_size, heads_kv, d});  // a few pages spare
+  for (int b = 0; b < B; ++b) cache.add_sequence();
+  constexpr int kChunk = 37;  // tokens a sequence appends in turn: pages interleave
+  for (int at = 0; at < longest; at += kChunk)
+    for (int b = 0; b < B; ++b) {
+      const int count = std::min(kChunk, lens[b] - at);
+      if (count <= 0) continue;
+      std::vector<float> k(size_t(count) * heads_kv * d), v(k.size());  // [count][H_kv][d]
+      for (int i = 0; i < count; ++i)
+        for (int h = 0; h < heads_kv; ++h)
+          for (int c = 0; c < d; ++c) {
+            const size_t src = (size_t(h) * lens[b] + at + i) * d + c, dst = (size_t(i) * heads_kv + h) * d + c;
+            k[dst] = in[b].K[src];
+            v[dst] = in[b].V[src];
+          }
+      cache.append(b, k.data(), v.data(), count);
+    }
+  std::vector<int32_t> tables(size_t(B) * pages_per_seq, 0), seq_lens(lens.begin(), lens.end());
+  std::vector<float> q;
+  for (int b = 0; b < B; ++b) {
+    std::copy(cache.block_table(b).begin(), cache.block_table(b).end(), tables.begin() + int64_t(b) * pages_per_seq);
+    q.insert(q.end(), in[b].Q.begin(), in[b].Q.end());
+  }
+  const ft::Problem p = decode_problem(B, heads, heads_kv, len_q, longest, d, causal, t);
+  ch11::check_paged(p, cache.shape(), tables, pages_per_seq, seq_lens);
+
+  ft::DeviceTensor Q(t, q.size()), K(t, cache.K().size()), V(t, cache.V().size()), O(t, q.size());
+  Q.upload(q);
+  K.upload(cache.K());
+  V.upload(cache.V());
+  ft::DeviceBuffer<int32_t> dtables(tables.size()), dlens(seq_lens.size());
+  dtables.upload(tables);
+  dlens.upload(seq_lens);
+  ft::DeviceBuffer<float> lse(size_t(p.rows()));
+  ft::DeviceBuffer<float> ws(std::max<size_t>(1, ch11::paged_workspace_bytes(p) / sizeof(float)));
+  O.poison();
+  lse.poison();
+  ch11::PagedDecodeArgs a;
+  a.Q = Q.get(), a.K_pool = K.get(), a.V_pool = V.get(), a.O = O.get(), a.lse = lse.get();
+  a.block_tables = dtables.get(), a.seq_lens = dlens.get(), a.pages_per_seq = pages_per_seq;
+  a.pool = cache.shape(), a.workspace = ws.get();
+  ch11::decode_paged(p, a, 0);
+  CUDA_CHECK(cudaDeviceSynchronize());
+  const std::vector<float> o = O.download(), l = lse.download();
+
+  const size_t per_o = size_t(heads) * len_q * d, per_l = size_t(heads) * len_q;
+  for (int b = 0; b < B; ++b) {
+    const ft::Reference& ref = ft::cached_reference(seq[b], ft::InputKind::Uniform, 1000 + b, false);
+    const double cap = ft::fixed_tolerance(t);
+    const double err_o = ft::relative_l2(o.data() + b * per_o, ref.tensors.O.data(), per_o);
+    const double err_l = ft::relative_l2(l.data() + b * per_l, ref.tensors.lse.data(), per_l);
+    EXPECT_LE(err_o, ft::testing::allowed_error(ref.baseline.O, t, cap))
+        << "sequence " << b << " (" << lens[b] << " keys): O";
+    EXPECT_LE(err_l, ft::testing::allowed_error(ref.baseline.lse, ft::DType::Float32, cap))
+        << "sequence " << b << " (" << lens[b] << " keys): lse";
+  }
+}
+
+TEST(Ch11Paged, MixedLengthsMatchTheirReferences) {
+  REQUIRE_GPU();
+  for (int d : {64, 128})
+    for (int page_size : {1, 16, 256})
+      for (int heads_kv : {8, 2, 1})
+        for (int len_q : {1, 4})
+          for (bool causal : {false, true}) {
+            SCOPED_TRACE("d=" + std::to_string(d) + " page_size=" + std::to_string(page_size) + " heads_kv=" +
+                         std::to_string(heads_kv) + " len_q=" + std::to_string(len_q) +
+                         (causal ? " causal" : ""));
+            // The first sequence is as short as a decode step allows; 17 and 300 end inside
+            // a page; 1000 is several splits.
+            expect_paged_correct(ft::DType::BFloat16, d, 8, heads_kv, len_q, causal, page_size,
+                                 {len_q, 17, 1000, 300});
+          }
+  expect_paged_correct(ft::DType::Float16, 128, 8, 2, 1, true, 16, {1, 600});
+}
+
+TEST(Ch11Paged, RefusesTablesItCannotReadSafely) {
+  const ft::Problem p = decode_problem(2, 8, 2, 1, 40, 64, true, ft::DType::BFloat16);
+  const ft::PagedKvShape pool{10, 16, 2, 64};
+  const std::vector<int32_t> tables{0, 1, 2, 3, 4, 5}, lens{40, 33};  // 3 pages a sequence
+  EXPECT_NO_THROW(ch11::check_paged(p, pool, tables, 3, lens));
+  auto refused = [&](const ft::Problem& q, const ft::PagedKvShape& s, std::vector<int32_t> t, int pps,
+                     std::vector<int32_t> l, const std::string& says) {
+    try {
+      ch11::check_paged(q, s, t, pps, l);
+      ADD_FAILURE() << "accepted; expected a refusal saying \"" << says << "\"";
+    } catch (const ft::Unsupported& e) {
+      EXPECT_NE(std::string(e.what()).find(says), std::string::npos) << e.what();
+    }
+  };
+  refused(p, pool, {0, 1, 10, 3, 4, 5}, 3, lens, "names page 10, outside the pool's 10 pages");
+  refused(p, pool, {0, 1, 2, 3, -1, 5}, 3, lens, "names page -1");
+  refused(p, pool, tables, 3, {49, 33}, "longer than its 3 pages of 16 hold");
+  refused(p, pool, tables, 3, {40, 0}, "fewer than its 1 query rows");
+  refused(p, pool, {0, 1, 2}, 3, lens, "need 2 lengths and 6 block-table entries");
+  refused(p, {10, 16, 4, 64}, tables, 3, lens, "the pool holds 4 key/value heads");
+  refused(decode_problem(2, 8, 3, 1, 40, 64, true, ft::DType::BFloat16), {10, 16, 3, 64}, tables, 3, lens,
+          "not a multiple of 3 key/value heads");
+  refused(decode_problem(2, 8, 2, 1, 33, 64, true, ft::DType::BFloat16), pool, tables, 3, lens,
+          "must be the longest sequence");
+  refused(decode_problem(2, 8, 2, 1, 40, 96, true, ft::DType::BFloat16), {10, 16, 2, 96}, tables, 3, lens,
+          "bf16 or fp16 at d = 64 or 128");
+  // A page past the sequence's own pages is never read: its entry is not checked.
+  EXPECT_NO_THROW(ch11::check_paged(p, pool, {0, 1, 2, 3, 4, 99}, 3, {40, 32}));
 }
 
 }  // namespace
