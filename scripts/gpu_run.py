@@ -122,6 +122,8 @@ def chapter_folders(pattern=r"\d\d_"):
 
 TC_CHAPTERS = chapter_folders(r"(0[6-9]|10)_")  # the training-shaped tensor-core chapters present: 06-10
 ALL_CHAPTERS = CUDA_CORE_CHAPTERS + TC_CHAPTERS
+# Chapter 11 (decoding, N_q <= 16): sanitized only when named, with --sanitize-args of its shape.
+DECODE_CHAPTERS = chapter_folders(r"11_")
 
 
 # ---- Helpers the steps share ------------------------------------------------------------
@@ -1114,7 +1116,7 @@ def parse_args(argv):
            default=".", metavar="REGEX")
     option("--sanitize-chapters", "the chapters compute-sanitizer checks (default: all: "
            f"{' '.join(ALL_CHAPTERS)})", nargs="+",
-           type=items(one_of(ALL_CHAPTERS, "chapter")), default=ALL_CHAPTERS, metavar="CHAPTER")
+           type=items(one_of(ALL_CHAPTERS + DECODE_CHAPTERS, "chapter")), default=ALL_CHAPTERS, metavar="CHAPTER")
     option("--sanitize-dims", "the head dimensions it runs them at (default: 64; '64 128' "
            "also covers the d = 128 kernels)", nargs="+", type=items(positive),
            default=[64], metavar="D")
