@@ -89,6 +89,10 @@ SKIPPED = 77
 # The sanitizer's problem: small, for compute-sanitizer's slow-down; N = 200 is no
 # multiple of 16, so the kernels' cut last tiles are checked too.
 SANITIZE_SHAPE = ["--batch", "1", "--heads", "2", "--seq-len", "200"]
+# Chapter 11's (a decode step: 4 query rows, 700 cached keys, grouped heads, bf16; its extra
+# rows put the streaming read and the paged cache under the tools too).
+DECODE_SANITIZE_SHAPE = ["--batch", "2", "--heads", "8", "--heads-kv", "2", "--seq-len", "4", "--len-kv", "700",
+                         "--causal-align", "bottom-right", "--dtype", "bf16"]
 SANITIZE_TOOLS = ("memcheck", "racecheck", "synccheck")
 # The views kernels (ft::Views, common/core/strides.hpp) run only from these tests, which
 # between them cover every views kernel (split_tail's cut tiles and async_bc64 included).
@@ -525,7 +529,8 @@ def step_sanitizer(run):
                     log = run.path("logs", f"sanitizer_{chapter}_d{d}_{tool}"
                                    f"{'_causal' if causal else ''}{a.sanitize_tag}.log")
                     cmd = (["compute-sanitizer", "--tool", tool, "--error-exitcode", "9", prog]
-                           + SANITIZE_SHAPE + ["--head-dim", str(d)]
+                           + (DECODE_SANITIZE_SHAPE if chapter in DECODE_CHAPTERS else SANITIZE_SHAPE)
+                           + ["--head-dim", str(d)]
                            + (["--causal"] if causal else [])
                            + ["--iters", "1", "--warmup", "0", "--no-baseline"]
                            + (["--variant", variants] if variants else [])
