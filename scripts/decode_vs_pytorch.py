@@ -1,0 +1,173 @@
+#!/usr/bin/env python3
+"""Chapter 11's decode beside PyTorch's attention backends on decode shapes, in one process:
+the time of one decode step, the bytes it must read (the K/V cache once, Q and O), the
+bandwidth that makes, and the error of each against float32 math.
+
+  python3 scripts/decode_vs_pytorch.py --out DIR [--lib build/common/libflashtut.so]
+      [--shapes B,Hq,Hkv,Nq,Nk ...] [--impls ch11_grouped ch11_batched_v] [--iters 20]
+
+A shape: batch B, Hq query heads on Hkv key/value heads, Nq query rows a sequence (the new
+tokens) against Nk cached keys, d = 128, bf16, causal from the bottom right (query row i
+sees keys up to Nk − Nq + i, the decode position). Default: the chapter's grid, its shapes
+whose cache is at most 40 GB.
+
+PyTorch's side: ``F.scaled_dot_product_attention`` under each ``SDPBackend`` alone (FLASH,
+EFFICIENT, CUDNN, MATH), with ``enable_gqa=True`` for grouped heads. SDPA's ``is_causal`` is
+aligned top-left, so Nq = 1 runs without a mask (one query row sees every key: the same
+thing) and Nq > 1 passes the bottom-right mask as a boolean ``attn_mask``; a backend that
+refuses the shape (a mask, grouped heads) is written as refused, with its reason.
+
+Timing: CUDA events around each call, a 256 MB buffer written between calls so the cache
+starts outside L2, the median of ``--iters`` after 3 warm-up calls. The error: relative L2
+against the MATH backend in float32 on the same bf16 values (when it fits).
+
+Writes DIR/decode_vs_pytorch.csv and prints a table: per shape, each implementation's time,
+GB/s, and our best over the fastest PyTorch backend that accepted the shape.
+"""
+import argparse
+import csv
+import os
+import statistics
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(os.path.dirname(HERE), "python"))
+
+D = 128
+GRID = [(b, 32, kv, q, n) for q in (1, 4) for kv in (32, 8, 1) for b in (1, 16, 128)
+        for n in (1024, 8192, 32768, 131072)]
+MAX_CACHE = 40e9  # bytes: larger caches are left out of the default grid
+FLUSH_BYTES = 256 << 20
+BACKENDS = ("FLASH_ATTENTION", "EFFICIENT_ATTENTION", "CUDNN_ATTENTION", "MATH")
+
+
+def cache_bytes(b, hkv, n):
+    return 2 * b * hkv * n * D * 2  # K and V, bf16
+
+
+def shape_arg(text):
+    try:
+        b, hq, hkv, nq, nk = (int(x) for x in text.split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not B,Hq,Hkv,Nq,Nk") from None
+    if min(b, hq, hkv, nq, nk) < 1 or hq % hkv or nq > nk:
+        raise argparse.ArgumentTypeError(f"{text!r}: positive sizes, Hkv dividing Hq, Nq <= Nk")
+    return b, hq, hkv, nq, nk
+
+
+def parse_args(argv):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--out", required=True, help="folder for decode_vs_pytorch.csv")
+    ap.add_argument("--lib", help="libflashtut.so (default: flashtut's own search)")
+    ap.add_argument("--shapes", nargs="+", type=shape_arg, help="B,Hq,Hkv,Nq,Nk (default: the grid)")
+    ap.add_argument("--impls", nargs="+", default=["ch11_grouped", "ch11_batched_v"],
+                    help="the tutorial's decodes, as flashtut.forwards() names them")
+    ap.add_argument("--iters", type=int, default=20, help="timed calls a measurement")
+    args = ap.parse_args(argv)
+    if args.iters < 1:
+        ap.error("--iters must be at least 1")
+    return args
+
+
+def timed(torch, fn, flush, iters):
+    """Median milliseconds of fn() over iters calls, each after a write of `flush`."""
+    for _ in range(3):
+        fn()
+    times = []
+    for _ in range(iters):
+        flush.zero_()
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        fn()
+        end.record()
+        end.synchronize()
+        times.append(start.elapsed_time(end))
+    return statistics.median(times)
+
+
+def main(argv=None):
+    args = parse_args(sys.argv[1:] if argv is None else argv)
+    try:
+        import torch
+        import torch.nn.functional as F
+        from torch.nn.attention import SDPBackend, sdpa_kernel
+    except ImportError as e:
+        print(f"decode_vs_pytorch: needs PyTorch ({e}); pip install torch", file=sys.stderr)
+        return 2
+    if not torch.cuda.is_available():
+        print("decode_vs_pytorch: no CUDA GPU: nothing measured", file=sys.stderr)
+        return 3
+    if args.lib:
+        os.environ["FLASHTUT_LIB"] = args.lib
+    import flashtut
+
+    os.makedirs(args.out, exist_ok=True)
+    shapes = args.shapes or [s for s in GRID if cache_bytes(s[0], s[2], s[4]) <= MAX_CACHE]
+    flush = torch.empty(FLUSH_BYTES // 4, device="cuda", dtype=torch.float32)
+    rows = []
+    gpu = torch.cuda.get_device_name()
+    for b, hq, hkv, nq, nk in shapes:
+        g = torch.Generator(device="cuda").manual_seed(b * 1000003 + hkv * 101 + nq * 7 + nk)
+        q = torch.randn(b, hq, nq, D, device="cuda", dtype=torch.bfloat16, generator=g)
+        k = torch.randn(b, hkv, nk, D, device="cuda", dtype=torch.bfloat16, generator=g)
+        v = torch.randn(b, hkv, nk, D, device="cuda", dtype=torch.bfloat16, generator=g)
+        mask = None
+        if nq > 1:  # bottom-right: row i sees keys j <= i + nk - nq
+            i = torch.arange(nq, device="cuda")[:, None]
+            j = torch.arange(nk, device="cuda")[None, :]
+            mask = j <= i + (nk - nq)
+        moved = cache_bytes(b, hkv, nk) + 2 * b * hq * nq * D * 2
+        ref = None
+        if b * hq * nq * nk * 4 * 3 < 8e9:  # float32 math: scores, weights and a copy
+            with sdpa_kernel(SDPBackend.MATH):
+                ref = F.scaled_dot_product_attention(q.float(), k.float(), v.float(), attn_mask=mask,
+                                                     enable_gqa=hkv != hq)
+
+        def record(impl, fn):
+            row = {"impl": impl, "batch": b, "heads": hq, "heads_kv": hkv, "len_q": nq, "len_kv": nk,
+                   "head_dim": D, "dtype": "bf16", "ms": "", "gbps": "", "rel_err": "", "status": "ok",
+                   "gpu": gpu}
+            try:
+                out = fn()
+                torch.cuda.synchronize()
+                if ref is not None:
+                    row["rel_err"] = f"{((out.float() - ref).norm() / ref.norm()).item():.2e}"
+                ms = timed(torch, fn, flush, args.iters)
+                row["ms"], row["gbps"] = f"{ms:.4f}", f"{moved / (ms * 1e-3) / 1e9:.1f}"
+            except (RuntimeError, ValueError) as e:  # a backend that refuses the shape
+                row["status"] = "refused: " + " ".join(str(e).split())[:160]
+                torch.cuda.synchronize()
+            rows.append(row)
+            return row
+
+        for name in BACKENDS:
+            backend = getattr(SDPBackend, name)
+
+            def sdpa(backend=backend):
+                with sdpa_kernel(backend):
+                    return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, enable_gqa=hkv != hq)
+            record("torch_" + name.split("_")[0].lower(), sdpa)
+        for impl in args.impls:
+            record(impl, lambda impl=impl: flashtut.forward(q, k, v, causal=True, impl=impl,
+                                                           causal_align=flashtut.CAUSAL_BOTTOM_RIGHT)[0])
+        here = [r for r in rows if (r["batch"], r["heads_kv"], r["len_q"], r["len_kv"]) == (b, hkv, nq, nk)]
+        torch_ms = [float(r["ms"]) for r in here if r["impl"].startswith("torch_") and r["ms"]]
+        ours_ms = [float(r["ms"]) for r in here if not r["impl"].startswith("torch_") and r["ms"]]
+        verdict = (f"ours / fastest PyTorch {min(torch_ms) / min(ours_ms):.2f}x" if torch_ms and ours_ms
+                   else "no comparison")
+        print(f"B={b:3d} Hq={hq} Hkv={hkv:2d} Nq={nq} Nk={nk:6d}: " +
+              "  ".join(f"{r['impl']} {r['ms'] or '-'} ms {r['gbps'] or ''}" for r in here) + f"  [{verdict}]",
+              flush=True)
+        q = k = v = ref = mask = None  # free the cache before the next shape
+        torch.cuda.empty_cache()
+    path = os.path.join(args.out, "decode_vs_pytorch.csv")
+    with open(path, "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=list(rows[0]) if rows else ["impl"])
+        w.writeheader()
+        w.writerows(rows)
+    print(f"decode_vs_pytorch: wrote {len(rows)} rows to {path}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
