@@ -744,6 +744,18 @@ def step_train(run):
             join_csvs(run.path("training_eager.csv"), eager)
 
 
+def step_precision(run):
+    """scripts/precision_vs_pytorch.py: chapter 06's grid variants, chapter 07 and PyTorch's
+    three bf16 kernels and FlashAttention-2 on logits of order 1 and 100, against float64."""
+    run.say("== precision on large logits (chapter 06's second lesson)")
+    if not run.has_torch():
+        run.say("precision: python3 cannot import torch, skipped")
+        return
+    log = run.path("logs", "precision_vs_pytorch.log")
+    rc = run.sh([PYTHON, os.path.join(ROOT, "scripts", "precision_vs_pytorch.py"), "--out", run.out,
+                 "--lib", run.lib], log=log, env={"PYTHONUNBUFFERED": "1"}, timeout=PROGRAM_TIMEOUT).rc
+    run.say(f"precision_vs_pytorch: rc={rc}", *grep("^d=", log))
+
 # Chapter 11's benchmark grid (its issue's): d = 128, bf16, 32 query heads; the batch, the
 # cached keys, the key/value heads and the query rows of a decode step.
 DECODE_BATCHES, DECODE_LENGTHS, DECODE_KV_HEADS, DECODE_QUERY_ROWS = (1, 16, 128), (1024, 8192, 32768, 131072), (32, 8, 1), (1, 4)
@@ -925,6 +937,8 @@ STEPS = {
            "FlashAttention-2 and cuDNN (needs torch, transformers): hf_step_time.csv"),
     "train": (step_train, "a small GPT trained with FlashAttention-2 and with ours (needs "
               "torch): training.csv, training.png, training_verdict.txt"),
+    "precision": (step_precision, "chapter 06's lesson on bf16 scores: O and lse errors on logits of "
+                  "order 1 and 100, ours beside PyTorch's (needs torch): precision_vs_pytorch.csv"),
     "decode": (step_decode, "chapter 11 on the decode grid (batch x cached keys x key/value heads "
                "x query rows), with the streaming read and the paged cache: decode.csv"),
     "ring": (step_ring, "ring attention on simulated ranks (one GPU), then through torchrun "

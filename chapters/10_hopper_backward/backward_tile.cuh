@@ -14,8 +14,10 @@
 
 namespace ch10 {
 
-/// The kernel's arguments: every tensor contiguous ([B][H][N][d]); lengths and heads of the
-/// general problem (problem.hpp).
+/// The kernel's arguments: the tensors' base pointers, contiguous [B][H][N][d] for the
+/// contiguous kernels (steps 2-5's views instantiations read Q, K, V and dO through their
+/// tensor maps and store dK and dV where GradStrides says; convert_dq writes dQ where its
+/// strides say); lengths and heads of the general problem (problem.hpp).
 template <class T>
 struct Params {
   const T* Q;

@@ -146,6 +146,26 @@ __device__ __forceinline__ void add_dq(const Params<typename Tr::T>& p, const fl
   ft::sm90::named_sync(kConsumersMeet, Tr::kConsumers * ft::sm90::kWarpgroupThreads);
 }
 
+/// Both consumers' dSᵀ rows into shared memory, their meeting (neither reads dSᵀ before both
+/// have written it), and dQ's product issued, not waited for: dQ's columns col0 on = dS·K
+/// over the block's 128 keys, A = dS read from dSᵀ transposed, B = K's columns col0 on
+/// (k_cols_addr), MN-major (k = keys).
+template <class Tr, class DsTile, class KvTile, int kSteps>
+__device__ __forceinline__ void share_ds_issue_dq(float (&dq)[Tr::kDqCols / 2], typename Tr::T* dSs,
+                                                  const uint32_t (&dsa)[kSteps][4], int c, int t, uint32_t ds_addr,
+                                                  uint32_t k_cols_addr) {
+  store_ds<DsTile>(dSs, dsa, c, t);
+  ft::sm90::fence_proxy_async();
+  ft::sm90::named_sync(kConsumersMeet, Tr::kConsumers * ft::sm90::kWarpgroupThreads);
+  ft::sm90::fence();
+#pragma unroll
+  for (int kk = 0; kk < Tr::Bc / ft::sm90::kMmaK; ++kk)
+    ft::sm90::mma_ss<typename Tr::T, Tr::kDqCols, /*kTransB=*/true, /*kTransA=*/true>(
+        dq, ft::sm90::mn_major_descriptor<DsTile>(ds_addr, kk), ft::sm90::mn_major_descriptor<KvTile>(k_cols_addr, kk),
+        kk > 0);
+  ft::sm90::commit();
+}
+
 /// A counter of the deterministic adds, read with acquire and counted with release
 /// semantics across the GPU: what one block's adder did before it counts itself in is
 /// visible to the block that sees the new count.
@@ -274,7 +294,6 @@ __global__ void __launch_bounds__(Tr::kThreads, 1)
   const uint32_t k_cols_addr = ks_addr + uint32_t(col0 / ft::sm90::kPanelCols * KvTile::kPanelBytes +
                                                   col0 % ft::sm90::kPanelCols * int(sizeof(T)));
   const uint32_t ds_addr = uint32_t(__cvta_generic_to_shared(dSs));
-  constexpr int kMeetThreads = Tr::kConsumers * ft::sm90::kWarpgroupThreads;
 
   float dk[kO], dv[kO];
 #pragma unroll
@@ -302,21 +321,8 @@ __global__ void __launch_bounds__(Tr::kThreads, 1)
 
         issue_dv_dk<Tr>(dv, dk, pa, dsa, q_addr, do_addr);
 
-        // Both consumers' dSᵀ rows into shared memory; they meet before either reads them.
-        store_ds<DsTile>(dSs, dsa, c, t);
-        ft::sm90::fence_proxy_async();
-        ft::sm90::named_sync(kConsumersMeet, kMeetThreads);
-
-        // dQ's columns col0 on = dS·K over the block's 128 keys: A = dS read from dSᵀ
-        // transposed, B = K MN-major (k = keys).
         float dq[Tr::kDqCols / 2];
-        ft::sm90::fence();
-  #pragma unroll
-        for (int kk = 0; kk < Tr::Bc / ft::sm90::kMmaK; ++kk)
-          ft::sm90::mma_ss<T, Tr::kDqCols, /*kTransB=*/true, /*kTransA=*/true>(
-              dq, ft::sm90::mn_major_descriptor<DsTile>(ds_addr, kk),
-              ft::sm90::mn_major_descriptor<KvTile>(k_cols_addr, kk), kk > 0);
-        ft::sm90::commit();
+        share_ds_issue_dq<Tr, DsTile, KvTile>(dq, dSs, dsa, c, t, ds_addr, k_cols_addr);
         ft::sm90::wait<0>();
         ft::sm90::fence_registers(dq);
         ft::sm90::fence_registers(dk);
@@ -364,18 +370,8 @@ __global__ void __launch_bounds__(Tr::kThreads, 1)
       pack_a<T>(pa, pt);
       pack_a<T>(dsa, dst);
       issue_dv_dk<Tr>(dv, dk, pa, dsa, q_addr, do_addr);
-      store_ds<DsTile>(dSs, dsa, c, t);
-      ft::sm90::fence_proxy_async();
-      ft::sm90::named_sync(kConsumersMeet, kMeetThreads);
-
       float dq[Tr::kDqCols / 2];
-      ft::sm90::fence();
-#pragma unroll
-      for (int kk = 0; kk < Tr::Bc / ft::sm90::kMmaK; ++kk)
-        ft::sm90::mma_ss<T, Tr::kDqCols, /*kTransB=*/true, /*kTransA=*/true>(
-            dq, ft::sm90::mn_major_descriptor<DsTile>(ds_addr, kk),
-            ft::sm90::mn_major_descriptor<KvTile>(k_cols_addr, kk), kk > 0);
-      ft::sm90::commit();
+      share_ds_issue_dq<Tr, DsTile, KvTile>(dq, dSs, dsa, c, t, ds_addr, k_cols_addr);
       // The next tile's scores, behind dQ: its stage is the other one, filled by the producer.
       const bool next = it + 1 < total;
       if (next) {
