@@ -756,6 +756,7 @@ def step_precision(run):
                  "--lib", run.lib], log=log, env={"PYTHONUNBUFFERED": "1"}, timeout=PROGRAM_TIMEOUT).rc
     run.say(f"precision_vs_pytorch: rc={rc}", *grep("^d=", log))
 
+
 # Chapter 11's benchmark grid (its issue's): d = 128, bf16, 32 query heads; the batch, the
 # cached keys, the key/value heads and the query rows of a decode step.
 DECODE_BATCHES, DECODE_LENGTHS, DECODE_KV_HEADS, DECODE_QUERY_ROWS = (1, 16, 128), (1024, 8192, 32768, 131072), (32, 8, 1), (1, 4)
