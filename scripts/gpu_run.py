@@ -783,6 +783,30 @@ def step_decode(run):
                     run.say(f"{name}: rc={rc}" + (" (too large for this GPU: skipped)" if rc == 2 else ""))
 
 
+def step_generate(run):
+    """The small GPT trained once more (train_gpt.py --save, FlashAttention-2, seed 0), then
+    scripts/generate.py with SDPA and with the tutorial's kernels (chapter 11's decode), each
+    checked against the uncached generation: generate.txt."""
+    run.say("== generation with a KV cache (chapter 11)")
+    if not run.has_torch():
+        run.say("generate: python3 cannot import torch, skipped")
+        return
+    ckpt = run.path("logs", "gpt.pt")
+    env = {"PYTHONUNBUFFERED": "1", "FLASHTUT_LIB": run.lib}
+    rc = run.sh([PYTHON, os.path.join(ROOT, "scripts", "train_gpt.py"), "--graph", "--steps", "300",
+                 "--save", ckpt], log=run.path("logs", "generate_train.log"), env=env, timeout=PROGRAM_TIMEOUT).rc
+    run.say(f"train_gpt --save: rc={rc}")
+    lines = []
+    for attention in ("sdpa", "flashtut"):
+        log = run.path("logs", f"generate_{attention}.log")
+        rc = run.sh([PYTHON, os.path.join(ROOT, "scripts", "generate.py"), "--checkpoint", ckpt,
+                     "--attention", attention, "--tokens", "200", "--check", "--lib", run.lib],
+                    log=log, env=env, timeout=PROGRAM_TIMEOUT).rc
+        lines += [f"{attention}: rc={rc}", *grep("^generate: summary", log)]
+    run.write(run.path("generate.txt"), "\n".join(lines) + "\n")
+    run.say(*lines)
+
+
 def step_ring(run):
     """Ring attention (flashtut.ring) on one GPU over simulated ranks (python/tests/
     test_ring_gpu.py), then through torchrun and NCCL over every GPU here at --ring-shapes
@@ -942,6 +966,8 @@ STEPS = {
                   "order 1 and 100, ours beside PyTorch's (needs torch): precision_vs_pytorch.csv"),
     "decode": (step_decode, "chapter 11 on the decode grid (batch x cached keys x key/value heads "
                "x query rows), with the streaming read and the paged cache: decode.csv"),
+    "generate": (step_generate, "the small GPT saved, then generated from with a KV cache through "
+                 "SDPA and through chapter 11, each checked against uncached tokens: generate.txt"),
     "ring": (step_ring, "ring attention on simulated ranks (one GPU), then through torchrun "
              "over every GPU here at --ring-shapes: ring.csv, ring_*_timeline.png, logs/ring_*"),
     "traffic": (step_traffic, "Nsight Compute's bytes per kernel beside the traffic model "

@@ -98,6 +98,9 @@ validation loss after its update (empty except on evaluation steps), ``ms`` the 
 ``train_gpt: summary:`` gives the final training loss (the mean of the last 20 steps), the
 final validation loss, the median step time, tokens per second, the GPU, the peak memory.
 
+``--save PATH``: after the last step, the model's weights and its shape (a ``torch.save`` of
+``{"config": {...}, "model": state_dict}``, float32) for ``scripts/generate.py``.
+
 Exit codes: 0 done; 1 a non-finite loss or a failed check of the kernels; 2 bad arguments,
 no library or no PyTorch; 3 no CUDA GPU.
 """
@@ -139,6 +142,10 @@ DEFAULTS = {
 }
 
 
+# What a saved model records of its shape (build_model reads these from args).
+CHECKPOINT_CONFIG = ("layers", "width", "heads", "context")
+
+
 def parse_args(argv):
     ap = argparse.ArgumentParser(
         description="Train a small byte-level GPT on the Python standard library's source, "
@@ -151,6 +158,7 @@ def parse_args(argv):
     ap.add_argument("--seed", type=int, default=0,
                     help="seeds the initialization and the batch order (default 0)")
     ap.add_argument("--out", help="the CSV to write, one row per step (default: none)")
+    ap.add_argument("--save", help="write the trained model here (for scripts/generate.py)")
     ap.add_argument("--lib", help="libflashtut.so for --attention flashtut (default: "
                                   "$FLASHTUT_LIB, else build/common/libflashtut.so)")
     ap.add_argument("--device", choices=("cuda", "cpu"), default="cuda",
@@ -697,6 +705,11 @@ def main(argv=None):
           f"wall_s={time.perf_counter() - t_run:.1f} gpu={gpu}", flush=True)
     if args.out:
         print(f"train_gpt: wrote {args.out}", flush=True)
+    if args.save:
+        os.makedirs(os.path.dirname(os.path.abspath(args.save)), exist_ok=True)
+        config = {k: getattr(args, k) for k in CHECKPOINT_CONFIG}
+        torch.save({"config": config, "model": model.state_dict()}, args.save)
+        print(f"train_gpt: saved the model to {args.save}", flush=True)
     return status
 
 

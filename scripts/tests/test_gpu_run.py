@@ -17,7 +17,7 @@ ROOT = os.path.dirname(os.path.dirname(HERE))
 SCRIPT = os.path.join(ROOT, "scripts", "gpu_run.py")
 # The steps' names are a contract: the READMEs and the docs name them.
 STEPS = ["env", "tests", "ctest", "readme", "sanitizer", "sanitizer_views", "tour", "chapters",
-         "tc", "anchors", "autograd_gpu", "vs_pytorch", "hf", "train", "precision", "decode", "ring", "traffic", "profiles"]
+         "tc", "anchors", "autograd_gpu", "vs_pytorch", "hf", "train", "precision", "decode", "generate", "ring", "traffic", "profiles"]
 
 
 def run(*args):
