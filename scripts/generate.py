@@ -15,9 +15,8 @@ with a bf16 cache; ``float32`` (the default on the CPU) without autocast: there 
 and the uncached generations differ only by the order of float32 sums.
 
 The cache: per layer, K and V tensors [1, H, context, d] in that precision, filled up to the current
-length. A decode step of the tutorial's passes the filled part, copied to contiguous tensors
-(chapter 11 reads contiguous K and V; the copy moves the cache's bytes once more, and
-tokens_per_s includes it); SDPA reads the views directly.
+length. A decode step passes the filled part as views of the cache ([1, H, length, d], each
+head's rows ``context`` rows apart), which chapter 11 and SDPA both read in place.
 
 The bottom-right causal mask: the prompt attends causally to itself; each new token attends
 to every cached key (one query row at the cache's end sees them all).
@@ -86,7 +85,7 @@ class Attention:
     def decode(self, q, k, v):
         if self.kind == "sdpa":  # one row at the cache's end sees every key: no mask
             return self.torch.nn.functional.scaled_dot_product_attention(q, k, v)
-        return self.ft.forward(q, k.contiguous(), v.contiguous(), causal=True, impl=self.decode_impl,
+        return self.ft.forward(q, k, v, causal=True, impl=self.decode_impl,
                                causal_align=self.ft.CAUSAL_BOTTOM_RIGHT)[0]
 
 

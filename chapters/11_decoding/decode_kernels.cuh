@@ -64,6 +64,10 @@ struct Params {
   const int32_t* seq_lens = nullptr;
   int page_size = 0;
   int pages_per_seq = 0;
+  // Not paged: K's and V's strides in elements (the same for both): contiguous [B, H_kv,
+  // N_k, d], or views of a longer cache ([B, H_kv, capacity, d] filled to N_k rows).
+  int64_t kv_batch_stride = 0;
+  int64_t kv_head_stride = 0;
 };
 
 /// The element offset at which K's (and V's: the same layout) row `pos` of key/value head
@@ -74,7 +78,7 @@ __device__ __forceinline__ int64_t kv_offset(const Params<T>& p, int b, int h_kv
     const int page = p.block_table[int64_t(b) * p.pages_per_seq + pos / p.page_size];
     return ((int64_t(page) * p.heads_kv + h_kv) * p.page_size + pos % p.page_size) * D;
   } else {
-    return ((int64_t(b) * p.heads_kv + h_kv) * p.Nk + pos) * D;
+    return int64_t(b) * p.kv_batch_stride + int64_t(h_kv) * p.kv_head_stride + int64_t(pos) * D;
   }
 }
 

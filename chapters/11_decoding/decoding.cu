@@ -12,6 +12,7 @@
 #include <numeric>
 #include <random>
 #include <string>
+#include <tuple>
 
 #include "11_decoding/decode_kernels.cuh"
 #include "core/check.cuh"
@@ -120,10 +121,30 @@ std::pair<float*, float*> split_parts(const ft::Problem& p, void* workspace) {
   return {o_part, o_part ? o_part + size_t(max_splits(p.len_kv)) * size_t(p.rows()) * D : nullptr};
 }
 
+/// K's and V's head and batch strides: the contiguous cache's, or those of views of a longer
+/// one (a decode loop's cache [B, H_kv, capacity, d] filled to N_k rows), which is all the
+/// views chapter 11 reads: Q and O contiguous, K and V alike, whole rows of d elements.
+std::pair<int64_t, int64_t> kv_strides_of(const ft::Problem& p, const ft::Layout* layout) {
+  const ft::Strides kv = ft::kv_strides(p), q = ft::q_strides(p);
+  if (!layout) return {kv.batch, kv.head};
+  const ft::Layout& l = *layout;
+  auto same = [](ft::Strides a, ft::Strides b) { return a.batch == b.batch && a.head == b.head && a.row == b.row; };
+  if (!same(l.Q, q) || !same(l.O, q))
+    throw ft::Unsupported("chapter 11 reads Q and writes O contiguous [B, H_q, N_q, d]; call .contiguous() on q");
+  if (!same(l.K, l.V))
+    throw ft::Unsupported("chapter 11 reads K and V laid out alike (one cache layout); give them the same strides");
+  if (l.K.row != p.head_dim || l.K.head < int64_t(p.len_kv) * p.head_dim ||
+      l.K.batch < l.K.head * p.heads_kv || l.K.head % 8 || l.K.batch % 8)
+    throw ft::Unsupported("chapter 11 reads K and V as [B, H_kv, N, d] with whole rows of d elements, each head's "
+                          "rows in one run (a cache of any capacity, filled to N_k rows), strides multiples of 8 "
+                          "elements (16-byte loads)");
+  return {l.K.batch, l.K.head};
+}
+
 template <bool kGrouped, bool kSplit, bool kBatchedV>
 void run(const ft::Problem& p, const ft::ForwardArgs& a, cudaStream_t stream) {
   check_decode(p);
-  if (a.layout) throw ft::Unsupported("chapter 11 reads contiguous tensors only");
+  const std::pair<int64_t, int64_t> kv = kv_strides_of(p, a.layout);  // (batch, head) strides
   Compiled::dispatch(p, "chapter 11", [&](auto i) {
     using I = decltype(i);
     using T = typename I::Element;
@@ -132,6 +153,7 @@ void run(const ft::Problem& p, const ft::ForwardArgs& a, cudaStream_t stream) {
     Params<T> params{a.Q.as<T>(), a.K.as<T>(), a.V.as<T>(), a.O.as<T>(), a.lse, o_part, lse_part,
                      p.len_q, p.len_kv, p.heads_q, p.heads_kv, p.group(), p.causal_offset(), p.causal,
                      p.softmax_scale() * ft::kLog2e, 1, 0, 0, p.rows()};
+    std::tie(params.kv_batch_stride, params.kv_head_stride) = kv;
     launch<T, D, kGrouped, kBatchedV, false>(p, params, splits_of(p, kGrouped, kSplit), stream);
   });
 }
@@ -161,7 +183,7 @@ template <bool kGrouped, bool kSplit, bool kBatchedV = false>
 ft::ForwardImpl impl(const std::string& variant, const std::string& what) {
   return {"11", variant, what, Compiled::head_dims(), workspace<kGrouped, kSplit>, run<kGrouped, kSplit, kBatchedV>,
           traffic<kGrouped, kSplit, kBatchedV>,
-          Compiled::dtypes(), /*min_sm=*/80, /*strided=*/false, ft::Features{/*lengths=*/true, /*grouped=*/true}};
+          Compiled::dtypes(), /*min_sm=*/80, /*strided=*/true, ft::Features{/*lengths=*/true, /*grouped=*/true}};
 }
 
 
@@ -376,6 +398,7 @@ void decode_extras(const ft::Options& o, std::vector<ft::Row>& rows) {
       Params<T> params{Q.get(), K.get(), V.get(), O.get(), lse.get(), o_part, lse_part, p.len_q, p.len_kv,
                        p.heads_q, p.heads_kv, p.group(), p.causal_offset(), p.causal,
                        p.softmax_scale() * ft::kLog2e, 1, 0, 0, p.rows()};
+      std::tie(params.kv_batch_stride, params.kv_head_stride) = kv_strides_of(p, nullptr);
       launch<T, I::kHeadDim, true, true, false>(p, params, splits_of(p, true, true), s);
     };
     contiguous(0);

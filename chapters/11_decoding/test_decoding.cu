@@ -53,6 +53,50 @@ TEST(Ch11, MatchesReferenceOnDecodeShapes) {
               }
 }
 
+// K and V as a decode loop keeps them: views of a cache [B, H_kv, capacity, d] filled to N_k
+// rows (capacity 5000 here), Q and O contiguous; every step, against the reference.
+TEST(Ch11, ReadsViewsOfALongerCache) {
+  REQUIRE_GPU();
+  for (const auto& impl : ch11::forward_impls())
+    for (int d : impl.head_dims)
+      for (int len_kv : {1, 1000}) {
+        const ft::Problem p = decode_problem(2, 8, 2, 1, len_kv, d, true, ft::DType::BFloat16);
+        ft::Layout cache = ft::contiguous_layout(p);
+        constexpr int kCapacity = 5000;  // rows each head of the cache could hold
+        cache.K = cache.V = {int64_t(p.heads_kv) * kCapacity * d, int64_t(kCapacity) * d, d};
+        SCOPED_TRACE(impl.variant + ", " + p.describe());
+        ft::testing::expect_forward_correct(impl, p, ft::InputKind::Uniform, ft::testing::kDtypeTolerance, &cache);
+      }
+}
+
+// The views chapter 11 refuses, before any launch (no GPU needed).
+TEST(Ch11, RefusesViewsItDoesNotRead) {
+  const ft::Problem p = decode_problem(2, 8, 2, 1, 64, 64, true, ft::DType::BFloat16);
+  const ft::Layout contiguous = ft::contiguous_layout(p);
+  ft::ForwardArgs a{};
+  auto refused = [&](ft::Layout l, const std::string& says) {
+    a.layout = &l;
+    try {
+      ch11::fastest().run(p, a, nullptr);
+      ADD_FAILURE() << "accepted; expected a refusal saying \"" << says << "\"";
+    } catch (const ft::Unsupported& e) {
+      EXPECT_NE(std::string(e.what()).find(says), std::string::npos) << e.what();
+    }
+  };
+  ft::Layout l = contiguous;
+  l.Q.row = 128;  // Q's rows apart: not contiguous
+  refused(l, "reads Q and writes O contiguous");
+  l = contiguous;
+  l.V.head *= 2;  // V's cache longer than K's
+  refused(l, "K and V laid out alike");
+  l = contiguous;
+  l.K.row = l.V.row = 128;  // gaps between rows
+  refused(l, "whole rows of d elements");
+  l = contiguous;
+  l.K.head = l.V.head = 64 * 63;  // heads overlapping: shorter than the 64 rows
+  refused(l, "each head's rows in one run");
+}
+
 TEST(Ch11, SplitsFollowTheGpuAndTheKeys) {
   EXPECT_EQ(ch11::choose_splits(132 * 4, 100000, 132), 1);   // the grid is already 4 a SM
   EXPECT_EQ(ch11::choose_splits(8, 100000, 132), 66);        // 8 heads: 66 splits, 528 blocks
