@@ -214,6 +214,18 @@ def join_csvs(out, parts):
             f.writelines(line + "\n" for line in lines[1:])
 
 
+def tag_csv(part, whole, column, value):
+    """Adds a CSV file's rows to another with one more column, `column` = `value`."""
+    lines = read_lines(part)
+    if not lines:
+        return
+    first = not os.path.exists(whole)
+    with open(whole, "a") as f:
+        if first:
+            f.write(lines[0] + "," + column + "\n")
+        f.writelines(line + "," + value + "\n" for line in lines[1:])
+
+
 def append_csv(part, whole):
     """Adds a CSV file's rows to another (all of it, header first, if that is not there yet)."""
     if not os.path.exists(part):
@@ -760,6 +772,9 @@ def step_precision(run):
 # Chapter 11's benchmark grid (its issue's): d = 128, bf16, 32 query heads; the batch, the
 # cached keys, the key/value heads and the query rows of a decode step.
 DECODE_BATCHES, DECODE_LENGTHS, DECODE_KV_HEADS, DECODE_QUERY_ROWS = (1, 16, 128), (1024, 8192, 32768, 131072), (32, 8, 1), (1, 4)
+# The split counts forced (FT_CH11_SPLITS) on a few shapes, (B, H_kv, N_k), one query row, to
+# put choose_splits' choice beside every other.
+DECODE_SPLITS, DECODE_SPLIT_SHAPES = (1, 2, 4, 8, 16, 32, 64, 128), ((1, 8, 32768), (1, 8, 131072), (16, 8, 8192), (1, 1, 131072))
 
 
 def step_decode(run):
@@ -781,6 +796,23 @@ def step_decode(run):
                                  "--no-verify", "--iters", "10", "--warmup", "2", "--csv", out],
                                 log=run.path("logs", name + ".log"), timeout=PROGRAM_TIMEOUT).rc
                     run.say(f"{name}: rc={rc}" + (" (too large for this GPU: skipped)" if rc == 2 else ""))
+    # The sweep of split counts: batched_v alone, each count's rows tagged with it.
+    sweep = run.path("decode_splits.csv")
+    run.remove(sweep)
+    for b, kv, n in DECODE_SPLIT_SHAPES:
+        for splits in ("auto",) + DECODE_SPLITS:
+            name = f"splits_b{b}_kv{kv}_n{n}_{splits}"
+            part = run.path("logs", name + ".csv")
+            run.remove(part)
+            rc = run.sh([prog, "--batch", str(b), "--heads", "32", "--heads-kv", str(kv), "--seq-len", "1",
+                         "--len-kv", str(n), "--head-dim", "128", "--dtype", "bf16", "--causal",
+                         "--causal-align", "bottom-right", "--variant", "batched_v", "--no-verify",
+                         "--iters", "10", "--warmup", "2", "--csv", part],
+                        log=run.path("logs", name + ".log"), timeout=PROGRAM_TIMEOUT,
+                        env={} if splits == "auto" else {"FT_CH11_SPLITS": str(splits)}).rc
+            if rc == 0 and not run.dry_run:
+                tag_csv(part, sweep, "splits", str(splits))
+        run.say(f"split sweep b={b} kv={kv} n={n}: decode_splits.csv")
 
 
 def step_generate(run):

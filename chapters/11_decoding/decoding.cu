@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <climits>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <numeric>
 #include <random>
@@ -51,16 +52,23 @@ using Compiled = ft::Instances<ft::DTypes<ft::DType::BFloat16, ft::DType::Float1
 
 int64_t rows_a_head(const ft::Problem& p, bool grouped) { return int64_t(grouped ? p.group() : 1) * p.len_q; }
 
+/// The most splits choose_splits can give for these keys, whatever the GPU: the workspace is
+/// sized before any GPU is asked.
+int max_splits(int len_kv) { return std::min(kMaxSplits, std::max(1, (len_kv + kMinSplitKeys - 1) / kMinSplitKeys)); }
+
+/// The environment variable that overrides choose_splits for the measurement of the
+/// heuristic against a sweep (gpu_run's decode step): a split count, clamped to what the
+/// workspace holds (max_splits). Unset or empty in every other use.
+constexpr const char* kSplitsEnv = "FT_CH11_SPLITS";
+
 int splits_of(const ft::Problem& p, bool grouped, bool split) {
   if (!split) return 1;
+  if (const char* forced = std::getenv(kSplitsEnv); forced && *forced)
+    return std::clamp(std::atoi(forced), 1, max_splits(p.len_kv));
   const int64_t heads = grouped ? p.kv_heads_total() : p.heads_total();
   const int chunks = int((rows_a_head(p, grouped) + kMaxQueryRows - 1) / kMaxQueryRows);
   return choose_splits(heads * chunks, p.len_kv, ft::sm_count());
 }
-
-/// The most splits choose_splits can give for these keys, whatever the GPU: the workspace is
-/// sized before any GPU is asked.
-int max_splits(int len_kv) { return std::min(kMaxSplits, std::max(1, (len_kv + kMinSplitKeys - 1) / kMinSplitKeys)); }
 
 template <bool kGrouped, bool kSplit>
 size_t workspace(const ft::Problem& p) {
