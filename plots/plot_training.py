@@ -17,8 +17,9 @@ run is one (attention, seed, repeat); without a ``repeat`` column every run is r
 The figure (1600 x 900 pixels, text 14 pt and up, for a slide): the training loss against
 the step, smoothed by a trailing moving average of ``--smooth`` steps (the raw values as a
 thin line with ``--raw``); PyTorch's runs as a shaded band from the lowest to the highest
-smoothed curve at each step, each (backend, seed) a thin line, a colour a backend; the tutorial's runs as bold lines on
-top; validation losses as markers (circles PyTorch, diamonds the tutorial). The right panel
+smoothed curve at each step, each (backend, seed) a thin line, a colour a backend; the
+tutorial's runs as bold lines on top; validation losses as markers (circles PyTorch,
+diamonds the tutorial). The right panel
 zooms into the second half of the steps. The legend gives each run's median step time (the
 first ``--skip`` steps left out, as train_gpt.py's summary does).
 
@@ -41,8 +42,7 @@ validation loss and the median step time; then the comparison:
   of that seed alone (their run-to-run spread, without the spread between seeds);
 - step times: the median over the tutorial's runs of their median step times against the
   same over each PyTorch backend's, and their ratio, for the ``--graph`` runs and the eager
-  ones apart
-  (a run is a ``--graph`` run when its ``graph`` column is 1 on some step).
+  ones apart (a run is a ``--graph`` run when its ``graph`` column is 1 on some step).
 
 Exit 0 once drawn, whatever the comparison says; 2 for input it cannot read (the file and
 line named).
