@@ -19,6 +19,7 @@
 #include "core/check.cuh"
 #include "device/buffer.cuh"
 #include "device/dispatch.cuh"
+#include "device/fill.cuh"
 #include "device/launch.cuh"
 #include "device/timer.cuh"
 #include "harness/registry.hpp"
@@ -301,13 +302,7 @@ __global__ void stream_read(const uint4* __restrict__ src, int64_t n, unsigned* 
 
 /// A deterministic value in [−1, 1) for logical element (sequence, head, token, c) of K (key 0)
 /// or V (key 1), so the contiguous and the paged copies of a cache hold the same numbers.
-__device__ __forceinline__ float cache_value(int64_t index, int key) {
-  uint64_t x = uint64_t(index) * 0x9E3779B97F4A7C15ull + uint64_t(key) * 0xD1B54A32D192ED03ull;
-  x ^= x >> 29;
-  x *= 0xBF58476D1CE4E5B9ull;
-  x ^= x >> 32;
-  return float(x & 0xFFFFFF) / float(1 << 23) - 1.f;
-}
+__device__ __forceinline__ float cache_value(int64_t index, int key) { return 2.f * ft::hash_unit(uint64_t(index), uint64_t(key)) - 1.f; }
 
 /// Fills the contiguous cache [B, H_kv, N_k, d] (paged == false) or the pool through the block
 /// tables (paged == true) with cache_value of each element's logical place.

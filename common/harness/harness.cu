@@ -8,6 +8,7 @@
 #include <memory>
 
 #include "device/buffer.cuh"
+#include "device/fill.cuh"
 #include "core/check.cuh"
 #include "device/launch.cuh"
 #include "reference/reference.hpp"
@@ -330,6 +331,29 @@ std::string who(const std::string& chapter, const std::string& variant) {
   return "chapter " + chapter + " (" + variant + ")";
 }
 
+/// A measurement's inputs, into Q, K, V (and dO when given): the host's (make_inputs, the
+/// numbers the float64 reference sees) when verifying; else drawn on the GPU in the same
+/// ranges (device/fill.cuh), since a decode cache of tens of gigabytes takes minutes from the
+/// host's generator and milliseconds on the GPU. The host's inputs, or none.
+AttentionInputs load_inputs(const Problem& p, const MeasureConfig& cfg, DeviceTensor& Q, DeviceTensor& K,
+                            DeviceTensor& V, DeviceTensor* dO = nullptr) {
+  if (!cfg.verify) {
+    const float a = cfg.inputs == InputKind::LargeScores ? large_score_factor(p.head_dim) : 1.f;
+    const uint64_t s = cfg.seed * 0x2545F4914F6CDD1Dull;  // the streams apart from make_inputs' seeds
+    fill_uniform(Q, s + 1, -a, a);
+    fill_uniform(K, s + 2, -a, a);
+    fill_uniform(V, s + 3, -1.f, 1.f);
+    if (dO) fill_uniform(*dO, s + 4, -1.f, 1.f);
+    return {};
+  }
+  AttentionInputs in = make_inputs(p, cfg.inputs, cfg.seed);
+  Q.upload(in.Q);
+  K.upload(in.K);
+  V.upload(in.V);
+  if (dO) dO->upload(in.dO);
+  return in;
+}
+
 /// A measured row's time figures: the median, its spread, and the rates at the median.
 void timed(Row& row, const Timing& t, double flops) {
   row.ms = t.median_ms;
@@ -348,13 +372,10 @@ Row measure_forward(const ForwardImpl& impl, const Problem& p, const MeasureConf
   require_sm(impl.min_sm, name);
   check_fits(forward_device_bytes(impl, p), name + " on " + p.describe());
 
-  const AttentionInputs in = make_inputs(p, cfg.inputs, cfg.seed);
   const size_t n = size_t(p.elems()), kv = size_t(p.kv_elems());
   DeviceTensor Q(p.dtype, n), K(p.dtype, kv), V(p.dtype, kv), O(p.dtype, n);
   DeviceBuffer<float> lse(size_t(p.rows()));
-  Q.upload(in.Q);
-  K.upload(in.K);
-  V.upload(in.V);
+  const AttentionInputs in = load_inputs(p, cfg, Q, K, V);
   const MeasuredWorkspace work(impl.workspace_bytes(p));
   const ForwardArgs args{Q.get(), K.get(), V.get(), O.get(), lse.get(), work.get()};
 
@@ -384,15 +405,11 @@ Row measure_backward(const BackwardImpl& impl, const Problem& p, const MeasureCo
   require_sm(impl.min_sm, name);
   check_fits(backward_device_bytes(impl, p), name + " on " + p.describe());
 
-  const AttentionInputs in = make_inputs(p, cfg.inputs, cfg.seed);
   const size_t n = size_t(p.elems()), kv = size_t(p.kv_elems());
   DeviceTensor Q(p.dtype, n), K(p.dtype, kv), V(p.dtype, kv), O(p.dtype, n), dO(p.dtype, n),
       dQ(p.dtype, n), dK(p.dtype, kv), dV(p.dtype, kv);
   DeviceBuffer<float> lse(size_t(p.rows()));
-  Q.upload(in.Q);
-  K.upload(in.K);
-  V.upload(in.V);
-  dO.upload(in.dO);
+  const AttentionInputs in = load_inputs(p, cfg, Q, K, V, &dO);
   const MeasuredWorkspace work(impl.workspace_bytes(p));
   const ForwardArgs fa{Q.get(), K.get(), V.get(), O.get(), lse.get(), work.get()};
   const BackwardArgs ba{Q.get(),  K.get(),  V.get(),  O.get(),  lse.get(),
