@@ -799,8 +799,8 @@ def step_decode(run):
     # The sweep of split counts: batched_v alone, each count's rows tagged with it.
     sweep = run.path("decode_splits.csv")
     run.remove(sweep)
-    for b, kv, n in DECODE_SPLIT_SHAPES:
-        for splits in ("auto",) + DECODE_SPLITS:
+    for b, kv, n in DECODE_SPLIT_SHAPES if run.args.decode_splits else ():
+        for splits in ["auto"] + run.args.decode_splits:
             name = f"splits_b{b}_kv{kv}_n{n}_{splits}"
             part = run.path("logs", name + ".csv")
             run.remove(part)
@@ -835,6 +835,8 @@ def step_generate(run):
                      "--attention", attention, "--tokens", "200", "--check", "--lib", run.lib],
                     log=log, env=env, timeout=PROGRAM_TIMEOUT).rc
         lines += [f"{attention}: rc={rc}", *grep("^generate: summary", log)]
+        if rc != 0:
+            lines += read_lines(log)[-15:]
     run.write(run.path("generate.txt"), "\n".join(lines) + "\n")
     run.say(*lines)
 
@@ -1253,6 +1255,10 @@ def parse_args(argv):
            type=single(number), default=5, metavar="STEPS")
     option("--train-eager", "add an eager pair (seed 0, no graph): training_eager.csv",
            action="store_true")
+    ap.add_argument("--decode-splits", nargs="*", type=int, default=list(DECODE_SPLITS), metavar="S",
+                    help="the split counts the decode step's sweep forces on its few shapes; "
+                         "--decode-splits with nothing after it: no sweep (default: "
+                         f"{' '.join(map(str, DECODE_SPLITS))})")
     option("--profiles", "the kernels the profiles step profiles, as chapter:variant:kernel:d "
            "(N = 4096, B = 4), or torch:BACKEND:kernel:d for PyTorch's (scripts/sdpa_once.py); "
            "--profiles with nothing after it: none (default: "

@@ -70,6 +70,20 @@ programs=("$build"/chapters/[0-9][0-9]_*/ch[0-9][0-9]_*)
 
 # Runs the program with the GPU hidden: it prints the model's ledger into $2 and exits 3
 # (2 when the shape or head dimension is not supported).
+# A chapter's problem at the tour's N and d: B·N tokens of H·d features, self-attention; a
+# decoding chapter's (decode_chapters) the same sequences each decoding one token, one query
+# row against their N cached keys, as the tour runs it.
+decode_chapters=" 11 "
+shape_of() {
+  local chapter=$1 n=$2 d=$3
+  if [[ $decode_chapters == *" $chapter "* ]]; then
+    echo --batch $((tokens / n)) --heads $((hidden / d)) --seq-len 1 --len-kv "$n" --head-dim "$d" \
+      --causal-align bottom-right
+  else
+    echo --batch $((tokens / n)) --heads $((hidden / d)) --seq-len "$n" --head-dim "$d"
+  fi
+}
+
 model_only() {
   local prog=$1 ledger=$2
   shift 2
@@ -86,7 +100,7 @@ for prog in "${programs[@]}"; do
   # 1. The chapter's variants, from its ledger at a shape every chapter supports.
   rm -f "$raw/$name.variants.csv"
   rc=0
-  model_only "$prog" "$raw/$name.variants.csv" --seq-len 1024 --head-dim 64 || rc=$?
+  model_only "$prog" "$raw/$name.variants.csv" $(shape_of "$chapter" 1024 64) || rc=$?
   if [[ ! -s $raw/$name.variants.csv ]]; then
     echo "$0: $name wrote no ledger (exit $rc); see $raw/$name.variants.csv.log" >&2
     exit 1
@@ -103,7 +117,7 @@ for prog in "${programs[@]}"; do
         echo "== $name N=$n d=$d: skipped (FT_TRAFFIC_SKIP)"
         continue
       fi
-      shape=(--batch $((tokens / n)) --heads $((hidden / d)) --seq-len "$n" --head-dim "$d")
+      shape=($(shape_of "$chapter" "$n" "$d"))
       # 2. One profiled run per variant, so kernels that two variants share are not mixed up.
       for v in $variants; do
         base=$raw/${name}_N${n}_d${d}__$v

@@ -10,6 +10,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <map>
+#include <mutex>
 #include <numeric>
 #include <random>
 #include <string>
@@ -27,18 +29,21 @@
 
 namespace ch11 {
 
-/// Four blocks a SM: each block streams its keys with 4 warps, and a few blocks a SM keep
-/// enough loads in flight to draw the memory's bandwidth (to be measured against a sweep).
-constexpr int kBlocksPerSm = 4;
+/// The ledger's guess of the blocks a SM holds at once, for a prediction without a GPU: the
+/// kernels take 72–127 registers a thread at d = 128 (4–7 blocks of 128 threads). A launch
+/// asks the runtime instead (blocks_per_sm below).
+constexpr int kLedgerBlocksPerSm = 4;
 /// A split reads at least this many keys: below it the block's start and the merge's extra
 /// pass are a larger share than the parallelism they buy (two rounds of 4 warps × 32 keys).
 constexpr int kMinSplitKeys = 256;
 /// At most this many splits: the merge reads splits × (d + 1) floats a query row.
 constexpr int kMaxSplits = 128;
 
-int choose_splits(int64_t blocks, int len_kv, int sms) {
-  if (blocks <= 0 || len_kv <= 0 || sms <= 0) return 1;
-  const int64_t want = (int64_t(kBlocksPerSm) * sms + blocks - 1) / blocks;
+int choose_splits(int64_t blocks, int len_kv, int sms, int blocks_per_sm) {
+  if (blocks <= 0 || len_kv <= 0 || sms <= 0 || blocks_per_sm <= 0) return 1;
+  // Rounded down: one block more than the GPU holds at once waits for a second wave and
+  // doubles the time (17 splits of 32 heads, 544 blocks, on 528 places: 0.58 of the read).
+  const int64_t want = int64_t(blocks_per_sm) * sms / blocks;
   const int64_t most = std::max(1, (len_kv + kMinSplitKeys - 1) / kMinSplitKeys);
   return int(std::max<int64_t>(1, std::min<int64_t>({want, most, kMaxSplits})));
 }
@@ -62,13 +67,25 @@ int max_splits(int len_kv) { return std::min(kMaxSplits, std::max(1, (len_kv + k
 /// workspace holds (max_splits). Unset or empty in every other use.
 constexpr const char* kSplitsEnv = "FT_CH11_SPLITS";
 
-int splits_of(const ft::Problem& p, bool grouped, bool split) {
+/// The split count a launch is asked for: 1 without splitting, FT_CH11_SPLITS's when set,
+/// else kAutoSplits (launch chooses, knowing its kernel's occupancy).
+constexpr int kAutoSplits = 0;
+int splits_of(const ft::Problem& p, bool split) {
   if (!split) return 1;
   if (const char* forced = std::getenv(kSplitsEnv); forced && *forced)
     return std::clamp(std::atoi(forced), 1, max_splits(p.len_kv));
-  const int64_t heads = grouped ? p.kv_heads_total() : p.heads_total();
-  const int chunks = int((rows_a_head(p, grouped) + kMaxQueryRows - 1) / kMaxQueryRows);
-  return choose_splits(heads * chunks, p.len_kv, ft::sm_count());
+  return kAutoSplits;
+}
+
+/// Blocks of `kernel` (kThreads each, static shared memory only) that one SM holds at once:
+/// its registers and shared memory decide. Asked of the runtime once a kernel.
+int blocks_per_sm(const void* kernel) {
+  static std::mutex lock;
+  static std::map<const void*, int> known;
+  const std::lock_guard<std::mutex> hold(lock);
+  auto [at, fresh] = known.try_emplace(kernel, 0);
+  if (fresh) CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&at->second, kernel, kThreads, 0));
+  return at->second;
 }
 
 template <bool kGrouped, bool kSplit>
@@ -80,25 +97,37 @@ size_t workspace(const ft::Problem& p) {
 
 /// The decode kernel and, with splits, the merge, for Params already filled but for the
 /// split fields (set here): the grid and the block's rows from the problem.
+/// The decode kernel's instance for a block of `block_rows` rows (1, 2, 4, 8 or 16).
+template <class T, int D, bool kGrouped, bool kBatchedV, bool kPaged>
+void (*kernel_for(int block_rows))(Params<T>) {
+  switch (block_rows) {
+    case 1: return decode_split<T, D, 1, kGrouped, kBatchedV, kPaged>;
+    case 2: return decode_split<T, D, 2, kGrouped, kBatchedV, kPaged>;
+    case 4: return decode_split<T, D, 4, kGrouped, kBatchedV, kPaged>;
+    case 8: return decode_split<T, D, 8, kGrouped, kBatchedV, kPaged>;
+    default: return decode_split<T, D, 16, kGrouped, kBatchedV, kPaged>;
+  }
+}
+
+/// The decode kernel and, with splits, the merge, for Params already filled but for the
+/// split fields (set here): the grid and the block's rows from the problem; `splits`
+/// kAutoSplits: as many as fill the SMs once (choose_splits, this kernel's occupancy).
 template <class T, int D, bool kGrouped, bool kBatchedV, bool kPaged>
 void launch(const ft::Problem& p, Params<T> params, int splits, cudaStream_t stream) {
   const int64_t rows = rows_a_head(p, kGrouped);
   const int64_t heads = kGrouped ? p.kv_heads_total() : p.heads_total();
   if (heads > 65535) throw ft::Unsupported("chapter 11: more than 65535 heads in one launch");
-  params.splits = splits;
-  params.keys_per_split = (p.len_kv + splits - 1) / splits;
-  params.rows = int(rows);
   // The block's rows: the next power of two at or above them, at most 16 (more: blocks
   // side by side along z, each reading the K/V head again, mostly from L2).
   const int block_rows = rows <= 1 ? 1 : rows <= 2 ? 2 : rows <= 4 ? 4 : rows <= 8 ? 8 : 16;
-  const dim3 grid(unsigned(splits), unsigned(heads), unsigned((rows + block_rows - 1) / block_rows));
-  switch (block_rows) {
-    case 1: decode_split<T, D, 1, kGrouped, kBatchedV, kPaged><<<grid, kThreads, 0, stream>>>(params); break;
-    case 2: decode_split<T, D, 2, kGrouped, kBatchedV, kPaged><<<grid, kThreads, 0, stream>>>(params); break;
-    case 4: decode_split<T, D, 4, kGrouped, kBatchedV, kPaged><<<grid, kThreads, 0, stream>>>(params); break;
-    case 8: decode_split<T, D, 8, kGrouped, kBatchedV, kPaged><<<grid, kThreads, 0, stream>>>(params); break;
-    default: decode_split<T, D, 16, kGrouped, kBatchedV, kPaged><<<grid, kThreads, 0, stream>>>(params); break;
-  }
+  const int64_t chunks = (rows + block_rows - 1) / block_rows;
+  const auto kernel = kernel_for<T, D, kGrouped, kBatchedV, kPaged>(block_rows);
+  if (splits == kAutoSplits)
+    splits = choose_splits(heads * chunks, p.len_kv, ft::sm_count(), blocks_per_sm(reinterpret_cast<const void*>(kernel)));
+  params.splits = splits;
+  params.keys_per_split = (p.len_kv + splits - 1) / splits;
+  params.rows = int(rows);
+  kernel<<<dim3(unsigned(splits), unsigned(heads), unsigned(chunks)), kThreads, 0, stream>>>(params);
   CUDA_CHECK_LAUNCH();
   if (splits > 1) {
     decode_merge<T, D><<<int((p.rows() + kWarps - 1) / kWarps), kThreads, 0, stream>>>(
@@ -163,7 +192,7 @@ void run(const ft::Problem& p, const ft::ForwardArgs& a, cudaStream_t stream) {
                      p.len_q, p.len_kv, p.heads_q, p.heads_kv, p.group(), p.causal_offset(), p.causal,
                      p.softmax_scale() * ft::kLog2e, 1, 0, 0, p.rows()};
     std::tie(params.kv_batch_stride, params.kv_head_stride) = kv;
-    launch<T, D, kGrouped, kBatchedV, false>(p, params, splits_of(p, kGrouped, kSplit), stream);
+    launch<T, D, kGrouped, kBatchedV, false>(p, params, splits_of(p, kSplit), stream);
   });
 }
 
@@ -176,8 +205,8 @@ std::vector<ft::KernelTraffic> traffic(const ft::Problem& p) {
   const double reads_of_kv = kGrouped ? kv : kv * p.group();
   const double q = double(p.q_bytes()), o = double(p.q_bytes()), l = double(p.rows()) * ft::kFloatBytes;
   const int splits = kSplit ? choose_splits(kGrouped ? p.kv_heads_total() : p.heads_total(), p.len_kv,
-                                                 int(ft::gpu_facts().sms))
-                                 : 1;
+                                            int(ft::gpu_facts().sms), kLedgerBlocksPerSm)
+                            : 1;
   const double part = splits > 1 ? double(splits) * double(p.rows()) * (p.head_dim + 1) * ft::kFloatBytes : 0.0;
   std::vector<ft::KernelTraffic> t{{"decode_split", q + reads_of_kv, splits > 1 ? part : o + l, q + kv,
                                     splits > 1 ? part : o + l, p.forward_flops(),
@@ -274,7 +303,7 @@ void decode_paged(const ft::Problem& p, const PagedDecodeArgs& a, cudaStream_t s
     params.seq_lens = a.seq_lens;
     params.page_size = a.pool.page_size;
     params.pages_per_seq = a.pages_per_seq;
-    launch<T, D, true, true, true>(p, params, splits_of(p, true, true), stream);
+    launch<T, D, true, true, true>(p, params, splits_of(p, true), stream);
   });
 }
 
@@ -402,7 +431,7 @@ void decode_extras(const ft::Options& o, std::vector<ft::Row>& rows) {
                        p.heads_q, p.heads_kv, p.group(), p.causal_offset(), p.causal,
                        p.softmax_scale() * ft::kLog2e, 1, 0, 0, p.rows()};
       std::tie(params.kv_batch_stride, params.kv_head_stride) = kv_strides_of(p, nullptr);
-      launch<T, I::kHeadDim, true, true, false>(p, params, splits_of(p, true, true), s);
+      launch<T, I::kHeadDim, true, true, false>(p, params, splits_of(p, true), s);
     };
     contiguous(0);
     CUDA_CHECK(cudaDeviceSynchronize());
@@ -458,6 +487,6 @@ void decode_extras(const ft::Options& o, std::vector<ft::Row>& rows) {
 FT_REGISTER(ch11) {
   for (const auto& impl : ch11::forward_impls()) {
     const bool fastest = impl.variant == ch11::fastest().variant;
-    ft::register_forward(impl, /*headline=*/fastest, /*tour=*/false);
+    ft::register_forward(impl, /*headline=*/fastest, /*tour=*/false, /*decode=*/fastest);
   }
 }

@@ -22,9 +22,11 @@ const ft::ForwardImpl& fastest();
 /// The staircase, one idea a step, then fastest.
 std::vector<ft::ForwardImpl> forward_impls();
 
-/// Splits of the keys for `blocks` blocks of work over `len_kv` keys on `sms` SMs: enough
-/// blocks for four a SM, no split under kMinSplitKeys keys, at most kMaxSplits.
-int choose_splits(int64_t blocks, int len_kv, int sms);
+/// Splits of the keys for `blocks` blocks of work over `len_kv` keys on `sms` SMs that each
+/// hold `blocks_per_sm` blocks at once: as many as fill those places once and no more (a
+/// block past them waits for a second wave), none under kMinSplitKeys keys, at most
+/// kMaxSplits.
+int choose_splits(int64_t blocks, int len_kv, int sms, int blocks_per_sm);
 
 /// A decode step over a paged KV cache (core/paged_kv.hpp's layout): `problem` gives the batch
 /// (B sequences), the heads, N_q, d, the dtype and the mask (bottom-right: each sequence's

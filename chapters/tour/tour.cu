@@ -27,13 +27,17 @@ namespace {
 /// The staircase, in order: the implementations the chapters registered as tour steps
 /// (registry.hpp), forwards first (chapters 01–04 in float32 on the CUDA cores, then the
 /// tensor-core chapters in bf16), then the backward passes (chapter 05's two in float32,
-/// then the tensor-core backward in bf16). A new chapter's step appears here by registering.
+/// then the tensor-core backward in bf16), and the decoding steps (chapter 11) on the
+/// decode_problem. A new chapter's step appears here by registering.
 struct Steps {
   std::vector<ft::ForwardImpl> forwards;
   std::vector<ft::BackwardImpl> backwards;
+  std::vector<ft::ForwardImpl> decodes;
   Steps() {
-    for (const auto& f : ft::registered_forwards())
+    for (const auto& f : ft::registered_forwards()) {
       if (f.listing.tour) forwards.push_back(f.impl);
+      if (f.listing.decode) decodes.push_back(f.impl);
+    }
     for (const auto& b : ft::registered_backwards())
       if (b.listing.tour) backwards.push_back(b.impl);
   }
@@ -45,6 +49,15 @@ template <class Impl>
 ft::Problem problem_for(const Impl& impl, ft::Problem p) {
   if (std::find(impl.dtypes.begin(), impl.dtypes.end(), p.dtype) == impl.dtypes.end())
     p.dtype = impl.dtypes.front();
+  return p;
+}
+
+/// The decoding steps' problem: the tour's sequences each decode one new token, one query
+/// row against their N keys (the mask's diagonal bottom-right: every key is in its past).
+ft::Problem decode_problem(ft::Problem p) {
+  p.len_kv = p.len_q;
+  p.len_q = 1;
+  p.align = ft::CausalAlign::BottomRight;
   return p;
 }
 
@@ -79,6 +92,15 @@ void print_predictions(const Steps& steps, const ft::Problem& p) {
       line(b.chapter, b.variant, q.dtype, "backward", b.what, b.traffic(q));
     } catch (const ft::Unsupported& e) {
       std::printf("%-3s %-12s (%s)\n", b.chapter.c_str(), b.variant.c_str(), e.what());
+    }
+  }
+  for (const auto& f : steps.decodes) {
+    try {
+      const ft::Problem q = problem_for(f, decode_problem(p));
+      ft::check_supported(f, q);
+      line(f.chapter, f.variant, q.dtype, "decode", f.what, f.traffic(q));
+    } catch (const ft::Unsupported& e) {
+      std::printf("%-3s %-12s (%s)\n", f.chapter.c_str(), f.variant.c_str(), e.what());
     }
   }
 }
@@ -143,6 +165,9 @@ int main(int argc, char** argv) {
     for (const auto& b : steps.backwards)
       attempt("chapter " + b.chapter + " " + b.variant + " (backward)",
               [&] { return ft::measure_backward(b, problem_for(b, p), cfg); });
+    for (const auto& f : steps.decodes)
+      attempt("chapter " + f.chapter + " " + f.variant + " (decode)",
+              [&] { return ft::measure_forward(f, problem_for(f, decode_problem(p)), cfg); });
     ft::fill_speedups(rows);
     std::printf("\n");
     ft::print_rows(rows);

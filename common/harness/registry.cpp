@@ -43,8 +43,8 @@ std::string impl_name(const std::string& chapter, const std::string& variant) {
   return "ch" + chapter + "_" + variant;
 }
 
-void register_forward(const ForwardImpl& impl, bool headline, bool tour) {
-  const Listing listing{headline, tour, ""};
+void register_forward(const ForwardImpl& impl, bool headline, bool tour, bool decode) {
+  const Listing listing{headline, tour, decode, ""};
   add(forwards(),
       RegisteredForward{impl, listing, impl_name(impl.chapter, impl.variant),
                         listing.headline ? "ch" + impl.chapter : ""},
@@ -53,7 +53,7 @@ void register_forward(const ForwardImpl& impl, bool headline, bool tour) {
 
 void register_backward(const BackwardImpl& impl, const std::string& pairs_with, bool headline,
                        bool tour) {
-  const Listing listing{headline, tour, pairs_with};
+  const Listing listing{headline, tour, false, pairs_with};
   if (listing.pairs_with.empty())
     throw std::logic_error("backward " + impl_name(impl.chapter, impl.variant) +
                            " registered without the forward it pairs with");

@@ -21,6 +21,9 @@ namespace ft {
 struct Listing {
   bool headline = false;  ///< the chapter's recommended one: also listed as `ch<chapter>`
   bool tour = false;      ///< a step of the tour's staircase (in the registry's order)
+  /// A step of the tour's decoding, after the staircase: the tour's sequences each decode one
+  /// new token (one query row) against their N cached keys (chapter 11).
+  bool decode = false;
   /// A backward: the name of the forward it pairs with (the one whose O and lse it reads
   /// and, for the materializing baseline, whose workspace holds P). Empty for a forward.
   std::string pairs_with;
@@ -44,9 +47,9 @@ std::string impl_name(const std::string& chapter, const std::string& variant);
 
 /// Adds implementations to the registry (at static initialization: see FT_REGISTER):
 /// `headline` (the chapter's recommended one, also listed as ch<chapter>), `tour` (a step of
-/// the tour's staircase); a backward names the forward it pairs with. Throws
-/// std::logic_error on a name registered twice.
-void register_forward(const ForwardImpl& impl, bool headline = false, bool tour = false);
+/// the tour's staircase), `decode` (a step of the tour's decoding); a backward names the
+/// forward it pairs with. Throws std::logic_error on a name registered twice.
+void register_forward(const ForwardImpl& impl, bool headline = false, bool tour = false, bool decode = false);
 void register_backward(const BackwardImpl& impl, const std::string& pairs_with,
                        bool headline = false, bool tour = false);
 
