@@ -292,6 +292,94 @@ def ch12_claims():
     return out
 
 
+# ---- chapter 11: decode.csv, ch11_decode_rounded_up.csv, decode_splits.csv, decode_vs_pytorch.csv ----
+
+CH11 = "chapters/11_decoding/README.md"
+
+
+def decode_times(name="decode.csv"):
+    """{(B, H_kv, N_q, N_k): {variant: ms}} of chapter 11's program rows."""
+    t = {}
+    for r in read(name):
+        key = (int(r["batch"]), int(r["heads_kv"]), int(r["seq_len"]), int(r["len_kv"]))
+        t.setdefault(key, {})[r["variant"]] = float(r["ms"])
+    return t
+
+
+def of_read(t, key, variant):
+    """The time stream_read takes to read the shape's K and V once over the variant's."""
+    return t[key]["stream_read"] / t[key][variant]
+
+
+def ch11_claims():
+    """The lesson's step table (at N_k = 32768), the waves, the sweep, the predictions'
+    outcomes, the regime paragraph and the comparison with PyTorch."""
+    t, before = decode_times(), decode_times("ch11_decode_rounded_up.csv")
+    steps = ("one_block", "split_kv", "grouped", "batched_v")
+    out = []
+    for b, kv, nq in ((1, 32, 1), (16, 32, 1), (128, 32, 1), (1, 8, 1), (16, 8, 1), (1, 1, 1), (16, 1, 1),
+                      (1, 32, 4), (16, 32, 4), (16, 8, 4)):
+        key = (b, kv, nq, 32768)
+        out.append((CH11, f"| {b} | {kv} | {nq} | {32 // kv * nq} | " +
+                          " | ".join(f"{of_read(t, key, v):.2f}" for v in steps) + " |"))
+    gbps = {(int(r["batch"]), int(r["heads_kv"]), int(r["seq_len"]), int(r["len_kv"])): float(r["gbps"])
+            for r in read("decode.csv") if r["variant"] == "stream_read"}
+    small = (1, 8, 1, 32768)
+    out += [(CH11, f"up to {max(gbps.values()) / 1000:.2f} TB/s on the H200"),
+            (CH11, f"{t[small]['stream_read'] * 1000:.0f} µs: {gbps[small] / 1000:.1f} TB/s")]
+    mha = lambda n: (1, 32, 1, n)
+    out += [(CH11, f"{of_read(before, mha(32768), 'batched_v'):.2f} of the read at 32k keys"),
+            (CH11, f"runs at {of_read(t, mha(32768), 'batched_v'):.2f} of the read; at 128k keys "
+                   f"{of_read(before, mha(131072), 'batched_v'):.2f} became {of_read(t, mha(131072), 'batched_v'):.2f}")]
+    sweep = {r["splits"]: float(r["ms"]) for r in read("decode_splits.csv")
+             if r["variant"] == "batched_v" and (r["batch"], r["heads_kv"], r["len_kv"]) == ("1", "8", "32768")}
+    mid = [sweep[k] for k in ("32", "64", "auto")]
+    out += [(CH11, f"({min(mid):.3f}–{max(mid):.3f} ms), while 128 splits take {sweep['128'] / min(mid):.1f}× as long")]
+    big = [of_read(t, k, "one_block") for k in t if k[1] == 32 and k[2] == 1 and k[0] >= 16 and k[3] == 32768]
+    out += [(CH11, f"ran at {of_read(t, mha(32768), 'one_block'):.2f} of the read at B = 1"),
+            (CH11, f"at {span(big, unit='')} where the grid is large"),
+            (CH11, f"filled the GPU at B = 1 ({of_read(t, mha(32768), 'split_kv'):.2f})")]
+    g = lambda key: t[key]["split_kv"] / t[key]["grouped"]
+    out += [(CH11, f"{g((16, 8, 1, 32768)):.1f}× step 2 at B = 16 with 32 heads on 8"),
+            (CH11, f"with 32 on 1 it gained {g((16, 1, 1, 32768)):.0f}×")]
+    bv = lambda key: t[key]["grouped"] / t[key]["batched_v"]
+    k16 = (16, 32, 1, 8192)
+    out += [(CH11, f"gained {bv(k16):.2f}× over step 3 at B = 16, 8192 keys, 32 heads on 32 "
+                   f"({of_read(t, k16, 'grouped'):.2f} → {of_read(t, k16, 'batched_v'):.2f})"),
+            (CH11, f"{bv(mha(131072)):.2f}× at B = 1, 128k keys"),
+            (CH11, f"batched_v about {bv(k16):.1f}× faster at B = 16 and {bv(mha(131072)):.2f}× at B = 1"),
+            ("docs/answers.md", f"batched_v at {bv(k16):.2f}× grouped for B = 16, N_k = 8192 and "
+                                f"{bv(mha(131072)):.2f}× for B = 1")]
+    paged = [t[k]["contiguous"] / t[k][p] for k in t for p in ("paged_16", "paged_64", "paged_256") if p in t[k]]
+    out += [(CH11, f"the paged cache ran at {span(paged)} the contiguous one")]
+    rows = lambda k: 32 // k[1] * k[2]
+    long_ = [k for k in t if k[3] >= 32768]
+    out += [(CH11, f"{span([of_read(t, k, 'fastest') for k in long_ if rows(k) == 1], unit='')} of it at N_k ≥ 32k"),
+            (CH11, f"g·N_q = 4 stays at {span([of_read(t, k, 'fastest') for k in long_ if rows(k) == 4], unit='')}"),
+            (CH11, f"with 16 rows or more at {max(of_read(t, k, 'fastest') for k in long_ if rows(k) >= 16):.2f} or less"),
+            (CH11, f"more than the {probe('ffma_f32'):.1f} TFLOP/s the H200's FFMA probe measures")]
+    ms = {}
+    for r in read("decode_vs_pytorch.csv"):
+        if r["ms"]:
+            ms.setdefault((int(r["batch"]), int(r["heads_kv"]), int(r["len_q"]), int(r["len_kv"])), {})[r["impl"]] = float(r["ms"])
+    vs = lambda kv, nq: span([min(v for i, v in x.items() if i.startswith("torch_")) / x["ch11"]
+                              for k, x in ms.items() if k[1:3] == (kv, nq) and k[3] >= 32768 and "ch11" in x])
+    out += [(CH11, f"0.85–0.90× the fastest backend (cuDNN) with 32 heads on 32".replace("0.85–0.90×", vs(32, 1))),
+            (CH11, f"{vs(8, 1)} with 32 on 8 and {vs(1, 1)} with 32 on 1"),
+            (CH11, f"with four query rows {vs(32, 4)}, {vs(8, 4)} and {vs(1, 4)}")]
+    one_row = span([of_read(t, k, "fastest") for k in long_ if rows(k) == 1], unit="")
+    out += [("README.md", f"{one_row} of a plain read of the cache at N_k ≥ 32k with one query row a "
+                          f"key/value head, {vs(32, 1)} PyTorch's fastest backend there"),
+            ("README.md", f"decodes at {one_row} of that read's speed at N_k ≥ 32k ({vs(32, 1)} PyTorch's"),
+            ("README.md", f"arithmetic, not the bytes, sets the time: "
+                          f"{span([of_read(t, k, 'fastest') for k in long_ if (k[1], k[2]) == (8, 1)], unit='')} "
+                          f"of the read, {vs(8, 1)} PyTorch")]
+    short = mha(1024)
+    out += [(CH11, f"the read itself takes {t[short]['stream_read'] * 1000:.1f} µs and `batched_v` "
+                   f"{t[short]['batched_v'] * 1000:.1f} µs")]
+    return out
+
+
 def probe(name):
     return next(float(r["rate"]) for r in read("probes.csv") if r["probe"] == name)
 
@@ -670,7 +758,7 @@ def claims():
                       f"{vs_ratio('ch07_fastest', 'forward', LONG, 'ours', 'torch_flash', 3)} on the shapes "
                       f"with N ≥ 4096"),
     ]
-    out += ch10_claims() + ch12_claims()
+    out += ch10_claims() + ch11_claims() + ch12_claims()
     fp16, bf16 = ch09_table("fp16"), ch09_table("bf16")
     worst = max(abs(fp16[k][i] / bf16[k][i] - 1) for k in bf16 for i in STEPS if i in bf16[k])
     out.append((ch09, f"fp16, in the same run, lands within {int(worst * 100) + 1}% of these"))

@@ -540,7 +540,13 @@ def _readable_strides(t):
     for s, n in zip(strides[:3], shape[:3]):
         if s < 0 or (n > 1 and s % chunk):
             return None
-    return tuple(strides[:3])
+    # A dimension of size 1 is never stepped along, so its stride is whatever PyTorch left
+    # there (a decode step's q, one row cut from a fused qkv, keeps the row stride 3·width
+    # even after .contiguous()): given as a contiguous tensor's, so that such a q is one.
+    out = [0, 0, 0, 1]
+    for i in (2, 1, 0):
+        out[i] = strides[i] if shape[i] > 1 else out[i + 1] * shape[i + 1]
+    return tuple(out[:3])
 
 
 def _check_view(name, t):
