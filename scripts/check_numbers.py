@@ -292,6 +292,57 @@ def ch12_claims():
     return out
 
 
+# ---- chapter 06's second lesson: precision_vs_pytorch.csv ------------------------------
+
+CH06 = "chapters/06_tensor_cores/README.md"
+
+
+def sci(x):
+    """0.0574 -> "5.7e-2", the chapter's style."""
+    m, e = f"{float(x):.1e}".split("e")
+    return f"{m}e{int(e)}"
+
+
+def ch06_precision_claims():
+    """The second lesson's table, its bullets and exercise 7's measured range; the identities
+    the text states (the bf16 grid is PyTorch's three kernels at d = 64, warp_rows is
+    grid_half, grid_f32 is PyTorch with float32 scores, chapter 07 within 1% of
+    FlashAttention-2) are asserted."""
+    prec = {(r["impl"], r["head_dim"], r["logits"], r["seq_len"]): r for r in read("precision_vs_pytorch.csv")}
+    o = lambda i, d, s, n: float(prec[(i, str(d), str(s), str(n))]["o_rel_err"])
+    lse = lambda i, d, s, n: float(prec[(i, str(d), str(s), str(n))]["lse_rel_err"])
+    cols = ["ch06_grid_half", "torch_three_kernels", "ch06_grid_f32", "ch07", "torch_flash"]
+    shapes = [(1, 64, 4096), (1, 128, 4096), (100, 64, 1024), (100, 64, 4096), (100, 128, 1024), (100, 128, 4096)]
+    out = [(CH06, f"| {s} | {d} | {n} | " + " | ".join(f"{sci(o(i, d, s, n))} / {sci(lse(i, d, s, n))}" for i in cols)
+            + " |") for s, d, n in shapes]
+    out.append((CH06, f"at N = 2 still {sci(lse('ch06_grid_half', 64, 100, 2))} (d = 64) and "
+                      f"{sci(lse('ch06_grid_half', 128, 100, 2))} (d = 128), against `grid_f32`'s "
+                      f"{sci(lse('ch06_grid_f32', 64, 100, 2))} and {sci(lse('ch06_grid_f32', 128, 100, 2))}"))
+    band = all(2 ** -8 / 12 ** .5 <= lse("ch06_grid_half", d, 100, n) <= 2 ** -7 / 12 ** .5
+               for d in (64, 128) for n in (2, 64, 1024, 4096))
+    r = [o("ch06_grid_half", d, 100, n) / o("torch_flash", d, 100, n) for d in (64, 128) for n in (1024, 4096)]
+    out.append((CH06, f"Its O, N ≥ 1024: {min(r):.0f}–{max(r):.0f}× FlashAttention-2's error"))
+    grids = ("1", "100"), ("2", "64", "1024", "4096"), ("o_rel_err", "lse_rel_err")
+    same64 = all(prec[("ch06_grid_half", "64", s, n)][c] == prec[("torch_three_kernels", "64", s, n)][c]
+                 for s in grids[0] for n in grids[1] for c in grids[2])
+    warp = all(prec[("ch06_grid_half", d, s, n)][c] == prec[("ch06_warp_rows", d, s, n)][c]
+               for d in ("64", "128") for s in grids[0] for n in grids[1] for c in grids[2])
+    f32 = all(sci(o("ch06_grid_f32", d, s, n)) == sci(o("torch_float32_scores", d, s, n)) for s, d, n in shapes)
+    ch07 = max(abs(o("ch07", d, s, n) / o("torch_flash", d, s, n) - 1) for s, d, n in shapes) < 0.01
+    f = [o("ch06_grid_f32", d, s, n) / o("torch_flash", d, s, n) for s, d, n in shapes]
+    out.append((CH06, f"at {min(f):.2f}–{max(f):.2f}× FlashAttention-2's O error"))
+    sp = lambda v: f"{sci(min(v))} to {sci(max(v))}"
+    out.append((CH06, f"measured {sp([o('ch06_grid_half', d, 100, 64) for d in (64, 128)])} and "
+                      f"{sp([o('ch06_grid_half', d, 100, 4096) for d in (64, 128)])}"))
+    for ok, what in ((band, "the bf16 grid's lse at logits ~100 in the predicted band"),
+                     (same64, "grid_half printing PyTorch's three kernels' digits at d = 64"),
+                     (warp, "warp_rows equal to grid_half"), (f32, "grid_f32 equal to PyTorch with float32 scores"),
+                     (ch07, "chapter 07 within 1% of FlashAttention-2")):
+        if not ok:  # a claim of the text's that the CSV no longer bears out: a quote it cannot contain
+            out.append((CH06, f"[precision_vs_pytorch.csv no longer shows {what}]"))
+    return out
+
+
 # ---- chapter 11: decode.csv, ch11_decode_rounded_up.csv, decode_splits.csv, decode_vs_pytorch.csv ----
 
 CH11 = "chapters/11_decoding/README.md"
@@ -758,7 +809,7 @@ def claims():
                       f"{vs_ratio('ch07_fastest', 'forward', LONG, 'ours', 'torch_flash', 3)} on the shapes "
                       f"with N ≥ 4096"),
     ]
-    out += ch10_claims() + ch11_claims() + ch12_claims()
+    out += ch06_precision_claims() + ch10_claims() + ch11_claims() + ch12_claims()
     fp16, bf16 = ch09_table("fp16"), ch09_table("bf16")
     worst = max(abs(fp16[k][i] / bf16[k][i] - 1) for k in bf16 for i in STEPS if i in bf16[k])
     out.append((ch09, f"fp16, in the same run, lands within {int(worst * 100) + 1}% of these"))

@@ -145,13 +145,8 @@ struct Params {
   float scale_log2;  ///< scale · log2(e)
 };
 
-__device__ __forceinline__ float to_float(__nv_bfloat16 x) { return __bfloat162float(x); }
-__device__ __forceinline__ float to_float(__half x) { return __half2float(x); }
-template <class T>
-__device__ __forceinline__ T from_float(float x) {
-  if constexpr (std::is_same_v<T, __nv_bfloat16>) return __float2bfloat16_rn(x);
-  else return __float2half_rn(x);
-}
+using ft::tc::from_float;  // sm80/pack.cuh
+using ft::tc::to_float;
 
 
 

@@ -17,6 +17,7 @@
 #include "device/launch.cuh"
 #include "harness/registry.hpp"
 #include "harness/traffic.hpp"
+#include "sm80/pack.cuh"  // ft::tc::to_float
 #include "sm90/tma.hpp"
 
 namespace ch10 {
@@ -48,8 +49,7 @@ template <class T, int D> using Fastest = std::conditional_t<D == 128, BulkDq<T,
 constexpr int kSmallBlock = 256;                            ///< threads of the small kernels
 constexpr int kRowsPerBlock = kSmallBlock / ft::kWarpSize;  ///< prepare: a warp a query row
 
-__device__ __forceinline__ float to_float(__nv_bfloat16 x) { return __bfloat162float(x); }
-__device__ __forceinline__ float to_float(__half x) { return __half2float(x); }
+using ft::tc::to_float;  // sm80/pack.cuh
 
 /// The per-row statistics the backward reads, laid out for the copy engine and padded so
 /// that no kernel checks a bound: a warp a row of L2 and Drow, whose rows a head are N_q

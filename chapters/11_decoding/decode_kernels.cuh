@@ -32,7 +32,7 @@
 #include "cuda_core/exp2.cuh"
 #include "cuda_core/online_softmax.cuh"  // ft::kLog2e, ft::kLn2
 #include "cuda_core/reduce.cuh"          // ft::warp_max, ft::warp_sum
-#include "sm80/pack.cuh"                 // ft::tc::unpack2
+#include "sm80/pack.cuh"                 // ft::tc::unpack2, to_float, from_float
 
 namespace ch11 {
 
@@ -99,13 +99,8 @@ __device__ __forceinline__ void unpack_cols(const Packed<kCols>& raw, float (&ou
   }
 }
 
-__device__ __forceinline__ float to_float(__nv_bfloat16 x) { return __bfloat162float(x); }
-__device__ __forceinline__ float to_float(__half x) { return __half2float(x); }
-template <class T>
-__device__ __forceinline__ T from_float(float x) {
-  if constexpr (std::is_same_v<T, __nv_bfloat16>) return __float2bfloat16_rn(x);
-  else return __float2half_rn(x);
-}
+using ft::tc::from_float;  // sm80/pack.cuh
+using ft::tc::to_float;
 
 /// 8 elements of T from 16 bytes (one load), as floats.
 template <class T>

@@ -31,6 +31,17 @@ __device__ __forceinline__ uint32_t pack2(float lo, float hi) {
   return r;
 }
 
+/// One bf16 or fp16 element as a float (exact), and a float rounded to nearest (ties to even)
+/// into one: the single-element conversions around the kernels' packed ones.
+__device__ __forceinline__ float to_float(__nv_bfloat16 x) { return __bfloat162float(x); }
+__device__ __forceinline__ float to_float(__half x) { return __half2float(x); }
+template <class T>
+__device__ __forceinline__ T from_float(float x) {
+  static_assert(kIsTensorCoreElement<T>, "bf16 or fp16");
+  if constexpr (std::is_same_v<T, __nv_bfloat16>) return __float2bfloat16_rn(x);
+  else return __float2half_rn(x);
+}
+
 /// The inverse of pack2: the two elements of a packed register (low half first), back in
 /// float32 (exact: every bf16 and fp16 value is a float).
 template <class T>
