@@ -339,7 +339,7 @@ AttentionInputs load_inputs(const Problem& p, const MeasureConfig& cfg, DeviceTe
                             DeviceTensor& V, DeviceTensor* dO = nullptr) {
   if (!cfg.verify) {
     const float a = cfg.inputs == InputKind::LargeScores ? large_score_factor(p.head_dim) : 1.f;
-    const uint64_t s = cfg.seed * 0x2545F4914F6CDD1Dull;  // the streams apart from make_inputs' seeds
+    const uint64_t s = cfg.seed * 0x2545F4914F6CDD1Dull;  // make_inputs' four streams, hashed instead
     fill_uniform(Q, s + 1, -a, a);
     fill_uniform(K, s + 2, -a, a);
     fill_uniform(V, s + 3, -1.f, 1.f);
