@@ -425,6 +425,10 @@ def ch11_claims():
             ("README.md", f"arithmetic, not the bytes, sets the time: "
                           f"{span([of_read(t, k, 'fastest') for k in long_ if (k[1], k[2]) == (8, 1)], unit='')} "
                           f"of the read, {vs(8, 1)} PyTorch")]
+    cudnn4 = [(int(r["batch"]), int(r["heads_kv"]), float(r["gbps"])) for r in read("decode_vs_pytorch.csv")
+              if r["impl"] == "torch_cudnn" and r["len_q"] == "4" and int(r["len_kv"]) >= 32768 and r["gbps"]]
+    out += [(CH11, f"cuDNN reads the cache at {max(g for _, _, g in cudnn4) / 1000:.1f} TB/s at best, and at "
+                   f"{max(g for b, kv, g in cudnn4 if kv < 32 or b == 1) / 1000:.2f} TB/s or less with grouped heads")]
     short = mha(1024)
     out += [(CH11, f"the read itself takes {t[short]['stream_read'] * 1000:.1f} µs and `batched_v` "
                    f"{t[short]['batched_v'] * 1000:.1f} µs")]
