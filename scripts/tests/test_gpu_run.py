@@ -158,6 +158,10 @@ class DryRun(unittest.TestCase):
         self.assertEqual(len(cmake), 2)
         self.assertIn(f"-B {os.path.realpath(empty)} -G Ninja -DCMAKE_BUILD_TYPE=Release", cmake[0])
         self.assertIn("-j 16 -- -k 0", cmake[1])
+        # --build-targets: those alone.
+        lines = run(self.out, "--build", empty, "--dry-run", "--steps", "ctest",
+                    "--build-targets", "flashtut", "test_ch11_decoding_gpu").stdout.splitlines()
+        self.assertIn("-j 16 --target flashtut test_ch11_decoding_gpu", self.commands(lines, "cmake")[1])
 
     def test_python_steps_get_the_tree_and_the_options(self):
         lines = self.plan("--steps", "vs_pytorch,ctest", "--vs-dtypes", "bf16",
