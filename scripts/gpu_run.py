@@ -867,14 +867,18 @@ def step_ring(run):
     table = run.path("ring.csv")
     if not run.dry_run and os.path.exists(table):
         os.remove(table)
+    counted = int(gpus) if gpus.isdigit() and int(gpus) > 0 else 1
+    # --ring-ranks: the rank counts asked for, those this machine has (default: 1 and all).
+    every = sorted({r for r in run.args.ring_ranks if r <= counted} if run.args.ring_ranks else {1, counted})
     for seq_len, causal in run.args.ring_shapes:
-        for ranks in sorted({1, int(gpus)} if gpus.isdigit() and int(gpus) > 0 else {1}):
+        for ranks in every:
             name = f"ring_P{ranks}_N{seq_len}_c{causal}"
             log, traces = run.path("logs", name + ".log"), run.path("logs", name + "_traces")
             rc = run.sh([PYTHON, "-m", "torch.distributed.run", "--nproc-per-node", str(ranks),
                          os.path.join(ROOT, "scripts", "ring_attention.py"), "--seq-len", str(seq_len),
                          "--head-dim", "128", "--heads", str(run.args.ring_heads), *(["--causal"] if causal else []),
-                         "--csv", table, "--trace", traces], log=log, timeout=PROGRAM_TIMEOUT, env=env).rc
+                         "--csv", table, "--trace", traces, *shlex.split(run.args.ring_args)],
+                        log=log, timeout=PROGRAM_TIMEOUT, env=env).rc
             run.say(f"ring P={ranks} N={seq_len} causal={causal}: rc={rc}",
                     *grep(r"^(ring attention|  forward|  backward|rank .* differs)", log))
             # Rank 0's timeline: whether the transfers ran under the blocks' kernels.
@@ -1248,6 +1252,10 @@ def parse_args(argv):
            metavar="N,C")
     option("--ring-heads", "query heads (= key/value heads) of the ring step (default: 8)",
            type=single(positive), default=8, metavar="H")
+    option("--ring-ranks", "the ring step's rank counts, those this machine has (default: 1 "
+           "and every GPU)", nargs="+", type=items(positive), default=[], metavar="P")
+    option("--ring-args", "more flags for ring_attention.py, one string: "
+           "--ring-args='--iters 3 --warmup 1' (default: none)", default="", metavar="ARGS")
     option("--train-steps", "training steps per run (default: 300)", type=single(positive),
            default=300, metavar="STEPS")
     option("--train-repeats", "rounds of runs, each one run of every (seed, attention) "

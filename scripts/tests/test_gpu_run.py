@@ -205,6 +205,17 @@ class DryRun(unittest.TestCase):
         self.assertIn("ring_P1_N4096_c1_traces/ring_trace_rank0.json --out", timelines[0])
         self.assertEqual(run("/tmp/o", "--dry-run", "--ring-shapes", "4096,2").returncode, 2)
 
+    def test_ring_ranks_and_args(self):
+        # Asked for 2 ranks on a machine that counts none: no run; 1 rank: one, with the flags.
+        lines = self.plan("--steps", "ring", "--ring-shapes", "4096,1", "--ring-ranks", "2")
+        self.assertEqual(self.commands(lines, "ring_attention.py"), [])
+        lines = self.plan("--steps", "ring", "--ring-shapes", "4096,1", "--ring-ranks", "1", "2",
+                          "--ring-args", "--iters 3 --warmup 1")
+        (one,) = self.commands(lines, "ring_attention.py")
+        self.assertIn("--nproc-per-node 1", one)
+        self.assertIn("--trace ", one)
+        self.assertIn("--iters 3 --warmup 1", one)
+
     def test_source_pages_alone(self):
         lines = self.plan("--steps", "profiles", "--profiles",
                           "--source-pages", "08:spread_atomics:flash_backward_warp_tiles:64",
