@@ -14,7 +14,10 @@ are microseconds.
 
 Printed: per stream, its kernels' count and busy time; the transfers' total time; the part
 of it during which an attention kernel also ran (on any stream); that part as a fraction:
-1.0 means the transfers are hidden entirely.
+1.0 means the transfers are hidden entirely. An NCCL kernel's time includes its wait for
+the peer rank, so the fraction understates a short copy behind a long wait; the last line
+says what the rank lost: the time a transfer ran with no attention kernel beside it (the
+exposed communication), against the span from the first kernel to the last.
 
 The figure: 1600 × 900 pixels, text 14 pt and up; one row a stream, the transfers in one
 color and the attention kernels in another, time in milliseconds from the first kernel.
@@ -82,6 +85,10 @@ def summary(ks):
     c_us = covered(transfers, compute)
     frac = c_us / t_us if t_us else float("nan")
     lines.append(f"transfers {t_us / 1e3:.3f} ms, under compute {c_us / 1e3:.3f} ms: {frac:.2f} hidden")
+    span = (max(e for *_, e in ks) - ks[0][2]) if ks else 0.0
+    exposed = t_us - c_us
+    lines.append(f"exposed {exposed / 1e3:.3f} ms of the call's {span / 1e3:.3f} ms "
+                 f"({100.0 * exposed / span if span else float('nan'):.1f}%): a transfer, no attention kernel")
     return lines, t_us, c_us
 
 

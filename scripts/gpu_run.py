@@ -887,7 +887,7 @@ def step_ring(run):
                     os.path.join(traces, "ring_trace_rank0.json"), "--out", run.path(name + "_timeline.png"),
                     "--title", f"Ring attention, rank 0 of {ranks}: N = {seq_len}, {'causal' if causal else 'non-causal'}"],
                    log=plot_log, check=False)
-            run.say(*grep(r"^(stream|transfers)", plot_log))
+            run.say(*grep(r"^(stream|transfers|exposed)", plot_log))
 
 
 def step_traffic(run):

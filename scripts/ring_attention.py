@@ -136,12 +136,20 @@ def main(argv=None):
     if a.trace:
         from torch.profiler import ProfilerActivity, profile
         os.makedirs(a.trace, exist_ok=True)
-        sync()
-        with profile(activities=[ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])) as prof:
-            o_t, lse_t = ring.forward(q, k, v, causal=a.causal, comm=comm, blocks=blocks)
-            ring.backward(q, k, v, o_t, lse_t, do, causal=a.causal, comm=comm, blocks=blocks)
-            sync()
-        prof.export_chrome_trace(os.path.join(a.trace, f"ring_trace_rank{rank}.json"))
+        # The profiler records the second of two calls: the first absorbs its start-up, which
+        # takes each rank a different time, and a barrier starts the recorded one together.
+        # Without it, a rank's first transfer waits for the later rank's profiler to start.
+        from torch.profiler import schedule
+        with profile(activities=[ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else []),
+                     schedule=schedule(wait=0, warmup=1, active=1, repeat=1),
+                     on_trace_ready=lambda p: p.export_chrome_trace(
+                         os.path.join(a.trace, f"ring_trace_rank{rank}.json"))) as prof:
+            for _ in range(2):
+                sync()
+                o_t, lse_t = ring.forward(q, k, v, causal=a.causal, comm=comm, blocks=blocks)
+                ring.backward(q, k, v, o_t, lse_t, do, causal=a.causal, comm=comm, blocks=blocks)
+                sync()
+                prof.step()
     single = (None, None)
     if a.single and rank == 0:
         wq, wk, wv, wdo = (t.to(dev) for t in whole)

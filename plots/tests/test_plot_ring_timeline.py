@@ -34,7 +34,9 @@ class RingTimeline(unittest.TestCase):
                          [("7", "flash"), ("20", "ncclD"), ("7", "flash"), ("20", "ncclD")])
         lines, transfer, under = prt.summary(ks)
         self.assertEqual((transfer, under), (80.0, 30.0))
-        self.assertIn("0.38 hidden", lines[-1])
+        self.assertIn("0.38 hidden", lines[-2])
+        # 50 us of transfer alone, of the 260 us from the first kernel's start to the last's end.
+        self.assertIn("exposed 0.050 ms of the call's 0.260 ms (19.2%)", lines[-1])
 
     def test_draws_and_refuses(self):
         with tempfile.TemporaryDirectory() as tmp:
