@@ -112,6 +112,43 @@ __device__ __forceinline__ void load8(const T* src, float (&out)[8]) {
   out[4] = c.x, out[5] = c.y, out[6] = e.x, out[7] = e.y;
 }
 
+/// The block's rows from its warps' partial results (each warp over its own keys: maxima ms
+/// in base-2 units, sums ls, unnormalized outputs accs), merged by their maxima: O and the
+/// lse when the block had the whole key range (one split), else its split's normalized O and
+/// lse into the workspace for decode_merge. The block's row r is row first_row + r of O and
+/// the lse ([B·H_q·N_q] rows: b·H_q·N_q + h·N_q + i).
+template <class T, int D, int kRows>
+__device__ __forceinline__ void write_block_rows(const Params<T>& p, const float (&ms)[kWarps][kRows],
+                                                 const float (&ls)[kWarps][kRows],
+                                                 const float (&accs)[kWarps][kRows][D], int rows, int64_t first_row,
+                                                 int split) {
+  for (int i = threadIdx.x; i < rows * D; i += kThreads) {
+    const int r = i / D, c = i % D;
+    float mx = -INFINITY;
+#pragma unroll
+    for (int w = 0; w < kWarps; ++w) mx = fmaxf(mx, ms[w][r]);
+    float sum = 0.f, o = 0.f;
+    if (mx != -INFINITY) {
+#pragma unroll
+      for (int w = 0; w < kWarps; ++w) {
+        const float f = ft::exp2_ftz(ms[w][r] - mx);  // a warp that saw no key: 0
+        sum += ls[w][r] * f;
+        o += accs[w][r][c] * f;
+      }
+    }
+    const float out = sum > 0.f ? o / sum : 0.f;
+    const float lse = sum > 0.f ? (mx + log2f(sum)) * ft::kLn2 : -INFINITY;
+    const int64_t row = first_row + r;
+    if (p.splits == 1) {
+      p.O[row * D + c] = from_float<T>(out);
+      if (c == 0) p.lse[row] = lse;
+    } else {
+      p.o_part[(int64_t(split) * p.total_rows + row) * D + c] = out;
+      if (c == 0) p.lse_part[int64_t(split) * p.total_rows + row] = lse;
+    }
+  }
+}
+
 /// kRows: the block's rows, a compile-time bound (1, 2, 4, 8 or 16: its partial results, 4 ·
 /// kRows · d floats, fit the 48 KB of static shared memory); the block handles rows
 /// [blockIdx.z·kRows, ...) of its head's p.rows (a group of 32 query heads: two blocks).
@@ -245,31 +282,9 @@ __global__ void __launch_bounds__(kThreads, 1) decode_split(const Params<T> p) {
     for (int c = 0; c < kCols; ++c) accs[warp][r][lane * kCols + c] = acc[r][c];
   }
   __syncthreads();
-  for (int i = threadIdx.x; i < rows * D; i += kThreads) {
-    const int r = i / D, c = i % D;
-    float mx = -INFINITY;
-#pragma unroll
-    for (int w = 0; w < kWarps; ++w) mx = fmaxf(mx, ms[w][r]);
-    float sum = 0.f, o = 0.f;
-    if (mx != -INFINITY) {
-#pragma unroll
-      for (int w = 0; w < kWarps; ++w) {
-        const float f = ft::exp2_ftz(ms[w][r] - mx);  // a warp that saw no key: 0
-        sum += ls[w][r] * f;
-        o += accs[w][r][c] * f;
-      }
-    }
-    const float out = sum > 0.f ? o / sum : 0.f;
-    const float lse = sum > 0.f ? (mx + log2f(sum)) * ft::kLn2 : -INFINITY;
-    const int64_t row = int64_t(q_head_of(r)) * p.Nq + q_row_of(r);  // b·H_q·N_q + h·N_q + i
-    if (p.splits == 1) {
-      p.O[row * D + c] = from_float<T>(out);
-      if (c == 0) p.lse[row] = lse;
-    } else {
-      p.o_part[(int64_t(split) * p.total_rows + row) * D + c] = out;
-      if (c == 0) p.lse_part[int64_t(split) * p.total_rows + row] = lse;
-    }
-  }
+  // The block's rows are consecutive rows of Q and O: its first is its first query head's
+  // row q_row_of(0).
+  write_block_rows<T, D, kRows>(p, ms, ls, accs, rows, int64_t(q_head_of(0)) * p.Nq + q_row_of(0), split);
 }
 
 /// O and lse of every query row from its splits' (normalized O, lse): a warp a row.

@@ -16,8 +16,10 @@
 #include <random>
 #include <string>
 #include <tuple>
+#include <utility>
 
 #include "11_decoding/decode_kernels.cuh"
+#include "11_decoding/decode_mma.cuh"
 #include "core/check.cuh"
 #include "device/buffer.cuh"
 #include "device/dispatch.cuh"
@@ -77,14 +79,15 @@ int splits_of(const ft::Problem& p, bool split) {
   return kAutoSplits;
 }
 
-/// Blocks of `kernel` (kThreads each, static shared memory only) that one SM holds at once:
-/// its registers and shared memory decide. Asked of the runtime once a kernel.
-int blocks_per_sm(const void* kernel) {
+/// Blocks of `kernel` (kThreads each, `smem` bytes of dynamic shared memory besides its
+/// static) that one SM holds at once: its registers and shared memory decide. Asked of the
+/// runtime once a kernel.
+int blocks_per_sm(const void* kernel, size_t smem = 0) {
   static std::mutex lock;
-  static std::map<const void*, int> known;
+  static std::map<std::pair<const void*, size_t>, int> known;
   const std::lock_guard<std::mutex> hold(lock);
-  auto [at, fresh] = known.try_emplace(kernel, 0);
-  if (fresh) CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&at->second, kernel, kThreads, 0));
+  auto [at, fresh] = known.try_emplace({kernel, smem}, 0);
+  if (fresh) CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&at->second, kernel, kThreads, smem));
   return at->second;
 }
 
@@ -93,6 +96,15 @@ size_t workspace(const ft::Problem& p) {
   const int splits = kSplit ? max_splits(p.len_kv) : 1;
   if (splits == 1) return 0;
   return size_t(splits) * size_t(p.rows()) * (size_t(p.head_dim) + 1) * sizeof(float);
+}
+
+/// With splits, the merge of every query row's splits (decode_merge).
+template <class T, int D>
+void merge_splits(const ft::Problem& p, const Params<T>& params, cudaStream_t stream) {
+  if (params.splits == 1) return;
+  decode_merge<T, D><<<int((p.rows() + kWarps - 1) / kWarps), kThreads, 0, stream>>>(
+      params.o_part, params.lse_part, params.O, params.lse, p.rows(), params.splits);
+  CUDA_CHECK_LAUNCH();
 }
 
 /// The decode kernel's instance for a block of `block_rows` rows (1, 2, 4, 8 or 16).
@@ -127,11 +139,30 @@ void launch(const ft::Problem& p, Params<T> params, int splits, cudaStream_t str
   params.rows = int(rows);
   kernel<<<dim3(unsigned(splits), unsigned(heads), unsigned(chunks)), kThreads, 0, stream>>>(params);
   CUDA_CHECK_LAUNCH();
-  if (splits > 1) {
-    decode_merge<T, D><<<int((p.rows() + kWarps - 1) / kWarps), kThreads, 0, stream>>>(
-        params.o_part, params.lse_part, params.O, params.lse, p.rows(), splits);
-    CUDA_CHECK_LAUNCH();
-  }
+  merge_splits<T, D>(p, params, stream);
+}
+
+/// Step 5's kernel (decode_mma: a block a 16-row chunk of a key/value head's rows, on the
+/// tensor cores) and the merge; the splits as launch's, each a whole number of 128-key
+/// block tiles (a split past the keys is empty: its lse −∞ weighs nothing in the merge).
+template <class T, int D>
+void launch_mma(const ft::Problem& p, Params<T> params, int splits, cudaStream_t stream) {
+  const int64_t rows = rows_a_head(p, true);
+  const int64_t heads = p.kv_heads_total();
+  if (heads > 65535) throw ft::Unsupported("chapter 11: more than 65535 heads in one launch");
+  const int64_t chunks = (rows + kMmaRows - 1) / kMmaRows;
+  const auto kernel = decode_mma<T, D>;
+  const size_t smem = mma_smem_bytes<D>();
+  ft::allow_dynamic_smem(kernel, smem, "chapter 11's decode_mma");
+  if (splits == kAutoSplits)
+    splits = choose_splits(heads * chunks, p.len_kv, ft::sm_count(), blocks_per_sm(reinterpret_cast<const void*>(kernel), smem));
+  params.splits = splits;
+  params.keys_per_split = (p.len_kv + splits - 1) / splits;
+  params.keys_per_split = (params.keys_per_split + kTileKeys - 1) / kTileKeys * kTileKeys;
+  params.rows = int(rows);
+  kernel<<<dim3(unsigned(splits), unsigned(heads), unsigned(chunks)), kThreads, smem, stream>>>(params);
+  CUDA_CHECK_LAUNCH();
+  merge_splits<T, D>(p, params, stream);
 }
 
 /// Whether the problem's dtype and head dim are among the compiled instances.
@@ -177,7 +208,7 @@ std::pair<int64_t, int64_t> kv_strides_of(const ft::Problem& p, const ft::Layout
   return {l.K.batch, l.K.head};
 }
 
-template <bool kGrouped, bool kSplit, bool kBatchedV>
+template <bool kGrouped, bool kSplit, bool kBatchedV, bool kMma = false>
 void run(const ft::Problem& p, const ft::ForwardArgs& a, cudaStream_t stream) {
   check_decode(p);
   const std::pair<int64_t, int64_t> kv = kv_strides_of(p, a.layout);  // (batch, head) strides
@@ -190,7 +221,8 @@ void run(const ft::Problem& p, const ft::ForwardArgs& a, cudaStream_t stream) {
                      p.len_q, p.len_kv, p.heads_q, p.heads_kv, p.group(), p.causal_offset(), p.causal,
                      p.softmax_scale() * ft::kLog2e, 1, 0, 0, p.rows()};
     std::tie(params.kv_batch_stride, params.kv_head_stride) = kv;
-    launch<T, D, kGrouped, kBatchedV, false>(p, params, splits_of(p, kSplit), stream);
+    if constexpr (kMma) launch_mma<T, D>(p, params, splits_of(p, kSplit), stream);
+    else launch<T, D, kGrouped, kBatchedV, false>(p, params, splits_of(p, kSplit), stream);
   });
 }
 
@@ -215,9 +247,9 @@ std::vector<ft::KernelTraffic> traffic(const ft::Problem& p) {
   return t;
 }
 
-template <bool kGrouped, bool kSplit, bool kBatchedV = false>
+template <bool kGrouped, bool kSplit, bool kBatchedV = false, bool kMma = false>
 ft::ForwardImpl impl(const std::string& variant, const std::string& what) {
-  return {"11", variant, what, Compiled::head_dims(), workspace<kGrouped, kSplit>, run<kGrouped, kSplit, kBatchedV>,
+  return {"11", variant, what, Compiled::head_dims(), workspace<kGrouped, kSplit>, run<kGrouped, kSplit, kBatchedV, kMma>,
           traffic<kGrouped, kSplit, kBatchedV>,
           Compiled::dtypes(), /*min_sm=*/80, /*strided=*/true, ft::Features{/*lengths=*/true, /*grouped=*/true}};
 }
@@ -237,6 +269,7 @@ std::vector<ft::ForwardImpl> forward_impls() {
           impl<false, true>("split_kv", "the keys split across blocks, merged by their lse"),
           impl<true, true>("grouped", "split_kv, a block a key/value head for all its query heads"),
           impl<true, true, true>("batched_v", "grouped, each tile's 32 V rows loaded together"),
+          impl<true, true, false, true>("tensor_cores", "grouped, a key/value head's 16 rows on the tensor cores"),
           fastest()};
 }
 

@@ -1,0 +1,209 @@
+/// @file decode_mma.cuh
+/// @brief Chapter 11's step 5: the query rows that share a key/value head (g·N_q of them, up
+/// to 16 a block) scored and weighted on the tensor cores, chapter 07's warp-level products
+/// with the rows as the M dimension of `mma.sync.m16n8k16`.
+///
+/// Why: with g·N_q rows a key/value head, every key costs g·N_q dot products and g·N_q
+/// updates of O. On the CUDA cores that is g·N_q multiply-adds per element read, more than
+/// the H200's FFMA rate can feed at the memory's speed from about four rows on (the
+/// lesson's regime paragraph). One m16n8k16 takes 16 rows against 8 keys at once.
+///
+/// The block: four warps, one (split, sequence·key/value head, chunk of 16 rows). Each
+/// block tile is 128 keys, copied by the whole block with cp.async into swizzled shared
+/// memory, two tiles in flight (chapter 07's pipeline); warp w computes keys 32w…32w+31 of
+/// it: S = Q·Kᵀ (16 × 32: four accumulator tiles), the online softmax on the fragments, O +=
+/// P·V with P's A fragments taken from S's accumulators in place. Rows past the block's
+/// rows are zero queries, never written. At the end the four warps' (m, l, O) go through
+/// shared memory and write_block_rows merges them, as in decode_split.
+#pragma once
+
+#include "11_decoding/decode_kernels.cuh"
+#include "cuda_core/online_softmax.cuh"
+#include "cuda_core/reduce.cuh"  // ft::quad_max, ft::quad_sum
+#include "sm80/cp_async.cuh"
+#include "sm80/ldmatrix.cuh"
+#include "sm80/mma.cuh"
+#include "sm80/pack.cuh"
+#include "sm80/swizzle.hpp"
+
+namespace ch11 {
+
+constexpr int kMmaRows = 16;                    ///< rows a block: one m16 tile, every warp's
+constexpr int kWarpKeys = 32;                   ///< keys a warp a block tile: four n8 tiles
+constexpr int kTileKeys = kWarps * kWarpKeys;   ///< 128 keys a block tile
+constexpr int kMmaStages = 2;                   ///< block tiles in shared memory: one computed, one in flight
+
+template <int D>
+using MmaTile = ft::tc::SwizzledTile<D>;  ///< conflict-free ldmatrix rows (sm80/swizzle.hpp)
+
+/// Dynamic shared memory: Q's 16 rows, then kMmaStages block tiles of K and of V; the warps'
+/// partial results reuse the K/V space at the end.
+template <int D>
+constexpr size_t mma_smem_bytes() {
+  return size_t(ft::tc::tile_bytes<MmaTile<D>>(kMmaRows)) +
+         2 * kMmaStages * size_t(ft::tc::tile_bytes<MmaTile<D>>(kTileKeys));
+}
+static_assert(sizeof(float) * kWarps * kMmaRows * (128 + 2) <= 2 * kMmaStages * kTileKeys * 128 * 2,
+              "the warps' partial results fit where the K/V tiles were");
+
+template <class T, int D>
+__global__ void __launch_bounds__(kThreads) decode_mma(const Params<T> p) {
+  using Tile = MmaTile<D>;
+  using ft::tc::FragA;
+  using ft::tc::FragB;
+  using ft::tc::FragC;
+  constexpr int kKSteps = D / 16;  // k-steps of S = Q·Kᵀ
+  constexpr int kOTiles = D / 8;   // n8 tiles of O
+  constexpr int kSTiles = kWarpKeys / 8;
+  constexpr int kTileStride = kTileKeys * Tile::kRowStride;  // elements from one stage to the next
+
+  extern __shared__ uint4 smem_raw[];  // 16-byte aligned for cp.async and ldmatrix
+  T* Qs = reinterpret_cast<T*>(smem_raw);
+  T* Ks = Qs + kMmaRows * Tile::kRowStride;
+  T* Vs = Ks + kMmaStages * kTileStride;
+
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int split = blockIdx.x;
+  const int head = blockIdx.y;  // b·H_kv + h_kv
+  const int row0 = blockIdx.z * kMmaRows;
+  const int rows = min(kMmaRows, p.rows - row0);
+  const int batch = head / p.heads_kv, h_kv = head % p.heads_kv;
+  // The block's rows are consecutive rows of Q ([B·H_q·N_q, d]): the group's query heads
+  // one after the other, each its N_q rows.
+  const int64_t first_row = (int64_t(batch) * p.heads_q + int64_t(h_kv) * p.group) * p.Nq + row0;
+  const T* K = p.K + int64_t(batch) * p.kv_batch_stride + int64_t(h_kv) * p.kv_head_stride;
+  const T* V = p.V + int64_t(batch) * p.kv_batch_stride + int64_t(h_kv) * p.kv_head_stride;
+  const int k_begin = split * p.keys_per_split;  // a split past the keys: no tiles
+  const int k_end = min(p.Nk, k_begin + p.keys_per_split);
+  const int num_tiles = k_end > k_begin ? (k_end - k_begin + kTileKeys - 1) / kTileKeys : 0;
+
+  auto load_tile = [&](int j) {  // block tile j into stage j % kMmaStages; keys past k_end: zeros
+    const int stage = j % kMmaStages;
+    ft::tc::copy_tile_async<Tile, kTileKeys, kThreads>(Ks + stage * kTileStride, K, k_begin + j * kTileKeys, k_end,
+                                                       ft::ContiguousRows{});
+    ft::tc::copy_tile_async<Tile, kTileKeys, kThreads>(Vs + stage * kTileStride, V, k_begin + j * kTileKeys, k_end,
+                                                       ft::ContiguousRows{});
+  };
+  // Q's rows (past the block's: zeros) and tile 0 in one group.
+  ft::tc::copy_tile_async<Tile, kMmaRows, kThreads>(Qs, p.Q + (first_row - row0) * D, row0, p.rows,
+                                                    ft::ContiguousRows{});
+  if (num_tiles > 0) load_tile(0);
+  ft::tc::cp_async_commit();
+
+  // This lane's two rows of the m16 tile: g and g + 8 (g = lane / 4), as the accumulators
+  // hold them; their query rows, for the causal mask.
+  const int g = ft::tc::lane_group(lane);
+  int q_row[2];
+#pragma unroll
+  for (int h = 0; h < 2; ++h) q_row[h] = int((row0 + g + 8 * h) % p.Nq);
+
+  FragA q_frag[kKSteps];
+  FragC o[kOTiles] = {};
+  ft::OnlineSoftmax row[2] = {ft::online_softmax_empty(), ft::online_softmax_empty()};
+
+  for (int j = 0; j < num_tiles; ++j) {
+    if (j + 1 < num_tiles) {  // tile j+1 flies while tile j is computed
+      load_tile(j + 1);
+      ft::tc::cp_async_commit();
+      ft::tc::cp_async_wait<1>();
+    } else {
+      ft::tc::cp_async_wait<0>();
+    }
+    __syncthreads();  // tile j (and Q, the first time) is in shared memory for every warp
+    if (j == 0) {
+#pragma unroll
+      for (int ks = 0; ks < kKSteps; ++ks) ft::tc::load_a<Tile>(q_frag[ks], Qs, 0, ks * 16);
+    }
+    const T* Kw = Ks + (j % kMmaStages) * kTileStride + warp * kWarpKeys * Tile::kRowStride;
+    const T* Vw = Vs + (j % kMmaStages) * kTileStride + warp * kWarpKeys * Tile::kRowStride;
+    const int key0 = k_begin + j * kTileKeys + warp * kWarpKeys;  // this warp's first key
+
+    // S = Q·Kᵀ: 16 rows × 32 keys.
+    FragC s[kSTiles] = {};
+#pragma unroll
+    for (int ks = 0; ks < kKSteps; ++ks)
+#pragma unroll
+      for (int nt = 0; nt < kSTiles; nt += 2) {
+        FragB kb[2];
+        ft::tc::load_b_x4<Tile>(kb, Kw, nt * 8, ks * 16);
+        ft::tc::mma_m16n8k16<T>(s[nt], q_frag[ks], kb[0]);
+        ft::tc::mma_m16n8k16<T>(s[nt + 1], q_frag[ks], kb[1]);
+      }
+    // Keys past the split and (causal) after a row's query: score −∞, weight 0.
+#pragma unroll
+    for (int nt = 0; nt < kSTiles; ++nt)
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        const int key = key0 + nt * 8 + ft::tc::mma_c_coord(lane, i).col;
+        if (key >= k_end || (p.causal && key > q_row[i / 2] + p.causal_offset)) s[nt].c[i] = -INFINITY;
+      }
+    // The online softmax on the fragments (chapter 07): half h of each accumulator is row
+    // g + 8h; the max over the quad, the scale applied once.
+    float alpha[2];
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      float tile_max = -INFINITY;
+#pragma unroll
+      for (int nt = 0; nt < kSTiles; ++nt) tile_max = fmaxf(tile_max, fmaxf(s[nt].c[2 * h], s[nt].c[2 * h + 1]));
+      alpha[h] = ft::online_rescale(row[h], ft::quad_max(tile_max) * p.scale_log2);
+    }
+#pragma unroll
+    for (int ot = 0; ot < kOTiles; ++ot)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) o[ot].c[e] *= alpha[e / 2];
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const float base = ft::online_exp_base(row[h].m);
+      float sum = 0.f;  // this lane's share of the row's l; the quad adds them at the end
+#pragma unroll
+      for (int nt = 0; nt < kSTiles; ++nt)
+#pragma unroll
+        for (int e = 2 * h; e < 2 * h + 2; ++e) {
+          s[nt].c[e] = ft::exp2_ftz(fmaf(s[nt].c[e], p.scale_log2, -base));
+          sum += s[nt].c[e];
+        }
+      row[h].l += sum;
+    }
+    // O += P·V: P's A fragment for 16 keys is two of S's accumulator tiles, in place.
+#pragma unroll
+    for (int kk = 0; kk < kSTiles / 2; ++kk) {
+      const FragA pa = ft::tc::a_from_accumulators<T>(s[2 * kk], s[2 * kk + 1]);
+#pragma unroll
+      for (int ot = 0; ot < kOTiles; ot += 2) {
+        FragB vb[2];
+        ft::tc::load_b_trans_x4<Tile>(vb, Vw, kk * 16, ot * 8);
+        ft::tc::mma_m16n8k16<T>(o[ot], pa, vb[0]);
+        ft::tc::mma_m16n8k16<T>(o[ot + 1], pa, vb[1]);
+      }
+    }
+    __syncthreads();  // every warp is done with this stage before it is refilled
+  }
+  if (num_tiles == 0) ft::tc::cp_async_wait<0>(), __syncthreads();  // Q landed, unused
+
+  // The warps' partial results, in the space the K/V tiles took: maxima and sums (the quad's
+  // sum first), unnormalized O. A warp's m is in base-2 units of the scaled scores, as
+  // decode_split's.
+  float* scratch = reinterpret_cast<float*>(Ks);
+  auto& ms = *reinterpret_cast<float(*)[kWarps][kMmaRows]>(scratch);
+  auto& ls = *reinterpret_cast<float(*)[kWarps][kMmaRows]>(scratch + kWarps * kMmaRows);
+  auto& accs = *reinterpret_cast<float(*)[kWarps][kMmaRows][D]>(scratch + 2 * kWarps * kMmaRows);
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const float l = ft::quad_sum(row[h].l);
+    const int r = g + 8 * h;
+    if (ft::tc::lane_in_group(lane) == 0) {
+      ms[warp][r] = row[h].m;
+      ls[warp][r] = l;
+    }
+#pragma unroll
+    for (int ot = 0; ot < kOTiles; ++ot) {
+      const int col = ot * 8 + 2 * ft::tc::lane_in_group(lane);
+      accs[warp][r][col] = o[ot].c[2 * h];
+      accs[warp][r][col + 1] = o[ot].c[2 * h + 1];
+    }
+  }
+  __syncthreads();
+  write_block_rows<T, D, kMmaRows>(p, ms, ls, accs, rows, first_row, split);
+}
+
+}  // namespace ch11
