@@ -8,9 +8,13 @@
 /// the H200's FFMA rate can feed at the memory's speed from about four rows on (the
 /// lesson's regime paragraph). One m16n8k16 takes 16 rows against 8 keys at once.
 ///
-/// The block: four warps, one (split, sequence·key/value head, chunk of 16 rows). Each
-/// block tile is 128 keys, copied by the whole block with cp.async into swizzled shared
-/// memory, two tiles in flight (chapter 07's pipeline); warp w computes keys 32w…32w+31 of
+/// The block: four warps, one (chunk of 16 rows, split, sequence·key/value head); the chunks
+/// of one split are neighbours in the grid, so that a group of more than 16 rows reads its
+/// keys from device memory once and from L2 for the other chunks. Each block tile is 128
+/// keys, copied by the whole block with cp.async into swizzled shared memory, two tiles in
+/// flight (chapter 07's pipeline), each row's address from kv_offset (the contiguous cache,
+/// a view of a longer one, or the paged pool through the block table); warp w computes keys
+/// 32w…32w+31 of
 /// it: S = Q·Kᵀ (16 × 32: four accumulator tiles), the online softmax on the fragments, O +=
 /// P·V with P's A fragments taken from S's accumulators in place. Rows past the block's
 /// rows are zero queries, never written. At the end the four warps' (m, l, O) go through
@@ -46,7 +50,25 @@ constexpr size_t mma_smem_bytes() {
 static_assert(sizeof(float) * kWarps * kMmaRows * (128 + 2) <= 2 * kMmaStages * kTileKeys * 128 * 2,
               "the warps' partial results fit where the K/V tiles were");
 
-template <class T, int D>
+/// Starts copying keys [key0, key0 + kTileKeys) of K or V (`cache`: p.K or p.V) of sequence b,
+/// key/value head h_kv into `tile`; keys at or past k_end become zeros. Each 16-byte chunk's
+/// row is found by kv_offset, so one copy serves every layout of the cache.
+template <class Tile, bool kPaged, int D, class T>
+__device__ __forceinline__ void copy_kv_tile_async(T* tile, const T* cache, const Params<T>& p, int b, int h_kv,
+                                                   int key0, int k_end) {
+  constexpr int kChunksPerRow = D / ft::tc::kChunkElems;
+  constexpr int kRowsPerPass = kThreads / kChunksPerRow;
+  const int r0 = threadIdx.x / kChunksPerRow, col = threadIdx.x % kChunksPerRow * ft::tc::kChunkElems;
+#pragma unroll
+  for (int it = 0; it < kTileKeys / kRowsPerPass; ++it) {
+    const int r = r0 + it * kRowsPerPass;
+    const bool inside = key0 + r < k_end;
+    ft::tc::cp_async_16(tile + Tile::offset(r, col),
+                        inside ? cache + kv_offset<kPaged, D>(p, b, h_kv, key0 + r) + col : cache, inside);
+  }
+}
+
+template <class T, int D, bool kPaged>
 __global__ void __launch_bounds__(kThreads) decode_mma(const Params<T> p) {
   using Tile = MmaTile<D>;
   using ft::tc::FragA;
@@ -63,26 +85,24 @@ __global__ void __launch_bounds__(kThreads) decode_mma(const Params<T> p) {
   T* Vs = Ks + kMmaStages * kTileStride;
 
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  const int split = blockIdx.x;
-  const int head = blockIdx.y;  // b·H_kv + h_kv
-  const int row0 = blockIdx.z * kMmaRows;
+  const int row0 = blockIdx.x * kMmaRows;
+  const int split = blockIdx.y;
+  const int head = blockIdx.z;  // b·H_kv + h_kv
   const int rows = min(kMmaRows, p.rows - row0);
   const int batch = head / p.heads_kv, h_kv = head % p.heads_kv;
   // The block's rows are consecutive rows of Q ([B·H_q·N_q, d]): the group's query heads
   // one after the other, each its N_q rows.
   const int64_t first_row = (int64_t(batch) * p.heads_q + int64_t(h_kv) * p.group) * p.Nq + row0;
-  const T* K = p.K + int64_t(batch) * p.kv_batch_stride + int64_t(h_kv) * p.kv_head_stride;
-  const T* V = p.V + int64_t(batch) * p.kv_batch_stride + int64_t(h_kv) * p.kv_head_stride;
+  const int Nk = kPaged ? p.seq_lens[batch] : p.Nk;  // this sequence's keys
+  const int causal_offset = kPaged ? Nk - p.Nq : p.causal_offset;
   const int k_begin = split * p.keys_per_split;  // a split past the keys: no tiles
-  const int k_end = min(p.Nk, k_begin + p.keys_per_split);
+  const int k_end = min(Nk, k_begin + p.keys_per_split);
   const int num_tiles = k_end > k_begin ? (k_end - k_begin + kTileKeys - 1) / kTileKeys : 0;
 
   auto load_tile = [&](int j) {  // block tile j into stage j % kMmaStages; keys past k_end: zeros
     const int stage = j % kMmaStages;
-    ft::tc::copy_tile_async<Tile, kTileKeys, kThreads>(Ks + stage * kTileStride, K, k_begin + j * kTileKeys, k_end,
-                                                       ft::ContiguousRows{});
-    ft::tc::copy_tile_async<Tile, kTileKeys, kThreads>(Vs + stage * kTileStride, V, k_begin + j * kTileKeys, k_end,
-                                                       ft::ContiguousRows{});
+    copy_kv_tile_async<Tile, kPaged, D>(Ks + stage * kTileStride, p.K, p, batch, h_kv, k_begin + j * kTileKeys, k_end);
+    copy_kv_tile_async<Tile, kPaged, D>(Vs + stage * kTileStride, p.V, p, batch, h_kv, k_begin + j * kTileKeys, k_end);
   };
   // Q's rows (past the block's: zeros) and tile 0 in one group.
   ft::tc::copy_tile_async<Tile, kMmaRows, kThreads>(Qs, p.Q + (first_row - row0) * D, row0, p.rows,
@@ -135,7 +155,7 @@ __global__ void __launch_bounds__(kThreads) decode_mma(const Params<T> p) {
 #pragma unroll
       for (int i = 0; i < 4; ++i) {
         const int key = key0 + nt * 8 + ft::tc::mma_c_coord(lane, i).col;
-        if (key >= k_end || (p.causal && key > q_row[i / 2] + p.causal_offset)) s[nt].c[i] = -INFINITY;
+        if (key >= k_end || (p.causal && key > q_row[i / 2] + causal_offset)) s[nt].c[i] = -INFINITY;
       }
     // The online softmax on the fragments (chapter 07): half h of each accumulator is row
     // g + 8h; the max over the quad, the scale applied once.

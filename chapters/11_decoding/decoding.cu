@@ -1,8 +1,9 @@
 // Chapter 11's decode implementations: a block a query head (one_block), the keys split
 // across blocks and merged by their lse (split_kv), a block a key/value head for all the
-// query heads that read it (grouped), a tile's V rows loaded together (batched_v); the same
-// kernel over a paged cache (decode_paged); their launch, ledger, registration, and the
-// program's extra rows (the streaming-read ceiling, the paged cache's page sizes).
+// query heads that read it (grouped), a tile's V rows loaded together (batched_v), a key/
+// value head's rows on the tensor cores (tensor_cores); the last over a paged cache
+// (decode_paged); their launch, ledger, registration, and the program's extra rows (the
+// streaming-read ceiling, the paged cache's page sizes).
 #include "11_decoding/decoding.hpp"
 
 #include <algorithm>
@@ -108,21 +109,21 @@ void merge_splits(const ft::Problem& p, const Params<T>& params, cudaStream_t st
 }
 
 /// The decode kernel's instance for a block of `block_rows` rows (1, 2, 4, 8 or 16).
-template <class T, int D, bool kGrouped, bool kBatchedV, bool kPaged>
+template <class T, int D, bool kGrouped, bool kBatchedV>
 void (*kernel_for(int block_rows))(Params<T>) {
   switch (block_rows) {
-    case 1: return decode_split<T, D, 1, kGrouped, kBatchedV, kPaged>;
-    case 2: return decode_split<T, D, 2, kGrouped, kBatchedV, kPaged>;
-    case 4: return decode_split<T, D, 4, kGrouped, kBatchedV, kPaged>;
-    case 8: return decode_split<T, D, 8, kGrouped, kBatchedV, kPaged>;
-    default: return decode_split<T, D, 16, kGrouped, kBatchedV, kPaged>;
+    case 1: return decode_split<T, D, 1, kGrouped, kBatchedV>;
+    case 2: return decode_split<T, D, 2, kGrouped, kBatchedV>;
+    case 4: return decode_split<T, D, 4, kGrouped, kBatchedV>;
+    case 8: return decode_split<T, D, 8, kGrouped, kBatchedV>;
+    default: return decode_split<T, D, 16, kGrouped, kBatchedV>;
   }
 }
 
 /// The decode kernel and, with splits, the merge, for Params already filled but for the
 /// split fields (set here): the grid and the block's rows from the problem; `splits`
 /// kAutoSplits: as many as fill the SMs once (choose_splits, this kernel's occupancy).
-template <class T, int D, bool kGrouped, bool kBatchedV, bool kPaged>
+template <class T, int D, bool kGrouped, bool kBatchedV>
 void launch(const ft::Problem& p, Params<T> params, int splits, cudaStream_t stream) {
   const int64_t rows = rows_a_head(p, kGrouped);
   const int64_t heads = kGrouped ? p.kv_heads_total() : p.heads_total();
@@ -131,7 +132,7 @@ void launch(const ft::Problem& p, Params<T> params, int splits, cudaStream_t str
   // side by side along z, each reading the K/V head again, mostly from L2).
   const int block_rows = rows <= 1 ? 1 : rows <= 2 ? 2 : rows <= 4 ? 4 : rows <= 8 ? 8 : 16;
   const int64_t chunks = (rows + block_rows - 1) / block_rows;
-  const auto kernel = kernel_for<T, D, kGrouped, kBatchedV, kPaged>(block_rows);
+  const auto kernel = kernel_for<T, D, kGrouped, kBatchedV>(block_rows);
   if (splits == kAutoSplits)
     splits = choose_splits(heads * chunks, p.len_kv, ft::sm_count(), blocks_per_sm(reinterpret_cast<const void*>(kernel)));
   params.splits = splits;
@@ -145,13 +146,14 @@ void launch(const ft::Problem& p, Params<T> params, int splits, cudaStream_t str
 /// Step 5's kernel (decode_mma: a block a 16-row chunk of a key/value head's rows, on the
 /// tensor cores) and the merge; the splits as launch's, each a whole number of 128-key
 /// block tiles (a split past the keys is empty: its lse −∞ weighs nothing in the merge).
-template <class T, int D>
+/// The grid is (chunks, splits, heads): a group's chunks of one split run side by side.
+template <class T, int D, bool kPaged = false>
 void launch_mma(const ft::Problem& p, Params<T> params, int splits, cudaStream_t stream) {
   const int64_t rows = rows_a_head(p, true);
   const int64_t heads = p.kv_heads_total();
   if (heads > 65535) throw ft::Unsupported("chapter 11: more than 65535 heads in one launch");
   const int64_t chunks = (rows + kMmaRows - 1) / kMmaRows;
-  const auto kernel = decode_mma<T, D>;
+  const auto kernel = decode_mma<T, D, kPaged>;
   const size_t smem = mma_smem_bytes<D>();
   ft::allow_dynamic_smem(kernel, smem, "chapter 11's decode_mma");
   if (splits == kAutoSplits)
@@ -160,7 +162,7 @@ void launch_mma(const ft::Problem& p, Params<T> params, int splits, cudaStream_t
   params.keys_per_split = (p.len_kv + splits - 1) / splits;
   params.keys_per_split = (params.keys_per_split + kTileKeys - 1) / kTileKeys * kTileKeys;
   params.rows = int(rows);
-  kernel<<<dim3(unsigned(splits), unsigned(heads), unsigned(chunks)), kThreads, smem, stream>>>(params);
+  kernel<<<dim3(unsigned(chunks), unsigned(splits), unsigned(heads)), kThreads, smem, stream>>>(params);
   CUDA_CHECK_LAUNCH();
   merge_splits<T, D>(p, params, stream);
 }
@@ -222,7 +224,7 @@ void run(const ft::Problem& p, const ft::ForwardArgs& a, cudaStream_t stream) {
                      p.softmax_scale() * ft::kLog2e, 1, 0, 0, p.rows()};
     std::tie(params.kv_batch_stride, params.kv_head_stride) = kv;
     if constexpr (kMma) launch_mma<T, D>(p, params, splits_of(p, kSplit), stream);
-    else launch<T, D, kGrouped, kBatchedV, false>(p, params, splits_of(p, kSplit), stream);
+    else launch<T, D, kGrouped, kBatchedV>(p, params, splits_of(p, kSplit), stream);
   });
 }
 
@@ -247,10 +249,29 @@ std::vector<ft::KernelTraffic> traffic(const ft::Problem& p) {
   return t;
 }
 
+/// Step 5's ledger: K and V requested once a 16-row chunk of a group (the chunks of a split
+/// run side by side: from device memory once, the others from L2), Q read and O written
+/// once, the splits' partial results as in traffic(); one block a SM (its 132 KB of shared
+/// memory at d = 128; 68 KB at d = 64 allow three, counted as one here).
+std::vector<ft::KernelTraffic> traffic_mma(const ft::Problem& p) {
+  const double kv = 2.0 * double(p.kv_bytes());
+  const int64_t chunks = (rows_a_head(p, true) + kMmaRows - 1) / kMmaRows;
+  const double q = double(p.q_bytes()), o = double(p.q_bytes()), l = double(p.rows()) * ft::kFloatBytes;
+  const int splits = choose_splits(p.kv_heads_total() * chunks, p.len_kv, int(ft::gpu_facts().sms), 1);
+  const double part = splits > 1 ? double(splits) * double(p.rows()) * (p.head_dim + 1) * ft::kFloatBytes : 0.0;
+  std::vector<ft::KernelTraffic> t{{"decode_mma", q + kv * double(chunks), splits > 1 ? part : o + l, q + kv,
+                                    splits > 1 ? part : o + l, p.forward_flops(),
+                                    "K and V read once for every 16 query rows that share them (L2 for the "
+                                    "group's other chunks)"}};
+  if (splits > 1)
+    t.push_back({"decode_merge", part, o + l, part, o + l, 0.0, "each split's O and lse read once, O written once"});
+  return t;
+}
+
 template <bool kGrouped, bool kSplit, bool kBatchedV = false, bool kMma = false>
 ft::ForwardImpl impl(const std::string& variant, const std::string& what) {
   return {"11", variant, what, Compiled::head_dims(), workspace<kGrouped, kSplit>, run<kGrouped, kSplit, kBatchedV, kMma>,
-          traffic<kGrouped, kSplit, kBatchedV>,
+          kMma ? traffic_mma : traffic<kGrouped, kSplit, kBatchedV>,
           Compiled::dtypes(), /*min_sm=*/80, /*strided=*/true, ft::Features{/*lengths=*/true, /*grouped=*/true}};
 }
 
@@ -258,9 +279,9 @@ ft::ForwardImpl impl(const std::string& variant, const std::string& what) {
 }  // namespace
 
 const ft::ForwardImpl& fastest() {
-  // batched_v: 1.40x grouped at B = 16, 8192 keys, 1.27x at B = 1, 128k keys, 32 heads on 32
+  // tensor_cores: 1.8x batched_v at B = 1, 32 heads on 8, 32k keys; 1.2x with 32 on 32
   // (H200, bf16, d = 128, one query row; plots/results/h200/decode.csv).
-  static const ft::ForwardImpl i = impl<true, true, true>("fastest", "batched_v (the last step)");
+  static const ft::ForwardImpl i = impl<true, true, false, true>("fastest", "tensor_cores (the last step)");
   return i;
 }
 
@@ -334,7 +355,7 @@ void decode_paged(const ft::Problem& p, const PagedDecodeArgs& a, cudaStream_t s
     params.seq_lens = a.seq_lens;
     params.page_size = a.pool.page_size;
     params.pages_per_seq = a.pages_per_seq;
-    launch<T, D, true, true, true>(p, params, splits_of(p, true), stream);
+    launch_mma<T, D, true>(p, params, splits_of(p, true), stream);
   });
 }
 
@@ -455,20 +476,20 @@ void decode_extras(const ft::Options& o, std::vector<ft::Row>& rows) {
     const double ceiling = rows.back().gbps;
     std::printf("  %-12s %9.3f ms %7.0f GB/s\n", "stream_read", read.median_ms, ceiling);
 
-    // The contiguous batched_v kernel on these values, then the paged one at each page size.
+    // The contiguous tensor_cores kernel on these values, then the paged one at each page size.
     auto contiguous = [&](cudaStream_t s) {
       const auto [o_part, lse_part] = split_parts<I::kHeadDim>(p, ws.get());
       Params<T> params{Q.get(), K.get(), V.get(), O.get(), lse.get(), o_part, lse_part, p.len_q, p.len_kv,
                        p.heads_q, p.heads_kv, p.group(), p.causal_offset(), p.causal,
                        p.softmax_scale() * ft::kLog2e, 1, 0, 0, p.rows()};
       std::tie(params.kv_batch_stride, params.kv_head_stride) = kv_strides_of(p, nullptr);
-      launch<T, I::kHeadDim, true, true, false>(p, params, splits_of(p, true), s);
+      launch_mma<T, I::kHeadDim>(p, params, splits_of(p, true), s);
     };
     contiguous(0);
     CUDA_CHECK(cudaDeviceSynchronize());
     const std::vector<T> want = O.download();
     const ft::Timing tc = ft::time_on_gpu(contiguous, o.warmup, o.iters, true);
-    rows.push_back(extra_row<T>(p, "contiguous", "batched_v on this cache, for the paged rows", tc, bytes));
+    rows.push_back(extra_row<T>(p, "contiguous", "tensor_cores on this cache, for the paged rows", tc, bytes));
     std::printf("  %-12s %9.3f ms %7.0f GB/s %5.1f%% of the read\n", "contiguous", tc.median_ms, rows.back().gbps,
                 100.0 * rows.back().gbps / ceiling);
 
@@ -500,7 +521,7 @@ void decode_extras(const ft::Options& o, std::vector<ft::Row>& rows) {
       }));
       const ft::Timing t = ft::time_on_gpu([&](cudaStream_t s) { decode_paged(p, a, s); }, o.warmup, o.iters, true);
       const std::string name = "paged_" + std::to_string(ps);
-      rows.push_back(extra_row<T>(p, name, "batched_v through block tables, pages of " + std::to_string(ps) +
+      rows.push_back(extra_row<T>(p, name, "tensor_cores through block tables, pages of " + std::to_string(ps) +
                                                " tokens, scattered", t, bytes));
       rows.back().rel_err = double(differ) / double(got.size());  // the share of O's elements not bit-equal
       std::printf("  %-12s %9.3f ms %7.0f GB/s %5.1f%% of the read, %.3fx contiguous; O %s the contiguous kernel's\n",
