@@ -13,7 +13,7 @@
 /// keys from device memory once and from L2 for the other chunks. Each block tile is 128
 /// keys, copied by the whole block with cp.async into swizzled shared memory, two tiles in
 /// flight (chapter 07's pipeline), each row's address from kv_offset (the contiguous cache,
-/// a view of a longer one, or the paged pool through the block table); warp w computes keys
+/// a view of a longer one, or the paged pool through the block table: KvRows); warp w computes keys
 /// 32w…32w+31 of
 /// it: S = Q·Kᵀ (16 × 32: four accumulator tiles), the online softmax on the fragments, O +=
 /// P·V with P's A fragments taken from S's accumulators in place. Rows past the block's
@@ -50,23 +50,37 @@ constexpr size_t mma_smem_bytes() {
 static_assert(sizeof(float) * kWarps * kMmaRows * (128 + 2) <= 2 * kMmaStages * kTileKeys * 128 * 2,
               "the warps' partial results fit where the K/V tiles were");
 
-/// Starts copying keys [key0, key0 + kTileKeys) of K or V (`cache`: p.K or p.V) of sequence b,
-/// key/value head h_kv into `tile`; keys at or past k_end become zeros. Each 16-byte chunk's
-/// row is found by kv_offset, so one copy serves every layout of the cache.
-template <class Tile, bool kPaged, int D, class T>
-__device__ __forceinline__ void copy_kv_tile_async(T* tile, const T* cache, const Params<T>& p, int b, int h_kv,
-                                                   int key0, int k_end) {
-  constexpr int kChunksPerRow = D / ft::tc::kChunkElems;
-  constexpr int kRowsPerPass = kThreads / kChunksPerRow;
-  const int r0 = threadIdx.x / kChunksPerRow, col = threadIdx.x % kChunksPerRow * ft::tc::kChunkElems;
+/// The rows of K and V (the same layout) this thread copies for the block tile of keys
+/// [key0, key0 + kTileKeys) of sequence b, key/value head h_kv: their offsets, all found before
+/// any copy starts. Paged, each is a load from the block table; a cp.async between them
+/// (an asm statement that orders memory) would make each load wait for the one before.
+template <int D>
+struct KvRows {
+  static constexpr int kChunksPerRow = D / ft::tc::kChunkElems;  ///< 16-byte chunks a row
+  static constexpr int kRowsPerPass = kThreads / kChunksPerRow;   ///< rows the block copies at once
+  static constexpr int kPasses = kTileKeys / kRowsPerPass;        ///< rows a thread copies a tile
+  int64_t offset[kPasses];  ///< element offsets of the thread's rows (-1: past k_end, zeros)
+
+  template <bool kPaged, class T>
+  __device__ __forceinline__ void find(const Params<T>& p, int b, int h_kv, int key0, int k_end) {
+    const int r0 = threadIdx.x / kChunksPerRow;
 #pragma unroll
-  for (int it = 0; it < kTileKeys / kRowsPerPass; ++it) {
-    const int r = r0 + it * kRowsPerPass;
-    const bool inside = key0 + r < k_end;
-    ft::tc::cp_async_16(tile + Tile::offset(r, col),
-                        inside ? cache + kv_offset<kPaged, D>(p, b, h_kv, key0 + r) + col : cache, inside);
+    for (int it = 0; it < kPasses; ++it) {
+      const int key = key0 + r0 + it * kRowsPerPass;
+      offset[it] = key < k_end ? kv_offset<kPaged, D>(p, b, h_kv, key) : -1;
+    }
   }
-}
+
+  /// Starts copying those rows of `cache` (p.K or p.V) into `tile`.
+  template <class Tile, class T>
+  __device__ __forceinline__ void copy(T* tile, const T* cache) const {
+    const int r0 = threadIdx.x / kChunksPerRow, col = threadIdx.x % kChunksPerRow * ft::tc::kChunkElems;
+#pragma unroll
+    for (int it = 0; it < kPasses; ++it)
+      ft::tc::cp_async_16(tile + Tile::offset(r0 + it * kRowsPerPass, col),
+                          offset[it] >= 0 ? cache + offset[it] + col : cache, offset[it] >= 0);
+  }
+};
 
 template <class T, int D, bool kPaged>
 __global__ void __launch_bounds__(kThreads) decode_mma(const Params<T> p) {
@@ -101,8 +115,10 @@ __global__ void __launch_bounds__(kThreads) decode_mma(const Params<T> p) {
 
   auto load_tile = [&](int j) {  // block tile j into stage j % kMmaStages; keys past k_end: zeros
     const int stage = j % kMmaStages;
-    copy_kv_tile_async<Tile, kPaged, D>(Ks + stage * kTileStride, p.K, p, batch, h_kv, k_begin + j * kTileKeys, k_end);
-    copy_kv_tile_async<Tile, kPaged, D>(Vs + stage * kTileStride, p.V, p, batch, h_kv, k_begin + j * kTileKeys, k_end);
+    KvRows<D> kv_rows;
+    kv_rows.template find<kPaged>(p, batch, h_kv, k_begin + j * kTileKeys, k_end);
+    kv_rows.template copy<Tile>(Ks + stage * kTileStride, p.K);
+    kv_rows.template copy<Tile>(Vs + stage * kTileStride, p.V);
   };
   // Q's rows (past the block's: zeros) and tile 0 in one group.
   ft::tc::copy_tile_async<Tile, kMmaRows, kThreads>(Qs, p.Q + (first_row - row0) * D, row0, p.rows,
