@@ -78,7 +78,9 @@ def main(argv=None):
                     xytext=(-6, -18), textcoords="offset points", ha="right", fontsize=13, color="0.3")
         ax.set_xlabel("cached keys N_k (log scale)")
         ax.set_title(f"{nq} query row{'s' if nq > 1 else ''} a sequence")
-        ax.set_ylim(0, 1.05)
+        # At least up to 1.05; a decode measured faster than the read (a small cache, where the
+        # read too is a few waves and a launch) stays on the page.
+        ax.set_ylim(0, max(1.05, 0.05 + max(x for p in panels for pts in data[p].values() for _, x in pts)))
         ax.grid(True, which="major", alpha=0.3)
     axes[0][0].set_ylabel("time to read K and V once / decode time")
     handles, labels = axes[0][0].get_legend_handles_labels()

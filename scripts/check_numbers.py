@@ -284,11 +284,16 @@ def ch12_claims():
     rows = read("ring.csv")
     out = [(CH12, f"| {r['ranks']} | {r['pass']} | {float(r['ms']):.1f} | {float(r['tflops_per_rank']):.0f} | "
                   f"{float(r['single_ms']):.1f} | {float(r['efficiency']):.2f} |") for r in rows]
-    eff = {(r["ranks"], r["pass"]): float(r["efficiency"]) for r in rows}
-    out.append(("README.md", f"{eff[('2', 'forward')]:.2f} (forward) and {eff[('2', 'backward')]:.2f} (backward) "
-                             f"of one GPU's rate on two H200s"))
-    out.append((CH12, f"At P = 2 the forward keeps {round(eff[('2', 'forward')] * 100)}% of one GPU's rate and the "
-                      f"backward {round(eff[('2', 'backward')] * 100)}%"))
+    eff = {(int(r["ranks"]), r["pass"], int(r["seq_len"]), int(r["causal"])): float(r["efficiency"]) for r in rows}
+    pct = lambda ps, n: "–".join(dict.fromkeys(f"{round(eff[(2, ps, n, c)] * 100)}" for c in (1, 0)
+                                               if (2, ps, n, c) in eff))
+    two = lambda ps: span([v for k, v in eff.items() if k[0] == 2 and k[1] == ps], unit="")
+    out.append(("README.md", f"{two('forward')} (forward) and {two('backward')} (backward) of one GPU's rate on "
+                             f"two H200s"))
+    out += [(CH12, f"At 131,072 tokens the forward keeps {pct('forward', 131072)}% of one GPU's rate on two"),
+            (CH12, f"the backward {pct('backward', 131072)}%"),
+            (CH12, f"the forward keeps {pct('forward', 262144)}% and the backward {pct('backward', 262144)}%"),
+            (CH12, f"at 524,288 tokens {pct('forward', 524288)}% and {pct('backward', 524288)}%")]
     return out
 
 
@@ -366,7 +371,7 @@ def ch11_claims():
     """The lesson's step table (at N_k = 32768), the waves, the sweep, the predictions'
     outcomes, the regime paragraph and the comparison with PyTorch."""
     t, before = decode_times(), decode_times("ch11_decode_rounded_up.csv")
-    steps = ("one_block", "split_kv", "grouped", "batched_v")
+    steps = ("one_block", "split_kv", "grouped", "batched_v", "tensor_cores")
     out = []
     for b, kv, nq in ((1, 32, 1), (16, 32, 1), (128, 32, 1), (1, 8, 1), (16, 8, 1), (1, 1, 1), (16, 1, 1),
                       (1, 32, 4), (16, 32, 4), (16, 8, 4)):
@@ -401,37 +406,66 @@ def ch11_claims():
             (CH11, f"batched_v about {bv(k16):.1f}× faster at B = 16 and {bv(mha(131072)):.2f}× at B = 1"),
             ("docs/answers.md", f"batched_v at {bv(k16):.2f}× grouped for B = 16, N_k = 8192 and "
                                 f"{bv(mha(131072)):.2f}× for B = 1")]
-    paged = [t[k]["contiguous"] / t[k][p] for k in t for p in ("paged_16", "paged_64", "paged_256") if p in t[k]]
+    pg = decode_times("ch11_paged.csv")
+    paged = [pg[k]["contiguous"] / pg[k][p] for k in pg for p in ("paged_16", "paged_64", "paged_256") if p in pg[k]]
     out += [(CH11, f"the paged cache ran at {span(paged)} the contiguous one")]
+    # Step 5's copies: offsets between the cp.async statements (the grid) or all found first
+    # (six shapes); and the paged cache read by the tensor-core kernel.
+    cp = {}
+    for r in read("ch11_tensor_cores_copies.csv"):
+        key = (int(r["batch"]), int(r["heads_kv"]), int(r["seq_len"]), int(r["len_kv"]))
+        cp.setdefault(r["copy"], {}).setdefault(key, {})[r["variant"]] = float(r["ms"])
+    first = cp["offsets_first"]
+    mq = (16, 1, 1, 32768)
+    full = [of_read(first, k, "tensor_cores") for k in first if k[0] >= 16 and k[1] > 1]
+    out += [(CH11, f"read at {span(full, unit='')} of the read at B ≥ 16"),
+            (CH11, f"where the grid's copy gave {span([of_read(t, k, 'tensor_cores') for k in first if k[0] >= 16 and k[1] > 1], unit='')}"),
+            (CH11, f"at B = 1 they gave {span([of_read(first, k, 'tensor_cores') for k in first if k[0] == 1], unit='')}"),
+            (CH11, f"32 heads on one, B = 16: {of_read(first, mq, 'tensor_cores'):.2f}")]
+    tcp = [cp[c][k]["contiguous"] / cp[c][k][p] for c in cp for k in cp[c] for p in ("paged_16", "paged_64", "paged_256")
+           if p in cp[c][k]]
+    tcp_first = [first[k]["contiguous"] / first[k][p] for k in first for p in ("paged_16", "paged_64", "paged_256")]
+    out += [(CH11, f"ran at {span(tcp_first)} its contiguous cache"),
+            (CH11, f"{min(tcp):.2f}× at worst")]
     rows = lambda k: 32 // k[1] * k[2]
     long_ = [k for k in t if k[3] >= 32768]
-    out += [(CH11, f"{span([of_read(t, k, 'fastest') for k in long_ if rows(k) == 1], unit='')} of it at N_k ≥ 32k"),
-            (CH11, f"g·N_q = 4 stays at {span([of_read(t, k, 'fastest') for k in long_ if rows(k) == 4], unit='')}"),
-            (CH11, f"with 16 rows or more at {max(of_read(t, k, 'fastest') for k in long_ if rows(k) >= 16):.2f} or less"),
-            (CH11, f"more than the {probe('ffma_f32'):.1f} TFLOP/s the H200's FFMA probe measures")]
+    rd = lambda pick, v="fastest": span([of_read(t, k, v) for k in long_ if pick(rows(k))], unit="")
+    out += [(CH11, f"batched_v read {rd(lambda r: r == 1, 'batched_v')} of it with one row"),
+            (CH11, f"{rd(lambda r: r == 4, 'batched_v')} with four"),
+            (CH11, f"and {max(of_read(t, k, 'batched_v') for k in long_ if rows(k) >= 16):.2f} or less with 16 or more"),
+            (CH11, f"more than the {probe('ffma_f32'):.1f} TFLOP/s the H200's FFMA probe measures"),
+            (CH11, f"`tensor_cores` reads at {rd(lambda r: r in (1, 4))} of it with one or four rows"),
+            (CH11, f"{rd(lambda r: r == 16)} with 16"),
+            (CH11, f"{rd(lambda r: r == 32)} with 32"),
+            (CH11, f"{rd(lambda r: r == 128)} with 128")]
     ms = {}
     for r in read("decode_vs_pytorch.csv"):
         if r["ms"]:
             ms.setdefault((int(r["batch"]), int(r["heads_kv"]), int(r["len_q"]), int(r["len_kv"])), {})[r["impl"]] = float(r["ms"])
     vs = lambda kv, nq: span([min(v for i, v in x.items() if i.startswith("torch_")) / x["ch11"]
                               for k, x in ms.items() if k[1:3] == (kv, nq) and k[3] >= 32768 and "ch11" in x])
-    out += [(CH11, f"0.85–0.90× the fastest backend (cuDNN) with 32 heads on 32".replace("0.85–0.90×", vs(32, 1))),
-            (CH11, f"{vs(8, 1)} with 32 on 8 and {vs(1, 1)} with 32 on 1"),
-            (CH11, f"with four query rows {vs(32, 4)}, {vs(8, 4)} and {vs(1, 4)}")]
-    one_row = span([of_read(t, k, "fastest") for k in long_ if rows(k) == 1], unit="")
-    out += [("README.md", f"{one_row} of a plain read of the cache at N_k ≥ 32k with one query row a "
-                          f"key/value head, {vs(32, 1)} PyTorch's fastest backend there"),
-            ("README.md", f"decodes at {one_row} of that read's speed at N_k ≥ 32k ({vs(32, 1)} PyTorch's"),
-            ("README.md", f"arithmetic, not the bytes, sets the time: "
-                          f"{span([of_read(t, k, 'fastest') for k in long_ if (k[1], k[2]) == (8, 1)], unit='')} "
-                          f"of the read, {vs(8, 1)} PyTorch")]
+    vsb = lambda kv, nq, big: span([min(v for i, v in x.items() if i.startswith("torch_")) / x["ch11"]
+                                    for k, x in ms.items() if k[1:3] == (kv, nq) and k[3] >= 32768 and "ch11" in x
+                                    and (k[0] >= 16) == big])
+    out += [(CH11, f"at B ≥ 16, one query row, {vsb(32, 1, True)} the fastest backend with 32 heads on 32"),
+            (CH11, f"{vsb(8, 1, True)} with 32 on 8 and {vsb(1, 1, True)} with 32 on 1"),
+            (CH11, f"with four query rows {vs(32, 4)}, {vs(8, 4)} and {vs(1, 4)}"),
+            (CH11, f"B = 1, one row, the ratios are {vsb(32, 1, False)}, {vsb(8, 1, False)} and {vsb(1, 1, False)}"),
+            (CH11, f"up to {max(x['ch11'] / t[k]['tensor_cores'] for k, x in ms.items() if k[0] == 1 and 'ch11' in x):.1f}× "
+                   f"in this script what the chapter's grid measured")]
+    one_row = span([of_read(t, k, "fastest") for k in long_ if rows(k) <= 4], unit="")
+    out += [("README.md", f"{one_row} of a plain read of the cache at N_k ≥ 32k with up to four query rows a "
+                          f"key/value head"),
+            ("README.md", f"decodes at {one_row} of that read's speed at N_k ≥ 32k"),
+            ("README.md", f"32 heads on one: {span([of_read(t, k, 'fastest') for k in long_ if rows(k) >= 32], unit='')} "
+                          f"of the read")]
     cudnn4 = [(int(r["batch"]), int(r["heads_kv"]), float(r["gbps"])) for r in read("decode_vs_pytorch.csv")
               if r["impl"] == "torch_cudnn" and r["len_q"] == "4" and int(r["len_kv"]) >= 32768 and r["gbps"]]
     out += [(CH11, f"cuDNN reads the cache at {max(g for _, _, g in cudnn4) / 1000:.1f} TB/s at best, and at "
                    f"{max(g for b, kv, g in cudnn4 if kv < 32 or b == 1) / 1000:.2f} TB/s or less with grouped heads")]
     short = mha(1024)
-    out += [(CH11, f"the read itself takes {t[short]['stream_read'] * 1000:.1f} µs and `batched_v` "
-                   f"{t[short]['batched_v'] * 1000:.1f} µs")]
+    out += [(CH11, f"the read itself takes {t[short]['stream_read'] * 1000:.1f} µs, `batched_v` "
+                   f"{t[short]['batched_v'] * 1000:.1f} µs and `tensor_cores` {t[short]['tensor_cores'] * 1000:.1f} µs")]
     return out
 
 

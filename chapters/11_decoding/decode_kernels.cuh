@@ -10,6 +10,9 @@
 ///   kBatchedV:          each tile's 32 V rows loaded together (8 or 4 bytes a lane) before
 ///                       any is used: one round trip to memory a tile, where loading a row
 ///                       at a time, each used at once, waited for 32;
+///   kPaged:             K and V read through a block table from a paged pool (core/
+///                       paged_kv.hpp: a page of page_size tokens, a head's rows of it
+///                       contiguous), each sequence with its own length.
 /// Per 32-key tile, lane l takes key t0 + l: its score against every row (K's row read by
 /// the lane, 16 bytes at a time; Q in shared memory, pre-scaled by scale·log2 e, read as a
 /// broadcast), the tile's online softmax across the warp (chapter 03), then P·V with lane l
@@ -54,7 +57,7 @@ struct Params {
   int keys_per_split;
   int rows;           ///< query rows a block's (head, sequence) has: group·N_q, or N_q
   int64_t total_rows; ///< B·H_q·N_q: the workspace's row count
-  // Paged (decode_mma's kPaged): K and V are pools [page][H_kv][page_size][d]; sequence b's token t lies in page
+  // kPaged: K and V are pools [page][H_kv][page_size][d]; sequence b's token t lies in page
   // block_table[b·pages_per_seq + t / page_size]; sequence b holds seq_lens[b] tokens (N_k is
   // the longest), and its causal offset is seq_lens[b] − N_q (the decode position).
   const int32_t* block_table = nullptr;
@@ -151,8 +154,9 @@ __device__ __forceinline__ void write_block_rows(const Params<T>& p, const float
 /// [blockIdx.z·kRows, ...) of its head's p.rows (a group of 32 query heads: two blocks).
 /// (Launch bounds with one block a SM at least: without the second number ptxas held the
 /// one-row instances to 32 registers on sm_90 and spilled.)
-template <class T, int D, int kRows, bool kGrouped, bool kBatchedV = false>
+template <class T, int D, int kRows, bool kGrouped, bool kBatchedV = false, bool kPaged = false>
 __global__ void __launch_bounds__(kThreads, 1) decode_split(const Params<T> p) {
+  static_assert(!kPaged || (kGrouped && kBatchedV), "the paged cache is read by the last step's kernel");
   constexpr int kCols = D / 32;  // output columns a lane owns in P·V
   static_assert(D == 64 || D == 128, "d = 64 or 128: whole 16-byte K chunks, d/32 columns a lane");
   static_assert(kRows <= 16, "the warps' partial results in static shared memory");
@@ -168,7 +172,8 @@ __global__ void __launch_bounds__(kThreads, 1) decode_split(const Params<T> p) {
   const int batch = kGrouped ? head / p.heads_kv : head / p.heads_q;
   const int kv_head = kGrouped ? head : batch * p.heads_kv + (head % p.heads_q) / p.group;
   const int h_kv = kv_head % p.heads_kv;  // within the sequence
-  const int Nk = p.Nk, causal_offset = p.causal_offset;
+  const int Nk = kPaged ? p.seq_lens[batch] : p.Nk;  // this sequence's keys
+  const int causal_offset = kPaged ? Nk - p.Nq : p.causal_offset;
   // Row r of the block: query head and query row.
   auto q_head_of = [&](int r) {
     const int rr = row0 + r;
@@ -196,9 +201,9 @@ __global__ void __launch_bounds__(kThreads, 1) decode_split(const Params<T> p) {
 
   for (int t0 = k_begin + warp * 32; t0 < k_end; t0 += kWarps * 32) {
     const int key = t0 + lane;
-    // This lane's key's row (the warp's V loads below take each key's offset from its lane
-    // by a shuffle).
-    const int64_t row = key < k_end ? kv_offset<false, D>(p, batch, h_kv, key) : 0;
+    // This lane's key's row (one block-table lookup a lane a tile when paged; the warp's V
+    // loads below take each key's offset from its lane by a shuffle).
+    const int64_t row = key < k_end ? kv_offset<kPaged, D>(p, batch, h_kv, key) : 0;
     float s[kRows];
 #pragma unroll
     for (int r = 0; r < kRows; ++r) s[r] = 0.f;

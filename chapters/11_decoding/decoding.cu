@@ -1,7 +1,7 @@
 // Chapter 11's decode implementations: a block a query head (one_block), the keys split
 // across blocks and merged by their lse (split_kv), a block a key/value head for all the
 // query heads that read it (grouped), a tile's V rows loaded together (batched_v), a key/
-// value head's rows on the tensor cores (tensor_cores); the last over a paged cache
+// value head's rows on the tensor cores (tensor_cores); batched_v over a paged cache
 // (decode_paged); their launch, ledger, registration, and the program's extra rows (the
 // streaming-read ceiling, the paged cache's page sizes).
 #include "11_decoding/decoding.hpp"
@@ -109,21 +109,21 @@ void merge_splits(const ft::Problem& p, const Params<T>& params, cudaStream_t st
 }
 
 /// The decode kernel's instance for a block of `block_rows` rows (1, 2, 4, 8 or 16).
-template <class T, int D, bool kGrouped, bool kBatchedV>
+template <class T, int D, bool kGrouped, bool kBatchedV, bool kPaged>
 void (*kernel_for(int block_rows))(Params<T>) {
   switch (block_rows) {
-    case 1: return decode_split<T, D, 1, kGrouped, kBatchedV>;
-    case 2: return decode_split<T, D, 2, kGrouped, kBatchedV>;
-    case 4: return decode_split<T, D, 4, kGrouped, kBatchedV>;
-    case 8: return decode_split<T, D, 8, kGrouped, kBatchedV>;
-    default: return decode_split<T, D, 16, kGrouped, kBatchedV>;
+    case 1: return decode_split<T, D, 1, kGrouped, kBatchedV, kPaged>;
+    case 2: return decode_split<T, D, 2, kGrouped, kBatchedV, kPaged>;
+    case 4: return decode_split<T, D, 4, kGrouped, kBatchedV, kPaged>;
+    case 8: return decode_split<T, D, 8, kGrouped, kBatchedV, kPaged>;
+    default: return decode_split<T, D, 16, kGrouped, kBatchedV, kPaged>;
   }
 }
 
 /// The decode kernel and, with splits, the merge, for Params already filled but for the
 /// split fields (set here): the grid and the block's rows from the problem; `splits`
 /// kAutoSplits: as many as fill the SMs once (choose_splits, this kernel's occupancy).
-template <class T, int D, bool kGrouped, bool kBatchedV>
+template <class T, int D, bool kGrouped, bool kBatchedV, bool kPaged>
 void launch(const ft::Problem& p, Params<T> params, int splits, cudaStream_t stream) {
   const int64_t rows = rows_a_head(p, kGrouped);
   const int64_t heads = kGrouped ? p.kv_heads_total() : p.heads_total();
@@ -132,7 +132,7 @@ void launch(const ft::Problem& p, Params<T> params, int splits, cudaStream_t str
   // side by side along z, each reading the K/V head again, mostly from L2).
   const int block_rows = rows <= 1 ? 1 : rows <= 2 ? 2 : rows <= 4 ? 4 : rows <= 8 ? 8 : 16;
   const int64_t chunks = (rows + block_rows - 1) / block_rows;
-  const auto kernel = kernel_for<T, D, kGrouped, kBatchedV>(block_rows);
+  const auto kernel = kernel_for<T, D, kGrouped, kBatchedV, kPaged>(block_rows);
   if (splits == kAutoSplits)
     splits = choose_splits(heads * chunks, p.len_kv, ft::sm_count(), blocks_per_sm(reinterpret_cast<const void*>(kernel)));
   params.splits = splits;
@@ -147,13 +147,13 @@ void launch(const ft::Problem& p, Params<T> params, int splits, cudaStream_t str
 /// tensor cores) and the merge; the splits as launch's, each a whole number of 128-key
 /// block tiles (a split past the keys is empty: its lse −∞ weighs nothing in the merge).
 /// The grid is (chunks, splits, heads): a group's chunks of one split run side by side.
-template <class T, int D, bool kPaged = false>
+template <class T, int D>
 void launch_mma(const ft::Problem& p, Params<T> params, int splits, cudaStream_t stream) {
   const int64_t rows = rows_a_head(p, true);
   const int64_t heads = p.kv_heads_total();
   if (heads > 65535) throw ft::Unsupported("chapter 11: more than 65535 heads in one launch");
   const int64_t chunks = (rows + kMmaRows - 1) / kMmaRows;
-  const auto kernel = decode_mma<T, D, kPaged>;
+  const auto kernel = decode_mma<T, D>;
   const size_t smem = mma_smem_bytes<D>();
   ft::allow_dynamic_smem(kernel, smem, "chapter 11's decode_mma");
   if (splits == kAutoSplits)
@@ -224,7 +224,7 @@ void run(const ft::Problem& p, const ft::ForwardArgs& a, cudaStream_t stream) {
                      p.softmax_scale() * ft::kLog2e, 1, 0, 0, p.rows()};
     std::tie(params.kv_batch_stride, params.kv_head_stride) = kv;
     if constexpr (kMma) launch_mma<T, D>(p, params, splits_of(p, kSplit), stream);
-    else launch<T, D, kGrouped, kBatchedV>(p, params, splits_of(p, kSplit), stream);
+    else launch<T, D, kGrouped, kBatchedV, false>(p, params, splits_of(p, kSplit), stream);
   });
 }
 
@@ -355,7 +355,7 @@ void decode_paged(const ft::Problem& p, const PagedDecodeArgs& a, cudaStream_t s
     params.seq_lens = a.seq_lens;
     params.page_size = a.pool.page_size;
     params.pages_per_seq = a.pages_per_seq;
-    launch_mma<T, D, true>(p, params, splits_of(p, true), stream);
+    launch<T, D, true, true, true>(p, params, splits_of(p, true), stream);
   });
 }
 
@@ -476,20 +476,20 @@ void decode_extras(const ft::Options& o, std::vector<ft::Row>& rows) {
     const double ceiling = rows.back().gbps;
     std::printf("  %-12s %9.3f ms %7.0f GB/s\n", "stream_read", read.median_ms, ceiling);
 
-    // The contiguous tensor_cores kernel on these values, then the paged one at each page size.
+    // The contiguous batched_v kernel on these values, then the paged one at each page size.
     auto contiguous = [&](cudaStream_t s) {
       const auto [o_part, lse_part] = split_parts<I::kHeadDim>(p, ws.get());
       Params<T> params{Q.get(), K.get(), V.get(), O.get(), lse.get(), o_part, lse_part, p.len_q, p.len_kv,
                        p.heads_q, p.heads_kv, p.group(), p.causal_offset(), p.causal,
                        p.softmax_scale() * ft::kLog2e, 1, 0, 0, p.rows()};
       std::tie(params.kv_batch_stride, params.kv_head_stride) = kv_strides_of(p, nullptr);
-      launch_mma<T, I::kHeadDim>(p, params, splits_of(p, true), s);
+      launch<T, I::kHeadDim, true, true, false>(p, params, splits_of(p, true), s);
     };
     contiguous(0);
     CUDA_CHECK(cudaDeviceSynchronize());
     const std::vector<T> want = O.download();
     const ft::Timing tc = ft::time_on_gpu(contiguous, o.warmup, o.iters, true);
-    rows.push_back(extra_row<T>(p, "contiguous", "tensor_cores on this cache, for the paged rows", tc, bytes));
+    rows.push_back(extra_row<T>(p, "contiguous", "batched_v on this cache, for the paged rows", tc, bytes));
     std::printf("  %-12s %9.3f ms %7.0f GB/s %5.1f%% of the read\n", "contiguous", tc.median_ms, rows.back().gbps,
                 100.0 * rows.back().gbps / ceiling);
 
@@ -521,7 +521,7 @@ void decode_extras(const ft::Options& o, std::vector<ft::Row>& rows) {
       }));
       const ft::Timing t = ft::time_on_gpu([&](cudaStream_t s) { decode_paged(p, a, s); }, o.warmup, o.iters, true);
       const std::string name = "paged_" + std::to_string(ps);
-      rows.push_back(extra_row<T>(p, name, "tensor_cores through block tables, pages of " + std::to_string(ps) +
+      rows.push_back(extra_row<T>(p, name, "batched_v through block tables, pages of " + std::to_string(ps) +
                                                " tokens, scattered", t, bytes));
       rows.back().rel_err = double(differ) / double(got.size());  // the share of O's elements not bit-equal
       std::printf("  %-12s %9.3f ms %7.0f GB/s %5.1f%% of the read, %.3fx contiguous; O %s the contiguous kernel's\n",
