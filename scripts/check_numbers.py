@@ -434,7 +434,7 @@ def ch11_claims():
             (CH11, f"{rd(lambda r: r == 4, 'batched_v')} with four"),
             (CH11, f"and {max(of_read(t, k, 'batched_v') for k in long_ if rows(k) >= 16):.2f} or less with 16 or more"),
             (CH11, f"more than the {probe('ffma_f32'):.1f} TFLOP/s the H200's FFMA probe measures"),
-            (CH11, f"`tensor_cores` reads at {rd(lambda r: r in (1, 4))} of it with one or four rows"),
+            (CH11, f"`tensor_cores` reads at {rd(lambda r: r in (1, 4))} of the read with one or four rows"),
             (CH11, f"{rd(lambda r: r == 16)} with 16"),
             (CH11, f"{rd(lambda r: r == 32)} with 32"),
             (CH11, f"{rd(lambda r: r == 128)} with 128")]

@@ -252,12 +252,13 @@ std::vector<ft::KernelTraffic> traffic(const ft::Problem& p) {
 /// Step 5's ledger: K and V requested once a 16-row chunk of a group (the chunks of a split
 /// run side by side: from device memory once, the others from L2), Q read and O written
 /// once, the splits' partial results as in traffic(); one block a SM (its 132 KB of shared
-/// memory at d = 128; 68 KB at d = 64 allow three, counted as one here).
+/// memory at d = 128; its 66 KB at d = 64 allow three).
 std::vector<ft::KernelTraffic> traffic_mma(const ft::Problem& p) {
   const double kv = 2.0 * double(p.kv_bytes());
   const int64_t chunks = (rows_a_head(p, true) + kMmaRows - 1) / kMmaRows;
   const double q = double(p.q_bytes()), o = double(p.q_bytes()), l = double(p.rows()) * ft::kFloatBytes;
-  const int splits = choose_splits(p.kv_heads_total() * chunks, p.len_kv, int(ft::gpu_facts().sms), 1);
+  const int splits = choose_splits(p.kv_heads_total() * chunks, p.len_kv, int(ft::gpu_facts().sms),
+                                   p.head_dim == 64 ? 3 : 1);
   const double part = splits > 1 ? double(splits) * double(p.rows()) * (p.head_dim + 1) * ft::kFloatBytes : 0.0;
   std::vector<ft::KernelTraffic> t{{"decode_mma", q + kv * double(chunks), splits > 1 ? part : o + l, q + kv,
                                     splits > 1 ? part : o + l, p.forward_flops(),
