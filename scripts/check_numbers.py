@@ -282,8 +282,10 @@ def ch12_claims():
     """The lesson's table (ranks, pass, ms, TFLOP/s a GPU, one GPU's ms, efficiency) and the
     main page's efficiencies, from ring.csv."""
     rows = read("ring.csv")
-    out = [(CH12, f"| {r['ranks']} | {r['pass']} | {float(r['ms']):.1f} | {float(r['tflops_per_rank']):.0f} | "
-                  f"{float(r['single_ms']):.1f} | {float(r['efficiency']):.2f} |") for r in rows]
+    mask = lambda r: "causal" if r["causal"] == "1" else "none"
+    out = [(CH12, f"| {int(r['seq_len']):,} | {mask(r)} | {r['ranks']} | {r['pass']} | {float(r['ms']):.1f} | "
+                  f"{float(r['tflops_per_rank']):.0f} | {float(r['single_ms']):.1f} | {float(r['efficiency']):.2f} |")
+           for r in rows]
     eff = {(int(r["ranks"]), r["pass"], int(r["seq_len"]), int(r["causal"])): float(r["efficiency"]) for r in rows}
     pct = lambda ps, n: "–".join(dict.fromkeys(f"{round(eff[(2, ps, n, c)] * 100)}" for c in (1, 0)
                                                if (2, ps, n, c) in eff))
