@@ -99,7 +99,6 @@ FT_DTYPE = {"float32": flashtut.DTYPE_FLOAT32, "bf16": flashtut.DTYPE_BF16,
             "fp16": flashtut.DTYPE_FP16}
 TOLERANCE = {"bf16": 1e-2, "fp16": 1e-2, "float32": 1e-4}  # contract 2
 ELEMENT_BYTES = {"bf16": 2, "fp16": 2, "float32": 4}
-COVER_CYCLES = 2_000_000  # the GPU's spin after each flush: about 1 ms at 2 GHz
 
 
 def csv_name(spec):
@@ -422,13 +421,11 @@ def measure(torch, args, exported):
     torch.backends.cuda.matmul.allow_tf32 = False  # float32 products on the CUDA cores
     flush_buf = torch.empty(2 * l2, dtype=torch.uint8, device=dev)
     calls = [0]
-    cover = getattr(torch.cuda, "_sleep", None)
 
     def flush():  # a write of twice the L2's size, a new value each time, then the spin
         calls[0] += 1
         flush_buf.fill_(calls[0] & 0xFF)
-        if cover is not None:
-            cover(COVER_CYCLES)
+        measure_ceilings.cover(torch)
 
     def timed(fn, reps):
         """(median, min, max, count) of reps calls, each timed alone by bench()."""

@@ -17,8 +17,11 @@ aligned top-left, so Nq = 1 runs without a mask (one query row sees every key: t
 thing) and Nq > 1 passes the bottom-right mask as a boolean ``attn_mask``; a backend that
 refuses the shape (a mask, grouped heads) is written as refused, with its reason.
 
-Timing: CUDA events around each call, a 256 MB buffer written between calls so the cache
-starts outside L2, the median of ``--iters`` after 3 warm-up calls. The error: relative L2
+Timing (contract 3, measure_ceilings.bench): CUDA events around each call; before each, outside
+the events, a 256 MB buffer written so the cache starts outside L2 and a spin of about a
+millisecond (measure_ceilings.cover) so the call is queued before the GPU reaches it (a decode
+at B = 1 takes tens of microseconds, as long as a launch from Python); the median of
+``--iters`` after 3 warm-up calls. The error: relative L2
 against the MATH backend in float32 on the same bf16 values (when it fits).
 
 Writes DIR/decode_vs_pytorch.csv and prints a table: per shape, each implementation's time,
@@ -27,11 +30,12 @@ GB/s, and our best over the fastest PyTorch backend that accepted the shape.
 import argparse
 import csv
 import os
-import statistics
 import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(os.path.dirname(HERE), "python"))
+sys.path.insert(0, HERE)
+import measure_ceilings  # noqa: E402  (bench, cover: contract 3's timing)
 
 D = 128
 GRID = [(b, 32, kv, q, n) for q in (1, 4) for kv in (32, 8, 1) for b in (1, 16, 128)
@@ -71,19 +75,12 @@ def parse_args(argv):
 
 
 def timed(torch, fn, flush, iters):
-    """Median milliseconds of fn() over iters calls, each after a write of `flush`."""
-    for _ in range(3):
-        fn()
-    times = []
-    for _ in range(iters):
+    """Median milliseconds of fn() over iters calls after 3 warm-up calls, each preceded,
+    outside the events, by a write of `flush` and the GPU's spin."""
+    def before():
         flush.zero_()
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        fn()
-        end.record()
-        end.synchronize()
-        times.append(start.elapsed_time(end))
-    return statistics.median(times)
+        measure_ceilings.cover(torch)
+    return measure_ceilings.bench(fn, reps=iters, warm=3, flush=before)
 
 
 def main(argv=None):

@@ -7,6 +7,17 @@ Usage: python3 scripts/measure_ceilings.py | tee ceilings.log
        python3 plots/ceilings_from_anchors.py ceilings.log plots/results/h200/ceilings.csv
 """
 
+COVER_CYCLES = 2_000_000  # the GPU's spin after a flush (cover): about 1 ms at 2 GHz
+
+
+def cover(torch):
+    """Keeps the GPU busy for about a millisecond (torch.cuda._sleep, where this PyTorch has it),
+    so that a call launched from Python right after is queued before the GPU reaches it: CUDA
+    events around that call then time the GPU's work, not the launch's host latency (contract 3)."""
+    spin = getattr(torch.cuda, "_sleep", None)
+    if spin is not None:
+        spin(COVER_CYCLES)
+
 
 def bench(fn, reps=20, warm=5, flush=None):
     """Median milliseconds of fn() timed with CUDA events, after warm-up calls; flush(), when
