@@ -70,13 +70,24 @@ struct Params {
   int64_t kv_head_stride = 0;
 };
 
+/// The block-table entry that holds token `pos` of sequence b (a page of the pool).
+template <class T>
+__device__ __forceinline__ int page_of(const Params<T>& p, int b, int pos) {
+  return p.block_table[int64_t(b) * p.pages_per_seq + pos / p.page_size];
+}
+
+/// The element offset of token `pos`'s row of key/value head h_kv in the pool, given its page.
+template <int D, class T>
+__device__ __forceinline__ int64_t paged_offset(const Params<T>& p, int page, int h_kv, int pos) {
+  return ((int64_t(page) * p.heads_kv + h_kv) * p.page_size + pos % p.page_size) * D;
+}
+
 /// The element offset at which K's (and V's: the same layout) row `pos` of key/value head
 /// h_kv of sequence b starts: in the contiguous cache, or in the pool through the block table.
 template <bool kPaged, int D, class T>
 __device__ __forceinline__ int64_t kv_offset(const Params<T>& p, int b, int h_kv, int pos) {
   if constexpr (kPaged) {
-    const int page = p.block_table[int64_t(b) * p.pages_per_seq + pos / p.page_size];
-    return ((int64_t(page) * p.heads_kv + h_kv) * p.page_size + pos % p.page_size) * D;
+    return paged_offset<D>(p, page_of(p, b, pos), h_kv, pos);
   } else {
     return int64_t(b) * p.kv_batch_stride + int64_t(h_kv) * p.kv_head_stride + int64_t(pos) * D;
   }

@@ -13,7 +13,8 @@
 /// keys from device memory once and from L2 for the other chunks. Each block tile is 128
 /// keys, copied by the whole block with cp.async into swizzled shared memory, two tiles in
 /// flight (chapter 07's pipeline), each row's address from kv_offset (the contiguous cache or
-/// a view of a longer one: KvRows); warp w computes keys 32w…32w+31 of it: S = Q·Kᵀ (16 × 32:
+/// a view of a longer one: KvRows) or, paged, from block-table entries loaded a tile ahead
+/// (KvPages); warp w computes keys 32w…32w+31 of it: S = Q·Kᵀ (16 × 32:
 /// four accumulator tiles), the online softmax on the fragments, O += P·V with P's A
 /// fragments taken from S's accumulators in place. Rows past the block's
 /// rows are zero queries, never written. At the end the four warps' (m, l, O) go through
@@ -82,7 +83,37 @@ struct KvRows {
   }
 };
 
-template <class T, int D>
+/// A paged cache's block-table entries for the rows a thread copies of one block tile, loaded
+/// a tile ahead of the copies that use them: found one at a time in front of the copies, as
+/// KvRows::find does, each tile waited for its table loads with nothing else in flight to
+/// cover them (the tensor-core kernel then ran at 0.38-0.72x its contiguous cache).
+template <int D>
+struct KvPages {
+  using Rows = KvRows<D>;
+  int page[Rows::kPasses];  ///< the pages of the thread's rows (-1: past k_end, zeros)
+
+  /// Starts loading the entries of keys [key0, key0 + kTileKeys) of sequence b.
+  template <class T>
+  __device__ __forceinline__ void load(const Params<T>& p, int b, int key0, int k_end) {
+    const int r0 = threadIdx.x / Rows::kChunksPerRow;
+#pragma unroll
+    for (int it = 0; it < Rows::kPasses; ++it) {
+      const int key = key0 + r0 + it * Rows::kRowsPerPass;
+      page[it] = key < k_end ? page_of(p, b, key) : -1;
+    }
+  }
+
+  /// The rows' offsets for head h_kv, from the loaded entries.
+  template <class T>
+  __device__ __forceinline__ void rows(Rows& out, const Params<T>& p, int h_kv, int key0) const {
+    const int r0 = threadIdx.x / Rows::kChunksPerRow;
+#pragma unroll
+    for (int it = 0; it < Rows::kPasses; ++it)
+      out.offset[it] = page[it] >= 0 ? paged_offset<D>(p, page[it], h_kv, key0 + r0 + it * Rows::kRowsPerPass) : -1;
+  }
+};
+
+template <class T, int D, bool kPaged>
 __global__ void __launch_bounds__(kThreads) decode_mma(const Params<T> p) {
   using Tile = MmaTile<D>;
   using ft::tc::FragA;
@@ -107,15 +138,25 @@ __global__ void __launch_bounds__(kThreads) decode_mma(const Params<T> p) {
   // The block's rows are consecutive rows of Q ([B·H_q·N_q, d]): the group's query heads
   // one after the other, each its N_q rows.
   const int64_t first_row = (int64_t(batch) * p.heads_q + int64_t(h_kv) * p.group) * p.Nq + row0;
-  const int Nk = p.Nk, causal_offset = p.causal_offset;
+  const int Nk = kPaged ? p.seq_lens[batch] : p.Nk;  // this sequence's keys
+  const int causal_offset = kPaged ? Nk - p.Nq : p.causal_offset;
   const int k_begin = split * p.keys_per_split;  // a split past the keys: no tiles
   const int k_end = min(Nk, k_begin + p.keys_per_split);
   const int num_tiles = k_end > k_begin ? (k_end - k_begin + kTileKeys - 1) / kTileKeys : 0;
 
+  KvPages<D> pages;  // paged: the next tile's table entries, in flight while a tile is computed
+  if constexpr (kPaged) {
+    if (num_tiles > 0) pages.load(p, batch, k_begin, k_end);
+  }
   auto load_tile = [&](int j) {  // block tile j into stage j % kMmaStages; keys past k_end: zeros
-    const int stage = j % kMmaStages;
+    const int stage = j % kMmaStages, key0 = k_begin + j * kTileKeys;
     KvRows<D> kv_rows;
-    kv_rows.find(p, batch, h_kv, k_begin + j * kTileKeys, k_end);
+    if constexpr (kPaged) {
+      pages.rows(kv_rows, p, h_kv, key0);
+      if (j + 1 < num_tiles) pages.load(p, batch, key0 + kTileKeys, k_end);  // used by tile j + 1
+    } else {
+      kv_rows.find(p, batch, h_kv, key0, k_end);
+    }
     kv_rows.template copy<Tile>(Ks + stage * kTileStride, p.K);
     kv_rows.template copy<Tile>(Vs + stage * kTileStride, p.V);
   };

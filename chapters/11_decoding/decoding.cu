@@ -1,7 +1,7 @@
 // Chapter 11's decode implementations: a block a query head (one_block), the keys split
 // across blocks and merged by their lse (split_kv), a block a key/value head for all the
 // query heads that read it (grouped), a tile's V rows loaded together (batched_v), a key/
-// value head's rows on the tensor cores (tensor_cores); batched_v over a paged cache
+// value head's rows on the tensor cores (tensor_cores); the last over a paged cache
 // (decode_paged); their launch, ledger, registration, and the program's extra rows (the
 // streaming-read ceiling, the paged cache's page sizes).
 #include "11_decoding/decoding.hpp"
@@ -147,13 +147,13 @@ void launch(const ft::Problem& p, Params<T> params, int splits, cudaStream_t str
 /// tensor cores) and the merge; the splits as launch's, each a whole number of 128-key
 /// block tiles (a split past the keys is empty: its lse −∞ weighs nothing in the merge).
 /// The grid is (chunks, splits, heads): a group's chunks of one split run side by side.
-template <class T, int D>
+template <class T, int D, bool kPaged = false>
 void launch_mma(const ft::Problem& p, Params<T> params, int splits, cudaStream_t stream) {
   const int64_t rows = rows_a_head(p, true);
   const int64_t heads = p.kv_heads_total();
   if (heads > 65535) throw ft::Unsupported("chapter 11: more than 65535 heads in one launch");
   const int64_t chunks = (rows + kMmaRows - 1) / kMmaRows;
-  const auto kernel = decode_mma<T, D>;
+  const auto kernel = decode_mma<T, D, kPaged>;
   const size_t smem = mma_smem_bytes<D>();
   ft::allow_dynamic_smem(kernel, smem, "chapter 11's decode_mma");
   if (splits == kAutoSplits)
@@ -359,7 +359,7 @@ void decode_paged(const ft::Problem& p, const PagedDecodeArgs& a, cudaStream_t s
     params.seq_lens = a.seq_lens;
     params.page_size = a.pool.page_size;
     params.pages_per_seq = a.pages_per_seq;
-    launch<T, D, true, true, true>(p, params, splits_of(p, true), stream);
+    launch_mma<T, D, true>(p, params, splits_of(p, true), stream);
   });
 }
 
@@ -480,20 +480,20 @@ void decode_extras(const ft::Options& o, std::vector<ft::Row>& rows) {
     const double ceiling = rows.back().gbps;
     std::printf("  %-12s %9.3f ms %7.0f GB/s\n", "stream_read", read.median_ms, ceiling);
 
-    // The contiguous batched_v kernel on these values, then the paged one at each page size.
+    // The contiguous tensor_cores kernel on these values, then the paged one at each page size.
     auto contiguous = [&](cudaStream_t s) {
       const auto [o_part, lse_part] = split_parts<I::kHeadDim>(p, ws.get());
       Params<T> params{Q.get(), K.get(), V.get(), O.get(), lse.get(), o_part, lse_part, p.len_q, p.len_kv,
                        p.heads_q, p.heads_kv, p.group(), p.causal_offset(), p.causal,
                        p.softmax_scale() * ft::kLog2e, 1, 0, 0, p.rows()};
       std::tie(params.kv_batch_stride, params.kv_head_stride) = kv_strides_of(p, nullptr);
-      launch<T, I::kHeadDim, true, true, false>(p, params, splits_of(p, true), s);
+      launch_mma<T, I::kHeadDim>(p, params, splits_of(p, true), s);
     };
     contiguous(0);
     CUDA_CHECK(cudaDeviceSynchronize());
     const std::vector<T> want = O.download();
     const ft::Timing tc = ft::time_on_gpu(contiguous, o.warmup, o.iters, true);
-    rows.push_back(extra_row<T>(p, "contiguous", "batched_v on this cache, for the paged rows", tc, bytes));
+    rows.push_back(extra_row<T>(p, "contiguous", "tensor_cores on this cache, for the paged rows", tc, bytes));
     std::printf("  %-12s %9.3f ms %7.0f GB/s %5.1f%% of the read\n", "contiguous", tc.median_ms, rows.back().gbps,
                 100.0 * rows.back().gbps / ceiling);
 
@@ -525,7 +525,7 @@ void decode_extras(const ft::Options& o, std::vector<ft::Row>& rows) {
       }));
       const ft::Timing t = ft::time_on_gpu([&](cudaStream_t s) { decode_paged(p, a, s); }, o.warmup, o.iters, true);
       const std::string name = "paged_" + std::to_string(ps);
-      rows.push_back(extra_row<T>(p, name, "batched_v through block tables, pages of " + std::to_string(ps) +
+      rows.push_back(extra_row<T>(p, name, "tensor_cores through block tables, pages of " + std::to_string(ps) +
                                                " tokens, scattered", t, bytes));
       rows.back().rel_err = double(differ) / double(got.size());  // the share of O's elements not bit-equal
       std::printf("  %-12s %9.3f ms %7.0f GB/s %5.1f%% of the read, %.3fx contiguous; O %s the contiguous kernel's\n",
