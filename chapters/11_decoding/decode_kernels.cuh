@@ -10,9 +10,6 @@
 ///   kBatchedV:          each tile's 32 V rows loaded together (8 or 4 bytes a lane) before
 ///                       any is used: one round trip to memory a tile, where loading a row
 ///                       at a time, each used at once, waited for 32;
-///   kPaged:             K and V read through a block table from a paged pool (core/
-///                       paged_kv.hpp: a page of page_size tokens, a head's rows of it
-///                       contiguous), each sequence with its own length.
 /// Per 32-key tile, lane l takes key t0 + l: its score against every row (K's row read by
 /// the lane, 16 bytes at a time; Q in shared memory, pre-scaled by scale·log2 e, read as a
 /// broadcast), the tile's online softmax across the warp (chapter 03), then P·V with lane l
@@ -57,12 +54,14 @@ struct Params {
   int keys_per_split;
   int rows;           ///< query rows a block's (head, sequence) has: group·N_q, or N_q
   int64_t total_rows; ///< B·H_q·N_q: the workspace's row count
-  // kPaged: K and V are pools [page][H_kv][page_size][d]; sequence b's token t lies in page
-  // block_table[b·pages_per_seq + t / page_size]; sequence b holds seq_lens[b] tokens (N_k is
-  // the longest), and its causal offset is seq_lens[b] − N_q (the decode position).
+  // Paged (decode_mma's kPaged): K and V are pools [page][H_kv][page_size][d] (core/
+  // paged_kv.hpp); sequence b's token t lies in page block_table[b·pages_per_seq + t /
+  // page_size]; sequence b holds seq_lens[b] tokens (N_k is the longest), and its causal
+  // offset is seq_lens[b] − N_q (the decode position).
   const int32_t* block_table = nullptr;
   const int32_t* seq_lens = nullptr;
-  int page_size = 0;
+  int page_size = 0;   ///< a power of two (check_paged), so that t / page_size is a shift
+  int page_shift = 0;  ///< log2(page_size)
   int pages_per_seq = 0;
   // Not paged: K's and V's strides in elements (the same for both): contiguous [B, H_kv,
   // N_k, d], or views of a longer cache ([B, H_kv, capacity, d] filled to N_k rows).
@@ -70,27 +69,27 @@ struct Params {
   int64_t kv_head_stride = 0;
 };
 
-/// The block-table entry that holds token `pos` of sequence b (a page of the pool).
+/// The block-table entry that holds token `pos` of sequence b (a page of the pool). A shift,
+/// not a division: an integer division is a sequence of some twenty instructions on the GPU
+/// (no divider; a float reciprocal and corrections), and decode_mma finds 16 rows' pages a
+/// thread each tile; with `/` and `%` by a page size known only at run time the paged kernel
+/// ran at 0.25–0.40× its contiguous cache.
 template <class T>
 __device__ __forceinline__ int page_of(const Params<T>& p, int b, int pos) {
-  return p.block_table[int64_t(b) * p.pages_per_seq + pos / p.page_size];
+  return p.block_table[int64_t(b) * p.pages_per_seq + (pos >> p.page_shift)];
 }
 
 /// The element offset of token `pos`'s row of key/value head h_kv in the pool, given its page.
 template <int D, class T>
 __device__ __forceinline__ int64_t paged_offset(const Params<T>& p, int page, int h_kv, int pos) {
-  return ((int64_t(page) * p.heads_kv + h_kv) * p.page_size + pos % p.page_size) * D;
+  return (((int64_t(page) * p.heads_kv + h_kv) << p.page_shift) + (pos & (p.page_size - 1))) * D;
 }
 
 /// The element offset at which K's (and V's: the same layout) row `pos` of key/value head
-/// h_kv of sequence b starts: in the contiguous cache, or in the pool through the block table.
-template <bool kPaged, int D, class T>
+/// h_kv of sequence b starts in the contiguous cache or a view of a longer one.
+template <int D, class T>
 __device__ __forceinline__ int64_t kv_offset(const Params<T>& p, int b, int h_kv, int pos) {
-  if constexpr (kPaged) {
-    return paged_offset<D>(p, page_of(p, b, pos), h_kv, pos);
-  } else {
-    return int64_t(b) * p.kv_batch_stride + int64_t(h_kv) * p.kv_head_stride + int64_t(pos) * D;
-  }
+  return int64_t(b) * p.kv_batch_stride + int64_t(h_kv) * p.kv_head_stride + int64_t(pos) * D;
 }
 
 /// A lane's columns of a V row, as loaded: 4 elements (8 bytes) at d = 128, 2 (4 bytes) at
@@ -165,9 +164,8 @@ __device__ __forceinline__ void write_block_rows(const Params<T>& p, const float
 /// [blockIdx.z·kRows, ...) of its head's p.rows (a group of 32 query heads: two blocks).
 /// (Launch bounds with one block a SM at least: without the second number ptxas held the
 /// one-row instances to 32 registers on sm_90 and spilled.)
-template <class T, int D, int kRows, bool kGrouped, bool kBatchedV = false, bool kPaged = false>
+template <class T, int D, int kRows, bool kGrouped, bool kBatchedV = false>
 __global__ void __launch_bounds__(kThreads, 1) decode_split(const Params<T> p) {
-  static_assert(!kPaged || (kGrouped && kBatchedV), "the paged cache is read by the last step's kernel");
   constexpr int kCols = D / 32;  // output columns a lane owns in P·V
   static_assert(D == 64 || D == 128, "d = 64 or 128: whole 16-byte K chunks, d/32 columns a lane");
   static_assert(kRows <= 16, "the warps' partial results in static shared memory");
@@ -183,8 +181,7 @@ __global__ void __launch_bounds__(kThreads, 1) decode_split(const Params<T> p) {
   const int batch = kGrouped ? head / p.heads_kv : head / p.heads_q;
   const int kv_head = kGrouped ? head : batch * p.heads_kv + (head % p.heads_q) / p.group;
   const int h_kv = kv_head % p.heads_kv;  // within the sequence
-  const int Nk = kPaged ? p.seq_lens[batch] : p.Nk;  // this sequence's keys
-  const int causal_offset = kPaged ? Nk - p.Nq : p.causal_offset;
+  const int Nk = p.Nk, causal_offset = p.causal_offset;
   // Row r of the block: query head and query row.
   auto q_head_of = [&](int r) {
     const int rr = row0 + r;
@@ -212,9 +209,9 @@ __global__ void __launch_bounds__(kThreads, 1) decode_split(const Params<T> p) {
 
   for (int t0 = k_begin + warp * 32; t0 < k_end; t0 += kWarps * 32) {
     const int key = t0 + lane;
-    // This lane's key's row (one block-table lookup a lane a tile when paged; the warp's V
-    // loads below take each key's offset from its lane by a shuffle).
-    const int64_t row = key < k_end ? kv_offset<kPaged, D>(p, batch, h_kv, key) : 0;
+    // This lane's key's row (the warp's V loads below take each key's offset from its lane
+    // by a shuffle).
+    const int64_t row = key < k_end ? kv_offset<D>(p, batch, h_kv, key) : 0;
     float s[kRows];
 #pragma unroll
     for (int r = 0; r < kRows; ++r) s[r] = 0.f;
@@ -269,7 +266,7 @@ __global__ void __launch_bounds__(kThreads, 1) decode_split(const Params<T> p) {
     } else {
       for (int j = 0; j < tile_keys; ++j) {
         float v[kCols];
-        const T* vrow = p.V + kv_offset<false, D>(p, batch, h_kv, t0 + j) + lane * kCols;
+        const T* vrow = p.V + kv_offset<D>(p, batch, h_kv, t0 + j) + lane * kCols;
 #pragma unroll
         for (int c = 0; c < kCols; ++c) v[c] = to_float(vrow[c]);
 #pragma unroll

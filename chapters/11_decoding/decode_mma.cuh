@@ -68,7 +68,7 @@ struct KvRows {
 #pragma unroll
     for (int it = 0; it < kPasses; ++it) {
       const int key = key0 + r0 + it * kRowsPerPass;
-      offset[it] = key < k_end ? kv_offset<false, D>(p, b, h_kv, key) : -1;
+      offset[it] = key < k_end ? kv_offset<D>(p, b, h_kv, key) : -1;
     }
   }
 
@@ -90,26 +90,26 @@ struct KvRows {
 template <int D>
 struct KvPages {
   using Rows = KvRows<D>;
-  int page[Rows::kPasses];  ///< the pages of the thread's rows (-1: past k_end, zeros)
+  int page[Rows::kPasses];  ///< the pages of the thread's rows
 
-  /// Starts loading the entries of keys [key0, key0 + kTileKeys) of sequence b.
+  /// Starts loading the entries of keys [key0, key0 + kTileKeys) of sequence b (key0 < k_end).
+  /// A row past k_end loads the last key's entry, unused: every load is unconditional, no branch.
   template <class T>
   __device__ __forceinline__ void load(const Params<T>& p, int b, int key0, int k_end) {
     const int r0 = threadIdx.x / Rows::kChunksPerRow;
 #pragma unroll
-    for (int it = 0; it < Rows::kPasses; ++it) {
-      const int key = key0 + r0 + it * Rows::kRowsPerPass;
-      page[it] = key < k_end ? page_of(p, b, key) : -1;
-    }
+    for (int it = 0; it < Rows::kPasses; ++it) page[it] = page_of(p, b, min(key0 + r0 + it * Rows::kRowsPerPass, k_end - 1));
   }
 
-  /// The rows' offsets for head h_kv, from the loaded entries.
+  /// The rows' offsets for head h_kv, from the loaded entries (past k_end: -1, zeros).
   template <class T>
-  __device__ __forceinline__ void rows(Rows& out, const Params<T>& p, int h_kv, int key0) const {
+  __device__ __forceinline__ void rows(Rows& out, const Params<T>& p, int h_kv, int key0, int k_end) const {
     const int r0 = threadIdx.x / Rows::kChunksPerRow;
 #pragma unroll
-    for (int it = 0; it < Rows::kPasses; ++it)
-      out.offset[it] = page[it] >= 0 ? paged_offset<D>(p, page[it], h_kv, key0 + r0 + it * Rows::kRowsPerPass) : -1;
+    for (int it = 0; it < Rows::kPasses; ++it) {
+      const int key = key0 + r0 + it * Rows::kRowsPerPass;
+      out.offset[it] = key < k_end ? paged_offset<D>(p, page[it], h_kv, key) : -1;
+    }
   }
 };
 
@@ -152,7 +152,7 @@ __global__ void __launch_bounds__(kThreads) decode_mma(const Params<T> p) {
     const int stage = j % kMmaStages, key0 = k_begin + j * kTileKeys;
     KvRows<D> kv_rows;
     if constexpr (kPaged) {
-      pages.rows(kv_rows, p, h_kv, key0);
+      pages.rows(kv_rows, p, h_kv, key0, k_end);
       if (j + 1 < num_tiles) pages.load(p, batch, key0 + kTileKeys, k_end);  // used by tile j + 1
     } else {
       kv_rows.find(p, batch, h_kv, key0, k_end);

@@ -109,21 +109,21 @@ void merge_splits(const ft::Problem& p, const Params<T>& params, cudaStream_t st
 }
 
 /// The decode kernel's instance for a block of `block_rows` rows (1, 2, 4, 8 or 16).
-template <class T, int D, bool kGrouped, bool kBatchedV, bool kPaged>
+template <class T, int D, bool kGrouped, bool kBatchedV>
 void (*kernel_for(int block_rows))(Params<T>) {
   switch (block_rows) {
-    case 1: return decode_split<T, D, 1, kGrouped, kBatchedV, kPaged>;
-    case 2: return decode_split<T, D, 2, kGrouped, kBatchedV, kPaged>;
-    case 4: return decode_split<T, D, 4, kGrouped, kBatchedV, kPaged>;
-    case 8: return decode_split<T, D, 8, kGrouped, kBatchedV, kPaged>;
-    default: return decode_split<T, D, 16, kGrouped, kBatchedV, kPaged>;
+    case 1: return decode_split<T, D, 1, kGrouped, kBatchedV>;
+    case 2: return decode_split<T, D, 2, kGrouped, kBatchedV>;
+    case 4: return decode_split<T, D, 4, kGrouped, kBatchedV>;
+    case 8: return decode_split<T, D, 8, kGrouped, kBatchedV>;
+    default: return decode_split<T, D, 16, kGrouped, kBatchedV>;
   }
 }
 
 /// The decode kernel and, with splits, the merge, for Params already filled but for the
 /// split fields (set here): the grid and the block's rows from the problem; `splits`
 /// kAutoSplits: as many as fill the SMs once (choose_splits, this kernel's occupancy).
-template <class T, int D, bool kGrouped, bool kBatchedV, bool kPaged>
+template <class T, int D, bool kGrouped, bool kBatchedV>
 void launch(const ft::Problem& p, Params<T> params, int splits, cudaStream_t stream) {
   const int64_t rows = rows_a_head(p, kGrouped);
   const int64_t heads = kGrouped ? p.kv_heads_total() : p.heads_total();
@@ -132,7 +132,7 @@ void launch(const ft::Problem& p, Params<T> params, int splits, cudaStream_t str
   // side by side along z, each reading the K/V head again, mostly from L2).
   const int block_rows = rows <= 1 ? 1 : rows <= 2 ? 2 : rows <= 4 ? 4 : rows <= 8 ? 8 : 16;
   const int64_t chunks = (rows + block_rows - 1) / block_rows;
-  const auto kernel = kernel_for<T, D, kGrouped, kBatchedV, kPaged>(block_rows);
+  const auto kernel = kernel_for<T, D, kGrouped, kBatchedV>(block_rows);
   if (splits == kAutoSplits)
     splits = choose_splits(heads * chunks, p.len_kv, ft::sm_count(), blocks_per_sm(reinterpret_cast<const void*>(kernel)));
   params.splits = splits;
@@ -225,7 +225,7 @@ void run(const ft::Problem& p, const ft::ForwardArgs& a, cudaStream_t stream) {
                      p.softmax_scale() * ft::kLog2e, 1, 0, 0, p.rows()};
     std::tie(params.kv_batch_stride, params.kv_head_stride) = kv;
     if constexpr (kMma) launch_mma<T, D>(p, params, splits_of(p, kSplit), stream);
-    else launch<T, D, kGrouped, kBatchedV, false>(p, params, splits_of(p, kSplit), stream);
+    else launch<T, D, kGrouped, kBatchedV>(p, params, splits_of(p, kSplit), stream);
   });
 }
 
@@ -300,6 +300,14 @@ std::vector<ft::ForwardImpl> forward_impls() {
 
 // ---- the paged cache --------------------------------------------------------------------
 
+/// Pages of a power of two tokens, so that the kernel finds a token's page by a shift (page_of).
+static void check_page_size(int page_size) {
+  if (page_size < 1 || (page_size & (page_size - 1)) != 0)
+    throw ft::Unsupported("paged decode: pages of " + std::to_string(page_size) +
+                          " tokens; the kernel takes a power of two (1, 2, 4, ..., 16, ..., 256), so that a "
+                          "token's page is a shift, not a division");
+}
+
 void check_paged(const ft::Problem& p, const ft::PagedKvShape& pool, const std::vector<int32_t>& tables,
                  int pages_per_seq, const std::vector<int32_t>& lens) {
   check_decode(p);
@@ -314,6 +322,7 @@ void check_paged(const ft::Problem& p, const ft::PagedKvShape& pool, const std::
                           " of d = " + std::to_string(p.head_dim));
   if (pool.page_size < 1 || pool.num_pages < 1 || pages_per_seq < 1)
     throw ft::Unsupported("paged decode: the pool needs pages of at least one token and each sequence a table");
+  check_page_size(pool.page_size);
   if (int64_t(lens.size()) != p.batch || int64_t(tables.size()) != int64_t(p.batch) * pages_per_seq)
     throw ft::Unsupported("paged decode: " + std::to_string(p.batch) + " sequences need " + std::to_string(p.batch) +
                           " lengths and " + std::to_string(int64_t(p.batch) * pages_per_seq) +
@@ -347,6 +356,7 @@ size_t paged_workspace_bytes(const ft::Problem& p) { return workspace<true, true
 
 void decode_paged(const ft::Problem& p, const PagedDecodeArgs& a, cudaStream_t stream) {
   check_decode(p);
+  check_page_size(a.pool.page_size);
   Compiled::dispatch(p, "chapter 11 (paged)", [&](auto i) {
     using I = decltype(i);
     using T = typename I::Element;
@@ -358,6 +368,7 @@ void decode_paged(const ft::Problem& p, const PagedDecodeArgs& a, cudaStream_t s
     params.block_table = a.block_tables;
     params.seq_lens = a.seq_lens;
     params.page_size = a.pool.page_size;
+    while ((1 << params.page_shift) < params.page_size) ++params.page_shift;  // a power of two: check_paged
     params.pages_per_seq = a.pages_per_seq;
     launch_mma<T, D, true>(p, params, splits_of(p, true), stream);
   });

@@ -242,6 +242,7 @@ TEST(Ch11Paged, RefusesTablesItCannotReadSafely) {
   refused(p, pool, tables, 3, {40, 0}, "fewer than its 1 query rows");
   refused(p, pool, {0, 1, 2}, 3, lens, "need 2 lengths and 6 block-table entries");
   refused(p, {10, 16, 4, 64}, tables, 3, lens, "the pool holds 4 key/value heads");
+  refused(p, {10, 24, 2, 64}, tables, 3, lens, "pages of 24 tokens; the kernel takes a power of two");
   refused(decode_problem(2, 8, 3, 1, 40, 64, true, ft::DType::BFloat16), {10, 16, 3, 64}, tables, 3, lens,
           "not a multiple of 3 key/value heads");
   refused(decode_problem(2, 8, 2, 1, 33, 64, true, ft::DType::BFloat16), pool, tables, 3, lens,
