@@ -34,8 +34,8 @@ def page(path):
 
 
 def span(values, digits=2, unit="×"):
-    lo, hi = min(values), max(values)
-    return f"{lo:.{digits}f}–{hi:.{digits}f}{unit}"
+    lo, hi = f"{min(values):.{digits}f}", f"{max(values):.{digits}f}"
+    return f"{lo}{unit}" if lo == hi else f"{lo}–{hi}{unit}"
 
 
 # ---- chapter 09: ch09_vs_pytorch.csv ----------------------------------------------------
@@ -353,6 +353,7 @@ def ch06_precision_claims():
 # ---- chapter 11: decode.csv, ch11_decode_rounded_up.csv, decode_splits.csv, decode_vs_pytorch.csv ----
 
 CH11 = "chapters/11_decoding/README.md"
+CH11_CASE = "chapters/11_decoding/case_study.md"
 
 
 def decode_times(name="decode.csv"):
@@ -408,30 +409,50 @@ def ch11_claims():
             (CH11, f"batched_v about {bv(k16):.1f}× faster at B = 16 and {bv(mha(131072)):.2f}× at B = 1"),
             ("docs/answers.md", f"batched_v at {bv(k16):.2f}× grouped for B = 16, N_k = 8192 and "
                                 f"{bv(mha(131072)):.2f}× for B = 1")]
-    pg = decode_times("ch11_paged.csv")
-    paged = [pg[k]["contiguous"] / pg[k][p] for k in pg for p in ("paged_16", "paged_64", "paged_256") if p in pg[k]]
-    out += [(CH11, f"the paged cache ran at {span(paged)} the contiguous one")]
-    # Step 5's copies: offsets between the cp.async statements (the grid) or all found first
-    # (six shapes); and the paged cache read by the tensor-core kernel.
+    # The paged cache: on step 4's kernel (ch11_paged_batched_v.csv), then on step 5's with a
+    # division a row (ch11_paged_division.csv) and with a shift (ch11_paged.csv, the tree's).
+    def paged(name, pick=lambda k: True):
+        pg = decode_times(name)
+        return span([pg[k]["contiguous"] / pg[k][p] for k in pg if pick(k) and "contiguous" in pg[k]
+                     for p in ("paged_16", "paged_64", "paged_256") if p in pg[k]])
+    out += [(CH11, f"the paged cache ran at {paged('ch11_paged_batched_v.csv')} the contiguous one"),
+            (CH11, f"{paged('ch11_paged_division.csv', lambda k: k[0] >= 16 and k[3] >= 8192)} its contiguous cache "
+                   f"at B ≥ 16"),
+            (CH11, f"{paged('ch11_paged.csv', lambda k: k[1] > 1)} its contiguous cache with 8 or 32"),
+            (CH11, f"{paged('ch11_paged.csv', lambda k: k[1] == 1)} with 32 heads on one"),
+            ("README.md", f"the paged cache at {paged('ch11_paged.csv', lambda k: k[1] > 1)} the contiguous one")]
+    # Step 5's copies: offsets between the cp.async statements (the first form, its grid) or
+    # all found first (six shapes; the grid's form now); and the paged cache read by that kernel
+    # with the table entries found in front of the copies.
     cp = {}
     for r in read("ch11_tensor_cores_copies.csv"):
         key = (int(r["batch"]), int(r["heads_kv"]), int(r["seq_len"]), int(r["len_kv"]))
         cp.setdefault(r["copy"], {}).setdefault(key, {})[r["variant"]] = float(r["ms"])
     first = cp["offsets_first"]
-    mq = (16, 1, 1, 32768)
     full = [of_read(first, k, "tensor_cores") for k in first if k[0] >= 16 and k[1] > 1]
     out += [(CH11, f"read at {span(full, unit='')} of the read at B ≥ 16"),
-            (CH11, f"where the grid's copy gave {span([of_read(t, k, 'tensor_cores') for k in first if k[0] >= 16 and k[1] > 1], unit='')}"),
-            (CH11, f"at B = 1 they gave {span([of_read(first, k, 'tensor_cores') for k in first if k[0] == 1], unit='')}"),
-            (CH11, f"32 heads on one, B = 16: {of_read(first, mq, 'tensor_cores'):.2f}")]
-    tcp = [cp[c][k]["contiguous"] / cp[c][k][p] for c in cp for k in cp[c] for p in ("paged_16", "paged_64", "paged_256")
-           if p in cp[c][k]]
-    tcp_first = [first[k]["contiguous"] / first[k][p] for k in first for p in ("paged_16", "paged_64", "paged_256")]
-    out += [(CH11, f"ran at {span(tcp_first)} its contiguous cache"),
-            (CH11, f"{min(tcp):.2f}× at worst")]
+            (CH11, f"where the first form gave {span([of_read(cp['offsets_between_copies'], k, 'tensor_cores') for k in first if k[0] >= 16 and k[1] > 1], unit='')}"),
+            (CH11_CASE, f"form read at {span(full, unit='')} of the read at B ≥ 16 with 8 or 32 key/value heads, "
+                        f"where the first gave {span([of_read(cp['offsets_between_copies'], k, 'tensor_cores') for k in first if k[0] >= 16 and k[1] > 1], unit='')}")]
     rows = lambda k: 32 // k[1] * k[2]
     long_ = [k for k in t if k[3] >= 32768]
     rd = lambda pick, v="fastest": span([of_read(t, k, v) for k in long_ if pick(rows(k))], unit="")
+    tcp_first = [first[k]["contiguous"] / first[k][p] for k in first for p in ("paged_16", "paged_64", "paged_256")]
+    out += [(CH11, f"{span(tcp_first)} its contiguous cache"),
+            (CH11_CASE, f"| entries loaded in front of each tile's copies | {span(tcp_first)} |"),
+            (CH11_CASE, f"| entries a tile ahead, t / page_size and t % page_size a row | "
+                        f"{paged('ch11_paged_division.csv', lambda k: k[0] >= 16 and k[3] >= 8192)} at B ≥ 16 |"),
+            (CH11_CASE, f"| entries a tile ahead, a shift and a mask | {paged('ch11_paged.csv', lambda k: k[1] > 1)} "
+                        f"with 8 or 32 key/value heads |"),
+            (CH11_CASE, f"With 32 heads on one it is {paged('ch11_paged.csv', lambda k: k[1] == 1)}"),
+            (CH11_CASE, f"The grid measures {rd(lambda r: r == 32)} of the read for these shapes"),
+            (CH11_CASE, f"(4 rows, one block a head) reach {span([of_read(t, k, 'fastest') for k in long_ if k[1] == 8 and k[2] == 1], unit='')}")]
+    st = {}
+    for r in read("ch11_stages.csv"):
+        if r["variant"] == "tensor_cores":
+            st.setdefault((r["batch"], r["heads_kv"], r["seq_len"], r["len_kv"]), {})[r["stages"]] = float(r["ms"])
+    three = span([x["2"] / x["3"] for x in st.values()])
+    out += [(CH11, f"changed nothing ({three},"), (CH11_CASE, f"on twelve shapes (`ch11_stages.csv`): {three} the two-stage kernel")]
     out += [(CH11, f"batched_v read {rd(lambda r: r == 1, 'batched_v')} of it with one row"),
             (CH11, f"{rd(lambda r: r == 4, 'batched_v')} with four"),
             (CH11, f"and {max(of_read(t, k, 'batched_v') for k in long_ if rows(k) >= 16):.2f} or less with 16 or more"),

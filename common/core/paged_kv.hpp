@@ -1,10 +1,11 @@
 /// @file paged_kv.hpp
 /// @brief A paged KV cache, as serving systems keep one (vLLM's PagedAttention, FlashInfer):
 /// the keys and values of many sequences of different lengths in fixed-size pages drawn from
-/// one pool, each sequence's pages listed in its block table. The decode chapter's kernels
-/// read K and V through it; this file is its layout, the address arithmetic the kernels use,
-/// and a host model of the cache (allocate, append, gather) that the tests and the CPU
-/// reference use.
+/// one pool, each sequence's pages listed in its block table. The decode chapter's kernel
+/// reads K and V through it; this file is its layout, the address arithmetic, and a host
+/// model of the cache (allocate, append, gather) that the tests and the CPU reference use.
+/// (The kernel's own arithmetic, chapter 11's page_of and paged_offset, is the same with a
+/// shift and a mask: it takes pages of a power of two tokens.)
 ///
 /// Why pages. A contiguous cache reserves max_len rows for every sequence; sequences end at
 /// different lengths and grow one token at a time, so most of that memory idles. Pages of
