@@ -420,6 +420,11 @@ def ch11_claims():
                    f"at B ≥ 16"),
             (CH11, f"{paged('ch11_paged.csv', lambda k: k[1] > 1)} its contiguous cache with 8 or 32"),
             (CH11, f"{paged('ch11_paged.csv', lambda k: k[1] == 1)} with 32 heads on one"),
+            (CH11, f"{paged('ch11_paged_division.csv', lambda k: k[0] >= 16 and k[3] >= 8192)} at B ≥ 16 "
+                   f"(`ch11_paged_division.csv`). (Medium, an hour.)"),
+            ("docs/answers.md", f"{paged('ch11_paged_division.csv', lambda k: k[0] >= 16 and k[3] >= 8192)} its "
+                                f"contiguous cache at B ≥ 16, pages of 16, 64 and 256 alike; with the shift and the "
+                                f"mask, {paged('ch11_paged.csv', lambda k: k[1] > 1)} with 8 or 32"),
             ("README.md", f"the paged cache at {paged('ch11_paged.csv', lambda k: k[1] > 1)} the contiguous one")]
     # Step 5's copies: offsets between the cp.async statements (the first form, its grid) or
     # all found first (six shapes; the grid's form now); and the paged cache read by that kernel
@@ -460,7 +465,9 @@ def ch11_claims():
             (CH11, f"`tensor_cores` reads at {rd(lambda r: r in (1, 4))} of the read with one or four rows"),
             (CH11, f"{rd(lambda r: r == 16)} with 16"),
             (CH11, f"{rd(lambda r: r == 32)} with 32"),
-            (CH11, f"{rd(lambda r: r == 128)} with 128")]
+            (CH11, f"{rd(lambda r: r == 128)} with 128"),
+            (CH11, f"590 TFLOP/s of products at the read's speed ({rd(lambda r: r == 128)} measured)"),
+            ("docs/answers.md", f"`decode.csv` has it at {rd(lambda r: r == 128)} of the read")]
     ms = {}
     for r in read("decode_vs_pytorch.csv"):
         if r["ms"]:
