@@ -464,6 +464,8 @@ def ch11_claims():
             (CH11, f"more than the {probe('ffma_f32'):.1f} TFLOP/s the H200's FFMA probe measures"),
             (CH11, f"`tensor_cores` reads at {rd(lambda r: r in (1, 4))} of the read with one or four rows"),
             (CH11, f"{rd(lambda r: r == 16)} with 16"),
+            (CH11, f"at N_k ≥ 32k, {span([of_read(t, k, 'fastest') for k in long_ if k[0] >= 16 and rows(k) <= 16], unit='')} at B ≥ 16"),
+            ("README.md", f"({span([of_read(t, k, 'fastest') for k in long_ if k[0] >= 16 and rows(k) <= 4], unit='')} at B ≥ 16); the paged cache"),
             (CH11, f"{rd(lambda r: r == 32)} with 32"),
             (CH11, f"{rd(lambda r: r == 128)} with 128"),
             (CH11, f"590 TFLOP/s of products at the read's speed ({rd(lambda r: r == 128)} measured)"),
