@@ -21,8 +21,13 @@ head's rows ``context`` rows apart), which chapter 11 and SDPA both read in plac
 The bottom-right causal mask: the prompt attends causally to itself; each new token attends
 to every cached key (one query row at the cache's end sees them all).
 
+``--sdpa-backend`` pins SDPA to one of PyTorch's backends (flash, cudnn, efficient, math)
+instead of PyTorch's own choice (auto): every decode step presents SDPA a new key length, so
+what a backend does once a shape, it does every step.
+
 Prints the prompt and its continuation, then ``generate: summary:`` with the tokens generated,
-tokens per second of the decode steps (CUDA events, the prefill apart), and, with ``--check``,
+tokens per second of the decode steps (wall clock between two synchronizations, the prefill
+apart), the SDPA backend, and, with ``--check``,
 whether the tokens equal the uncached generation's. Exit 0; 1 when --check finds a different
 token; 2 bad arguments, no checkpoint, no PyTorch or no library; 3 no CUDA GPU for --device
 cuda.
@@ -44,6 +49,8 @@ def parse_args(argv):
     ap.add_argument("--tokens", type=int, default=100, help="tokens (bytes) to generate")
     ap.add_argument("--attention", choices=("sdpa", "flashtut"), default="sdpa",
                     help="sdpa: PyTorch's F.scaled_dot_product_attention; flashtut: the tutorial's kernels")
+    ap.add_argument("--sdpa-backend", choices=("auto",) + SDPA_BACKENDS, default="auto",
+                    help="--attention sdpa: PyTorch's choice (auto) or one backend alone")
     ap.add_argument("--device", choices=("cuda", "cpu"), default="cuda")
     ap.add_argument("--lib", help="libflashtut.so for --attention flashtut")
     ap.add_argument("--precision", choices=("bf16", "float32"), default=None,
@@ -61,15 +68,26 @@ def parse_args(argv):
     args.precision = args.precision or ("bf16" if args.device == "cuda" else "float32")
     if args.attention == "flashtut" and args.precision != "bf16":
         ap.error("--attention flashtut computes in bf16: --precision bf16")
+    if args.sdpa_backend != "auto" and args.attention != "sdpa":
+        ap.error("--sdpa-backend chooses SDPA's backend: it needs --attention sdpa")
+    if args.device == "cpu" and args.sdpa_backend not in ("auto", "math"):
+        ap.error(f"--sdpa-backend {args.sdpa_backend} runs on CUDA only: on the CPU use auto or math")
     return args
+
+
+# SDPA's backends as --sdpa-backend names them, and torch.nn.attention.SDPBackend's names.
+SDPA_BACKENDS = ("flash", "cudnn", "efficient", "math")
+SDPA_NAMES = {"flash": "FLASH_ATTENTION", "cudnn": "CUDNN_ATTENTION", "efficient": "EFFICIENT_ATTENTION",
+              "math": "MATH"}
 
 
 class Attention:
     """The two attention calls generation makes: the prompt on itself (causal), and the new
     rows against the cache (bottom-right causal, all of it for one row)."""
 
-    def __init__(self, torch, kind, lib):
+    def __init__(self, torch, kind, lib, sdpa_backend="auto"):
         self.torch, self.kind = torch, kind
+        self.sdpa_backend = sdpa_backend
         if kind == "flashtut":
             import flashtut
             flashtut.load(lib)
@@ -77,14 +95,23 @@ class Attention:
             self.prefill_impl = flashtut.forward_for(torch.cuda.get_device_capability())
             self.decode_impl = "ch11"
 
+    def sdpa(self, q, k, v, **kw):
+        """F.scaled_dot_product_attention, under the one backend --sdpa-backend names."""
+        F = self.torch.nn.functional
+        if self.sdpa_backend == "auto":
+            return F.scaled_dot_product_attention(q, k, v, **kw)
+        from torch.nn.attention import SDPBackend, sdpa_kernel
+        with sdpa_kernel(getattr(SDPBackend, SDPA_NAMES[self.sdpa_backend])):
+            return F.scaled_dot_product_attention(q, k, v, **kw)
+
     def prefill(self, q, k, v):
         if self.kind == "sdpa":
-            return self.torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)
+            return self.sdpa(q, k, v, is_causal=True)
         return self.ft.forward(q, k, v, causal=True, impl=self.prefill_impl)[0]
 
     def decode(self, q, k, v):
         if self.kind == "sdpa":  # one row at the cache's end sees every key: no mask
-            return self.torch.nn.functional.scaled_dot_product_attention(q, k, v)
+            return self.sdpa(q, k, v)
         return self.ft.forward(q, k, v, causal=True, impl=self.decode_impl,
                                causal_align=self.ft.CAUSAL_BOTTOM_RIGHT)[0]
 
@@ -177,7 +204,7 @@ def main(argv=None):
     model.load_state_dict(saved["model"])
     model.to(args.device).eval()
     try:
-        attention = Attention(torch, args.attention, args.lib)
+        attention = Attention(torch, args.attention, args.lib, args.sdpa_backend)
     except Exception as e:  # noqa: BLE001  (flashtut.LibraryError and what loading raises)
         print(f"generate: {e}", file=sys.stderr)
         return 2
@@ -186,7 +213,8 @@ def main(argv=None):
     text = bytes(tokens).decode("utf-8", "replace")
     print(f"{args.prompt}{text}")
     rate = (len(tokens) - 1) / seconds if seconds > 0 and len(tokens) > 1 else float("nan")
-    summary = (f"generate: summary: attention={args.attention} tokens={len(tokens)} "
+    backend = f" sdpa_backend={args.sdpa_backend}" if args.attention == "sdpa" else ""
+    summary = (f"generate: summary: attention={args.attention}{backend} tokens={len(tokens)} "
                f"decode_tokens_per_s={rate:.1f} device={args.device} precision={args.precision}")
     status = 0
     if args.check:

@@ -822,8 +822,9 @@ def step_decode(run):
 
 def step_generate(run):
     """The small GPT trained once more (train_gpt.py --save, FlashAttention-2, seed 0), then
-    scripts/generate.py with SDPA and with the tutorial's kernels (chapter 11's decode), each
-    checked against the uncached generation: generate.txt."""
+    scripts/generate.py with SDPA (PyTorch's choice, and its FlashAttention-2 backend alone)
+    and with the tutorial's kernels (chapter 11's decode), each checked against the uncached
+    generation: generate.txt."""
     run.say("== generation with a KV cache (chapter 11)")
     if not run.has_torch():
         run.say("generate: python3 cannot import torch, skipped")
@@ -834,12 +835,15 @@ def step_generate(run):
                  "--save", ckpt], log=run.path("logs", "generate_train.log"), env=env, timeout=PROGRAM_TIMEOUT).rc
     run.say(f"train_gpt --save: rc={rc}")
     lines = []
-    for attention in ("sdpa", "flashtut"):
-        log = run.path("logs", f"generate_{attention}.log")
-        rc = run.sh([PYTHON, os.path.join(ROOT, "scripts", "generate.py"), "--checkpoint", ckpt,
-                     "--attention", attention, "--tokens", "200", "--check", "--lib", run.lib],
+    # SDPA as PyTorch chooses, SDPA on its FlashAttention-2 backend alone, the tutorial's.
+    for name, args in (("sdpa", ["--attention", "sdpa"]),
+                       ("sdpa_flash", ["--attention", "sdpa", "--sdpa-backend", "flash"]),
+                       ("flashtut", ["--attention", "flashtut"])):
+        log = run.path("logs", f"generate_{name}.log")
+        rc = run.sh([PYTHON, os.path.join(ROOT, "scripts", "generate.py"), "--checkpoint", ckpt, *args,
+                     "--tokens", "200", "--check", "--lib", run.lib],
                     log=log, env=env, timeout=PROGRAM_TIMEOUT).rc
-        lines += [f"{attention}: rc={rc}", *grep("^generate: summary", log)]
+        lines += [f"{name}: rc={rc}", *grep("^generate: summary", log)]
         if rc != 0:
             lines += read_lines(log)[-15:]
     run.write(run.path("generate.txt"), "\n".join(lines) + "\n")

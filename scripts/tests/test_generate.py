@@ -44,6 +44,21 @@ class Generate(unittest.TestCase):
         self.assertIn("check=same (24 of 24 equal)", r.stdout)
         self.assertIn("precision=float32", r.stdout)
 
+    def test_one_backend_alone_gives_the_same_tokens(self):
+        r = run("generate.py", "--checkpoint", self.ckpt, "--device", "cpu", "--tokens", "24", "--check",
+                "--sdpa-backend", "math")
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        self.assertIn("attention=sdpa sdpa_backend=math", r.stdout)
+        self.assertIn("check=same (24 of 24 equal)", r.stdout)
+
+    def test_refuses_a_cuda_backend_on_the_cpu_and_a_backend_without_sdpa(self):
+        r = run("generate.py", "--checkpoint", self.ckpt, "--device", "cpu", "--sdpa-backend", "flash")
+        self.assertEqual(r.returncode, 2)
+        self.assertIn("runs on CUDA only", r.stderr)
+        r = run("generate.py", "--checkpoint", self.ckpt, "--attention", "flashtut", "--sdpa-backend", "cudnn")
+        self.assertEqual(r.returncode, 2)
+        self.assertIn("it needs --attention sdpa", r.stderr)
+
     def test_refuses_more_tokens_than_the_context(self):
         r = run("generate.py", "--checkpoint", self.ckpt, "--device", "cpu", "--tokens", "100000")
         self.assertEqual(r.returncode, 2)
