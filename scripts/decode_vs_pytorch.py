@@ -5,6 +5,7 @@ bandwidth that makes, and the error of each against float32 math.
 
   python3 scripts/decode_vs_pytorch.py --out DIR [--lib build/common/libflashtut.so]
       [--shapes B,Hq,Hkv,Nq,Nk ...] [--impls ch11_grouped ch11_batched_v] [--iters 20]
+      [--flashinfer]
 
 A shape: batch B, Hq query heads on Hkv key/value heads, Nq query rows a sequence (the new
 tokens) against Nk cached keys, d = 128, bf16, causal from the bottom right (query row i
@@ -16,6 +17,14 @@ EFFICIENT, CUDNN, MATH), with ``enable_gqa=True`` for grouped heads. SDPA's ``is
 aligned top-left, so Nq = 1 runs without a mask (one query row sees every key: the same
 thing) and Nq > 1 passes the bottom-right mask as a boolean ``attn_mask``; a backend that
 refuses the shape (a mask, grouped heads) is written as refused, with its reason.
+
+FlashInfer's side (--flashinfer, when ``import flashinfer`` works): the serving library's
+paged kernels over the same cache, each sequence one page of Nk tokens in its "HND" layout
+([pages, Hkv, page size, d]: exactly the [B, Hkv, Nk, d] cache here), planned once outside
+the timing as a server plans a step for all its layers. Nq = 1: its decode wrapper on the
+CUDA cores (``flashinfer_decode``) and on the tensor cores (``flashinfer_decode_tc``); Nq > 1:
+its prefill wrapper, causal (FlashInfer aligns the mask bottom-right, as here). Its kernels are
+compiled at their first call (JIT, nvcc): minutes the first time on a machine.
 
 Timing (contract 3, measure_ceilings.bench): CUDA events around each call; before each, outside
 the events, a 256 MB buffer written so the cache starts outside L2 and a spin of about a
@@ -68,10 +77,40 @@ def parse_args(argv):
                     help="the tutorial's decodes, as flashtut.forwards() names them (default: ch11, "
                          "chapter 11's fastest)")
     ap.add_argument("--iters", type=int, default=20, help="timed calls a measurement")
+    ap.add_argument("--flashinfer", action="store_true",
+                    help="FlashInfer's decode and prefill kernels too (needs flashinfer; compiled at first use)")
     args = ap.parse_args(argv)
     if args.iters < 1:
         ap.error("--iters must be at least 1")
     return args
+
+
+FLASHINFER_WORKSPACE = 128 << 20  # bytes: FlashInfer's float workspace (its split-KV partial results)
+
+
+def flashinfer_calls(flashinfer, torch, q, k, v, workspace, device="cuda"):
+    """{name: fn} of FlashInfer's kernels on this problem, each fn() giving O as [B, Hq, Nq, d].
+    The cache is paged with one page a sequence: indptr 0..B, page b for sequence b, its last
+    page full (Nk tokens). plan() runs here, once, as a server plans a step."""
+    b, hq, nq, d = q.shape
+    hkv, nk = k.shape[1], k.shape[2]
+    i32 = {"dtype": torch.int32, "device": device}
+    indptr, indices = torch.arange(b + 1, **i32), torch.arange(b, **i32)
+    last = torch.full((b,), nk, **i32)
+    dtypes = {"q_data_type": q.dtype, "kv_data_type": k.dtype}
+    calls = {}
+    if nq == 1:
+        q1 = q.reshape(b, hq, d)
+        for name, tc in (("flashinfer_decode", False), ("flashinfer_decode_tc", True)):
+            w = flashinfer.BatchDecodeWithPagedKVCacheWrapper(workspace, kv_layout="HND", use_tensor_cores=tc)
+            w.plan(indptr, indices, last, hq, hkv, d, nk, **dtypes)
+            calls[name] = lambda w=w: w.run(q1, (k, v)).reshape(b, hq, 1, d)
+    else:
+        rows = q.transpose(1, 2).reshape(b * nq, hq, d).contiguous()  # FlashInfer's ragged [tokens, Hq, d]
+        w = flashinfer.BatchPrefillWithPagedKVCacheWrapper(workspace, kv_layout="HND")
+        w.plan(torch.arange(b + 1, **i32) * nq, indptr, indices, last, hq, hkv, d, nk, causal=True, **dtypes)
+        calls["flashinfer_prefill"] = lambda: w.run(rows, (k, v)).reshape(b, nq, hq, d).transpose(1, 2)
+    return calls
 
 
 def timed(torch, fn, flush, iters):
@@ -99,6 +138,16 @@ def main(argv=None):
         os.environ["FLASHTUT_LIB"] = args.lib
     import flashtut
 
+    flashinfer = fi_workspace = None
+    if args.flashinfer:
+        try:
+            import flashinfer
+            fi_workspace = torch.empty(FLASHINFER_WORKSPACE, dtype=torch.uint8, device="cuda")
+            print(f"decode_vs_pytorch: FlashInfer {flashinfer.__version__}")
+        except ImportError as e:
+            print(f"decode_vs_pytorch: --flashinfer, but FlashInfer is not importable ({e}): left out",
+                  file=sys.stderr)
+            flashinfer = None
     os.makedirs(args.out, exist_ok=True)
     shapes = args.shapes or [s for s in GRID if cache_bytes(s[0], s[2], s[4]) <= MAX_CACHE]
     flush = torch.empty(FLUSH_BYTES // 4, device="cuda", dtype=torch.float32)
@@ -135,7 +184,7 @@ def main(argv=None):
                     row["rel_err"] = f"{((out.float() - ref).norm() / ref.norm()).item():.2e}"
                 ms = timed(torch, fn, flush, args.iters)
                 row["ms"], row["gbps"] = f"{ms:.4f}", f"{moved / (ms * 1e-3) / 1e9:.1f}"
-            except (RuntimeError, ValueError) as e:  # a backend that refuses the shape
+            except (RuntimeError, ValueError, NotImplementedError) as e:  # a backend that refuses the shape
                 row["status"] = "refused: " + " ".join(str(e).split())[:160]
                 torch.cuda.synchronize()
             rows.append(row)
@@ -148,14 +197,21 @@ def main(argv=None):
                 with sdpa_kernel(backend):
                     return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, enable_gqa=hkv != hq)
             record("torch_" + name.split("_")[0].lower(), sdpa)
+        if flashinfer is not None:
+            try:
+                fi_calls = flashinfer_calls(flashinfer, torch, q, k, v, fi_workspace)
+            except (RuntimeError, ValueError, NotImplementedError) as e:  # plan() refused the shape
+                fi_calls = {}
+                rows.append({"impl": "flashinfer", "batch": b, "heads": hq, "heads_kv": hkv, "len_q": nq,
+                             "len_kv": nk, "head_dim": D, "dtype": "bf16", "ms": "", "gbps": "", "rel_err": "",
+                             "status": "refused: " + " ".join(str(e).split())[:160], "gpu": gpu})
+            for name, fn in fi_calls.items():
+                record(name, fn)
         for impl in args.impls:
             record(impl, lambda impl=impl: flashtut.forward(q, k, v, causal=True, impl=impl,
                                                            causal_align=flashtut.CAUSAL_BOTTOM_RIGHT)[0])
         here = [r for r in rows if (r["batch"], r["heads_kv"], r["len_q"], r["len_kv"]) == (b, hkv, nq, nk)]
-        torch_ms = [float(r["ms"]) for r in here if r["impl"].startswith("torch_") and r["ms"]]
-        ours_ms = [float(r["ms"]) for r in here if not r["impl"].startswith("torch_") and r["ms"]]
-        verdict = (f"ours / fastest PyTorch {min(torch_ms) / min(ours_ms):.2f}x" if torch_ms and ours_ms
-                   else "no comparison")
+        verdict = verdicts(here)
         print(f"B={b:3d} Hq={hq} Hkv={hkv:2d} Nq={nq} Nk={nk:6d}: " +
               "  ".join(f"{r['impl']} {r['ms'] or '-'} ms {r['gbps'] or ''}" for r in here) + f"  [{verdict}]",
               flush=True)
@@ -164,6 +220,19 @@ def main(argv=None):
         write(path, rows)  # after every shape: a run cut short keeps what it measured
     print(f"decode_vs_pytorch: wrote {len(rows)} rows to {path}")
     return 0
+
+
+def verdicts(here):
+    """Our fastest over PyTorch's fastest backend and over FlashInfer's fastest kernel, for one
+    shape's rows (those measured)."""
+    def best(pred):
+        ms = [float(r["ms"]) for r in here if pred(r["impl"]) and r["ms"]]
+        return min(ms) if ms else None
+    ours = best(lambda i: not i.startswith(("torch_", "flashinfer")))
+    torch_ms, fi_ms = best(lambda i: i.startswith("torch_")), best(lambda i: i.startswith("flashinfer"))
+    said = [f"ours / fastest {who} {theirs / ours:.2f}x"
+            for who, theirs in (("PyTorch", torch_ms), ("FlashInfer", fi_ms)) if ours and theirs]
+    return ", ".join(said) or "no comparison"
 
 
 def write(path, rows):

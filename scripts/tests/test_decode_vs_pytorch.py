@@ -1,6 +1,7 @@
 """CPU test of scripts/decode_vs_pytorch.py: the order of its timing (contract 3: the flush and
-the GPU's spin outside the events, the call between them), its refusals, and what it says
-without a GPU."""
+the GPU's spin outside the events, the call between them), its refusals, what it says
+without a GPU, how it hands the cache to FlashInfer (a stand-in module recording the calls),
+and its verdicts."""
 import os
 import subprocess
 import sys
@@ -62,6 +63,77 @@ class CommandLine(unittest.TestCase):
                            text=True)
         self.assertEqual(r.returncode, 3)
         self.assertIn("no CUDA GPU", r.stderr)
+
+
+class FakeFlashInfer:
+    """FlashInfer's two wrappers as far as flashinfer_calls uses them: plan() is recorded, and
+    run() returns its queries (as if O were Q), so that the layouts can be checked."""
+    def __init__(self):
+        self.plans = []
+        outer = self
+
+        class Wrapper:
+            def __init__(self, workspace, kv_layout="NHD", use_tensor_cores=False):
+                self.kind = (type(self).__name__, kv_layout, use_tensor_cores)
+
+            def plan(self, *args, **kwargs):
+                outer.plans.append((self.kind, args, kwargs))
+
+            def run(self, q, kv):
+                return q.clone()
+
+        self.BatchDecodeWithPagedKVCacheWrapper = type("Decode", (Wrapper,), {})
+        self.BatchPrefillWithPagedKVCacheWrapper = type("Prefill", (Wrapper,), {})
+
+
+class FlashInfer(unittest.TestCase):
+    def setUp(self):
+        try:
+            import torch
+        except ImportError:
+            self.skipTest("PyTorch is not installed")
+        self.torch = torch
+
+    def cache(self, b, hq, hkv, nq, nk, d=8):
+        torch = self.torch
+        return (torch.randn(b, hq, nq, d), torch.randn(b, hkv, nk, d), torch.randn(b, hkv, nk, d))
+
+    def test_decode_pages_a_sequence_each_on_both_kernels(self):
+        fi, torch = FakeFlashInfer(), self.torch
+        q, k, v = self.cache(3, 8, 2, 1, 40)
+        calls = dvp.flashinfer_calls(fi, torch, q, k, v, workspace=None, device="cpu")
+        self.assertEqual(sorted(calls), ["flashinfer_decode", "flashinfer_decode_tc"])
+        for name, fn in calls.items():
+            self.assertTrue(torch.equal(fn(), q), name)  # [B, Hq, 1, d] back from [B, Hq, d]
+        self.assertEqual([p[0] for p in fi.plans], [("Decode", "HND", False), ("Decode", "HND", True)])
+        (_, args, kwargs) = fi.plans[0]
+        indptr, indices, last = args[:3]
+        self.assertEqual(indptr.tolist(), [0, 1, 2, 3])
+        self.assertEqual(indices.tolist(), [0, 1, 2])
+        self.assertEqual(last.tolist(), [40, 40, 40])  # each sequence one full page of Nk tokens
+        self.assertEqual(args[3:], (8, 2, 8, 40))  # Hq, Hkv, d, page size = Nk
+        self.assertEqual(kwargs, {"q_data_type": q.dtype, "kv_data_type": k.dtype})
+
+    def test_several_rows_go_through_causal_prefill_in_token_order(self):
+        fi, torch = FakeFlashInfer(), self.torch
+        q, k, v = self.cache(2, 4, 4, 3, 10)
+        calls = dvp.flashinfer_calls(fi, torch, q, k, v, workspace=None, device="cpu")
+        self.assertEqual(list(calls), ["flashinfer_prefill"])
+        self.assertTrue(torch.equal(calls["flashinfer_prefill"](), q))  # through [B·Nq, Hq, d] and back
+        (kind, args, kwargs) = fi.plans[0]
+        self.assertEqual(kind, ("Prefill", "HND", False))
+        self.assertEqual(args[0].tolist(), [0, 3, 6])  # each sequence's Nq query tokens
+        self.assertEqual(args[4:8], (4, 4, 8, 10))
+        self.assertTrue(kwargs["causal"])
+
+
+class Verdicts(unittest.TestCase):
+    def test_ours_over_the_fastest_of_each(self):
+        rows = [{"impl": "torch_flash", "ms": "2.0"}, {"impl": "torch_math", "ms": "4.0"},
+                {"impl": "flashinfer_decode", "ms": "1.5"}, {"impl": "flashinfer_decode_tc", "ms": "1.2"},
+                {"impl": "torch_cudnn", "ms": ""}, {"impl": "ch11", "ms": "1.0"}]
+        self.assertEqual(dvp.verdicts(rows), "ours / fastest PyTorch 2.00x, ours / fastest FlashInfer 1.20x")
+        self.assertEqual(dvp.verdicts(rows[:2]), "no comparison")
 
 
 if __name__ == "__main__":
