@@ -780,6 +780,10 @@ DECODE_BATCHES, DECODE_LENGTHS, DECODE_KV_HEADS, DECODE_QUERY_ROWS = (1, 16, 128
 # The split counts forced (FT_CH11_SPLITS) on a few shapes, (B, H_kv, N_k), one query row, to
 # put choose_splits' choice beside every other.
 DECODE_SPLITS, DECODE_SPLIT_SHAPES = (1, 2, 4, 8, 16, 32, 64, 128), ((1, 8, 32768), (1, 8, 131072), (16, 8, 8192), (1, 1, 131072))
+# The shapes --decode-ab compares settings on (B, key/value heads, cached keys; one query
+# row): where the grid missed the read's 85% (B = 1 with grouped heads, 32 heads on one),
+# and one that met it, as a control.
+DECODE_AB_SHAPES = ((1, 8, 32768), (1, 8, 131072), (1, 1, 32768), (16, 1, 32768), (128, 1, 32768), (16, 8, 32768))
 
 
 def step_decode(run):
@@ -790,7 +794,7 @@ def step_decode(run):
     out = run.path("decode.csv")
     run.remove(out)
     prog = program(run.build, "11_decoding")
-    for rows in DECODE_QUERY_ROWS:
+    for rows in DECODE_QUERY_ROWS if run.args.decode_grid else ():
         for kv in DECODE_KV_HEADS:
             for b in DECODE_BATCHES:
                 for n in DECODE_LENGTHS:
@@ -818,6 +822,24 @@ def step_decode(run):
             if rc == 0 and not run.dry_run:
                 tag_csv(part, sweep, "splits", str(splits))
         run.say(f"split sweep b={b} kv={kv} n={n}: decode_splits.csv")
+    # --decode-ab: tensor_cores and the streaming read on a few shapes, as built and under each
+    # NAME=VALUE setting (chapter 11's FT_CH11_* switches), each row tagged with it.
+    ab = run.path("decode_ab.csv")
+    run.remove(ab)
+    for setting in ["built"] + run.args.decode_ab if run.args.decode_ab else ():
+        env = {} if setting == "built" else dict([setting.split("=", 1)])
+        for b, kv, n in DECODE_AB_SHAPES:
+            name = f"ab_b{b}_kv{kv}_n{n}_{setting.replace('=', '_')}"
+            part = run.path("logs", name + ".csv")
+            run.remove(part)
+            rc = run.sh([prog, "--batch", str(b), "--heads", "32", "--heads-kv", str(kv), "--seq-len", "1",
+                         "--len-kv", str(n), "--head-dim", "128", "--dtype", "bf16", "--causal",
+                         "--causal-align", "bottom-right", "--variant", "tensor_cores,stream_read", "--no-verify",
+                         "--iters", "20", "--warmup", "3", "--csv", part],
+                        log=run.path("logs", name + ".log"), timeout=PROGRAM_TIMEOUT, env=env).rc
+            if rc == 0 and not run.dry_run:
+                tag_csv(part, ab, "setting", setting)
+        run.say(f"decode A/B {setting}: decode_ab.csv")
 
 
 def step_generate(run):
@@ -1128,6 +1150,14 @@ def divisor_of(whole, what):
     return check
 
 
+def env_setting(text):
+    """'FT_CH11_EARLY_MERGE=0': an environment variable's name and its value, checked."""
+    name, eq, _ = text.partition("=")
+    if not eq or not re.fullmatch(r"[A-Z_][A-Z0-9_]*", name):
+        raise ValueError(f"{text!r} is not NAME=VALUE (e.g. FT_CH11_EARLY_MERGE=0)")
+    return text
+
+
 def one_of(choices, what):
     def check(text):
         if text not in choices:
@@ -1276,6 +1306,14 @@ def parse_args(argv):
            type=single(number), default=5, metavar="STEPS")
     option("--train-eager", "add an eager pair (seed 0, no graph): training_eager.csv",
            action="store_true")
+    ap.add_argument("--decode-grid", action=argparse.BooleanOptionalAction, default=True,
+                    help="the decode step runs the whole grid (default: yes; --no-decode-grid: only its "
+                         "sweep and --decode-ab)")
+    ap.add_argument("--decode-ab", nargs="+", default=[], metavar="NAME=VALUE",
+                    type=items(env_setting), action=Flatten,
+                    help="the decode step also runs tensor_cores and the streaming read on a few shapes "
+                         "as built and under each environment setting (e.g. FT_CH11_EARLY_MERGE=0): "
+                         "decode_ab.csv, its rows tagged (default: none)")
     ap.add_argument("--decode-splits", nargs="*", type=int, default=list(DECODE_SPLITS), metavar="S",
                     help="the split counts the decode step's sweep forces on its few shapes; "
                          "--decode-splits with nothing after it: no sweep (default: "

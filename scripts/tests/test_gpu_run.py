@@ -143,6 +143,18 @@ class DryRun(unittest.TestCase):
             runs)
         self.assertFalse(any("04_fused_forward/ch04" in r and "--variant" in r for r in runs))
 
+    def test_decode_ab_runs_each_setting_on_its_shapes_without_the_grid(self):
+        lines = self.plan("--steps", "decode", "--decode-splits", "--no-decode-grid",
+                          "--decode-ab", "FT_CH11_EARLY_MERGE=0", "FT_CH11_ROW_TILES=1")
+        runs = self.commands(lines, "ch11_decoding")
+        shapes = len(gpu_run.DECODE_AB_SHAPES)
+        self.assertEqual(len(runs), 3 * shapes)  # as built, then each setting; no grid, no sweep
+        self.assertTrue(all("--variant tensor_cores,stream_read" in r for r in runs))
+        self.assertEqual(sum(r.startswith("FT_CH11_EARLY_MERGE=0 ") for r in runs), shapes)
+        self.assertEqual(sum(r.startswith("FT_CH11_ROW_TILES=1 ") for r in runs), shapes)
+        self.assertTrue(runs[0].startswith("timeout "), "as built: no setting")
+        self.assertNotEqual(run(self.out, "--dry-run", "--decode-ab", "early=0").returncode, 0)
+
     def test_default_steps_leave_out_ctest(self):
         lines = self.plan()
         headers = [line.split(":")[0][3:] for line in lines if line.startswith("== ")]
