@@ -808,38 +808,38 @@ def step_decode(run):
     # The sweep of split counts: batched_v alone, each count's rows tagged with it.
     sweep = run.path("decode_splits.csv")
     run.remove(sweep)
-    for b, kv, n in DECODE_SPLIT_SHAPES if run.args.decode_splits else ():
+    for shape in DECODE_SPLIT_SHAPES if run.args.decode_splits else ():
         for splits in ["auto"] + run.args.decode_splits:
-            name = f"splits_b{b}_kv{kv}_n{n}_{splits}"
-            part = run.path("logs", name + ".csv")
-            run.remove(part)
-            rc = run.sh([prog, "--batch", str(b), "--heads", "32", "--heads-kv", str(kv), "--seq-len", "1",
-                         "--len-kv", str(n), "--head-dim", "128", "--dtype", "bf16", "--causal",
-                         "--causal-align", "bottom-right", "--variant", "batched_v", "--no-verify",
-                         "--iters", "10", "--warmup", "2", "--csv", part],
-                        log=run.path("logs", name + ".log"), timeout=PROGRAM_TIMEOUT,
-                        env={} if splits == "auto" else {"FT_CH11_SPLITS": str(splits)}).rc
-            if rc == 0 and not run.dry_run:
-                tag_csv(part, sweep, "splits", str(splits))
-        run.say(f"split sweep b={b} kv={kv} n={n}: decode_splits.csv")
+            one_row_decode(run, prog, shape, "batched_v", f"splits_{splits}", 10, 2,
+                           {} if splits == "auto" else {"FT_CH11_SPLITS": str(splits)}, sweep, "splits", str(splits))
+        run.say(f"split sweep b={shape[0]} kv={shape[1]} n={shape[2]}: decode_splits.csv")
     # --decode-ab: tensor_cores and the streaming read on a few shapes, as built and under each
     # NAME=VALUE setting (chapter 11's FT_CH11_* switches), each row tagged with it.
     ab = run.path("decode_ab.csv")
     run.remove(ab)
     for setting in ["built"] + run.args.decode_ab if run.args.decode_ab else ():
         env = {} if setting == "built" else dict([setting.split("=", 1)])
-        for b, kv, n in DECODE_AB_SHAPES:
-            name = f"ab_b{b}_kv{kv}_n{n}_{setting.replace('=', '_')}"
-            part = run.path("logs", name + ".csv")
-            run.remove(part)
-            rc = run.sh([prog, "--batch", str(b), "--heads", "32", "--heads-kv", str(kv), "--seq-len", "1",
-                         "--len-kv", str(n), "--head-dim", "128", "--dtype", "bf16", "--causal",
-                         "--causal-align", "bottom-right", "--variant", "tensor_cores,stream_read", "--no-verify",
-                         "--iters", "20", "--warmup", "3", "--csv", part],
-                        log=run.path("logs", name + ".log"), timeout=PROGRAM_TIMEOUT, env=env).rc
-            if rc == 0 and not run.dry_run:
-                tag_csv(part, ab, "setting", setting)
+        for shape in DECODE_AB_SHAPES:
+            one_row_decode(run, prog, shape, "tensor_cores,stream_read", "ab_" + setting.replace("=", "_"), 20, 3,
+                           env, ab, "setting", setting)
         run.say(f"decode A/B {setting}: decode_ab.csv")
+
+
+def one_row_decode(run, prog, shape, variants, tag, iters, warmup, env, whole, column, value):
+    """Chapter 11's program on `variants` at one query row of a shape (B, key/value heads,
+    cached keys) under the environment `env`, no float64 check; its rows added to `whole`
+    with one more column, `column` = `value`."""
+    b, kv, n = shape
+    name = f"decode1_b{b}_kv{kv}_n{n}_{tag}"
+    part = run.path("logs", name + ".csv")
+    run.remove(part)
+    rc = run.sh([prog, "--batch", str(b), "--heads", "32", "--heads-kv", str(kv), "--seq-len", "1",
+                 "--len-kv", str(n), "--head-dim", "128", "--dtype", "bf16", "--causal",
+                 "--causal-align", "bottom-right", "--variant", variants, "--no-verify",
+                 "--iters", str(iters), "--warmup", str(warmup), "--csv", part],
+                log=run.path("logs", name + ".log"), timeout=PROGRAM_TIMEOUT, env=env).rc
+    if rc == 0 and not run.dry_run:
+        tag_csv(part, whole, column, value)
 
 
 def step_generate(run):
