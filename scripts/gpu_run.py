@@ -842,6 +842,37 @@ def one_row_decode(run, prog, shape, variants, tag, iters, warmup, env, whole, c
         tag_csv(part, whole, column, value)
 
 
+def step_ab(run):
+    """A chapter's program from this tree beside the same program built from --ab-tree (another
+    copy of the project, e.g. `git archive main | tar -x -C base`), run in turn on each
+    --ab-args in one call, so that a change common to every variant is measured against the
+    code before it: ab.csv, the program's rows with a `tree` column (this or base)."""
+    a = run.args
+    run.say(f"== A/B of {a.ab_chapter} against {a.ab_tree or '(no --ab-tree)'}")
+    if not a.ab_tree or not a.ab_args:
+        run.say("ab: needs --ab-tree and --ab-args, skipped")
+        return
+    base_build = os.path.join(os.path.abspath(a.ab_tree), "build")
+    target = os.path.basename(program(run.build, a.ab_chapter))
+    for cmd, log in ((["cmake", "-S", os.path.abspath(a.ab_tree), "-B", base_build, "-G", "Ninja",
+                       "-DCMAKE_BUILD_TYPE=Release"], "ab_configure.log"),
+                     (["cmake", "--build", base_build, "-j", str(JOBS), "--target", target], "ab_build.log")):
+        if run.sh(cmd, log=run.path("logs", log), tree_env=False).rc != 0:
+            run.say("ab: the base tree did not build", *grep("error|FAILED", run.path("logs", log))[:20])
+            return
+    out = run.path("ab.csv")
+    run.remove(out)
+    for i, args in enumerate(a.ab_args):
+        for tree, build in (("this", run.build), ("base", base_build)):
+            part = run.path("logs", f"ab_{i}_{tree}.csv")
+            run.remove(part)
+            rc = run.sh([program(build, a.ab_chapter), *shlex.split(args), "--csv", part],
+                        log=run.path("logs", f"ab_{i}_{tree}.log"), timeout=PROGRAM_TIMEOUT).rc
+            if rc == 0 and not run.dry_run:
+                tag_csv(part, out, "tree", tree)
+            run.say(f"ab {tree} {args}: rc={rc}")
+
+
 def step_generate(run):
     """The small GPT trained once more (train_gpt.py --save, FlashAttention-2, seed 0), then
     scripts/generate.py with SDPA (PyTorch's choice, and its FlashAttention-2 backend alone)
@@ -1035,6 +1066,8 @@ STEPS = {
                   "order 1 and 100, ours beside PyTorch's (needs torch): precision_vs_pytorch.csv"),
     "decode": (step_decode, "chapter 11 on the decode grid (batch x cached keys x key/value heads "
                "x query rows), with the streaming read and the paged cache: decode.csv"),
+    "ab": (step_ab, "a chapter's program from this tree and from --ab-tree (built there) on each "
+           "--ab-args in turn: ab.csv (not run by default)"),
     "generate": (step_generate, "the small GPT saved, then generated from with a KV cache through "
                  "SDPA and through chapter 11, each checked against uncached tokens: generate.txt"),
     "ring": (step_ring, "ring attention on simulated ranks (one GPU), then through torchrun "
@@ -1044,9 +1077,9 @@ STEPS = {
     "profiles": (step_profiles, "Nsight Compute sections (--profiles) and stall samples "
                  "(--source-pages): logs/profiles/"),
 }
-DEFAULT_STEPS = [name for name in STEPS if name != "ctest"]
+DEFAULT_STEPS = [name for name in STEPS if name not in ("ctest", "ab")]
 # The steps that run the build's programs and tests (the others need the library at most).
-PROGRAM_STEPS = {"tests", "ctest", "sanitizer", "sanitizer_views", "tour", "chapters", "tc",
+PROGRAM_STEPS = {"tests", "ctest", "sanitizer", "sanitizer_views", "tour", "chapters", "tc", "ab",
                  "traffic", "profiles", "decode"}
 
 
@@ -1306,6 +1339,13 @@ def parse_args(argv):
            type=single(number), default=5, metavar="STEPS")
     option("--train-eager", "add an eager pair (seed 0, no graph): training_eager.csv",
            action="store_true")
+    ap.add_argument("--ab-tree", metavar="DIR",
+                    help="the ab step's other copy of the project, built in DIR/build (default: none)")
+    ap.add_argument("--ab-chapter", default="10_hopper_backward", type=one_of(ALL_CHAPTERS + DECODE_CHAPTERS, "chapter"),
+                    metavar="CHAPTER", help="the ab step's chapter folder (default: 10_hopper_backward)")
+    ap.add_argument("--ab-args", nargs="+", default=[], metavar="ARGS",
+                    help="the ab step's runs: each one string of the program's flags, e.g. "
+                         "'--variant specialized --seq-len 4096 --batch 4 --heads 32 --head-dim 64'")
     ap.add_argument("--decode-grid", action=argparse.BooleanOptionalAction, default=True,
                     help="the decode step runs the whole grid (default: yes; --no-decode-grid: only its "
                          "sweep and --decode-ab)")

@@ -17,7 +17,7 @@ ROOT = os.path.dirname(os.path.dirname(HERE))
 SCRIPT = os.path.join(ROOT, "scripts", "gpu_run.py")
 # The steps' names are a contract: the READMEs and the docs name them.
 STEPS = ["env", "tests", "ctest", "readme", "sanitizer", "sanitizer_views", "tour", "chapters",
-         "tc", "anchors", "autograd_gpu", "vs_pytorch", "hf", "train", "precision", "decode", "generate", "ring", "traffic", "profiles"]
+         "tc", "anchors", "autograd_gpu", "vs_pytorch", "hf", "train", "precision", "decode", "ab", "generate", "ring", "traffic", "profiles"]
 
 
 def run(*args):
@@ -155,11 +155,27 @@ class DryRun(unittest.TestCase):
         self.assertTrue(runs[0].startswith("timeout "), "as built: no setting")
         self.assertNotEqual(run(self.out, "--dry-run", "--decode-ab", "early=0").returncode, 0)
 
+    def test_ab_builds_the_base_tree_and_runs_both_in_turn(self):
+        base = os.path.join(self.tmp.name, "base")
+        lines = self.plan("--steps", "ab", "--ab-tree", base, "--ab-args", "--variant specialized --seq-len 4096",
+                          "--variant overlap --head-dim 64")
+        cmake = self.commands(lines, "cmake")
+        self.assertEqual(len(cmake), 2)
+        self.assertIn(f"-S {base} -B {base}/build -G Ninja", cmake[0])
+        self.assertIn("--target ch10_hopper_backward", cmake[1])
+        runs = [r for r in self.commands(lines, "ch10_hopper_backward --variant")]
+        self.assertEqual([r.split()[2] for r in runs],
+                         [f"{root}/chapters/10_hopper_backward/ch10_hopper_backward"
+                          for root in (self.build, f"{base}/build")] * 2)
+        self.assertIn("--variant overlap --head-dim 64 --csv", runs[2])
+        # Without a base tree the step says so and runs nothing.
+        self.assertEqual(self.commands(self.plan("--steps", "ab"), "ch10_hopper_backward"), [])
+
     def test_default_steps_leave_out_ctest(self):
         lines = self.plan()
         headers = [line.split(":")[0][3:] for line in lines if line.startswith("== ")]
         # autograd_gpu: the tests step runs the Python GPU tests when both are asked for.
-        self.assertEqual(headers, [s for s in gpu_run.STEPS if s not in ("ctest", "autograd_gpu")])
+        self.assertEqual(headers, [s for s in gpu_run.STEPS if s not in ("ctest", "ab", "autograd_gpu")])
         self.assertEqual(self.commands(lines, "ctest --test-dir"), [])
         self.assertTrue(any("python/tests/test_ops_gpu.py" in line for line in lines))
 
