@@ -173,10 +173,13 @@ def main(argv=None):
                 ref = F.scaled_dot_product_attention(q.float(), k.float(), v.float(), attn_mask=mask,
                                                      enable_gqa=hkv != hq)
 
+        def new_row(impl, status="ok"):
+            return {"impl": impl, "batch": b, "heads": hq, "heads_kv": hkv, "len_q": nq, "len_kv": nk,
+                    "head_dim": D, "dtype": "bf16", "ms": "", "gbps": "", "rel_err": "", "status": status,
+                    "gpu": gpu}
+
         def record(impl, fn):
-            row = {"impl": impl, "batch": b, "heads": hq, "heads_kv": hkv, "len_q": nq, "len_kv": nk,
-                   "head_dim": D, "dtype": "bf16", "ms": "", "gbps": "", "rel_err": "", "status": "ok",
-                   "gpu": gpu}
+            row = new_row(impl)
             try:
                 out = fn()
                 torch.cuda.synchronize()
@@ -202,9 +205,7 @@ def main(argv=None):
                 fi_calls = flashinfer_calls(flashinfer, torch, q, k, v, fi_workspace)
             except (RuntimeError, ValueError, NotImplementedError) as e:  # plan() refused the shape
                 fi_calls = {}
-                rows.append({"impl": "flashinfer", "batch": b, "heads": hq, "heads_kv": hkv, "len_q": nq,
-                             "len_kv": nk, "head_dim": D, "dtype": "bf16", "ms": "", "gbps": "", "rel_err": "",
-                             "status": "refused: " + " ".join(str(e).split())[:160], "gpu": gpu})
+                rows.append(new_row("flashinfer", "refused: " + " ".join(str(e).split())[:160]))
             for name, fn in fi_calls.items():
                 record(name, fn)
         for impl in args.impls:

@@ -401,15 +401,23 @@ def build(run, need_programs):
         return True
     if run.dry_run:
         print("== build: BUILD_DIR lacks what the steps need")
-    commands = [(["cmake", "-S", ROOT, "-B", run.build, "-G", "Ninja",
-                  "-DCMAKE_BUILD_TYPE=Release"], run.path("logs", "configure.log")),
-                (["cmake", "--build", run.build, "-j", str(JOBS)] + target,
-                 run.path("logs", "build.log"))]
-    for cmd, log in commands:
-        if run.sh(cmd, log=log).rc != 0:
-            run.say(failed, *grep("error|FAILED", log)[:30])
-            return False
+    log = cmake_build(run, ROOT, run.build, target)
+    if log:
+        run.say(failed, *grep("error|FAILED", log)[:30])
+        return False
     return True
+
+
+def cmake_build(run, source, folder, target, prefix=""):
+    """Configures `folder` from `source` with Ninja (Release) and builds it (`target`: cmake
+    --build's arguments after -j), logs/<prefix>configure.log and logs/<prefix>build.log;
+    the log of the command that failed, or None."""
+    for cmd, name in ((["cmake", "-S", source, "-B", folder, "-G", "Ninja", "-DCMAKE_BUILD_TYPE=Release"], "configure"),
+                      (["cmake", "--build", folder, "-j", str(JOBS)] + target, "build")):
+        log = run.path("logs", prefix + name + ".log")
+        if run.sh(cmd, log=log).rc != 0:
+            return log
+    return None
 
 
 # ---- The steps, in the order they run ---------------------------------------------------
@@ -854,12 +862,10 @@ def step_ab(run):
         return
     base_build = os.path.join(os.path.abspath(a.ab_tree), "build")
     target = os.path.basename(program(run.build, a.ab_chapter))
-    for cmd, log in ((["cmake", "-S", os.path.abspath(a.ab_tree), "-B", base_build, "-G", "Ninja",
-                       "-DCMAKE_BUILD_TYPE=Release"], "ab_configure.log"),
-                     (["cmake", "--build", base_build, "-j", str(JOBS), "--target", target], "ab_build.log")):
-        if run.sh(cmd, log=run.path("logs", log), tree_env=False).rc != 0:
-            run.say("ab: the base tree did not build", *grep("error|FAILED", run.path("logs", log))[:20])
-            return
+    log = cmake_build(run, os.path.abspath(a.ab_tree), base_build, ["--target", target], prefix="ab_")
+    if log:
+        run.say("ab: the base tree did not build", *grep("error|FAILED", log)[:20])
+        return
     out = run.path("ab.csv")
     run.remove(out)
     for i, args in enumerate(a.ab_args):
@@ -1341,8 +1347,9 @@ def parse_args(argv):
            action="store_true")
     ap.add_argument("--ab-tree", metavar="DIR",
                     help="the ab step's other copy of the project, built in DIR/build (default: none)")
-    ap.add_argument("--ab-chapter", default="10_hopper_backward", type=one_of(ALL_CHAPTERS + DECODE_CHAPTERS, "chapter"),
-                    metavar="CHAPTER", help="the ab step's chapter folder (default: 10_hopper_backward)")
+    ap.add_argument("--ab-chapter", default="10_hopper_backward", metavar="CHAPTER",
+                    type=one_of(ALL_CHAPTERS + DECODE_CHAPTERS, "chapter"),
+                    help="the ab step's chapter folder (default: 10_hopper_backward)")
     ap.add_argument("--ab-args", nargs="+", default=[], metavar="ARGS",
                     help="the ab step's runs: each one string of the program's flags, e.g. "
                          "'--variant specialized --seq-len 4096 --batch 4 --heads 32 --head-dim 64'")
