@@ -36,6 +36,12 @@ namespace ch11 {
 constexpr int kWarps = 4;                       ///< warps a block: 4 tiles of 32 keys in flight
 constexpr int kThreads = kWarps * 32;
 constexpr int kMaxQueryRows = 16;               ///< query rows a sequence (speculative decoding's few)
+/// At most this many splits of the keys: the merge reads splits × (d + 1) floats a query
+/// row, and its warp keeps kMaxSplits / 32 splits' weights a lane in registers.
+constexpr int kMaxSplits = 128;
+/// Splits whose O rows the merge's warp loads before it uses any: 8 · d/32 loads in flight
+/// a lane (32 at d = 128), enough to cover L2's latency with one row a warp.
+constexpr int kMergeBatch = 8;
 
 template <class T>
 struct Params {
@@ -295,27 +301,63 @@ __global__ void __launch_bounds__(kThreads, 1) decode_split(const Params<T> p) {
   write_block_rows<T, D, kRows>(p, ms, ls, accs, rows, int64_t(q_head_of(0)) * p.Nq + q_row_of(0), split);
 }
 
-/// O and lse of every query row from its splits' (normalized O, lse): a warp a row.
+/// O and lse of every query row from its splits' (normalized O, lse): a warp a row, and the
+/// row's splits spread over the warp's lanes (split s on lane s % 32). The max and the sum of
+/// the weights are warp reductions; each lane keeps its splits' weights in registers and
+/// broadcasts them by shuffle while the warp reads the splits' O rows, kMergeBatch at a time
+/// with all their loads issued before any is used. (A lane looping over every split alone
+/// waited on L2 every split or two, column by column: at 66 splits that merge, not the
+/// decode, took most of a B = 1 call. The chapter's case study.)
 template <class T, int D>
 __global__ void __launch_bounds__(kThreads) decode_merge(const float* o_part, const float* lse_part, T* O, float* lse,
                                                          int64_t rows, int splits) {
+  constexpr int kPerLane = kMaxSplits / 32;  // splits a lane weighs (merge_splits checks splits <= kMaxSplits)
+  constexpr int kCols = D / 32;              // output columns a lane owns: c = k·32 + lane, coalesced
   const int64_t row = int64_t(blockIdx.x) * kWarps + threadIdx.x / 32;
-  if (row >= rows) return;
+  if (row >= rows) return;  // the whole warp: a warp is one row
   const int lane = threadIdx.x % 32;
+
+  float w[kPerLane];  // this lane's splits' lse, then their weights exp(lse − max)
   float mx = -INFINITY;
-  for (int s = 0; s < splits; ++s) mx = fmaxf(mx, lse_part[int64_t(s) * rows + row]);
-  float sum = 0.f;
-  if (mx != -INFINITY)
-    for (int s = 0; s < splits; ++s) sum += __expf(lse_part[int64_t(s) * rows + row] - mx);
-  const float total = mx == -INFINITY ? -INFINITY : mx + __logf(sum);
-  for (int c = lane; c < D; c += 32) {
-    float o = 0.f;
-    if (mx != -INFINITY)
-      for (int s = 0; s < splits; ++s)
-        o += __expf(lse_part[int64_t(s) * rows + row] - total) * o_part[(int64_t(s) * rows + row) * D + c];
-    O[row * D + c] = from_float<T>(o);
+#pragma unroll
+  for (int j = 0; j < kPerLane; ++j) {
+    const int s = j * 32 + lane;
+    w[j] = s < splits ? lse_part[int64_t(s) * rows + row] : -INFINITY;
+    mx = fmaxf(mx, w[j]);
   }
-  if (lane == 0) lse[row] = total;
+  mx = ft::warp_max(mx);
+  float sum = 0.f;
+#pragma unroll
+  for (int j = 0; j < kPerLane; ++j) {
+    w[j] = mx == -INFINITY ? 0.f : __expf(w[j] - mx);  // an empty split (lse −∞): 0
+    sum += w[j];
+  }
+  sum = ft::warp_sum(sum);  // 0 only when every split was empty
+
+  float o[kCols] = {};
+#pragma unroll
+  for (int j = 0; j < kPerLane; ++j) {
+    if (j * 32 >= splits) break;  // the same for the whole warp, as every branch below
+    for (int first = 0; first < 32 && j * 32 + first < splits; first += kMergeBatch) {
+      float part[kMergeBatch][kCols], weight[kMergeBatch];
+#pragma unroll
+      for (int u = 0; u < kMergeBatch; ++u) {
+        const int s = j * 32 + first + u;
+        weight[u] = __shfl_sync(ft::kFullMask, w[j], first + u);  // split s's weight, from lane s % 32
+#pragma unroll
+        for (int k = 0; k < kCols; ++k)
+          part[u][k] = s < splits ? o_part[(int64_t(s) * rows + row) * D + k * 32 + lane] : 0.f;
+      }
+#pragma unroll
+      for (int u = 0; u < kMergeBatch; ++u)
+#pragma unroll
+        for (int k = 0; k < kCols; ++k) o[k] += weight[u] * part[u][k];
+    }
+  }
+  const float inv = sum > 0.f ? 1.f / sum : 0.f;
+#pragma unroll
+  for (int k = 0; k < kCols; ++k) O[row * D + k * 32 + lane] = from_float<T>(o[k] * inv);
+  if (lane == 0) lse[row] = sum > 0.f ? mx + __logf(sum) : -INFINITY;
 }
 
 }  // namespace ch11

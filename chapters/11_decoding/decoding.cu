@@ -39,8 +39,6 @@ constexpr int kLedgerBlocksPerSm = 4;
 /// A split reads at least this many keys: below it the block's start and the merge's extra
 /// pass are a larger share than the parallelism they buy (two rounds of 4 warps × 32 keys).
 constexpr int kMinSplitKeys = 256;
-/// At most this many splits: the merge reads splits × (d + 1) floats a query row.
-constexpr int kMaxSplits = 128;
 
 int choose_splits(int64_t blocks, int len_kv, int sms, int blocks_per_sm) {
   if (blocks <= 0 || len_kv <= 0 || sms <= 0 || blocks_per_sm <= 0) return 1;
@@ -103,6 +101,9 @@ size_t workspace(const ft::Problem& p) {
 template <class T, int D>
 void merge_splits(const ft::Problem& p, const Params<T>& params, cudaStream_t stream) {
   if (params.splits == 1) return;
+  if (params.splits > kMaxSplits)  // decode_merge weighs kMaxSplits / 32 splits a lane, no more
+    throw ft::Unsupported("chapter 11: " + std::to_string(params.splits) + " splits; the merge takes at most " +
+                          std::to_string(kMaxSplits));
   decode_merge<T, D><<<int((p.rows() + kWarps - 1) / kWarps), kThreads, 0, stream>>>(
       params.o_part, params.lse_part, params.O, params.lse, p.rows(), params.splits);
   CUDA_CHECK_LAUNCH();

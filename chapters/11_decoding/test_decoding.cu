@@ -11,6 +11,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <string>
 #include <vector>
 
@@ -122,6 +123,26 @@ TEST(Ch11, SplitsFollowTheGpuAndTheKeys) {
   EXPECT_EQ(ch11::choose_splits(1, 1 << 20, 132, 4), 128);         // at most 128
   EXPECT_EQ(ch11::choose_splits(1, 1, 132, 4), 1);
   EXPECT_EQ(ch11::choose_splits(8, 100000, 132, 0), 1);            // a kernel that cannot run: no split
+}
+
+// The merge with more splits than a warp has lanes (each lane weighs several): 33 and 128
+// splits forced (FT_CH11_SPLITS) over 32,805 keys, every variant that splits. decode_mma
+// rounds a split up to whole 128-key tiles, so at 128 its last splits are empty (lse −∞).
+TEST(Ch11, MergesMoreSplitsThanLanes) {
+  REQUIRE_GPU();
+  struct ForcedSplits {  // FT_CH11_SPLITS set for the test's scope only
+    explicit ForcedSplits(const char* n) { setenv("FT_CH11_SPLITS", n, 1); }
+    ~ForcedSplits() { unsetenv("FT_CH11_SPLITS"); }
+  };
+  for (const char* splits : {"33", "128"}) {
+    const ForcedSplits forced(splits);
+    for (const auto& impl : ch11::forward_impls()) {
+      if (impl.variant == "one_block") continue;  // one block the whole key range: no merge
+      const ft::Problem p = decode_problem(1, 8, 2, 1, 32805, 128, true, ft::DType::BFloat16);
+      SCOPED_TRACE(impl.variant + ", " + std::string(splits) + " splits, " + p.describe());
+      ft::testing::expect_forward_correct(impl, p);
+    }
+  }
 }
 
 TEST(Ch11, RefusesWhatItDoesNotDecode) {

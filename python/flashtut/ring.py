@@ -18,21 +18,27 @@ all its visitors' keys visible (the last rank) or none (the first): the ranks' w
 differ P-fold. Cut the sequence into 2P chunks and give rank r chunks r and 2P − 1 − r
 (:func:`zigzag_shard`): every rank then holds one early and one late chunk, and at each
 step of the ring every rank computes the same amount. When the block of rank s visits rank
-r, of the four chunk pairs (query chunk i, key chunk j) only those with j <= i are
-computed (:func:`step_pairs`):
+r, the query rows and keys with something visible form one rectangle, so each visit is one
+kernel call (:func:`step_block`; half 0 is chunk r of the queries or chunk s of the keys,
+half 1 the late chunk):
 
-    s == r   (r, r) and (2P−1−r, 2P−1−r) causal, (2P−1−r, r) whole
-    s <  r   both query chunks against key chunk s, whole
-    s >  r   query chunk 2P−1−r against both key chunks, whole
+    s == r   the whole block against itself, causal: the local order of [chunk r;
+             chunk 2P−1−r] is the sequence's order, so the block's own diagonal mask is
+             the sequence's
+    s <  r   every query row against key half 0 (chunk s), no mask
+    s >  r   query half 1 (chunk 2P−1−r) against the whole block, no mask
 
-Without the mask every pair is computed, whole.
+Without the mask every visit is the whole block against the whole block. The first visit
+(the rank's own block) covers every query row, so the forward takes its (o, lse) as they
+are; each later visit is merged into the rows it touched.
 
 **What computes a block.** ``block_forward(q, k, v, causal) -> (o, lse)`` and
-``block_backward(q, k, v, o, lse, do, causal) -> (dq, dk, dv)`` on one chunk pair (equal
-lengths, so ``causal`` means the diagonal, top-left): :func:`reference_blocks` in float64
-on any device (the tests' stand-in), :func:`flashtut_blocks` with the tutorial's kernels on
-a GPU (chapters 09 and 10 on Hopper, 07 and 08 elsewhere: flashtut.forward_for and
-backward_for).
+``block_backward(q, k, v, o, lse, do, causal) -> (dq, dk, dv)`` on one rectangle (query
+length 2n or n, key length 2n or n, for chunks of n; ``causal`` only on a square, the
+diagonal): :func:`reference_blocks` in float64 on any device (the tests' stand-in),
+:func:`flashtut_blocks` with the tutorial's kernels on a GPU (chapters 09 and 10 on Hopper,
+07 and 08 elsewhere: flashtut.forward_for and backward_for; a kernel that takes one length,
+chapter 08's backward, gets two square calls instead, :func:`square_blocks`).
 
 **The ring.** A ``comm`` passes each rank's current block to the next rank and receives the
 previous rank's: :class:`SimulatedRing` runs all P ranks in one process, on one device (the
@@ -47,7 +53,8 @@ import math
 
 import torch
 
-__all__ = ["zigzag_shard", "zigzag_unshard", "merge", "step_pairs", "reference_blocks", "flashtut_blocks",
+__all__ = ["zigzag_shard", "zigzag_unshard", "merge", "step_block", "reference_blocks", "flashtut_blocks",
+           "square_blocks",
            "SimulatedRing", "DistributedRing", "forward", "backward", "forward_simulated", "backward_simulated"]
 
 
@@ -70,17 +77,19 @@ def zigzag_unshard(shards, dim=2):
     return torch.cat(list(firsts) + list(reversed(seconds)), dim=dim)
 
 
-def step_pairs(rank, src, world, causal):
-    """The (query half, key half, causal) triples rank ``rank`` computes when rank ``src``'s
-    block visits it: halves 0 and 1 are the rank's chunks rank and 2·world − 1 − rank (and
-    src's, src and 2·world − 1 − src)."""
+def step_block(rank, src, world, causal):
+    """(query half, key half, causal) of the one call rank ``rank`` makes when rank ``src``'s
+    block visits it: a half is 0 or 1 (the rank's chunk ``rank`` or 2·world − 1 − ``rank``;
+    src's chunk ``src`` or 2·world − 1 − ``src``), None the whole block. Under the causal mask
+    every (query, key) pair with the key visible lies in that rectangle, and every pair in it
+    is visible, but for the own block's diagonal mask (causal True)."""
     if not causal:
-        return [(a, b, False) for a in (0, 1) for b in (0, 1)]
+        return None, None, False
     if src == rank:
-        return [(0, 0, True), (1, 0, False), (1, 1, True)]
+        return None, None, True
     if src < rank:
-        return [(0, 0, False), (1, 0, False)]
-    return [(1, 0, False), (1, 1, False)]
+        return None, 0, False  # key chunk src is before both query chunks; 2P−1−src after both
+    return 1, None, False      # both of src's chunks lie between the rank's two: only the late one sees them
 
 
 # ---- the merge ----------------------------------------------------------------------------------
@@ -138,20 +147,67 @@ def reference_blocks(scale=None):
     return block_forward, block_backward
 
 
+def _wide(x):
+    """``x`` in float32 at least, for a sum of two partial gradients (a kernel may return bf16)."""
+    return x if x.dtype in (torch.float32, torch.float64) else x.float()
+
+
+def square_blocks(block_forward, block_backward):
+    """(block_forward, block_backward) that give ``block_forward`` and ``block_backward`` only
+    square calls: a 2n × n or n × 2n rectangle (never causal, :func:`step_block`) becomes two
+    n × n calls, their results joined (the query halves' rows side by side, the key halves'
+    partial results merged or summed). For a kernel that takes one length for queries and
+    keys (chapter 08's backward)."""
+
+    def cut(q, k):
+        if q.shape[2] == k.shape[2]:
+            return None
+        if q.shape[2] == 2 * k.shape[2]:
+            return "queries"
+        if k.shape[2] == 2 * q.shape[2]:
+            return "keys"
+        raise ValueError(f"square_blocks: {q.shape[2]} queries against {k.shape[2]} keys: neither equal nor a pair")
+
+    def forward(q, k, v, causal):
+        how = cut(q, k)
+        if how is None:
+            return block_forward(q, k, v, causal)
+        if how == "queries":
+            (o0, l0), (o1, l1) = (block_forward(_half(q, h), k, v, False) for h in (0, 1))
+            return torch.cat([o0, o1], dim=2), torch.cat([l0, l1], dim=2)
+        (o0, l0), (o1, l1) = (block_forward(q, _half(k, h), _half(v, h), False) for h in (0, 1))
+        return merge(o0, l0, o1, l1)
+
+    def backward(q, k, v, o, lse, do, causal):
+        how = cut(q, k)
+        if how is None:
+            return block_backward(q, k, v, o, lse, do, causal)
+        if how == "queries":
+            (dq0, dk0, dv0), (dq1, dk1, dv1) = (
+                block_backward(_half(q, h), k, v, _half(o, h), _half(lse, h), _half(do, h), False) for h in (0, 1))
+            return torch.cat([dq0, dq1], dim=2), _wide(dk0) + dk1, _wide(dv0) + dv1
+        (dq0, dk0, dv0), (dq1, dk1, dv1) = (
+            block_backward(q, _half(k, h), _half(v, h), o, lse, do, False) for h in (0, 1))
+        return _wide(dq0) + dq1, torch.cat([dk0, dk1], dim=2), torch.cat([dv0, dv1], dim=2)
+
+    return forward, backward
+
+
 def flashtut_blocks(scale=None, forward_impl=None, backward_impl=None):
     """(block_forward, block_backward) on the tutorial's kernels (bf16/fp16 CUDA tensors,
     d = 64 or 128): :func:`flashtut.forward` with ``forward_impl`` and :func:`flashtut.backward`
     with ``backward_impl`` (None: :func:`flashtut.forward_for` and :func:`flashtut.backward_for`
-    of the GPU, chapters 09 and 10 on a Hopper GPU, 07 and 08 elsewhere)."""
+    of the GPU, chapters 09 and 10 on a Hopper GPU, 07 and 08 elsewhere). A kernel that takes
+    one length (its Impl's ``lengths`` false) gets square calls (:func:`square_blocks`)."""
     import flashtut
 
-    def block_forward(q, k, v, causal):
+    def one_forward(q, k, v, causal):
         impl = forward_impl or flashtut.forward_for(torch.cuda.get_device_capability(q.device))
         o, lse = flashtut.forward(q.contiguous(), k.contiguous(), v.contiguous(), causal=causal, scale=scale,
                                   impl=impl)
         return o.float(), lse
 
-    def block_backward(q, k, v, o, lse, do, causal):
+    def one_backward(q, k, v, o, lse, do, causal):
         impl = backward_impl or flashtut.backward_for(torch.cuda.get_device_capability(q.device))
         # A backward without grouped heads (chapter 08's) takes as many key/value heads as
         # query heads: they are expanded, and each group's dK and dV summed back.
@@ -167,42 +223,61 @@ def flashtut_blocks(scale=None, forward_impl=None, backward_impl=None):
             dv = dv.float().unflatten(1, (heads_kv, heads // heads_kv)).sum(2)
         return dq, dk, dv
 
+    square_forward, square_backward = square_blocks(one_forward, one_backward)
+
+    def block_forward(q, k, v, causal):
+        impl = forward_impl or flashtut.forward_for(torch.cuda.get_device_capability(q.device))
+        return (one_forward if flashtut.forwards()[impl].lengths else square_forward)(q, k, v, causal)
+
+    def block_backward(q, k, v, o, lse, do, causal):
+        impl = backward_impl or flashtut.backward_for(torch.cuda.get_device_capability(q.device))
+        call = one_backward if flashtut.backwards()[impl].lengths else square_backward
+        return call(q, k, v, o, lse, do, causal)
+
     return block_forward, block_backward
 
 
 # ---- one rank's steps -----------------------------------------------------------------------------
 
-def _halves(x):
-    return x.chunk(2, dim=2)
+def _half(x, half, dim=2):
+    """Half ``half`` (0 or 1) of ``x`` along the sequence, or all of it (None): a view."""
+    return x if half is None else x.chunk(2, dim=dim)[half]
+
+
+def _accumulator(x):
+    """The dtype partial results are summed in: float64 for float64 inputs, else float32."""
+    return torch.float64 if x.dtype == torch.float64 else torch.float32
+
+
+def _add_into(total, half, part):
+    """``total``'s rows of ``half`` (None: all) += ``part``, in place."""
+    _half(total, half).add_(part.to(total.dtype))
 
 
 def _forward_step(q, kv, rank, src, world, causal, block_forward, state):
-    """Folds the block of rank ``src`` (kv = (k, v)) into this rank's (o, lse), in place."""
-    qh, kh, vh = _halves(q), _halves(kv[0]), _halves(kv[1])
+    """(o, lse) with the block of rank ``src`` (kv = (k, v)) folded in: the call's result as it
+    is on the first visit (``state`` None: the own block, every row), else merged into the
+    rows the call covered, in place."""
+    a, b, diag = step_block(rank, src, world, causal)
+    o_b, lse_b = block_forward(_half(q, a), _half(kv[0], b), _half(kv[1], b), diag)
+    acc = _accumulator(q)
+    if state is None:
+        return o_b.to(acc), lse_b.to(acc)
     o, lse = state
-    for a, b, diag in step_pairs(rank, src, world, causal):
-        o_b, lse_b = block_forward(qh[a], kh[b], vh[b], diag)
-        rows = slice(a * qh[0].shape[2], (a + 1) * qh[0].shape[2])
-        o[:, :, rows], lse[:, :, rows] = merge(o[:, :, rows], lse[:, :, rows], o_b.to(o.dtype), lse_b.to(lse.dtype))
+    rows_o, rows_lse = _half(o, a), _half(lse, a)
+    rows_o[:], rows_lse[:] = merge(rows_o, rows_lse, o_b.to(acc), lse_b.to(acc))
+    return state
 
 
-def _backward_step(q, o, lse, do, kv, dkv, dq, rank, src, world, causal, block_backward):
-    """Adds the gradients of the block of rank ``src`` into this rank's dq and the block's
-    travelling dk, dv (dkv), in place."""
-    qh, oh, lh, doh = _halves(q), _halves(o), lse.chunk(2, dim=2), _halves(do)
-    kh, vh = _halves(kv[0]), _halves(kv[1])
-    n = qh[0].shape[2]
-    for a, b, diag in step_pairs(rank, src, world, causal):
-        dq_b, dk_b, dv_b = block_backward(qh[a], kh[b], vh[b], oh[a], lh[a], doh[a], diag)
-        dq[:, :, a * n:(a + 1) * n] += dq_b.to(dq.dtype)
-        dkv[0][:, :, b * n:(b + 1) * n] += dk_b.to(dkv[0].dtype)
-        dkv[1][:, :, b * n:(b + 1) * n] += dv_b.to(dkv[1].dtype)
-
-
-def _empty_result(q, dtype):
-    o = torch.zeros(q.shape, dtype=dtype, device=q.device)
-    lse = torch.full(q.shape[:3], float("-inf"), dtype=dtype, device=q.device)
-    return o, lse
+def _backward_share(q, o, lse, do, kv, dq, rank, src, world, causal, block_backward):
+    """The gradients of the block of rank ``src`` from this rank's queries: dq's part added
+    into ``dq`` in place; this rank's share of the block's dk, dv returned with the key half
+    it covers, (dk, dv, half)."""
+    a, b, diag = step_block(rank, src, world, causal)
+    dq_b, dk_b, dv_b = block_backward(_half(q, a), _half(kv[0], b), _half(kv[1], b), _half(o, a), _half(lse, a),
+                                      _half(do, a), diag)
+    _add_into(dq, a, dq_b)
+    return dk_b, dv_b, b
 
 
 # ---- the rings ---------------------------------------------------------------------------------
@@ -256,28 +331,31 @@ def forward_simulated(qs, ks, vs, *, causal, blocks=None):
     default :func:`reference_blocks`."""
     block_forward = (blocks or reference_blocks())[0]
     world, ring = len(qs), SimulatedRing(len(qs))
-    states = [_empty_result(q, torch.float64 if q.dtype == torch.float64 else torch.float32) for q in qs]
+    states = [None] * world
     kvs = list(zip(ks, vs))
     for step in range(world):
         for r in range(world):
-            _forward_step(qs[r], kvs[r], r, (r - step) % world, world, causal, block_forward, states[r])
+            states[r] = _forward_step(qs[r], kvs[r], r, (r - step) % world, world, causal, block_forward, states[r])
         kvs = ring.shift(kvs)
     return states
 
 
 def backward_simulated(qs, ks, vs, os, lses, dos, *, causal, blocks=None):
-    """Every rank's (dq, dk, dv), one process (see :func:`forward_simulated`)."""
+    """Every rank's (dq, dk, dv), one process (see :func:`forward_simulated`): each block's
+    dk, dv travel with it, each rank adding its share, and end back on its owner."""
     block_backward = (blocks or reference_blocks())[1]
     world, ring = len(qs), SimulatedRing(len(qs))
-    acc = torch.float64 if qs[0].dtype == torch.float64 else torch.float32
+    acc = _accumulator(qs[0])
     dqs = [torch.zeros(q.shape, dtype=acc, device=q.device) for q in qs]
     travel = [((k, v), (torch.zeros(k.shape, dtype=acc, device=k.device),
                         torch.zeros(v.shape, dtype=acc, device=v.device))) for k, v in zip(ks, vs)]
     for step in range(world):
         for r in range(world):
             kv, dkv = travel[r]
-            _backward_step(qs[r], os[r], lses[r], dos[r], kv, dkv, dqs[r], r, (r - step) % world, world,
-                           causal, block_backward)
+            dk_b, dv_b, b = _backward_share(qs[r], os[r], lses[r], dos[r], kv, dqs[r], r, (r - step) % world, world,
+                                            causal, block_backward)
+            _add_into(dkv[0], b, dk_b)
+            _add_into(dkv[1], b, dv_b)
         travel = ring.shift(travel)
     # After P shifts every block (and its dk, dv) is back on its owner.
     return [(dq, dkv[0], dkv[1]) for dq, (_, dkv) in zip(dqs, travel)]
@@ -288,11 +366,12 @@ def forward(q, k, v, *, causal, comm, blocks=None):
     given, the other ranks' blocks received through ``comm`` (a :class:`DistributedRing`):
     each step posts the next block's transfer, computes the current one, then waits."""
     block_forward = (blocks or reference_blocks())[0]
-    state = _empty_result(q, torch.float64 if q.dtype == torch.float64 else torch.float32)
+    state = None
     kv = (k.contiguous(), v.contiguous())
     for step in range(comm.world):
         pending = comm.start(kv) if step + 1 < comm.world else None
-        _forward_step(q, kv, comm.rank, (comm.rank - step) % comm.world, comm.world, causal, block_forward, state)
+        state = _forward_step(q, kv, comm.rank, (comm.rank - step) % comm.world, comm.world, causal, block_forward,
+                              state)
         if pending is not None:
             kv = comm.finish(pending)
     return state
@@ -300,18 +379,27 @@ def forward(q, k, v, *, causal, comm, blocks=None):
 
 def backward(q, k, v, o, lse, do, *, causal, comm, blocks=None):
     """This rank's (dq, dk, dv) from its zigzag q, k, v, the final o and lse and the output
-    gradient do: the blocks travel with their dk, dv, which end back on their owner."""
+    gradient do. The blocks travel with their dk, dv and end back on their owner; both
+    transfers overlap the kernels: at each step the rank computes its share of the visiting
+    block's gradients first, then waits for the sum the ranks before it sent, adds its share
+    and sends the sum on. Only the last transfer, each block's sum going home, is not hidden."""
     block_backward = (blocks or reference_blocks())[1]
-    acc = torch.float64 if q.dtype == torch.float64 else torch.float32
+    acc = _accumulator(q)
     dq = torch.zeros(q.shape, dtype=acc, device=q.device)
     kv = (k.contiguous(), v.contiguous())
-    dkv = (torch.zeros(k.shape, dtype=acc, device=k.device), torch.zeros(v.shape, dtype=acc, device=v.device))
+    travelling = None  # the transfer of the previous step's block's dk, dv sum
     for step in range(comm.world):
         pending = comm.start(kv) if step + 1 < comm.world else None
-        _backward_step(q, o, lse, do, kv, dkv, dq, comm.rank, (comm.rank - step) % comm.world, comm.world,
-                       causal, block_backward)
-        # dk, dv of the block computed here go on with it (they were summed, so they move now).
-        dkv = comm.finish(comm.start(dkv)) if comm.world > 1 else dkv
+        dk_b, dv_b, b = _backward_share(q, o, lse, do, kv, dq, comm.rank, (comm.rank - step) % comm.world,
+                                        comm.world, causal, block_backward)
+        if travelling is None:  # the own block: no rank has added to it yet
+            dkv = (torch.zeros(k.shape, dtype=acc, device=k.device), torch.zeros(v.shape, dtype=acc, device=v.device))
+        else:
+            dkv = comm.finish(travelling)
+        _add_into(dkv[0], b, dk_b)
+        _add_into(dkv[1], b, dv_b)
+        travelling = comm.start(dkv)  # on to the next rank: after the last step, its owner
         if pending is not None:
             kv = comm.finish(pending)
-    return dq, dkv[0], dkv[1]
+    dk, dv = comm.finish(travelling)
+    return dq, dk, dv

@@ -1,8 +1,9 @@
 """CPU tests of flashtut.ring, ring attention's schedule: the zigzag layout, the merge by the
 log-sum-exp, and the forward and backward over P ranks against attention over the whole
 sequence in float64, causal and not, grouped heads, P = 1 to 4 simulated in one process,
-then through torch.distributed's real point-to-point (gloo on the CPU) with one rank and
-with two. The blocks are computed by flashtut.ring.reference_blocks (float64), so what is
+then through torch.distributed's real point-to-point (gloo on the CPU) with one, two and
+three ranks; each visit's call against the causal mask cell by cell; the square cut for
+kernels that take one length. The blocks are computed by flashtut.ring.reference_blocks (float64), so what is
 tested is the ring, not a kernel. Exit 77 (skipped) without PyTorch."""
 import math
 import os
@@ -60,13 +61,42 @@ class Layout(unittest.TestCase):
         with self.assertRaisesRegex(ValueError, "multiple of 2·world = 4"):
             ring.zigzag_shard(torch.zeros(1, 1, 10, 1), 2, 0)
 
+    @staticmethod
+    def positions(rank, world, chunk):
+        """The sequence positions of rank ``rank``'s rows, in its local order (zigzag)."""
+        late = 2 * world - 1 - rank
+        return list(range(rank * chunk, (rank + 1) * chunk)) + list(range(late * chunk, (late + 1) * chunk))
+
+    def computed(self, rank, src, world, chunk, causal):
+        """The (query position, key position) pairs rank's one call computes when src's block
+        visits: step_block's rectangle, under its own diagonal mask when it says causal."""
+        a, b, diag = ring.step_block(rank, src, world, causal)
+        rows = ring._half(torch.tensor(self.positions(rank, world, chunk)), a, dim=0).tolist()
+        cols = ring._half(torch.tensor(self.positions(src, world, chunk)), b, dim=0).tolist()
+        return {(i, j) for x, i in enumerate(rows) for y, j in enumerate(cols) if not diag or y <= x}
+
+    def test_each_visit_is_exactly_the_masks_pairs(self):
+        """Cell by cell: the pairs a visit's call computes are the visible pairs of the
+        rank's queries and the visitor's keys, no more, no fewer."""
+        for world in (1, 2, 3, 4, 5):
+            for chunk in (1, 3):
+                for causal in (False, True):
+                    for rank in range(world):
+                        for src in range(world):
+                            want = {(i, j) for i in self.positions(rank, world, chunk)
+                                    for j in self.positions(src, world, chunk) if not causal or j <= i}
+                            self.assertEqual(self.computed(rank, src, world, chunk, causal), want,
+                                             (world, chunk, causal, rank, src))
+
     def test_causal_steps_balance_the_work(self):
-        """Under the mask every rank computes the same number of chunk pairs at every step
-        after the first (two), and three at the first: the zigzag's point."""
-        for world in (2, 3, 4):
+        """Under the mask every rank computes the same number of pairs at every step: at the
+        first (its own block) 2c² + c, a triangle of 2c rows; after it 2c², a 2c × c or
+        c × 2c rectangle. The zigzag's point."""
+        chunk = 3
+        for world in (2, 3, 4, 5):
             for step in range(world):
-                counts = {len(ring.step_pairs(r, (r - step) % world, world, True)) for r in range(world)}
-                self.assertEqual(counts, {3 if step == 0 else 2}, (world, step))
+                counts = {len(self.computed(r, (r - step) % world, world, chunk, True)) for r in range(world)}
+                self.assertEqual(counts, {2 * chunk * chunk + (chunk if step == 0 else 0)}, (world, step))
 
     def test_merge_of_two_halves_is_the_whole(self):
         q, k, v, _ = inputs(1)
@@ -86,28 +116,64 @@ class Layout(unittest.TestCase):
         self.assertTrue(torch.isinf(lm).all())
 
 
-class Simulated(unittest.TestCase):
-    def check(self, world, causal):
-        q, k, v, do = inputs(world)
-        o_ref, lse_ref = full_attention(q, k, v, causal)
-        dq_ref, dk_ref, dv_ref = full_gradients(q, k, v, do, causal)
-        qs, ks, vs, dos = shards(q, world), shards(k, world), shards(v, world), shards(do, world)
-        results = ring.forward_simulated(qs, ks, vs, causal=causal)
-        o = ring.zigzag_unshard([o for o, _ in results])
-        lse = ring.zigzag_unshard([l.unsqueeze(-1) for _, l in results]).squeeze(-1)
-        torch.testing.assert_close(o, o_ref, rtol=1e-10, atol=1e-10)
-        torch.testing.assert_close(lse, lse_ref, rtol=1e-10, atol=1e-10)
-        grads = ring.backward_simulated(qs, ks, vs, [o for o, _ in results], [l for _, l in results], dos,
-                                        causal=causal)
-        for i, (name, ref) in enumerate((("dq", dq_ref), ("dk", dk_ref), ("dv", dv_ref))):
-            got = ring.zigzag_unshard([g[i] for g in grads])
-            torch.testing.assert_close(got, ref, rtol=1e-10, atol=1e-10, msg=f"{name}, P = {world}")
+def check_ring(world, causal, blocks=None):
+    """P = world ranks simulated in one process against the whole sequence in float64."""
+    q, k, v, do = inputs(world)
+    o_ref, lse_ref = full_attention(q, k, v, causal)
+    dq_ref, dk_ref, dv_ref = full_gradients(q, k, v, do, causal)
+    qs, ks, vs, dos = shards(q, world), shards(k, world), shards(v, world), shards(do, world)
+    results = ring.forward_simulated(qs, ks, vs, causal=causal, blocks=blocks)
+    o = ring.zigzag_unshard([o for o, _ in results])
+    lse = ring.zigzag_unshard([l.unsqueeze(-1) for _, l in results]).squeeze(-1)
+    torch.testing.assert_close(o, o_ref, rtol=1e-10, atol=1e-10)
+    torch.testing.assert_close(lse, lse_ref, rtol=1e-10, atol=1e-10)
+    grads = ring.backward_simulated(qs, ks, vs, [o for o, _ in results], [l for _, l in results], dos,
+                                    causal=causal, blocks=blocks)
+    for i, (name, ref) in enumerate((("dq", dq_ref), ("dk", dk_ref), ("dv", dv_ref))):
+        got = ring.zigzag_unshard([g[i] for g in grads])
+        torch.testing.assert_close(got, ref, rtol=1e-10, atol=1e-10, msg=f"{name}, P = {world}")
 
+
+class Simulated(unittest.TestCase):
     def test_every_world_causal_and_not(self):
         for world in (1, 2, 3, 4):
             for causal in (False, True):
                 with self.subTest(world=world, causal=causal):
-                    self.check(world, causal)
+                    check_ring(world, causal)
+
+
+class SquareCut(unittest.TestCase):
+    """ring.square_blocks: a kernel that takes one length still runs the ring."""
+
+    def square_only(self):
+        forward, backward = ring.reference_blocks()
+
+        def only_square(q, k):
+            if q.shape[2] != k.shape[2]:
+                raise AssertionError(f"a {q.shape[2]} × {k.shape[2]} call reached a one-length kernel")
+
+        def f(q, k, v, causal):
+            only_square(q, k)
+            return forward(q, k, v, causal)
+
+        def b(q, k, v, o, lse, do, causal):
+            only_square(q, k)
+            return backward(q, k, v, o, lse, do, causal)
+
+        return ring.square_blocks(f, b)
+
+    def test_the_ring_through_square_calls(self):
+        blocks = self.square_only()
+        for world in (1, 2, 3, 4):
+            for causal in (False, True):
+                with self.subTest(world=world, causal=causal):
+                    check_ring(world, causal, blocks)
+
+    def test_refuses_a_rectangle_it_cannot_cut(self):
+        f, _ = self.square_only()
+        q, k, v, _ = inputs(1)
+        with self.assertRaisesRegex(ValueError, "neither equal nor a pair"):
+            f(q, k[:, :, :1], v[:, :, :1], False)
 
 
 def _rank_main(rank, world, init_file, causal, failures):
@@ -161,6 +227,10 @@ class Distributed(unittest.TestCase):
 
     def test_two_ranks(self):
         self.run_world(2)
+
+    def test_three_ranks(self):
+        """A block's dk, dv pass through a rank that neither owns it nor ends with it."""
+        self.run_world(3)
 
 
 if __name__ == "__main__":
