@@ -121,22 +121,30 @@ __device__ __forceinline__ void scores_transposed(float (&st)[Tr::Br / 2], float
   ft::sm90::fence_registers(dpt);
 }
 
-/// dV += Pᵀ·dO and dK += dSᵀ·Q: A from registers (pa, dsa), dO and Q MN-major (k =
-/// queries); issued as one group, not waited for.
+/// dV += Pᵀ·dO: A from registers (pa), dO MN-major (k = queries); issued, not committed:
+/// issue_dk closes the group. Between the two the caller stores dSᵀ (store_ds) from the
+/// registers dK is about to read: once dK is issued, reading them is undefined until the
+/// wait that covers it (the PTX ISA), and dV's product runs while they are stored.
 template <class Tr>
-__device__ __forceinline__ void issue_dv_dk(float (&dv)[Tr::D / 2], float (&dk)[Tr::D / 2],
-                                            const uint32_t (&pa)[Tr::Br / ft::sm90::kMmaK][4],
-                                            const uint32_t (&dsa)[Tr::Br / ft::sm90::kMmaK][4], uint32_t q_addr,
-                                            uint32_t do_addr) {
-  using T = typename Tr::T;
-  using QTile = typename Tr::QTile;
+__device__ __forceinline__ void issue_dv(float (&dv)[Tr::D / 2], const uint32_t (&pa)[Tr::Br / ft::sm90::kMmaK][4],
+                                         uint32_t do_addr) {
   ft::sm90::fence();
 #pragma unroll
   for (int kk = 0; kk < Tr::Br / ft::sm90::kMmaK; ++kk)
-    ft::sm90::mma_rs<T, Tr::D, /*kTransB=*/true>(dv, pa[kk], ft::sm90::mn_major_descriptor<QTile>(do_addr, kk), true);
+    ft::sm90::mma_rs<typename Tr::T, Tr::D, /*kTransB=*/true>(
+        dv, pa[kk], ft::sm90::mn_major_descriptor<typename Tr::QTile>(do_addr, kk), true);
+}
+
+/// dK += dSᵀ·Q: A from registers (dsa), Q MN-major; issued and committed with issue_dv's
+/// product as one group, not waited for. The fence orders store_ds's reads of dsa before it.
+template <class Tr>
+__device__ __forceinline__ void issue_dk(float (&dk)[Tr::D / 2], const uint32_t (&dsa)[Tr::Br / ft::sm90::kMmaK][4],
+                                         uint32_t q_addr) {
+  ft::sm90::fence();
 #pragma unroll
   for (int kk = 0; kk < Tr::Br / ft::sm90::kMmaK; ++kk)
-    ft::sm90::mma_rs<T, Tr::D, /*kTransB=*/true>(dk, dsa[kk], ft::sm90::mn_major_descriptor<QTile>(q_addr, kk), true);
+    ft::sm90::mma_rs<typename Tr::T, Tr::D, /*kTransB=*/true>(
+        dk, dsa[kk], ft::sm90::mn_major_descriptor<typename Tr::QTile>(q_addr, kk), true);
   ft::sm90::commit();
 }
 

@@ -146,16 +146,22 @@ __device__ __forceinline__ void add_dq(const Params<typename Tr::T>& p, const fl
   ft::sm90::named_sync(kConsumersMeet, Tr::kConsumers * ft::sm90::kWarpgroupThreads);
 }
 
-/// Both consumers' dSᵀ rows into shared memory, their meeting (neither reads dSᵀ before both
-/// have written it), and dQ's product issued, not waited for: dQ's columns col0 on = dS·K
-/// over the block's 128 keys, A = dS read from dSᵀ transposed, B = K's columns col0 on
-/// (k_cols_addr), MN-major (k = keys).
-template <class Tr, class DsTile, class KvTile, int kSteps>
-__device__ __forceinline__ void share_ds_issue_dq(float (&dq)[Tr::kDqCols / 2], typename Tr::T* dSs,
-                                                  const uint32_t (&dsa)[kSteps][4], int c, int t, uint32_t ds_addr,
-                                                  uint32_t k_cols_addr) {
+/// A consumer's dSᵀ rows into shared memory for dQ, fenced for the async proxy that wgmma
+/// reads through. Called between dV's issue and dK's (issue_dv, issue_dk): dK reads the
+/// same registers (dsa) as its A operand, and the PTX ISA leaves reading a register an
+/// issued wgmma still reads, before the wait that covers it, undefined.
+template <class DsTile, class T, int kSteps>
+__device__ __forceinline__ void share_ds(T* dSs, const uint32_t (&dsa)[kSteps][4], int c, int t) {
   store_ds<DsTile>(dSs, dsa, c, t);
   ft::sm90::fence_proxy_async();
+}
+
+/// The consumers' meeting once both have written their dSᵀ rows (share_ds: neither reads
+/// dSᵀ before both have), and dQ's product issued, not waited for: dQ's columns col0 on =
+/// dS·K over the block's 128 keys, A = dS read from dSᵀ transposed, B = K's columns col0 on
+/// (k_cols_addr), MN-major (k = keys).
+template <class Tr, class DsTile, class KvTile>
+__device__ __forceinline__ void meet_issue_dq(float (&dq)[Tr::kDqCols / 2], uint32_t ds_addr, uint32_t k_cols_addr) {
   ft::sm90::named_sync(kConsumersMeet, Tr::kConsumers * ft::sm90::kWarpgroupThreads);
   ft::sm90::fence();
 #pragma unroll
@@ -319,10 +325,12 @@ __global__ void __launch_bounds__(Tr::kThreads, 1)
         pack_a<T>(pa, st);
         pack_a<T>(dsa, dpt);
 
-        issue_dv_dk<Tr>(dv, dk, pa, dsa, q_addr, do_addr);
+        issue_dv<Tr>(dv, pa, do_addr);
+        share_ds<DsTile>(dSs, dsa, c, t);
+        issue_dk<Tr>(dk, dsa, q_addr);
 
         float dq[Tr::kDqCols / 2];
-        share_ds_issue_dq<Tr, DsTile, KvTile>(dq, dSs, dsa, c, t, ds_addr, k_cols_addr);
+        meet_issue_dq<Tr, DsTile, KvTile>(dq, ds_addr, k_cols_addr);
         ft::sm90::wait<0>();
         ft::sm90::fence_registers(dq);
         ft::sm90::fence_registers(dk);
@@ -369,9 +377,11 @@ __global__ void __launch_bounds__(Tr::kThreads, 1)
       uint32_t pa[Br / ft::sm90::kMmaK][4], dsa[Br / ft::sm90::kMmaK][4];
       pack_a<T>(pa, pt);
       pack_a<T>(dsa, dst);
-      issue_dv_dk<Tr>(dv, dk, pa, dsa, q_addr, do_addr);
+      issue_dv<Tr>(dv, pa, do_addr);
+      share_ds<DsTile>(dSs, dsa, c, t);
+      issue_dk<Tr>(dk, dsa, q_addr);
       float dq[Tr::kDqCols / 2];
-      share_ds_issue_dq<Tr, DsTile, KvTile>(dq, dSs, dsa, c, t, ds_addr, k_cols_addr);
+      meet_issue_dq<Tr, DsTile, KvTile>(dq, ds_addr, k_cols_addr);
       // The next tile's scores, behind dQ: its stage is the other one, filled by the producer.
       const bool next = it + 1 < total;
       if (next) {

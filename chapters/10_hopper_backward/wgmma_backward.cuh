@@ -111,12 +111,14 @@ __global__ void __launch_bounds__(Tr::kThreads, 1) wgmma_backward(const Params<t
       pack_a<T>(pa, st);
       pack_a<T>(dsa, dpt);
 
-      issue_dv_dk<Tr>(dv, dk, pa, dsa, q_addr, do_addr);
-
-      // dSᵀ to shared memory (rows 64·wg on), for dQ; the generic writes fenced for the
-      // async proxy that wgmma reads through.
+      // dV's product; then dSᵀ to shared memory (rows 64·wg on), for dQ, the generic writes
+      // fenced for the async proxy that wgmma reads through; then dK's product, which reads
+      // the same registers (dsa): stored after its issue, they would be read while an issued
+      // wgmma still reads them, which the PTX ISA leaves undefined.
+      issue_dv<Tr>(dv, pa, do_addr);
       store_ds<DsTile>(dSs, dsa, wg, t);
       ft::sm90::fence_proxy_async();
+      issue_dk<Tr>(dk, dsa, q_addr);
       // The warpgroup's four warps wrote the rows its dQ product reads: they meet first
       // (named barrier 1 + wg, the warpgroup's 128 threads).
       ft::sm90::named_sync(1 + wg, ft::sm90::kWarpgroupThreads);
