@@ -19,9 +19,11 @@ thing) and Nq > 1 passes the bottom-right mask as a boolean ``attn_mask``; a bac
 refuses the shape (a mask, grouped heads) is written as refused, with its reason.
 
 FlashInfer's side (--flashinfer, when ``import flashinfer`` works): the serving library's
-paged kernels over the same cache, each sequence one page of Nk tokens in its "HND" layout
-([pages, Hkv, page size, d]: exactly the [B, Hkv, Nk, d] cache here), planned once outside
-the timing as a server plans a step for all its layers. Nq = 1: its decode wrapper on the
+paged kernels over the same tokens, copied once into its "HND" page pool ([pages, Hkv, page
+size, d]) in pages of 16 tokens, each sequence's pages in order, planned once outside the
+timing as a server plans a step for all its layers. (With one page of Nk tokens a
+sequence, the pool would be the [B, Hkv, Nk, d] cache itself, but FlashInfer's decode then
+ran 3× slower than PyTorch's at B = 1: it splits a sequence's work by pages.) Nq = 1: its decode wrapper on the
 CUDA cores (``flashinfer_decode``) and on the tensor cores (``flashinfer_decode_tc``); Nq > 1:
 its prefill wrapper, causal (FlashInfer aligns the mask bottom-right, as here). Its kernels are
 compiled at their first call (JIT, nvcc): minutes the first time on a machine.
@@ -88,28 +90,42 @@ def parse_args(argv):
 FLASHINFER_WORKSPACE = 128 << 20  # bytes: FlashInfer's float workspace (its split-KV partial results)
 
 
+FLASHINFER_PAGE = 16  # tokens a page of FlashInfer's cache: the page size its documentation's examples use
+
+
+def flashinfer_pages(torch, x, page):
+    """x [B, H, N, d] as FlashInfer's HND page pool [B·N/page, H, page, d]: sequence b's pages
+    b·N/page on, in order (a copy, made once before timing)."""
+    b, h, n, d = x.shape
+    return x.view(b, h, n // page, page, d).permute(0, 2, 1, 3, 4).reshape(b * (n // page), h, page, d).contiguous()
+
+
 def flashinfer_calls(flashinfer, torch, q, k, v, workspace, device="cuda"):
     """{name: fn} of FlashInfer's kernels on this problem, each fn() giving O as [B, Hq, Nq, d].
-    The cache is paged with one page a sequence: indptr 0..B, page b for sequence b, its last
-    page full (Nk tokens). plan() runs here, once, as a server plans a step."""
+    The cache is paged as a server keeps it, FLASHINFER_PAGE tokens a page, each sequence's
+    pages consecutive in the pool (one page of Nk tokens a sequence when Nk is not a
+    multiple). plan() runs here, once, as a server plans a step."""
     b, hq, nq, d = q.shape
     hkv, nk = k.shape[1], k.shape[2]
+    page = FLASHINFER_PAGE if nk % FLASHINFER_PAGE == 0 else nk
+    per = nk // page  # pages a sequence
     i32 = {"dtype": torch.int32, "device": device}
-    indptr, indices = torch.arange(b + 1, **i32), torch.arange(b, **i32)
-    last = torch.full((b,), nk, **i32)
+    indptr, indices = torch.arange(b + 1, **i32) * per, torch.arange(b * per, **i32)
+    last = torch.full((b,), page, **i32)
+    kv = (flashinfer_pages(torch, k, page), flashinfer_pages(torch, v, page))
     dtypes = {"q_data_type": q.dtype, "kv_data_type": k.dtype}
     calls = {}
     if nq == 1:
         q1 = q.reshape(b, hq, d)
         for name, tc in (("flashinfer_decode", False), ("flashinfer_decode_tc", True)):
             w = flashinfer.BatchDecodeWithPagedKVCacheWrapper(workspace, kv_layout="HND", use_tensor_cores=tc)
-            w.plan(indptr, indices, last, hq, hkv, d, nk, **dtypes)
-            calls[name] = lambda w=w: w.run(q1, (k, v)).reshape(b, hq, 1, d)
+            w.plan(indptr, indices, last, hq, hkv, d, page, **dtypes)
+            calls[name] = lambda w=w: w.run(q1, kv).reshape(b, hq, 1, d)
     else:
         rows = q.transpose(1, 2).reshape(b * nq, hq, d).contiguous()  # FlashInfer's ragged [tokens, Hq, d]
         w = flashinfer.BatchPrefillWithPagedKVCacheWrapper(workspace, kv_layout="HND")
-        w.plan(torch.arange(b + 1, **i32) * nq, indptr, indices, last, hq, hkv, d, nk, causal=True, **dtypes)
-        calls["flashinfer_prefill"] = lambda: w.run(rows, (k, v)).reshape(b, nq, hq, d).transpose(1, 2)
+        w.plan(torch.arange(b + 1, **i32) * nq, indptr, indices, last, hq, hkv, d, page, causal=True, **dtypes)
+        calls["flashinfer_prefill"] = lambda: w.run(rows, kv).reshape(b, nq, hq, d).transpose(1, 2)
     return calls
 
 

@@ -98,9 +98,9 @@ class FlashInfer(unittest.TestCase):
         torch = self.torch
         return (torch.randn(b, hq, nq, d), torch.randn(b, hkv, nk, d), torch.randn(b, hkv, nk, d))
 
-    def test_decode_pages_a_sequence_each_on_both_kernels(self):
+    def test_decode_pages_of_16_tokens_on_both_kernels(self):
         fi, torch = FakeFlashInfer(), self.torch
-        q, k, v = self.cache(3, 8, 2, 1, 40)
+        q, k, v = self.cache(3, 8, 2, 1, 48)
         calls = dvp.flashinfer_calls(fi, torch, q, k, v, workspace=None, device="cpu")
         self.assertEqual(sorted(calls), ["flashinfer_decode", "flashinfer_decode_tc"])
         for name, fn in calls.items():
@@ -108,22 +108,39 @@ class FlashInfer(unittest.TestCase):
         self.assertEqual([p[0] for p in fi.plans], [("Decode", "HND", False), ("Decode", "HND", True)])
         (_, args, kwargs) = fi.plans[0]
         indptr, indices, last = args[:3]
-        self.assertEqual(indptr.tolist(), [0, 1, 2, 3])
-        self.assertEqual(indices.tolist(), [0, 1, 2])
-        self.assertEqual(last.tolist(), [40, 40, 40])  # each sequence one full page of Nk tokens
-        self.assertEqual(args[3:], (8, 2, 8, 40))  # Hq, Hkv, d, page size = Nk
+        self.assertEqual(indptr.tolist(), [0, 3, 6, 9])  # three pages of 16 a sequence
+        self.assertEqual(indices.tolist(), list(range(9)))
+        self.assertEqual(last.tolist(), [16, 16, 16])  # each sequence's last page full
+        self.assertEqual(args[3:], (8, 2, 8, 16))  # Hq, Hkv, d, page size
         self.assertEqual(kwargs, {"q_data_type": q.dtype, "kv_data_type": k.dtype})
+
+    def test_the_pool_holds_each_sequences_tokens_in_order(self):
+        torch = self.torch
+        k = torch.arange(2 * 3 * 48 * 4, dtype=torch.float32).view(2, 3, 48, 4)  # B, H, N, d
+        pool = dvp.flashinfer_pages(torch, k, 16)
+        self.assertEqual(tuple(pool.shape), (6, 3, 16, 4))
+        for b in range(2):
+            for t in range(48):  # token t of sequence b: page b·3 + t // 16, slot t % 16
+                self.assertTrue(torch.equal(pool[b * 3 + t // 16, :, t % 16], k[b, :, t]), (b, t))
+
+    def test_a_length_not_a_multiple_of_the_page_is_one_page(self):
+        fi, torch = FakeFlashInfer(), self.torch
+        q, k, v = self.cache(2, 4, 4, 1, 40)
+        dvp.flashinfer_calls(fi, torch, q, k, v, workspace=None, device="cpu")
+        (_, args, _) = fi.plans[0]
+        self.assertEqual((args[0].tolist(), args[2].tolist(), args[6]), ([0, 1, 2], [40, 40], 40))
 
     def test_several_rows_go_through_causal_prefill_in_token_order(self):
         fi, torch = FakeFlashInfer(), self.torch
-        q, k, v = self.cache(2, 4, 4, 3, 10)
+        q, k, v = self.cache(2, 4, 4, 3, 32)
         calls = dvp.flashinfer_calls(fi, torch, q, k, v, workspace=None, device="cpu")
         self.assertEqual(list(calls), ["flashinfer_prefill"])
         self.assertTrue(torch.equal(calls["flashinfer_prefill"](), q))  # through [B·Nq, Hq, d] and back
         (kind, args, kwargs) = fi.plans[0]
         self.assertEqual(kind, ("Prefill", "HND", False))
         self.assertEqual(args[0].tolist(), [0, 3, 6])  # each sequence's Nq query tokens
-        self.assertEqual(args[4:8], (4, 4, 8, 10))
+        self.assertEqual(args[1].tolist(), [0, 2, 4])  # two pages of 16 a sequence
+        self.assertEqual(args[4:8], (4, 4, 8, 16))
         self.assertTrue(kwargs["causal"])
 
 
