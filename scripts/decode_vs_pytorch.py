@@ -23,7 +23,8 @@ paged kernels over the same tokens, copied once into its "HND" page pool ([pages
 size, d]) in pages of 16 tokens, each sequence's pages in order, planned once outside the
 timing as a server plans a step for all its layers. (With one page of Nk tokens a
 sequence, the pool would be the [B, Hkv, Nk, d] cache itself, but FlashInfer's decode then
-ran 3× slower than PyTorch's at B = 1: it splits a sequence's work by pages.) Nq = 1: its decode wrapper on the
+ran 3.4× slower than PyTorch's at B = 1, 32 heads, 131,072 keys; its scheduler cuts a
+sequence's keys into chunks of whole pages, which one page leaves nothing to cut.) Nq = 1: its decode wrapper on the
 CUDA cores (``flashinfer_decode``) and on the tensor cores (``flashinfer_decode_tc``); Nq > 1:
 its prefill wrapper, causal (FlashInfer aligns the mask bottom-right, as here). Its kernels are
 compiled at their first call (JIT, nvcc): minutes the first time on a machine.
