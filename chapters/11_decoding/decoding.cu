@@ -144,18 +144,33 @@ void launch(const ft::Problem& p, Params<T> params, int splits, cudaStream_t str
   merge_splits<T, D>(p, params, stream);
 }
 
-/// Step 5's kernel (decode_mma: a block a 16-row chunk of a key/value head's rows, on the
-/// tensor cores) and the merge; the splits as launch's, each a whole number of 128-key
+/// The environment variable that sets decode_mma's row tiles a block (1 or 2) for the
+/// measurement of two tiles against one (gpu_run's decode step, --decode-ab
+/// FT_CH11_ROW_TILES=1). Unset or empty in every other use.
+constexpr const char* kRowTilesEnv = "FT_CH11_ROW_TILES";
+
+/// decode_mma's m16 row tiles a block: two when a key/value head has more than 16 rows (32
+/// heads on one), so that each fragment of K and V a warp loads serves 32 rows, not 16 in
+/// each of two blocks; else one (FT_CH11_ROW_TILES's when set).
+int mma_row_tiles(int64_t rows) {
+  if (const char* forced = std::getenv(kRowTilesEnv); forced && *forced)
+    return std::clamp(std::atoi(forced), 1, kMaxRowTiles);
+  return rows > kMmaRows ? kMaxRowTiles : 1;
+}
+
+/// Step 5's kernel (decode_mma: a block a chunk of 16·kRowTiles rows of a key/value head, on
+/// the tensor cores) and the merge; the splits as launch's, each a whole number of 128-key
 /// block tiles (a split past the keys is empty: its lse −∞ weighs nothing in the merge).
 /// The grid is (chunks, splits, heads): a group's chunks of one split run side by side.
-template <class T, int D, bool kPaged = false>
-void launch_mma(const ft::Problem& p, Params<T> params, int splits, cudaStream_t stream) {
+template <class T, int D, bool kPaged, int kRowTiles>
+void launch_mma_tiles(const ft::Problem& p, Params<T> params, int splits, cudaStream_t stream) {
   const int64_t rows = rows_a_head(p, true);
   const int64_t heads = p.kv_heads_total();
   if (heads > 65535) throw ft::Unsupported("chapter 11: more than 65535 heads in one launch");
-  const int64_t chunks = (rows + kMmaRows - 1) / kMmaRows;
-  const auto kernel = decode_mma<T, D, kPaged>;
-  const size_t smem = mma_smem_bytes<D>();
+  constexpr int kRows = kMmaRows * kRowTiles;
+  const int64_t chunks = (rows + kRows - 1) / kRows;
+  const auto kernel = decode_mma<T, D, kPaged, kRowTiles>;
+  const size_t smem = mma_smem_bytes<D, kRowTiles>();
   ft::allow_dynamic_smem(kernel, smem, "chapter 11's decode_mma");
   if (splits == kAutoSplits)
     splits = choose_splits(heads * chunks, p.len_kv, ft::sm_count(),
@@ -167,6 +182,14 @@ void launch_mma(const ft::Problem& p, Params<T> params, int splits, cudaStream_t
   kernel<<<dim3(unsigned(chunks), unsigned(splits), unsigned(heads)), kThreads, smem, stream>>>(params);
   CUDA_CHECK_LAUNCH();
   merge_splits<T, D>(p, params, stream);
+}
+
+template <class T, int D, bool kPaged = false>
+void launch_mma(const ft::Problem& p, Params<T> params, int splits, cudaStream_t stream) {
+  if (mma_row_tiles(rows_a_head(p, true)) == 2)
+    launch_mma_tiles<T, D, kPaged, 2>(p, params, splits, stream);
+  else
+    launch_mma_tiles<T, D, kPaged, 1>(p, params, splits, stream);
 }
 
 /// Whether the problem's dtype and head dim are among the compiled instances.
@@ -251,21 +274,22 @@ std::vector<ft::KernelTraffic> traffic(const ft::Problem& p) {
   return t;
 }
 
-/// Step 5's ledger: K and V requested once a 16-row chunk of a group (the chunks of a split
-/// run side by side: from device memory once, the others from L2), Q read and O written
-/// once, the splits' partial results as in traffic(); one block a SM (its 132 KB of shared
-/// memory at d = 128; its 66 KB at d = 64 allow three).
+/// Step 5's ledger: K and V requested once a chunk of a group (16 or 32 rows, mma_row_tiles;
+/// the chunks of a split run side by side: from device memory once, the others from L2), Q
+/// read and O written once, the splits' partial results as in traffic(); one block a SM
+/// (its 132–136 KB of shared memory at d = 128; its 66–68 KB at d = 64 allow three).
 std::vector<ft::KernelTraffic> traffic_mma(const ft::Problem& p) {
   const double kv = 2.0 * double(p.kv_bytes());
-  const int64_t chunks = (rows_a_head(p, true) + kMmaRows - 1) / kMmaRows;
+  const int64_t block_rows = int64_t(kMmaRows) * mma_row_tiles(rows_a_head(p, true));
+  const int64_t chunks = (rows_a_head(p, true) + block_rows - 1) / block_rows;
   const double q = double(p.q_bytes()), o = double(p.q_bytes()), l = double(p.rows()) * ft::kFloatBytes;
   const int splits = choose_splits(p.kv_heads_total() * chunks, p.len_kv, int(ft::gpu_facts().sms),
                                    p.head_dim == 64 ? 3 : 1);
   const double part = splits > 1 ? double(splits) * double(p.rows()) * (p.head_dim + 1) * ft::kFloatBytes : 0.0;
   std::vector<ft::KernelTraffic> t{{"decode_mma", q + kv * double(chunks), splits > 1 ? part : o + l, q + kv,
                                     splits > 1 ? part : o + l, p.forward_flops(),
-                                    "K and V read once for every 16 query rows that share them (L2 for the "
-                                    "group's other chunks)"}};
+                                    "K and V read once for every 16 or 32 query rows that share them (L2 "
+                                    "for the group's other chunks)"}};
   if (splits > 1)
     t.push_back({"decode_merge", part, o + l, part, o + l, 0.0, "each split's O and lse read once, O written once"});
   return t;
@@ -295,7 +319,8 @@ std::vector<ft::ForwardImpl> forward_impls() {
           impl<false, true>("split_kv", "the keys split across blocks, merged by their lse"),
           impl<true, true>("grouped", "split_kv, a block a key/value head for all its query heads"),
           impl<true, true, true>("batched_v", "grouped, each tile's 32 V rows loaded together"),
-          impl<true, true, false, true>("tensor_cores", "grouped, a key/value head's 16 rows on the tensor cores"),
+          impl<true, true, false, true>("tensor_cores",
+                                        "grouped, a key/value head's rows on the tensor cores, 16 or 32 a block"),
           fastest()};
 }
 

@@ -2,7 +2,7 @@
 // reference under the same-precision rule (outputs poisoned first): query rows 1, 4 and 16,
 // key lengths 1, 17, 1000 and 5000 (several splits, a ragged last split), causal aligned
 // bottom-right (the decode position) and not, multi-head, grouped (8 query heads a
-// key/value head) and multi-query (32 on 1: two blocks of rows), batches of several
+// key/value head) and multi-query (32 on 1: two m16 tiles of rows a block), batches of several
 // sequences; and the refusals (a prompt longer than 16 rows, float32, other head dims).
 // The paged cache: sequences of mixed lengths in one batch, appended in interleaved chunks
 // so that their pages are scattered through the pool, pages of 1, 16 and 256 tokens, each
@@ -125,23 +125,42 @@ TEST(Ch11, SplitsFollowTheGpuAndTheKeys) {
   EXPECT_EQ(ch11::choose_splits(8, 100000, 132, 0), 1);            // a kernel that cannot run: no split
 }
 
+// An environment variable set for a test's scope only (the measurement knobs FT_CH11_*).
+struct ScopedEnv {
+  ScopedEnv(const char* name, const char* value) : name_(name) { setenv(name, value, 1); }
+  ~ScopedEnv() { unsetenv(name_); }
+  const char* name_;
+};
+
 // The merge with more splits than a warp has lanes (each lane weighs several): 33 and 128
 // splits forced (FT_CH11_SPLITS) over 32,805 keys, every variant that splits. decode_mma
 // rounds a split up to whole 128-key tiles, so at 128 its last splits are empty (lse −∞).
 TEST(Ch11, MergesMoreSplitsThanLanes) {
   REQUIRE_GPU();
-  struct ForcedSplits {  // FT_CH11_SPLITS set for the test's scope only
-    explicit ForcedSplits(const char* n) { setenv("FT_CH11_SPLITS", n, 1); }
-    ~ForcedSplits() { unsetenv("FT_CH11_SPLITS"); }
-  };
   for (const char* splits : {"33", "128"}) {
-    const ForcedSplits forced(splits);
+    const ScopedEnv forced("FT_CH11_SPLITS", splits);
     for (const auto& impl : ch11::forward_impls()) {
       if (impl.variant == "one_block") continue;  // one block the whole key range: no merge
       const ft::Problem p = decode_problem(1, 8, 2, 1, 32805, 128, true, ft::DType::BFloat16);
       SCOPED_TRACE(impl.variant + ", " + std::string(splits) + " splits, " + p.describe());
       ft::testing::expect_forward_correct(impl, p);
     }
+  }
+}
+
+// decode_mma with the row tiles it would not choose (FT_CH11_ROW_TILES): one tile a block for
+// 32 and 128 rows a head (blocks side by side), two for 4 rows (28 zero rows, never written).
+TEST(Ch11, EitherRowTilesDecodeEveryLayout) {
+  REQUIRE_GPU();
+  for (const char* tiles : {"1", "2"}) {
+    const ScopedEnv forced("FT_CH11_ROW_TILES", tiles);
+    for (int d : {64, 128})
+      for (int len_q : {1, 4})
+        for (int heads_kv : {8, 1}) {
+          const ft::Problem p = decode_problem(2, 32, heads_kv, len_q, 1000, d, true, ft::DType::BFloat16);
+          SCOPED_TRACE(std::string(tiles) + " row tiles, " + p.describe());
+          ft::testing::expect_forward_correct(ch11::fastest(), p);
+        }
   }
 }
 
