@@ -821,14 +821,15 @@ def step_decode(run):
             one_row_decode(run, prog, shape, "batched_v", f"splits_{splits}", 10, 2,
                            {} if splits == "auto" else {"FT_CH11_SPLITS": str(splits)}, sweep, "splits", str(splits))
         run.say(f"split sweep b={shape[0]} kv={shape[1]} n={shape[2]}: decode_splits.csv")
-    # --decode-ab: tensor_cores and the streaming read on a few shapes, as built and under each
-    # NAME=VALUE setting (chapter 11's FT_CH11_* switches), each row tagged with it.
+    # --decode-ab: tensor_cores on a few shapes, as built and under each NAME=VALUE setting
+    # (chapter 11's FT_CH11_* switches), each row tagged with it; the program adds its
+    # streaming read (and the paged cache) to every run.
     ab = run.path("decode_ab.csv")
     run.remove(ab)
     for setting in ["built"] + run.args.decode_ab if run.args.decode_ab else ():
         env = {} if setting == "built" else dict([setting.split("=", 1)])
         for shape in DECODE_AB_SHAPES:
-            one_row_decode(run, prog, shape, "tensor_cores,stream_read", "ab_" + setting.replace("=", "_"), 20, 3,
+            one_row_decode(run, prog, shape, "tensor_cores", "ab_" + setting.replace("=", "_"), 20, 3,
                            env, ab, "setting", setting)
         run.say(f"decode A/B {setting}: decode_ab.csv")
 

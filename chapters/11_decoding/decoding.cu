@@ -49,6 +49,24 @@ int choose_splits(int64_t blocks, int len_kv, int sms, int blocks_per_sm) {
   return int(std::max<int64_t>(1, std::min<int64_t>({want, most, kMaxSplits})));
 }
 
+/// The environment variable that sets decode_mma's row tiles a block (1 or 2) for the
+/// measurement of two tiles against one (gpu_run's decode step, --decode-ab
+/// FT_CH11_ROW_TILES=1). Unset or empty in every other use.
+constexpr const char* kRowTilesEnv = "FT_CH11_ROW_TILES";
+
+/// Two row tiles pay only where the one-tile grid fills the GPU with at most this many
+/// splits, each of at least kLeastKeysForTwoTiles keys (32 block tiles).
+constexpr int kMostSplitsForTwoTiles = 8;
+constexpr int kLeastKeysForTwoTiles = 32 * kTileKeys;
+
+int mma_row_tiles(int64_t rows, int len_kv, int splits_one) {
+  if (const char* forced = std::getenv(kRowTilesEnv); forced && *forced)
+    return std::clamp(std::atoi(forced), 1, kMaxRowTiles);
+  const int64_t keys_a_split = (int64_t(len_kv) + splits_one - 1) / std::max(1, splits_one);
+  const bool pays = splits_one <= kMostSplitsForTwoTiles && keys_a_split >= kLeastKeysForTwoTiles;
+  return rows > kMmaRows && pays ? kMaxRowTiles : 1;
+}
+
 namespace {
 
 using Compiled = ft::Instances<ft::DTypes<ft::DType::BFloat16, ft::DType::Float16>, ft::HeadDims<64, 128>>;
@@ -144,19 +162,6 @@ void launch(const ft::Problem& p, Params<T> params, int splits, cudaStream_t str
   merge_splits<T, D>(p, params, stream);
 }
 
-/// The environment variable that sets decode_mma's row tiles a block (1 or 2) for the
-/// measurement of two tiles against one (gpu_run's decode step, --decode-ab
-/// FT_CH11_ROW_TILES=1). Unset or empty in every other use.
-constexpr const char* kRowTilesEnv = "FT_CH11_ROW_TILES";
-
-/// decode_mma's m16 row tiles a block: two when a key/value head has more than 16 rows (32
-/// heads on one), so that each fragment of K and V a warp loads serves 32 rows, not 16 in
-/// each of two blocks; else one (FT_CH11_ROW_TILES's when set).
-int mma_row_tiles(int64_t rows) {
-  if (const char* forced = std::getenv(kRowTilesEnv); forced && *forced)
-    return std::clamp(std::atoi(forced), 1, kMaxRowTiles);
-  return rows > kMmaRows ? kMaxRowTiles : 1;
-}
 
 /// Step 5's kernel (decode_mma: a block a chunk of 16·kRowTiles rows of a key/value head, on
 /// the tensor cores) and the merge; the splits as launch's, each a whole number of 128-key
@@ -184,9 +189,19 @@ void launch_mma_tiles(const ft::Problem& p, Params<T> params, int splits, cudaSt
   merge_splits<T, D>(p, params, stream);
 }
 
+/// The splits a one-tile decode_mma grid takes to fill the GPU (choose_splits).
+template <class T, int D, bool kPaged>
+int splits_one_tile(const ft::Problem& p) {
+  const auto kernel = decode_mma<T, D, kPaged, 1>;
+  const size_t smem = mma_smem_bytes<D, 1>();
+  ft::allow_dynamic_smem(kernel, smem, "chapter 11's decode_mma");
+  return choose_splits(p.kv_heads_total() * ((rows_a_head(p, true) + kMmaRows - 1) / kMmaRows), p.len_kv,
+                       ft::sm_count(), blocks_per_sm(reinterpret_cast<const void*>(kernel), smem));
+}
+
 template <class T, int D, bool kPaged = false>
 void launch_mma(const ft::Problem& p, Params<T> params, int splits, cudaStream_t stream) {
-  if (mma_row_tiles(rows_a_head(p, true)) == 2)
+  if (mma_row_tiles(rows_a_head(p, true), p.len_kv, splits_one_tile<T, D, kPaged>(p)) == 2)
     launch_mma_tiles<T, D, kPaged, 2>(p, params, splits, stream);
   else
     launch_mma_tiles<T, D, kPaged, 1>(p, params, splits, stream);
@@ -280,11 +295,13 @@ std::vector<ft::KernelTraffic> traffic(const ft::Problem& p) {
 /// (its 132–136 KB of shared memory at d = 128; its 66–68 KB at d = 64 allow three).
 std::vector<ft::KernelTraffic> traffic_mma(const ft::Problem& p) {
   const double kv = 2.0 * double(p.kv_bytes());
-  const int64_t block_rows = int64_t(kMmaRows) * mma_row_tiles(rows_a_head(p, true));
-  const int64_t chunks = (rows_a_head(p, true) + block_rows - 1) / block_rows;
+  const int sms = int(ft::gpu_facts().sms), per_sm = p.head_dim == 64 ? 3 : 1;
+  const int64_t rows = rows_a_head(p, true);
+  const int splits_one = choose_splits(p.kv_heads_total() * ((rows + kMmaRows - 1) / kMmaRows), p.len_kv, sms, per_sm);
+  const int64_t block_rows = int64_t(kMmaRows) * mma_row_tiles(rows, p.len_kv, splits_one);
+  const int64_t chunks = (rows + block_rows - 1) / block_rows;
   const double q = double(p.q_bytes()), o = double(p.q_bytes()), l = double(p.rows()) * ft::kFloatBytes;
-  const int splits = choose_splits(p.kv_heads_total() * chunks, p.len_kv, int(ft::gpu_facts().sms),
-                                   p.head_dim == 64 ? 3 : 1);
+  const int splits = choose_splits(p.kv_heads_total() * chunks, p.len_kv, sms, per_sm);
   const double part = splits > 1 ? double(splits) * double(p.rows()) * (p.head_dim + 1) * ft::kFloatBytes : 0.0;
   std::vector<ft::KernelTraffic> t{{"decode_mma", q + kv * double(chunks), splits > 1 ? part : o + l, q + kv,
                                     splits > 1 ? part : o + l, p.forward_flops(),

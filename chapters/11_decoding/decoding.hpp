@@ -28,6 +28,18 @@ std::vector<ft::ForwardImpl> forward_impls();
 /// kMaxSplits.
 int choose_splits(int64_t blocks, int len_kv, int sms, int blocks_per_sm);
 
+/// Step 5's m16 row tiles a block (1 or 2), for a key/value head of `rows` rows over `len_kv`
+/// keys and a one-tile grid that would take `splits_one` splits. Two tiles make each fragment
+/// of K and V a warp loads serve 32 rows, not 16 in each of two blocks, but each block's
+/// tile takes longer and, with half the blocks, filling the GPU takes twice the splits (and
+/// twice the merge's work). Measured with 32 heads on one (ch11_row_tiles.csv,
+/// decode_vs_pytorch.csv): two tiles lose at B = 1 (66 splits) and where a split is short
+/// (B = 16 at 1,024 and 8,192 keys), and win 1.13–1.38× where few long splits fill the GPU.
+/// So two when a head has more than 16 rows and one tile needs at most 8 splits
+/// (kMostSplitsForTwoTiles) of at least 4,096 keys (kLeastKeysForTwoTiles);
+/// FT_CH11_ROW_TILES's count when that is set.
+int mma_row_tiles(int64_t rows, int len_kv, int splits_one);
+
 /// A decode step over a paged KV cache (core/paged_kv.hpp's layout): `problem` gives the batch
 /// (B sequences), the heads, N_q, d, the dtype and the mask (bottom-right: each sequence's
 /// own decode position); its len_kv is the longest sequence. Device pointers: Q [B, H_q, N_q,

@@ -164,6 +164,18 @@ TEST(Ch11, EitherRowTilesDecodeEveryLayout) {
   }
 }
 
+TEST(Ch11, TwoRowTilesWhereFewLongSplitsFillTheGpu) {
+  EXPECT_EQ(ch11::mma_row_tiles(32, 32768, 66), 1);   // B = 1, 32 heads on one: splits fill the GPU
+  EXPECT_EQ(ch11::mma_row_tiles(32, 32768, 4), 2);    // B = 16: the heads do, 8,192 keys a split
+  EXPECT_EQ(ch11::mma_row_tiles(32, 8192, 4), 1);     // 2,048 keys a split: too short
+  EXPECT_EQ(ch11::mma_row_tiles(32, 8192, 2), 2);     // 4,096: long enough
+  EXPECT_EQ(ch11::mma_row_tiles(32, 32768, 8), 2);    // 8 splits of 4,096: both at the limit
+  EXPECT_EQ(ch11::mma_row_tiles(32, 1 << 20, 9), 1);  // 9 splits
+  EXPECT_EQ(ch11::mma_row_tiles(128, 8192, 1), 2);    // four query rows, 32 heads on one, B = 16
+  EXPECT_EQ(ch11::mma_row_tiles(16, 32768, 1), 1);    // 16 rows: one tile holds them
+  EXPECT_EQ(ch11::mma_row_tiles(4, 32768, 1), 1);
+}
+
 TEST(Ch11, RefusesWhatItDoesNotDecode) {
   for (const auto& impl : ch11::forward_impls()) {
     ft::Problem p = decode_problem(1, 8, 8, 1, 64, 64, false, ft::DType::Float32);

@@ -4,6 +4,7 @@ the plan --dry-run prints on a made-up build folder (the commands of a few steps
 written), and the helpers that stand in for the shell script's greps and CSV joins.
 """
 import os
+import re
 import stat
 import subprocess
 import sys
@@ -149,11 +150,23 @@ class DryRun(unittest.TestCase):
         runs = self.commands(lines, "ch11_decoding")
         shapes = len(gpu_run.DECODE_AB_SHAPES)
         self.assertEqual(len(runs), 3 * shapes)  # as built, then each setting; no grid, no sweep
-        self.assertTrue(all("--variant tensor_cores,stream_read" in r for r in runs))
+        self.assertTrue(all("--variant tensor_cores " in r for r in runs))
         self.assertEqual(sum(r.startswith("FT_CH11_EARLY_MERGE=0 ") for r in runs), shapes)
         self.assertEqual(sum(r.startswith("FT_CH11_ROW_TILES=1 ") for r in runs), shapes)
         self.assertTrue(runs[0].startswith("timeout "), "as built: no setting")
         self.assertNotEqual(run(self.out, "--dry-run", "--decode-ab", "early=0").returncode, 0)
+
+    def test_decode_asks_only_for_variants_chapter_11_has(self):
+        """Every --variant the decode step passes names one of the program's (its registry in
+        decoding.cu), or `all`: a name it lacks exits 2 and measures nothing."""
+        with open(os.path.join(ROOT, "chapters", "11_decoding", "decoding.cu"), encoding="utf-8") as fh:
+            known = set(re.findall(r'impl<[^>]*>\(\s*"(\w+)"', fh.read())) | {"all"}
+        self.assertIn("tensor_cores", known)
+        lines = self.plan("--steps", "decode", "--decode-ab", "FT_CH11_ROW_TILES=1")
+        asked = {v for r in self.commands(lines, "ch11_decoding") for m in re.findall(r"--variant (\S+)", r)
+                 for v in m.split(",")}
+        self.assertTrue(asked, "the decode step asked for no variant")
+        self.assertLessEqual(asked, known)
 
     def test_ab_builds_the_base_tree_and_runs_both_in_turn(self):
         base = os.path.join(self.tmp.name, "base")
