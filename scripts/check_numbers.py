@@ -371,14 +371,21 @@ def of_read(t, key, variant):
     return t[key]["stream_read"] / t[key][variant]
 
 
+def decode_times_by(name, column):
+    """{value of `column`: {(B, H_kv, N_q, N_k): {variant: ms}}} of chapter 11's program rows,
+    for a file of runs told apart by `column` (an A/B)."""
+    t = {}
+    for r in read(name):
+        key = (int(r["batch"]), int(r["heads_kv"]), int(r["seq_len"]), int(r["len_kv"]))
+        t.setdefault(r[column], {}).setdefault(key, {})[r["variant"]] = float(r["ms"])
+    return t
+
+
 def ch11_merge_claims():
     """The merge's before and after (ch11_merge_ab.csv: the program from the code before the
     change, tree base, and after it, tree this): the case study's table and the lesson's
     sentence."""
-    t = {}
-    for r in read("ch11_merge_ab.csv"):
-        key = (int(r["batch"]), int(r["heads_kv"]), int(r["seq_len"]), int(r["len_kv"]))
-        t.setdefault(r["tree"], {}).setdefault(key, {})[r["variant"]] = float(r["ms"])
+    t = decode_times_by("ch11_merge_ab.csv", "tree")
     base, this = t["base"], t["this"]
     us = lambda tree, k: tree[k]["tensor_cores"] * 1000
     out = [(CH11_CASE, f"| {k[0]} | {k[1]} | {k[3]:,} | {us(base, k):.1f} | {us(this, k):.1f} | "
@@ -395,10 +402,7 @@ def ch11_merge_claims():
 
 def ch11_row_tile_claims():
     """The case study's table of one row tile against two (ch11_row_tiles.csv)."""
-    t = {}
-    for r in read("ch11_row_tiles.csv"):
-        key = (int(r["batch"]), int(r["heads_kv"]), int(r["seq_len"]), int(r["len_kv"]))
-        t.setdefault(r["setting"], {}).setdefault(key, {})[r["variant"]] = float(r["ms"])
+    t = decode_times_by("ch11_row_tiles.csv", "setting")
     one, two = t["FT_CH11_ROW_TILES=1"], t["two tiles over 16 rows"]
     us = lambda tree, k: tree[k]["tensor_cores"] * 1000
     return [(CH11_CASE, f"| {k[0]} | {k[1]} | {k[2]} | {k[3]:,} | {us(one, k):.1f} | {us(two, k):.1f} | "
