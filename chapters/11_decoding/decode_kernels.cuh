@@ -306,8 +306,9 @@ __global__ void __launch_bounds__(kThreads, 1) decode_split(const Params<T> p) {
 /// the weights are warp reductions; each lane keeps its splits' weights in registers and
 /// broadcasts them by shuffle while the warp reads the splits' O rows, kMergeBatch at a time
 /// with all their loads issued before any is used. (A lane looping over every split alone
-/// waited on L2 every split or two, column by column: at 66 splits that merge, not the
-/// decode, took most of a B = 1 call. The chapter's case study.)
+/// waited on L2 every split or two, column by column: with 66 splits, at B = 1 and 32 heads
+/// on one over 32,768 keys, the whole decode took 47.7 µs with that merge and 23.5 µs with
+/// this one: the chapter's case study.)
 template <class T, int D>
 __global__ void __launch_bounds__(kThreads) decode_merge(const float* o_part, const float* lse_part, T* O, float* lse,
                                                          int64_t rows, int splits) {
