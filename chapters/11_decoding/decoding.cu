@@ -115,13 +115,18 @@ size_t workspace(const ft::Problem& p) {
   return size_t(splits) * size_t(p.rows()) * (size_t(p.head_dim) + 1) * sizeof(float);
 }
 
+/// Refuses, before any launch, more splits than the workspace holds for these keys
+/// (max_splits, at most kMaxSplits: decode_merge weighs kMaxSplits / 32 splits a lane).
+void check_splits(const ft::Problem& p, int splits) {
+  if (splits < 1 || splits > max_splits(p.len_kv))
+    throw ft::Unsupported("chapter 11: " + std::to_string(splits) + " splits of " + std::to_string(p.len_kv) +
+                          " keys; the workspace and the merge take 1 to " + std::to_string(max_splits(p.len_kv)));
+}
+
 /// With splits, the merge of every query row's splits (decode_merge).
 template <class T, int D>
 void merge_splits(const ft::Problem& p, const Params<T>& params, cudaStream_t stream) {
   if (params.splits == 1) return;
-  if (params.splits > kMaxSplits)  // decode_merge weighs kMaxSplits / 32 splits a lane, no more
-    throw ft::Unsupported("chapter 11: " + std::to_string(params.splits) + " splits; the merge takes at most " +
-                          std::to_string(kMaxSplits));
   decode_merge<T, D><<<int((p.rows() + kWarps - 1) / kWarps), kThreads, 0, stream>>>(
       params.o_part, params.lse_part, params.O, params.lse, p.rows(), params.splits);
   CUDA_CHECK_LAUNCH();
@@ -154,6 +159,7 @@ void launch(const ft::Problem& p, Params<T> params, int splits, cudaStream_t str
   const auto kernel = kernel_for<T, D, kGrouped, kBatchedV>(block_rows);
   if (splits == kAutoSplits)
     splits = choose_splits(heads * chunks, p.len_kv, ft::sm_count(), blocks_per_sm(reinterpret_cast<const void*>(kernel)));
+  check_splits(p, splits);
   params.splits = splits;
   params.keys_per_split = (p.len_kv + splits - 1) / splits;
   params.rows = int(rows);
@@ -161,7 +167,6 @@ void launch(const ft::Problem& p, Params<T> params, int splits, cudaStream_t str
   CUDA_CHECK_LAUNCH();
   merge_splits<T, D>(p, params, stream);
 }
-
 
 /// Step 5's kernel (decode_mma: a block a chunk of 16·kRowTiles rows of a key/value head, on
 /// the tensor cores) and the merge; the splits as launch's, each a whole number of 128-key
@@ -180,6 +185,7 @@ void launch_mma_tiles(const ft::Problem& p, Params<T> params, int splits, cudaSt
   if (splits == kAutoSplits)
     splits = choose_splits(heads * chunks, p.len_kv, ft::sm_count(),
                            blocks_per_sm(reinterpret_cast<const void*>(kernel), smem));
+  check_splits(p, splits);
   params.splits = splits;
   params.keys_per_split = (p.len_kv + splits - 1) / splits;
   params.keys_per_split = (params.keys_per_split + kTileKeys - 1) / kTileKeys * kTileKeys;

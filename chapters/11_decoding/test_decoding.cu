@@ -125,11 +125,17 @@ TEST(Ch11, SplitsFollowTheGpuAndTheKeys) {
   EXPECT_EQ(ch11::choose_splits(8, 100000, 132, 0), 1);            // a kernel that cannot run: no split
 }
 
-// An environment variable set for a test's scope only (the measurement knobs FT_CH11_*).
+// An environment variable set for a test's scope only (the measurement knobs FT_CH11_*), its
+// value before (or its absence) restored after.
 struct ScopedEnv {
-  ScopedEnv(const char* name, const char* value) : name_(name) { setenv(name, value, 1); }
-  ~ScopedEnv() { unsetenv(name_); }
+  ScopedEnv(const char* name, const char* value) : name_(name) {
+    if (const char* before = std::getenv(name)) before_ = before, had_ = true;
+    setenv(name, value, 1);
+  }
+  ~ScopedEnv() { had_ ? setenv(name_, before_.c_str(), 1) : unsetenv(name_); }
   const char* name_;
+  std::string before_;
+  bool had_ = false;
 };
 
 // The merge with more splits than a warp has lanes (each lane weighs several): 33 and 128
@@ -148,21 +154,6 @@ TEST(Ch11, MergesMoreSplitsThanLanes) {
   }
 }
 
-// decode_mma with the row tiles it would not choose (FT_CH11_ROW_TILES): one tile a block for
-// 32 and 128 rows a head (blocks side by side), two for 4 rows (28 zero rows, never written).
-TEST(Ch11, EitherRowTilesDecodeEveryLayout) {
-  REQUIRE_GPU();
-  for (const char* tiles : {"1", "2"}) {
-    const ScopedEnv forced("FT_CH11_ROW_TILES", tiles);
-    for (int d : {64, 128})
-      for (int len_q : {1, 4})
-        for (int heads_kv : {8, 1}) {
-          const ft::Problem p = decode_problem(2, 32, heads_kv, len_q, 1000, d, true, ft::DType::BFloat16);
-          SCOPED_TRACE(std::string(tiles) + " row tiles, " + p.describe());
-          ft::testing::expect_forward_correct(ch11::fastest(), p);
-        }
-  }
-}
 
 TEST(Ch11, TwoRowTilesWhereFewLongSplitsFillTheGpu) {
   EXPECT_EQ(ch11::mma_row_tiles(32, 32768, 66), 1);   // B = 1, 32 heads on one: splits fill the GPU
@@ -272,6 +263,25 @@ TEST(Ch11Paged, MixedLengthsMatchTheirReferences) {
                                  {len_q, 17, 1000, 300});
           }
   expect_paged_correct(ft::DType::Float16, 128, 8, 2, 1, true, 16, {1, 600});
+}
+
+// decode_mma with either row tiles (FT_CH11_ROW_TILES), whatever mma_row_tiles would choose
+// (one for these short caches): one tile a block for 32 and 128 rows a head (blocks side by
+// side), two for 4 rows (28 zero rows, never written); the contiguous cache and the paged one.
+TEST(Ch11, EitherRowTilesDecodeEveryLayout) {
+  REQUIRE_GPU();
+  for (const char* tiles : {"1", "2"}) {
+    const ScopedEnv forced("FT_CH11_ROW_TILES", tiles);
+    for (int d : {64, 128})
+      for (int len_q : {1, 4})
+        for (int heads_kv : {8, 1}) {
+          const ft::Problem p = decode_problem(2, 32, heads_kv, len_q, 1000, d, true, ft::DType::BFloat16);
+          SCOPED_TRACE(std::string(tiles) + " row tiles, " + p.describe());
+          ft::testing::expect_forward_correct(ch11::fastest(), p);
+        }
+    SCOPED_TRACE(std::string(tiles) + " row tiles, paged, 32 rows a key/value head");
+    expect_paged_correct(ft::DType::BFloat16, 128, 8, 1, 4, true, 16, {4, 17, 1000, 300});
+  }
 }
 
 TEST(Ch11Paged, RefusesTablesItCannotReadSafely) {

@@ -159,9 +159,12 @@ def square_blocks(block_forward, block_backward):
     partial results merged or summed). For a kernel that takes one length for queries and
     keys (chapter 08's backward)."""
 
-    def cut(q, k):
+    def cut(q, k, causal):
         if q.shape[2] == k.shape[2]:
             return None
+        if causal:
+            raise ValueError(f"square_blocks: a causal call on {q.shape[2]} queries against {k.shape[2]} keys: "
+                             f"the ring asks for the mask only on a square")
         if q.shape[2] == 2 * k.shape[2]:
             return "queries"
         if k.shape[2] == 2 * q.shape[2]:
@@ -169,7 +172,7 @@ def square_blocks(block_forward, block_backward):
         raise ValueError(f"square_blocks: {q.shape[2]} queries against {k.shape[2]} keys: neither equal nor a pair")
 
     def forward(q, k, v, causal):
-        how = cut(q, k)
+        how = cut(q, k, causal)
         if how is None:
             return block_forward(q, k, v, causal)
         if how == "queries":
@@ -179,7 +182,7 @@ def square_blocks(block_forward, block_backward):
         return merge(o0, l0, o1, l1)
 
     def backward(q, k, v, o, lse, do, causal):
-        how = cut(q, k)
+        how = cut(q, k, causal)
         if how is None:
             return block_backward(q, k, v, o, lse, do, causal)
         if how == "queries":

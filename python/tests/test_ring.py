@@ -174,6 +174,8 @@ class SquareCut(unittest.TestCase):
         q, k, v, _ = inputs(1)
         with self.assertRaisesRegex(ValueError, "neither equal nor a pair"):
             f(q, k[:, :, :1], v[:, :, :1], False)
+        with self.assertRaisesRegex(ValueError, "only on a square"):
+            f(q, k[:, :, :k.shape[2] // 2], v[:, :, :v.shape[2] // 2], True)
 
 
 def _rank_main(rank, world, init_file, causal, failures):
@@ -216,6 +218,10 @@ class Distributed(unittest.TestCase):
                     p.start()
                 for p in procs:
                     p.join(timeout=120)
+                for p in procs:  # a rank that hangs fails the test instead of holding the runner
+                    if p.is_alive():
+                        p.terminate()
+                        p.join()
                 messages = []
                 while not failures.empty():
                     messages.append(failures.get())

@@ -2,8 +2,9 @@
 128, causal and not, grouped heads): P = 2 and 4 ranks simulated on one GPU against the
 whole sequence in float64 and against one device's kernels on the whole sequence; the same
 with chapters 07 and 08 as the blocks (08's backward takes one length: square calls); then
-one rank through NCCL (torch.distributed's real path, world_size = 1). Several GPUs are what
-scripts/ring_attention.py runs on. Exit 77 (skipped, saying why) without PyTorch, CUDA, a
+one rank through DistributedRing over an NCCL process group (world_size = 1: the
+distributed code path, though one rank sends nothing). Transfers between GPUs are what
+scripts/ring_attention.py runs and checks on several. Exit 77 (skipped, saying why) without PyTorch, CUDA, a
 GPU or the library."""
 import os
 import sys
