@@ -24,9 +24,10 @@ size, d]) in pages of 16 tokens, each sequence's pages in order, planned once ou
 timing as a server plans a step for all its layers. (With one page of Nk tokens a
 sequence, the pool would be the [B, Hkv, Nk, d] cache itself, but FlashInfer's decode then
 ran 3.4× slower than PyTorch's at B = 1, 32 heads, 131,072 keys; its scheduler cuts a
-sequence's keys into chunks of whole pages, which one page leaves nothing to cut.) Nq = 1: its decode wrapper on the
-CUDA cores (``flashinfer_decode``) and on the tensor cores (``flashinfer_decode_tc``); Nq > 1:
-its prefill wrapper, causal (FlashInfer aligns the mask bottom-right, as here). Its kernels are
+sequence's keys into chunks of whole pages, which one page leaves nothing to cut.)
+Nq = 1: its decode wrapper on the CUDA cores (``flashinfer_decode``) and on the tensor cores
+(``flashinfer_decode_tc``); Nq > 1: its prefill wrapper, causal (FlashInfer aligns the mask
+bottom-right, as here). Its kernels are
 compiled at their first call (JIT, nvcc): minutes the first time on a machine.
 
 Timing (contract 3, measure_ceilings.bench): CUDA events around each call; before each, outside

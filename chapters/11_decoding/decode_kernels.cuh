@@ -312,7 +312,7 @@ __global__ void __launch_bounds__(kThreads, 1) decode_split(const Params<T> p) {
 template <class T, int D>
 __global__ void __launch_bounds__(kThreads) decode_merge(const float* o_part, const float* lse_part, T* O, float* lse,
                                                          int64_t rows, int splits) {
-  constexpr int kPerLane = kMaxSplits / 32;  // splits a lane weighs (merge_splits checks splits <= kMaxSplits)
+  constexpr int kPerLane = kMaxSplits / 32;  // splits a lane weighs (check_splits refuses more before any launch)
   constexpr int kCols = D / 32;              // output columns a lane owns: c = k·32 + lane, coalesced
   const int64_t row = int64_t(blockIdx.x) * kWarps + threadIdx.x / 32;
   if (row >= rows) return;  // the whole warp: a warp is one row

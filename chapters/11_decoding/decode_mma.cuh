@@ -36,7 +36,9 @@
 namespace ch11 {
 
 constexpr int kMmaRows = 16;                    ///< rows an m16 tile: a block has one or two (kRowTiles)
-constexpr int kMaxRowTiles = 2;                 ///< row tiles a block at most: O's accumulators of two fit the registers
+/// Row tiles a block at most: two tiles' O accumulators are 128 floats a thread at d = 128,
+/// which with S and the fragments nearly fill the 255 registers (ptxas spills 68 bytes).
+constexpr int kMaxRowTiles = 2;
 constexpr int kWarpKeys = 32;                   ///< keys a warp a block tile: four n8 tiles
 constexpr int kTileKeys = kWarps * kWarpKeys;   ///< 128 keys a block tile
 constexpr int kMmaStages = 2;                   ///< block tiles in shared memory: one computed, one in flight

@@ -204,14 +204,18 @@ def flashtut_blocks(scale=None, forward_impl=None, backward_impl=None):
     one length (its Impl's ``lengths`` false) gets square calls (:func:`square_blocks`)."""
     import flashtut
 
+    # The implementations on the tensors' GPU, when not named.
+    fwd_impl = lambda q: forward_impl or flashtut.forward_for(torch.cuda.get_device_capability(q.device))
+    bwd_impl = lambda q: backward_impl or flashtut.backward_for(torch.cuda.get_device_capability(q.device))
+
     def one_forward(q, k, v, causal):
-        impl = forward_impl or flashtut.forward_for(torch.cuda.get_device_capability(q.device))
+        impl = fwd_impl(q)
         o, lse = flashtut.forward(q.contiguous(), k.contiguous(), v.contiguous(), causal=causal, scale=scale,
                                   impl=impl)
         return o.float(), lse
 
     def one_backward(q, k, v, o, lse, do, causal):
-        impl = backward_impl or flashtut.backward_for(torch.cuda.get_device_capability(q.device))
+        impl = bwd_impl(q)
         # A backward without grouped heads (chapter 08's) takes as many key/value heads as
         # query heads: they are expanded, and each group's dK and dV summed back.
         heads, heads_kv = q.shape[1], k.shape[1]
@@ -229,12 +233,11 @@ def flashtut_blocks(scale=None, forward_impl=None, backward_impl=None):
     square_forward, square_backward = square_blocks(one_forward, one_backward)
 
     def block_forward(q, k, v, causal):
-        impl = forward_impl or flashtut.forward_for(torch.cuda.get_device_capability(q.device))
-        return (one_forward if flashtut.forwards()[impl].lengths else square_forward)(q, k, v, causal)
+        call = one_forward if flashtut.forwards()[fwd_impl(q)].lengths else square_forward
+        return call(q, k, v, causal)
 
     def block_backward(q, k, v, o, lse, do, causal):
-        impl = backward_impl or flashtut.backward_for(torch.cuda.get_device_capability(q.device))
-        call = one_backward if flashtut.backwards()[impl].lengths else square_backward
+        call = one_backward if flashtut.backwards()[bwd_impl(q)].lengths else square_backward
         return call(q, k, v, o, lse, do, causal)
 
     return block_forward, block_backward
