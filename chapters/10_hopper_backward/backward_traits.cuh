@@ -48,11 +48,13 @@ enum class DqAdd {
 
 /// Steps 2 onwards (specialized_backward.cuh): warpgroup 0 the producer, warpgroups 1 and 2
 /// the consumers, 64 keys each; query tiles through a ring of stages.
-template <class Element, int D_, DqAdd kDq_, bool kDeterministic_ = false, bool kOverlap_ = false>
+template <class Element, int D_, DqAdd kDq_, bool kDeterministic_ = false, bool kOverlap_ = false, int Br_ = 64>
 struct SpecializedBackwardTraits {
   using T = Element;
   static constexpr int D = D_;
-  static constexpr int Br = 64;   ///< queries a tile, as step 1 (the registers: see WgmmaBackwardTraits)
+  /// Queries a tile: 64, as step 1 (the registers: see WgmmaBackwardTraits); step 6, 128 at
+  /// d = 64, where Sᵀ's and dPᵀ's 64 registers each still fit beside dK's and dV's 32.
+  static constexpr int Br = Br_;
   static constexpr int Bc = 128;  ///< keys a block: two consumer warpgroups of 64
   static constexpr int kConsumers = Bc / ft::sm90::kMmaM;
   static constexpr int kThreads = ft::sm90::kWarpgroupThreads * (1 + kConsumers);  ///< 384
@@ -70,12 +72,16 @@ struct SpecializedBackwardTraits {
   static constexpr bool kOverlap = kOverlap_;
   static constexpr bool kSpecialized = true;  ///< a producer warpgroup, two consumers
   static constexpr bool kViews = false;       ///< contiguous tensors (ft::Views<...> reads views)
-  /// dQ = dS·K split by columns: consumer c computes dQ's columns c·d/2 on over all 128
-  /// keys (wgmma m64n{d/2}k16), so the block adds one share, not one a warpgroup.
-  static constexpr int kDqCols = D / kConsumers;
+  /// dQ = dS·K over all 128 keys, split between the consumers so that the block adds one
+  /// share, not one a warpgroup. A 64-query tile is split by columns: consumer c computes
+  /// dQ's columns c·d/2 on (wgmma m64n{d/2}k16). A 128-query tile (step 6) is split by rows:
+  /// consumer c computes queries 64c on, all d columns (m64n{d}k16).
+  static constexpr bool kDqByRows = Br == kConsumers * ft::sm90::kMmaM;
+  static constexpr int kDqCols = kDqByRows ? D : D / kConsumers;
   static constexpr int kDqShares = 1;  ///< dQ adds a block a query tile
   /// Registers after setmaxnreg, as chapter 09: the producer 24, each consumer 240 (dK, dV:
-  /// 2·d/2; Sᵀ, dPᵀ: 2·32; dQ: d/4); 128·(24 + 2·240) = 64512 of the launch's 384·168.
+  /// 2·d/2; Sᵀ, dPᵀ: 2·Br/2; dQ: 64·kDqCols/128); 128·(24 + 2·240) = 64512 of the launch's
+  /// 384·168.
   static constexpr int kProducerRegs = 24;
   static constexpr int kLaunchRegs = 65536 / kThreads / 8 * 8;
   static constexpr int kConsumerRegs = (kLaunchRegs * (1 + kConsumers) - kProducerRegs) / kConsumers / 8 * 8;
@@ -99,7 +105,11 @@ struct SpecializedBackwardTraits {
                                        kStages * (2 * size_t(QTile::kBytes) + kRowStatsBytes) + DsTile::kBytes +
                                        kDqBytes + kBarriers * sizeof(uint64_t);
 
-  static_assert(D == 64 || D == 128, "dV's and dK's wgmma is m64n{d}k16, dQ's m64n{d/2}k16");
+  static_assert(D == 64 || D == 128, "dV's and dK's wgmma is m64n{d}k16, dQ's m64n{d/2}k16 or m64n{d}k16");
+  static_assert(Br == 64 || (Br == 128 && D == 64 && !kOverlap),
+                "128 queries a tile: Sᵀ's and dPᵀ's 2·64 registers beside dK's and dV's 2·d/2 fit 240 at d = 64, "
+                "and leave no room for a second tile's scores (kOverlap)");
+  static_assert(Br % ft::sm90::kPanelCols == 0, "dSᵀ's rows are whole 64-query panels");
   static_assert(!kDeterministic || kDq == DqAdd::kBulk, "the ordered adds are the adder warp's (kBulk)");
   static_assert(!kOverlap || D == 64, "two tiles' scores beside dK and dV: 240 registers hold them at d = 64 only");
   static_assert(kProducerRegs + kConsumers * kConsumerRegs <= kLaunchRegs * (1 + kConsumers),

@@ -40,6 +40,11 @@ template <class T, int D> using BulkDq = SpecializedBackwardTraits<T, D, DqAdd::
 template <class T, int D> using Deterministic = SpecializedBackwardTraits<T, D, DqAdd::kBulk, /*deterministic=*/true>;
 // Step 5, overlap (d = 64): step 2 with the next tile's scores issued behind this tile's dQ.
 template <class T, int D> using Overlap = SpecializedBackwardTraits<T, D, DqAdd::kAtomics, false, /*overlap=*/true>;
+// Step 6, tall (d = 64): step 2 with query tiles of 128, dQ split between the consumers by rows.
+template <class T, int D> using Tall = SpecializedBackwardTraits<T, D, DqAdd::kAtomics, false, false, /*Br=*/128>;
+// Step 6 with step 3's adds (tall_bulk): twice the atomics a thread a tile that step 2 issues at
+// d = 64, the count at which the copy engine paid at d = 128.
+template <class T, int D> using TallBulk = SpecializedBackwardTraits<T, D, DqAdd::kBulk, false, false, /*Br=*/128>;
 // fastest: step 3 at d = 128, step 5 at d = 64, where the copy engine's adds measured slower
 // than the atomics and the overlap faster than step 2 (H200, bf16, N >= 1024, same run:
 // bulk_dq 0.93-0.98x step 2 at d = 64 and 1.12-1.25x at d = 128; overlap 1.03-1.05x step 2
@@ -95,18 +100,21 @@ __global__ void convert_dq(const float* dq_acc, T* dQ, ft::Strides sdq, int head
   }
 }
 
-/// Rows of the statistics a query head: N_q padded to whole query tiles of kStatsTile rows,
-/// so that a kernel reads a whole tile's L2 and D with no bound check (the padding weighs
-/// nothing), and dQ's accumulator after them starts 256-byte aligned.
-constexpr int kStatsTile = 64;
-static_assert(kStatsTile % Wgmma<__half, 64>::Br == 0 && kStatsTile % Specialized<__half, 64>::Br == 0,
+/// Rows of the statistics a query head: N_q padded to whole query tiles of kStatsTile rows
+/// (the tallest step's Br), so that a kernel reads a whole tile's L2 and D with no bound
+/// check (the padding weighs nothing), and dQ's accumulator after them starts 256-byte aligned.
+constexpr int kStatsTile = 128;
+static_assert(kStatsTile % Wgmma<__half, 64>::Br == 0 && kStatsTile % Specialized<__half, 64>::Br == 0 &&
+                  kStatsTile % Tall<__half, 64>::Br == 0,
               "whole query tiles of every step");
 int stats_rows(const ft::Problem& p) { return (p.len_q + kStatsTile - 1) / kStatsTile * kStatsTile; }
 int64_t padded_rows(const ft::Problem& p) { return int64_t(p.heads_total()) * stats_rows(p); }
 
-/// Query tiles a head has (kStatsTile rows each: every step's Br), the deterministic adds'
-/// counters' count a head.
-int64_t q_tiles(const ft::Problem& p) { return (p.len_q + kStatsTile - 1) / kStatsTile; }
+/// Query tiles a head has at the deterministic step's Br: its adds' counters, one a tile.
+int64_t q_tiles(const ft::Problem& p) {
+  constexpr int kBr = Deterministic<__half, 64>::Br;
+  return (p.len_q + kBr - 1) / kBr;
+}
 
 /// The workspace: L2 and Drow (a float a padded row each), the float32 dQ accumulator, then
 /// a counter a query tile (step 4's order of adds; allotted always, an int a tile).
@@ -238,6 +246,8 @@ std::vector<ft::BackwardImpl> backward_impls() {
           impl<BulkDq>("bulk_dq", "dQ added by the copy engine from shared memory (cp.reduce.async.bulk)"),
           impl<Deterministic>("deterministic", "bulk_dq with each query tile's adds in key order: the same bits every run"),
           impl<Overlap, CompiledD64>("overlap", "specialized with the next tile's scores issued behind this tile's dQ (d = 64)"),
+          impl<Tall, CompiledD64>("tall", "specialized with query tiles of 128: twice the products a wait (d = 64)"),
+          impl<TallBulk, CompiledD64>("tall_bulk", "tall with bulk_dq's adds by the copy engine (d = 64)"),
           fastest()};
 }
 

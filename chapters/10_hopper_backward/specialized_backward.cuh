@@ -1,7 +1,7 @@
 /// @file specialized_backward.cuh
-/// @brief Chapter 10, steps 2 and 3: the backward with its roles split (a producer and two
-/// consumers, as chapter 09's forward), dQ computed once a block, and two ways of adding
-/// it into device memory.
+/// @brief Chapter 10, steps 2 to 6: the backward with its roles split (a producer and two
+/// consumers, as chapter 09's forward), dQ computed once a block, two ways of adding it into
+/// device memory, and the variations of steps 4 to 6 on that structure.
 ///
 /// Step 1 waited for every copy: each query tile's Q and dO came by cp.async from all 256
 /// threads, a block barrier, then the products. Here, as in chapter 09's steps 3 onwards:
@@ -35,6 +35,13 @@
 /// the copy engine a row per `cp.reduce.async.bulk ... .add.f32`: the adds happen in L2
 /// while the consumers go on; before a buffer is written again, that warp has waited until
 /// the engine has read it (`cp.async.bulk.wait_group.read`) and released it.
+///
+/// Step 4 (`deterministic`) orders step 3's adds; step 5 (`overlap`) issues the next tile's
+/// scores behind this tile's dQ; step 6 (`tall`, `tall_bulk`; d = 64) takes query tiles of
+/// 128, twice the products for every wait and meeting, with dQ split by rows:
+///
+///     dQ[64c : 64c + 64, :] = dS[64c : 64c + 64, :] · K               mma_ss, M = 64 queries,
+///                                                                     N = d, k = 128 keys
 #pragma once
 
 #include <cuda/ptx>
@@ -115,18 +122,18 @@ __device__ void produce(const Params<typename Tr::T>& p, const BlockWork& w, typ
   }
 }
 
-/// The consumer's dQ share (dq: rows = the tile's 64 queries, columns col0 on) into the
-/// float32 accumulator, as Tr::kDq says; then the consumers meet, so that neither writes the
-/// next tile's dSᵀ while the other's dQ product may still read this one's. kBulk: into
+/// The consumer's dQ share (dq: 64 rows, the tile's queries row0 on; columns col0 on) into
+/// the float32 accumulator, as Tr::kDq says; then the consumers meet, so that neither writes
+/// the next tile's dSᵀ while the other's dQ product may still read this one's. kBulk: into
 /// buffer `it` % 2 of dQs once the adder has emptied it (dq_empty), announced on dq_full.
 template <class Tr>
 __device__ __forceinline__ void add_dq(const Params<typename Tr::T>& p, const float (&dq)[Tr::kDqCols / 2],
                                        float* dq_acc, float* dQs, uint64_t* dq_full, uint64_t* dq_empty, int it,
-                                       int q0, int col0, int t) {
+                                       int q0, int row0, int col0, int t) {
   if constexpr (Tr::kDq == DqAdd::kAtomics) {
 #pragma unroll
     for (int i = 0; i < Tr::kDqCols / 2; i += 2) {
-      const int query = q0 + ft::sm90::acc_row(t, i);
+      const int query = q0 + row0 + ft::sm90::acc_row(t, i);
       if (query < p.Nq)
         atomicAdd(reinterpret_cast<float2*>(dq_acc + int64_t(query) * Tr::D + col0 + ft::sm90::acc_col(t, i)),
                   make_float2(dq[i], dq[i + 1]));
@@ -137,8 +144,8 @@ __device__ __forceinline__ void add_dq(const Params<typename Tr::T>& p, const fl
     float* buf = dQs + b * Tr::Br * Tr::kDqRowFloats;
 #pragma unroll
     for (int i = 0; i < Tr::kDqCols / 2; i += 2)
-      *reinterpret_cast<float2*>(buf + ft::sm90::acc_row(t, i) * Tr::kDqRowFloats + col0 + ft::sm90::acc_col(t, i)) =
-          make_float2(dq[i], dq[i + 1]);
+      *reinterpret_cast<float2*>(buf + (row0 + ft::sm90::acc_row(t, i)) * Tr::kDqRowFloats + col0 +
+                                 ft::sm90::acc_col(t, i)) = make_float2(dq[i], dq[i + 1]);
     ft::sm90::fence_proxy_async();  // the generic writes, before the copy engine reads them
     __syncwarp();
     if (t % 32 == 0) ft::sm90::arrive(&dq_full[b]);
@@ -157,8 +164,9 @@ __device__ __forceinline__ void share_ds(T* dSs, const uint32_t (&dsa)[kSteps][4
 }
 
 /// The consumers' meeting once both have written their dSᵀ rows (share_ds: neither reads
-/// dSᵀ before both have), and dQ's product issued, not waited for: dQ's columns col0 on =
-/// dS·K over the block's 128 keys, A = dS read from dSᵀ transposed, B = K's columns col0 on
+/// dSᵀ before both have), and dQ's product issued, not waited for: this consumer's 64 rows
+/// and kDqCols columns of dQ = dS·K over the block's 128 keys. A = dS read from dSᵀ
+/// transposed (ds_addr: the 64-query panel of its rows), B = K's columns col0 on
 /// (k_cols_addr), MN-major (k = keys).
 template <class Tr, class DsTile, class KvTile>
 __device__ __forceinline__ void meet_issue_dq(float (&dq)[Tr::kDqCols / 2], uint32_t ds_addr, uint32_t k_cols_addr) {
@@ -243,7 +251,7 @@ __global__ void __launch_bounds__(Tr::kThreads, 1)
   using QTile = typename Tr::QTile;
   using DsTile = typename Tr::DsTile;
   constexpr int D = Tr::D, Br = Tr::Br;
-  constexpr int kS = Br / 2;  // Sᵀ's (and dPᵀ's) registers a thread: 64 keys × 64 queries
+  constexpr int kS = Br / 2;  // Sᵀ's (and dPᵀ's) registers a thread: 64 keys × Br queries
   constexpr int kO = D / 2;   // dK's and dV's: 64 keys × d
   constexpr int kQElems = QTile::kBytes / sizeof(T);
 
@@ -291,15 +299,20 @@ __global__ void __launch_bounds__(Tr::kThreads, 1)
   const int c = wg - 1;                                     // this consumer: keys 64·c on
   const int t = threadIdx.x % ft::sm90::kWarpgroupThreads;  // thread within it
   const int key_base = w.k0 + c * ft::sm90::kMmaM;
-  const int col0 = c * Tr::kDqCols;                         // its columns of dQ
+  // Its part of dQ: columns c·d/2 on of all the tile's queries, or (step 6's 128-query
+  // tiles) all columns of queries 64c on.
+  const int dq_row0 = Tr::kDqByRows ? c * ft::sm90::kMmaM : 0;
+  const int col0 = Tr::kDqByRows ? 0 : c * Tr::kDqCols;
   const uint32_t ks_addr = uint32_t(__cvta_generic_to_shared(Ks));
   const uint32_t k_addr = ks_addr + c * ft::sm90::kMmaM * ft::sm90::kSwizzleBytes;  // its 64 rows of K
   const uint32_t v_addr = k_addr + uint32_t(KvTile::kBytes);
   // K's columns col0 on, all 128 rows: B of its dQ product (a panel at d = 128; half of one,
-  // 64 bytes into each swizzled row, at d = 64).
+  // 64 bytes into each swizzled row, at d = 64; the whole of K at step 6's d = 64).
   const uint32_t k_cols_addr = ks_addr + uint32_t(col0 / ft::sm90::kPanelCols * KvTile::kPanelBytes +
                                                   col0 % ft::sm90::kPanelCols * int(sizeof(T)));
-  const uint32_t ds_addr = uint32_t(__cvta_generic_to_shared(dSs));
+  // dS's rows dq_row0 on, read transposed from dSᵀ: the panel of those 64 queries.
+  const uint32_t ds_addr =
+      uint32_t(__cvta_generic_to_shared(dSs)) + uint32_t(dq_row0 / ft::sm90::kPanelCols * DsTile::kPanelBytes);
 
   float dk[kO], dv[kO];
 #pragma unroll
@@ -343,7 +356,7 @@ __global__ void __launch_bounds__(Tr::kThreads, 1)
         // that no read reaches the producer only through another thread's arrival.
         ft::sm90::fence_proxy_async();
         ft::sm90::arrive(&empty[s]);
-        add_dq<Tr>(p, dq, dq_acc, dQs, dq_full, dq_empty, it, q0, col0, t);
+        add_dq<Tr>(p, dq, dq_acc, dQs, dq_full, dq_empty, it, q0, dq_row0, col0, t);
       }
     }
 
@@ -398,7 +411,7 @@ __global__ void __launch_bounds__(Tr::kThreads, 1)
 
       ft::sm90::fence_proxy_async();  // the stage's L and D were read by ordinary loads
       ft::sm90::arrive(&empty[s]);     // each reader releases its own reads, as above
-      add_dq<Tr>(p, dq, dq_acc, dQs, dq_full, dq_empty, it, q0, col0, t);
+      add_dq<Tr>(p, dq, dq_acc, dQs, dq_full, dq_empty, it, q0, dq_row0, col0, t);
     }
   }
 
