@@ -5,7 +5,7 @@ bandwidth that makes, and the error of each against float32 math.
 
   python3 scripts/decode_vs_pytorch.py --out DIR [--lib build/common/libflashtut.so]
       [--shapes B,Hq,Hkv,Nq,Nk ...] [--impls ch11_grouped ch11_batched_v] [--iters 20]
-      [--flashinfer]
+      [--flashinfer] [--graph]
 
 A shape: batch B, Hq query heads on Hkv key/value heads, Nq query rows a sequence (the new
 tokens) against Nk cached keys, d = 128, bf16, causal from the bottom right (query row i
@@ -36,6 +36,21 @@ millisecond (measure_ceilings.cover) so the call is queued before the GPU reache
 at B = 1 takes tens of microseconds, as long as a launch from Python); the median of
 ``--iters`` after 3 warm-up calls. The error: relative L2
 against the MATH backend in float32 on the same bf16 values (when it fits).
+
+CUDA graphs (--graph): where launches decide the time (short caches), what a graph changes.
+Each of PyTorch's backends that accepted the shape and each of ours is captured once as a
+CUDA graph (``torch.cuda.CUDAGraph``, after a warm-up call on a side stream, as PyTorch asks)
+and timed three more ways, into DIR/decode_graphs.csv (column ``timing``):
+
+- ``graph``: the replay, timed as the call is (flush and spin first: the GPU's own time);
+- ``loop``: ``--iters`` calls back to back, no flush or spin between, the time from the first
+  to the last over their count: the pace of a generation loop that issues one decode step
+  after another from Python, the CPU's launch time included (the cache may stay in L2 from
+  one call to the next, as it would not between a real model's layers);
+- ``loop_graph``: the same loop of replays.
+
+FlashInfer's wrappers are left out of this (replaying them needs their ``use_cuda_graph``
+buffers, fixed at construction).
 
 Writes DIR/decode_vs_pytorch.csv and prints a table: per shape, each implementation's time,
 GB/s, and our best over the fastest PyTorch backend that accepted the shape.
@@ -83,6 +98,9 @@ def parse_args(argv):
     ap.add_argument("--iters", type=int, default=20, help="timed calls a measurement")
     ap.add_argument("--flashinfer", action="store_true",
                     help="FlashInfer's decode and prefill kernels too (needs flashinfer; compiled at first use)")
+    ap.add_argument("--graph", action="store_true",
+                    help="also time each call replayed from a CUDA graph, and loops of back-to-back calls "
+                         "and replays (DIR/decode_graphs.csv)")
     args = ap.parse_args(argv)
     if args.iters < 1:
         ap.error("--iters must be at least 1")
@@ -140,6 +158,34 @@ def timed(torch, fn, flush, iters):
     return measure_ceilings.bench(fn, reps=iters, warm=3, flush=before)
 
 
+def captured(torch, fn):
+    """fn's kernels recorded once as a CUDA graph; returns the call that replays them. As
+    PyTorch asks, fn runs once first on a side stream (its lazy setup outside the capture)."""
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        fn()
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        fn()
+    return graph.replay
+
+
+def loop_ms(torch, fn, steps):
+    """Milliseconds a call over `steps` calls issued back to back (one call first, waited for):
+    the pace of a decode loop, whichever of the CPU's launches and the GPU's work is slower."""
+    fn()
+    torch.cuda.synchronize()
+    start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    for _ in range(steps):
+        fn()
+    stop.record()
+    stop.synchronize()
+    return start.elapsed_time(stop) / steps
+
+
 def main(argv=None):
     args = parse_args(sys.argv[1:] if argv is None else argv)
     try:
@@ -169,8 +215,9 @@ def main(argv=None):
     os.makedirs(args.out, exist_ok=True)
     shapes = args.shapes or [s for s in GRID if cache_bytes(s[0], s[2], s[4]) <= MAX_CACHE]
     flush = torch.empty(FLUSH_BYTES // 4, device="cuda", dtype=torch.float32)
-    rows = []
+    rows, graph_rows = [], []
     path = os.path.join(args.out, "decode_vs_pytorch.csv")
+    graph_path = os.path.join(args.out, "decode_graphs.csv")
     gpu = torch.cuda.get_device_name()
     for b, hq, hkv, nq, nk in shapes:
         g = torch.Generator(device="cuda").manual_seed(b * 1000003 + hkv * 101 + nq * 7 + nk)
@@ -209,7 +256,26 @@ def main(argv=None):
                 row["status"] = "refused: " + " ".join(str(e).split())[:160]
                 torch.cuda.synchronize()
             rows.append(row)
+            if args.graph and row["status"] == "ok" and not impl.startswith("flashinfer"):
+                record_graph(impl, fn)
             return row
+
+        def record_graph(impl, fn):
+            """The graph, loop and loop_graph rows of one call that ran (module docstring)."""
+            try:
+                replay = captured(torch, fn)
+            except (RuntimeError, ValueError, NotImplementedError) as e:  # not capturable
+                torch.cuda.synchronize()
+                graph_rows.append({**new_row(impl, "not captured: " + " ".join(str(e).split())[:160]),
+                                   "timing": "graph"})
+                return
+            for timing, ms in (("graph", lambda: timed(torch, replay, flush, args.iters)),
+                               ("loop", lambda: loop_ms(torch, fn, args.iters)),
+                               ("loop_graph", lambda: loop_ms(torch, replay, args.iters))):
+                row = {**new_row(impl), "timing": timing}
+                t = ms()
+                row["ms"], row["gbps"] = f"{t:.4f}", f"{moved / (t * 1e-3) / 1e9:.1f}"
+                graph_rows.append(row)
 
         for name in BACKENDS:
             backend = getattr(SDPBackend, name)
@@ -234,7 +300,12 @@ def main(argv=None):
         print(f"B={b:3d} Hq={hq} Hkv={hkv:2d} Nq={nq} Nk={nk:6d}: " +
               "  ".join(f"{r['impl']} {r['ms'] or '-'} ms {r['gbps'] or ''}" for r in here) + f"  [{verdict}]",
               flush=True)
-        q = k = v = ref = mask = None  # free the cache before the next shape
+        if args.graph:
+            print("  graphs: " + "  ".join(f"{r['impl']} {r['timing']} {r['ms'] or r['status']}"
+                                           for r in graph_rows if (r["batch"], r["heads_kv"], r["len_q"],
+                                                                   r["len_kv"]) == (b, hkv, nq, nk)), flush=True)
+            write(graph_path, graph_rows)
+        q = k = v = ref = mask = None  # free the cache (and the graphs' memory) before the next shape
         torch.cuda.empty_cache()
         write(path, rows)  # after every shape: a run cut short keeps what it measured
     print(f"decode_vs_pytorch: wrote {len(rows)} rows to {path}")

@@ -1,7 +1,7 @@
 """CPU test of scripts/decode_vs_pytorch.py: the order of its timing (contract 3: the flush and
 the GPU's spin outside the events, the call between them), its refusals, what it says
 without a GPU, how it hands the cache to FlashInfer (a stand-in module recording the calls),
-and its verdicts."""
+its verdicts, and the order of --graph's capture and loops."""
 import os
 import subprocess
 import sys
@@ -44,6 +44,60 @@ class Timing(unittest.TestCase):
         spin = ("spin", dvp.measure_ceilings.COVER_CYCLES)
         # Three warm-up calls, then per timed call: flush, spin, event, call, event.
         self.assertEqual(log, ["call"] * 3 + ["flush", spin, "event", "call", "event"] * 2)
+
+
+class Graphs(unittest.TestCase):
+    """--graph: the capture's order (a warm-up call on a side stream, then the call inside the
+    capture) and the loop's (one call waited for, then the timed calls back to back)."""
+    def test_capture_warms_up_on_a_side_stream_then_records_once(self):
+        log = []
+
+        class Stream:
+            def wait_stream(self, other):
+                log.append("wait")
+
+        class Graph:
+            def replay(self):
+                log.append("replay")
+
+        class Inside:  # a `with` that logs its entry and exit
+            def __init__(self, name):
+                self.name = name
+
+            def __enter__(self):
+                log.append(self.name + " on")
+
+            def __exit__(self, *exc):
+                log.append(self.name + " off")
+
+        cuda = types.SimpleNamespace(Stream=Stream, current_stream=Stream, CUDAGraph=Graph,
+                                     stream=lambda s: Inside("side"), graph=lambda g: Inside("capture"))
+        replay = dvp.captured(types.SimpleNamespace(cuda=cuda), lambda: log.append("call"))
+        self.assertEqual(log, ["wait", "side on", "call", "side off", "wait", "capture on", "call", "capture off"])
+        replay()
+        self.assertEqual(log[-1], "replay")
+
+    def test_the_loop_times_its_calls_back_to_back(self):
+        log = []
+        torch = fake_torch(log)
+
+        class Event:
+            def __init__(self, **_):
+                pass
+
+            def record(self):
+                log.append("event")
+
+            def synchronize(self):
+                log.append("sync")
+
+            def elapsed_time(self, other):
+                return 6.0
+
+        torch.cuda.Event = Event
+        ms = dvp.loop_ms(torch, lambda: log.append("call"), steps=3)
+        self.assertEqual(ms, 2.0)  # 6 ms over 3 calls
+        self.assertEqual(log, ["call", "event", "call", "call", "call", "event", "sync"])
 
 
 class CommandLine(unittest.TestCase):
