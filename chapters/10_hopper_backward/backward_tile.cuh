@@ -80,6 +80,29 @@ __device__ __forceinline__ void probabilities_and_ds(float (&st)[kRegs], float (
   probabilities_and_ds(st, dpt, st, dpt, p, key_base, q0, t, Ls, Dsm);
 }
 
+/// Step 7's halves of the same, each in place: Pᵀ from Sᵀ alone (while dPᵀ's product may
+/// still run), then dSᵀ from Pᵀ and dPᵀ. The same arithmetic and mask as above, written out
+/// again: with the element's probability a function the two shared, ptxas allocated the
+/// registers of steps 1 and 6 differently (step 1 at d = 128, measured, stopped spilling).
+template <int kRegs, class P>
+__device__ __forceinline__ void probabilities(float (&st)[kRegs], const P& p, int key_base, int q0, int t,
+                                              const float* Ls) {
+#pragma unroll
+  for (int i = 0; i < kRegs; ++i) {
+    const int key = key_base + ft::sm90::acc_row(t, i);
+    const int col = ft::sm90::acc_col(t, i);
+    const float l = Ls[col];
+    const bool visible = key < p.Nk && l != -INFINITY && (!p.causal || key <= q0 + col + p.causal_offset);
+    st[i] = visible ? ft::exp2_ftz(fmaf(st[i], p.scale_log2, -l)) : 0.f;
+  }
+}
+template <int kRegs, class P>
+__device__ __forceinline__ void score_gradients(const float (&pt)[kRegs], float (&dpt)[kRegs], const P& p, int t,
+                                                const float* Dsm) {
+#pragma unroll
+  for (int i = 0; i < kRegs; ++i) dpt[i] = p.scale * pt[i] * (dpt[i] - Dsm[ft::sm90::acc_col(t, i)]);
+}
+
 /// Accumulator registers as A fragments of the next product (chapter 07's trick, wgmma's
 /// accumulator having mma.sync's layout): 16 columns a k-step, rounded to T.
 template <class T, int kAcc>
@@ -91,8 +114,9 @@ __device__ __forceinline__ void pack_a(uint32_t (&a)[kAcc / 8][4], const float (
 }
 
 /// Sᵀ = K_c·Qᵀ and dPᵀ = V_c·dOᵀ of one warpgroup's 64 keys (K_c, V_c at k_addr, v_addr;
-/// the query tile's Q and dO at q_addr, do_addr, all K-major), issued as one group.
-template <class Tr>
+/// the query tile's Q and dO at q_addr, do_addr, all K-major), issued as one group, or
+/// (kTwoGroups) as two, Sᵀ's first, so that a wait for one group leaves dPᵀ's running.
+template <class Tr, bool kTwoGroups = false>
 __device__ __forceinline__ void issue_scores_transposed(float (&st)[Tr::Br / 2], float (&dpt)[Tr::Br / 2],
                                                         uint32_t k_addr, uint32_t v_addr, uint32_t q_addr,
                                                         uint32_t do_addr) {
@@ -104,6 +128,7 @@ __device__ __forceinline__ void issue_scores_transposed(float (&st)[Tr::Br / 2],
   for (int ks = 0; ks < Tr::D / ft::sm90::kMmaK; ++ks)
     ft::sm90::mma_ss<T, Tr::Br>(st, ft::sm90::k_major_descriptor<KvTile>(k_addr, ks),
                                 ft::sm90::k_major_descriptor<QTile>(q_addr, ks), ks > 0);
+  if constexpr (kTwoGroups) ft::sm90::commit();
 #pragma unroll
   for (int ks = 0; ks < Tr::D / ft::sm90::kMmaK; ++ks)
     ft::sm90::mma_ss<T, Tr::Br>(dpt, ft::sm90::k_major_descriptor<KvTile>(v_addr, ks),
@@ -122,9 +147,10 @@ __device__ __forceinline__ void scores_transposed(float (&st)[Tr::Br / 2], float
 }
 
 /// dV += Pᵀ·dO: A from registers (pa), dO MN-major (k = queries); issued, not committed:
-/// issue_dk closes the group. Between the two the caller stores dSᵀ (store_ds) from the
-/// registers dK is about to read: once dK is issued, reading them is undefined until the
-/// wait that covers it (the PTX ISA), and dV's product runs while they are stored.
+/// issue_dk closes the group (step 7 commits it alone). Between the two the caller stores
+/// dSᵀ (store_ds) from the registers dK is about to read: once dK is issued, reading them is
+/// undefined until the wait that covers it (the PTX ISA), and dV's product runs while they
+/// are stored.
 template <class Tr>
 __device__ __forceinline__ void issue_dv(float (&dv)[Tr::D / 2], const uint32_t (&pa)[Tr::Br / ft::sm90::kMmaK][4],
                                          uint32_t do_addr) {

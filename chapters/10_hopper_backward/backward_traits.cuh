@@ -46,9 +46,17 @@ enum class DqAdd {
              ///< the copy engine add it a row at a time (cp.reduce.async.bulk)
 };
 
+/// The order in which a consumer issues and waits for a query tile's products.
+enum class Schedule {
+  kInOrder,     ///< Sᵀ and dPᵀ waited for together, then P and dS, then dV, dK and dQ
+  kNextScores,  ///< step 5: the next tile's Sᵀ and dPᵀ issued behind this tile's dQ
+  kPUnderDp,    ///< step 7: Sᵀ waited for alone; P computed and dV issued while dPᵀ runs
+};
+
 /// Steps 2 onwards (specialized_backward.cuh): warpgroup 0 the producer, warpgroups 1 and 2
 /// the consumers, 64 keys each; query tiles through a ring of stages.
-template <class Element, int D_, DqAdd kDq_, bool kDeterministic_ = false, bool kOverlap_ = false, int Br_ = 64>
+template <class Element, int D_, DqAdd kDq_, bool kDeterministic_ = false,
+          Schedule kSchedule_ = Schedule::kInOrder, int Br_ = 64>
 struct SpecializedBackwardTraits {
   using T = Element;
   static constexpr int D = D_;
@@ -67,9 +75,10 @@ struct SpecializedBackwardTraits {
   /// another, in key order (a counter a query tile in the workspace), so that every run
   /// sums them in the same order and gives the same bits.
   static constexpr bool kDeterministic = kDeterministic_;
+  static constexpr Schedule kSchedule = kSchedule_;
   /// Step 5: the next query tile's Sᵀ and dPᵀ issued behind this tile's dQ (their 64
   /// registers live beside Pᵀ, dSᵀ, dQ, dK and dV: only at d = 64 do 240 hold them).
-  static constexpr bool kOverlap = kOverlap_;
+  static constexpr bool kOverlap = kSchedule == Schedule::kNextScores;
   static constexpr bool kSpecialized = true;  ///< a producer warpgroup, two consumers
   static constexpr bool kViews = false;       ///< contiguous tensors (ft::Views<...> reads views)
   /// dQ = dS·K over all 128 keys, split between the consumers so that the block adds one

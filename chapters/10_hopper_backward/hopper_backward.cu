@@ -39,12 +39,15 @@ template <class T, int D> using BulkDq = SpecializedBackwardTraits<T, D, DqAdd::
 // Step 4, deterministic: step 3 with the key blocks' adds into each query tile in key order.
 template <class T, int D> using Deterministic = SpecializedBackwardTraits<T, D, DqAdd::kBulk, /*deterministic=*/true>;
 // Step 5, overlap (d = 64): step 2 with the next tile's scores issued behind this tile's dQ.
-template <class T, int D> using Overlap = SpecializedBackwardTraits<T, D, DqAdd::kAtomics, false, /*overlap=*/true>;
+template <class T, int D> using Overlap = SpecializedBackwardTraits<T, D, DqAdd::kAtomics, false, Schedule::kNextScores>;
 // Step 6, tall (d = 64): step 2 with query tiles of 128, dQ split between the consumers by rows.
-template <class T, int D> using Tall = SpecializedBackwardTraits<T, D, DqAdd::kAtomics, false, false, /*Br=*/128>;
+template <class T, int D> using Tall = SpecializedBackwardTraits<T, D, DqAdd::kAtomics, false, Schedule::kInOrder, /*Br=*/128>;
 // Step 6 with step 3's adds (tall_bulk): twice the atomics a thread a tile that step 2 issues at
 // d = 64, the count at which the copy engine paid at d = 128.
-template <class T, int D> using TallBulk = SpecializedBackwardTraits<T, D, DqAdd::kBulk, false, false, /*Br=*/128>;
+template <class T, int D> using TallBulk = SpecializedBackwardTraits<T, D, DqAdd::kBulk, false, Schedule::kInOrder, /*Br=*/128>;
+// Step 7, p_under_dp: step 3 with Sᵀ and dPᵀ as two commit groups, so that P's exponentials
+// and dV's product run while dPᵀ's product does (FlashAttention-3's overlap inside a warpgroup).
+template <class T, int D> using PUnderDp = SpecializedBackwardTraits<T, D, DqAdd::kBulk, false, Schedule::kPUnderDp>;
 // fastest: step 3 at d = 128, step 5 at d = 64, where the copy engine's adds measured slower
 // than the atomics and the overlap faster than step 2 (H200, bf16, N >= 1024, same run:
 // bulk_dq 0.93-0.98x step 2 at d = 64 and 1.12-1.25x at d = 128; overlap 1.03-1.05x step 2
@@ -113,6 +116,7 @@ int64_t padded_rows(const ft::Problem& p) { return int64_t(p.heads_total()) * st
 /// Query tiles a head has at the deterministic step's Br: its adds' counters, one a tile.
 int64_t q_tiles(const ft::Problem& p) {
   constexpr int kBr = Deterministic<__half, 64>::Br;
+  static_assert(Deterministic<__half, 128>::Br == kBr, "one count of counters for both head dims");
   return (p.len_q + kBr - 1) / kBr;
 }
 
@@ -248,6 +252,7 @@ std::vector<ft::BackwardImpl> backward_impls() {
           impl<Overlap, CompiledD64>("overlap", "specialized with the next tile's scores issued behind this tile's dQ (d = 64)"),
           impl<Tall, CompiledD64>("tall", "specialized with query tiles of 128: twice the products a wait (d = 64)"),
           impl<TallBulk, CompiledD64>("tall_bulk", "tall with bulk_dq's adds by the copy engine (d = 64)"),
+          impl<PUnderDp>("p_under_dp", "bulk_dq with P's exponentials and dV's product under dPᵀ's product"),
           fastest()};
 }
 

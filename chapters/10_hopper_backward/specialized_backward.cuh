@@ -1,14 +1,14 @@
 /// @file specialized_backward.cuh
-/// @brief Chapter 10, steps 2 to 6: the backward with its roles split (a producer and two
+/// @brief Chapter 10, steps 2 to 7: the backward with its roles split (a producer and two
 /// consumers, as chapter 09's forward), dQ computed once a block, two ways of adding it into
-/// device memory, and the variations of steps 4 to 6 on that structure.
+/// device memory, and the variations of steps 4 to 7 on that structure.
 ///
 /// Step 1 waited for every copy: each query tile's Q and dO came by cp.async from all 256
 /// threads, a block barrier, then the products. Here, as in chapter 09's steps 3 onwards:
 ///
 ///     warpgroup 0, producer   one thread: K and V once; then, query tile after query tile,
 ///                             Q, dO (tensor copies) and the tile's L·log2 e and D (two
-///                             256-byte bulk copies: prepare_backward lays them out padded
+///                             bulk copies of 4·Br bytes: prepare_backward lays them out padded
 ///                             to whole tiles) into stage it % 2 once the consumers have
 ///                             released it (empty[s]); the copy engine counts the bytes into
 ///                             full[s]. 24 registers a thread.
@@ -42,6 +42,12 @@
 ///
 ///     dQ[64c : 64c + 64, :] = dS[64c : 64c + 64, :] · K               mma_ss, M = 64 queries,
 ///                                                                     N = d, k = 128 keys
+///
+/// Step 7 (`p_under_dp`, Schedule::kPUnderDp) is step 3 with a tile's first products waited
+/// for one at a time:
+///
+///     issue Sᵀ | issue dPᵀ | wait Sᵀ | P, issue dV | wait dPᵀ | dS, store dSᵀ, issue dK | ...
+///                           <------ dPᵀ's product runs ------>
 #pragma once
 
 #include <cuda/ptx>
@@ -94,7 +100,7 @@ __device__ void produce(const Params<typename Tr::T>& p, const BlockWork& w, typ
   using QTile = typename Tr::QTile;
   using KvTile = typename Tr::KvTile;
   constexpr int kQElems = QTile::kBytes / sizeof(T), kKvElems = KvTile::kBytes / sizeof(T);
-  constexpr uint32_t kStatsBytes = Tr::Br * sizeof(float);  // one tile's L (or D): 256 aligned bytes
+  constexpr uint32_t kStatsBytes = Tr::Br * sizeof(float);  // one tile's L (or D): 256 or 512 aligned bytes
   const int h_kv = w.kv_head % p.heads_kv;
   ft::sm90::arrive_expect_tx(kv_full, 2 * KvTile::kBytes);
   for (int pnl = 0; pnl < KvTile::kPanels; ++pnl) {
@@ -194,7 +200,7 @@ __device__ __forceinline__ void add_release(int* counter, int v) {
 
 /// kBulk's adder: warp 1 of warpgroup 0. Tile after tile (the consumers' order), once both
 /// consumers have written its share (dq_full), hands it to the copy engine a row per
-/// `cp.reduce.async.bulk ... .add.f32` (two rows a lane, rows past N_q left out), waits
+/// `cp.reduce.async.bulk ... .add.f32` (Br/32 rows a lane, rows past N_q left out), waits
 /// until the engine has read the buffer, and gives it back (dq_empty).
 ///
 /// Deterministic (step 4): before its adds into query tile qt of a head, the adder waits until
@@ -330,15 +336,30 @@ __global__ void __launch_bounds__(Tr::kThreads, 1)
         const float* Ls = stats + s * 2 * Br;
         ft::sm90::wait(&full[s], (it / Tr::kStages) & 1);
 
-        // Sᵀ = K·Qᵀ and dPᵀ = V·dOᵀ (this warpgroup's keys), then P and dS on the registers.
         float st[kS], dpt[kS];
-        scores_transposed<Tr>(st, dpt, k_addr, v_addr, q_addr, do_addr);
-        probabilities_and_ds(st, dpt, p, key_base, q0, t, Ls, Ls + Br);
         uint32_t pa[Br / ft::sm90::kMmaK][4], dsa[Br / ft::sm90::kMmaK][4];
-        pack_a<T>(pa, st);
-        pack_a<T>(dsa, dpt);
-
-        issue_dv<Tr>(dv, pa, do_addr);
+        if constexpr (Tr::kSchedule == Schedule::kPUnderDp) {
+          // Step 7: Sᵀ and dPᵀ as two groups. Once Sᵀ's is done, P is computed and dV's
+          // product issued while dPᵀ's still runs; then dS, once dPᵀ's is done.
+          issue_scores_transposed<Tr, /*kTwoGroups=*/true>(st, dpt, k_addr, v_addr, q_addr, do_addr);
+          ft::sm90::wait<1>();  // Sᵀ's group; dPᵀ's may still run
+          ft::sm90::fence_registers(st);
+          probabilities(st, p, key_base, q0, t, Ls);
+          pack_a<T>(pa, st);
+          issue_dv<Tr>(dv, pa, do_addr);
+          ft::sm90::commit();
+          ft::sm90::wait<1>();  // dPᵀ's group; dV's may still run
+          ft::sm90::fence_registers(dpt);
+          score_gradients(st, dpt, p, t, Ls + Br);
+          pack_a<T>(dsa, dpt);
+        } else {
+          // Sᵀ = K·Qᵀ and dPᵀ = V·dOᵀ (this warpgroup's keys), then P and dS on the registers.
+          scores_transposed<Tr>(st, dpt, k_addr, v_addr, q_addr, do_addr);
+          probabilities_and_ds(st, dpt, p, key_base, q0, t, Ls, Ls + Br);
+          pack_a<T>(pa, st);
+          pack_a<T>(dsa, dpt);
+          issue_dv<Tr>(dv, pa, do_addr);
+        }
         share_ds<DsTile>(dSs, dsa, c, t);
         issue_dk<Tr>(dk, dsa, q_addr);
 
