@@ -264,9 +264,7 @@ __global__ void __launch_bounds__(Tr::kThreads, 1)
   // Shared memory: K, V, the stages' (Q, dO), dSᵀ — tiles on 1024-byte boundaries — then the
   // stages' L and D, the dQ buffers, the barriers.
   extern __shared__ uint8_t smem_raw[];
-  const uintptr_t base = (reinterpret_cast<uintptr_t>(smem_raw) + ft::sm90::kAtomBytes - 1) /
-                         ft::sm90::kAtomBytes * ft::sm90::kAtomBytes;
-  T* const Ks = reinterpret_cast<T*>(base);
+  T* const Ks = reinterpret_cast<T*>(ft::sm90::align_shared(smem_raw));
   T* const Qs = Ks + 2 * KvTile::kBytes / sizeof(T);  // stage s: Q at Qs + 2s·kQElems, dO after it
   T* const dSs = Qs + Tr::kStages * 2 * kQElems;
   float* const stats = reinterpret_cast<float*>(dSs + DsTile::kBytes / sizeof(T));  // stage s: L, then D

@@ -43,9 +43,7 @@ __global__ void __launch_bounds__(Tr::kThreads, 1) wgmma_backward(const Params<t
   constexpr int kO = D / 2;   // dK's, dV's, dQ's: 64 rows × d
 
   extern __shared__ uint8_t smem_raw[];
-  const uintptr_t base = (reinterpret_cast<uintptr_t>(smem_raw) + ft::sm90::kAtomBytes - 1) /
-                         ft::sm90::kAtomBytes * ft::sm90::kAtomBytes;
-  T* const Ks = reinterpret_cast<T*>(base);
+  T* const Ks = reinterpret_cast<T*>(ft::sm90::align_shared(smem_raw));
   T* const Vs = Ks + KvTile::kBytes / sizeof(T);
   T* const Qs = Vs + KvTile::kBytes / sizeof(T);
   T* const dOs = Qs + QTile::kBytes / sizeof(T);

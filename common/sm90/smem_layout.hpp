@@ -89,6 +89,21 @@ FT_TC_HD constexpr uint64_t mn_major_descriptor(uint32_t tile_addr, int ks) {
   return sw128_descriptor(at, Tile::kPanelBytes, kAtomBytes);
 }
 
+#if defined(__CUDACC__)
+/// The first `kAlign`-aligned byte at or after `raw`, the kernel's dynamic shared memory
+/// (`extern __shared__`), whose start CUDA aligns to 16 bytes only. Computed as an offset
+/// added to `raw` itself, so that the compiler still knows the result and every pointer
+/// derived from it lie in shared memory, and emits shared-memory loads and stores (LDS,
+/// STS). Rounded as an integer and cast back instead, the pointer is generic, and so is every
+/// access through it (LD.E, ST.E: an address-space check on each, and no reordering past
+/// global accesses).
+template <int kAlign = kAtomBytes>
+__device__ __forceinline__ uint8_t* align_shared(uint8_t* raw) {
+  const uint32_t at = uint32_t(__cvta_generic_to_shared(raw));
+  return raw + (kAlign - at % kAlign) % kAlign;
+}
+#endif
+
 // ---- The accumulator: which thread of the warpgroup holds which element ---------------
 //
 // wgmma.m64nNk16's float accumulator is 64 rows × N columns over 128 threads: warp w of
