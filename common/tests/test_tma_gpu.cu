@@ -42,8 +42,7 @@ __global__ void copy_boxes(const __grid_constant__ CUtensorMap map, int row0, in
                            uint16_t* out) {
   extern __shared__ uint8_t smem_raw[];
   __shared__ uint64_t bar;
-  const uintptr_t a = reinterpret_cast<uintptr_t>(smem_raw);
-  uint16_t* tile = reinterpret_cast<uint16_t*>((a + kAtomBytes - 1) / kAtomBytes * kAtomBytes);
+  uint16_t* tile = reinterpret_cast<uint16_t*>(align_shared(smem_raw));
   if (threadIdx.x == 0) barrier_init(&bar, 1);
   __syncthreads();
   for (int r = 0; r < rounds; ++r) {

@@ -36,8 +36,7 @@ constexpr int kM = kMmaM;  ///< one warpgroup's 64 rows
 /// swizzled panel must start on.
 __device__ uint8_t* aligned_smem() {
   extern __shared__ uint8_t smem_raw[];
-  const uintptr_t a = reinterpret_cast<uintptr_t>(smem_raw);
-  return reinterpret_cast<uint8_t*>((a + kAtomBytes - 1) / kAtomBytes * kAtomBytes);
+  return align_shared(smem_raw);
 }
 __device__ uint32_t smem_addr(const void* p) { return uint32_t(__cvta_generic_to_shared(p)); }
 
