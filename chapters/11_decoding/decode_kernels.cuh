@@ -43,6 +43,24 @@ constexpr int kMaxSplits = 128;
 /// a lane (32 at d = 128), enough to cover L2's latency with one row a warp.
 constexpr int kMergeBatch = 8;
 
+/// Programmatic dependent launch (sm_90 on): the merge may be launched while the decode
+/// kernel still runs (the host asks for it with cudaLaunchAttributeProgrammaticStream-
+/// Serialization, FT_CH11_PDL), so that its launch overlaps the decode's last blocks instead
+/// of following them. Each decode block says at its start that the merge may launch
+/// (launch_dependents); the merge's threads wait, before they read a partial result, until
+/// the decode grid has finished and its writes are visible (wait). Without that launch
+/// attribute both are no-ops; before sm_90 they are compiled out.
+__device__ __forceinline__ void let_merge_launch() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void wait_for_decode() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;\n" ::: "memory");
+#endif
+}
+
 template <class T>
 struct Params {
   const T* Q;        ///< [B, H_q, N_q, d]
@@ -178,6 +196,7 @@ __global__ void __launch_bounds__(kThreads, 1) decode_split(const Params<T> p) {
   __shared__ float qs[kRows][D];             // Q, pre-scaled by scale·log2 e
   __shared__ float ms[kWarps][kRows], ls[kWarps][kRows];
   __shared__ float accs[kWarps][kRows][D];
+  let_merge_launch();
 
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int split = blockIdx.x;
@@ -314,6 +333,7 @@ __global__ void __launch_bounds__(kThreads) decode_merge(const float* o_part, co
                                                          int64_t rows, int splits) {
   constexpr int kPerLane = kMaxSplits / 32;  // splits a lane weighs (check_splits refuses more before any launch)
   constexpr int kCols = D / 32;              // output columns a lane owns: c = k·32 + lane, coalesced
+  wait_for_decode();  // launched early (FT_CH11_PDL): the splits' results must be written first
   const int64_t row = int64_t(blockIdx.x) * kWarps + threadIdx.x / 32;
   if (row >= rows) return;  // the whole warp: a warp is one row
   const int lane = threadIdx.x % 32;

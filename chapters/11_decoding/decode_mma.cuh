@@ -128,6 +128,7 @@ __global__ void __launch_bounds__(kThreads) decode_mma(const Params<T> p) {
   using ft::tc::FragC;
   static_assert(kRowTiles >= 1 && kRowTiles <= kMaxRowTiles, "one or two m16 tiles of rows");
   constexpr int kRows = kMmaRows * kRowTiles;  // the block's rows
+  let_merge_launch();
   constexpr int kKSteps = D / 16;  // k-steps of S = Q·Kᵀ
   constexpr int kOTiles = D / 8;   // n8 tiles of O
   constexpr int kSTiles = kWarpKeys / 8;

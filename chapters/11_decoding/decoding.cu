@@ -123,13 +123,33 @@ void check_splits(const ft::Problem& p, int splits) {
                           " keys; the workspace and the merge take 1 to " + std::to_string(max_splits(p.len_kv)));
 }
 
-/// With splits, the merge of every query row's splits (decode_merge).
+/// The environment variable that launches the merge as a programmatic dependent of the
+/// decode kernel (FT_CH11_PDL=1, on sm_90 and later; decode_kernels.cuh's let_merge_launch
+/// and wait_for_decode), for the measurement of that launch against the plain one (gpu_run's
+/// decode step, --decode-ab FT_CH11_PDL=1). Unset, empty or 0: the plain launch.
+constexpr const char* kPdlEnv = "FT_CH11_PDL";
+
+bool merge_launches_early() {
+  const char* asked = std::getenv(kPdlEnv);
+  return asked && *asked && std::atoi(asked) != 0 && ft::device_sm() >= 90;
+}
+
+/// With splits, the merge of every query row's splits (decode_merge): behind the decode
+/// kernel in the stream, or (merge_launches_early) launched while it runs.
 template <class T, int D>
 void merge_splits(const ft::Problem& p, const Params<T>& params, cudaStream_t stream) {
   if (params.splits == 1) return;
-  decode_merge<T, D><<<int((p.rows() + kWarps - 1) / kWarps), kThreads, 0, stream>>>(
-      params.o_part, params.lse_part, params.O, params.lse, p.rows(), params.splits);
-  CUDA_CHECK_LAUNCH();
+  cudaLaunchConfig_t config{};
+  config.gridDim = dim3(unsigned((p.rows() + kWarps - 1) / kWarps));
+  config.blockDim = dim3(kThreads);
+  config.stream = stream;
+  cudaLaunchAttribute early{};
+  early.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  early.val.programmaticStreamSerializationAllowed = 1;
+  if (merge_launches_early()) config.attrs = &early, config.numAttrs = 1;
+  CUDA_CHECK(cudaLaunchKernelEx(&config, decode_merge<T, D>, static_cast<const float*>(params.o_part),
+                                static_cast<const float*>(params.lse_part), params.O, params.lse, p.rows(),
+                                params.splits));
 }
 
 /// The decode kernel's instance for a block of `block_rows` rows (1, 2, 4, 8 or 16).

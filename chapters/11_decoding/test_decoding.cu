@@ -284,6 +284,29 @@ TEST(Ch11, EitherRowTilesDecodeEveryLayout) {
   }
 }
 
+// The merge launched while the decode kernel runs (FT_CH11_PDL=1, programmatic dependent
+// launch on sm_90): it must still read every split's finished result. Every variant that
+// splits, with forced splits (the merge's lanes wrap at 33 and 128) and with the heuristic's,
+// on both head dims, one and four query rows, and the paged cache of mixed lengths.
+TEST(Ch11, MergeLaunchedEarlyReadsFinishedSplits) {
+  REQUIRE_GPU();
+  const ScopedEnv early("FT_CH11_PDL", "1");
+  for (const char* splits : {"", "33", "128"}) {
+    const ScopedEnv forced("FT_CH11_SPLITS", splits);
+    for (const auto& impl : ch11::forward_impls()) {
+      if (impl.variant == "one_block") continue;  // one block the whole key range: no merge
+      for (int d : {64, 128})
+        for (int len_q : {1, 4}) {
+          const ft::Problem p = decode_problem(1, 8, 2, len_q, 32805, d, true, ft::DType::BFloat16);
+          SCOPED_TRACE(impl.variant + ", splits '" + std::string(splits) + "', " + p.describe());
+          ft::testing::expect_forward_correct(impl, p);
+        }
+    }
+  }
+  SCOPED_TRACE("paged, merge launched early");
+  expect_paged_correct(ft::DType::BFloat16, 128, 8, 1, 4, true, 16, {4, 17, 1000, 300});
+}
+
 TEST(Ch11Paged, RefusesTablesItCannotReadSafely) {
   const ft::Problem p = decode_problem(2, 8, 2, 1, 40, 64, true, ft::DType::BFloat16);
   const ft::PagedKvShape pool{10, 16, 2, 64};

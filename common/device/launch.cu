@@ -38,14 +38,18 @@ static int device_attribute(cudaDeviceAttr attr, int device) {
   return it->second;
 }
 
+int device_sm() {
+  const int device = current_device();
+  return device_attribute(cudaDevAttrComputeCapabilityMajor, device) * 10 +
+         device_attribute(cudaDevAttrComputeCapabilityMinor, device);
+}
+
 void require_sm(int min_sm, const std::string& who) {
   if (min_sm <= 0) return;
-  const int device = current_device();
-  const int sm = device_attribute(cudaDevAttrComputeCapabilityMajor, device) * 10 +
-                 device_attribute(cudaDevAttrComputeCapabilityMinor, device);
+  const int sm = device_sm();
   if (sm < min_sm) {
     cudaDeviceProp prop{};
-    CUDA_CHECK(cudaGetDeviceProperties(&prop, device));
+    CUDA_CHECK(cudaGetDeviceProperties(&prop, current_device()));
     throw DeviceTooSmall(who + " needs a GPU of compute capability " + std::to_string(min_sm / 10) +
                          "." + std::to_string(min_sm % 10) + " (sm_" + std::to_string(min_sm) +
                          ") or newer; " + prop.name + " is sm_" + std::to_string(sm));
@@ -53,12 +57,10 @@ void require_sm(int min_sm, const std::string& who) {
 }
 
 void require_arch(int sm, const std::string& who) {
-  const int device = current_device();
-  const int have = device_attribute(cudaDevAttrComputeCapabilityMajor, device) * 10 +
-                   device_attribute(cudaDevAttrComputeCapabilityMinor, device);
+  const int have = device_sm();
   if (have != sm) {
     cudaDeviceProp prop{};
-    CUDA_CHECK(cudaGetDeviceProperties(&prop, device));
+    CUDA_CHECK(cudaGetDeviceProperties(&prop, current_device()));
     throw DeviceTooSmall(who + " needs " + (sm == 90 ? "Hopper " : "") + "(sm_" + std::to_string(sm) +
                          "): its kernels are sm_" + std::to_string(sm) + "a machine code; " + prop.name +
                          " is sm_" + std::to_string(have));

@@ -11,6 +11,10 @@
 
 namespace ft {
 
+/// The current device's compute capability as major·10 + minor: 90 for an H100 or H200, 80
+/// for an A100. Asked of the driver once per device.
+int device_sm();
+
 /// Throws ft::DeviceTooSmall unless the current device's compute capability (major·10 +
 /// minor) is at least `min_sm`, e.g. 80 for the tensor-core chapters' mma.sync and cp.async.
 void require_sm(int min_sm, const std::string& who);
