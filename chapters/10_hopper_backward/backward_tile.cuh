@@ -53,10 +53,11 @@ struct GradStrides {
 
 /// Pᵀ and dSᵀ of one warpgroup's 64 keys × Br queries: from `st`, Sᵀ (raw scores), into
 /// `pt`, Pᵀ = 2^(Sᵀ·scale·log2 e − L·log2 e); from `dpt`, dPᵀ, into `dst`,
-/// dSᵀ = scale · Pᵀ∘(dPᵀ − D). Row = key (key_base on), column = query (q0 on); L·log2 e
-/// and D a query each (Ls, Dsm: shared memory). A key past N_k or after the query's
-/// diagonal, or a query that saw no key or lies past N_q (L = −∞), weighs nothing.
-template <int kRegs, class P>
+/// dSᵀ = scale · Pᵀ∘(dPᵀ − D) (kWithDs; else Pᵀ alone, dpt and dst untouched). Row = key
+/// (key_base on), column = query (q0 on); L·log2 e and D a query each (Ls, Dsm: shared
+/// memory). A key past N_k or after the query's diagonal, or a query that saw no key or lies
+/// past N_q (L = −∞), weighs nothing.
+template <bool kWithDs = true, int kRegs, class P>
 __device__ __forceinline__ void probabilities_and_ds(const float (&st)[kRegs], const float (&dpt)[kRegs],
                                                      float (&pt)[kRegs], float (&dst)[kRegs], const P& p,
                                                      int key_base, int q0, int t, const float* Ls, const float* Dsm) {
@@ -68,7 +69,7 @@ __device__ __forceinline__ void probabilities_and_ds(const float (&st)[kRegs], c
     const bool visible = key < p.Nk && l != -INFINITY && (!p.causal || key <= q0 + col + p.causal_offset);
     const float prob = visible ? ft::exp2_ftz(fmaf(st[i], p.scale_log2, -l)) : 0.f;
     pt[i] = prob;
-    dst[i] = p.scale * prob * (dpt[i] - Dsm[col]);
+    if constexpr (kWithDs) dst[i] = p.scale * prob * (dpt[i] - Dsm[col]);
   }
 }
 
@@ -81,20 +82,11 @@ __device__ __forceinline__ void probabilities_and_ds(float (&st)[kRegs], float (
 }
 
 /// Step 7's halves of the same, each in place: Pᵀ from Sᵀ alone (while dPᵀ's product may
-/// still run), then dSᵀ from Pᵀ and dPᵀ. The same arithmetic and mask as above, written out
-/// again: with the element's probability a function the two shared, ptxas allocated the
-/// registers of steps 1 and 6 differently (step 1 at d = 128, measured, stopped spilling).
+/// still run), then dSᵀ from Pᵀ and dPᵀ.
 template <int kRegs, class P>
 __device__ __forceinline__ void probabilities(float (&st)[kRegs], const P& p, int key_base, int q0, int t,
                                               const float* Ls) {
-#pragma unroll
-  for (int i = 0; i < kRegs; ++i) {
-    const int key = key_base + ft::sm90::acc_row(t, i);
-    const int col = ft::sm90::acc_col(t, i);
-    const float l = Ls[col];
-    const bool visible = key < p.Nk && l != -INFINITY && (!p.causal || key <= q0 + col + p.causal_offset);
-    st[i] = visible ? ft::exp2_ftz(fmaf(st[i], p.scale_log2, -l)) : 0.f;
-  }
+  probabilities_and_ds</*kWithDs=*/false>(st, st, st, st, p, key_base, q0, t, Ls, nullptr);
 }
 template <int kRegs, class P>
 __device__ __forceinline__ void score_gradients(const float (&pt)[kRegs], float (&dpt)[kRegs], const P& p, int t,
