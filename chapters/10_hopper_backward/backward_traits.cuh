@@ -100,10 +100,14 @@ struct SpecializedBackwardTraits {
   /// A stage's L and D (a float a query each); its Q and dO tiles are kept apart from them,
   /// every tile on a 1024-byte boundary.
   static constexpr size_t kRowStatsBytes = 2 * Br * sizeof(float);
-  /// kBulk's dQ share: Br rows of d floats, each row padded by 16 bytes so that the
-  /// accumulator's stores (8 rows at once, d·4 bytes apart) fall in different banks; two
-  /// buffers, so that one tile's adds run while the next is computed.
-  static constexpr int kDqRowFloats = D + 4;
+  /// kBulk's dQ share: Br rows of d floats; two buffers, so that one tile's adds run while
+  /// the next is computed. Each row is padded by 32 bytes. A consumer stores its accumulator
+  /// a float2 a lane: lane l writes row l/4, columns 2(l%4) and +1 (of an 8-column block), and
+  /// shared memory serves a 64-bit store a half-warp at a time, 4 rows × 4 float2 = 128 bytes.
+  /// With rows d + 8 floats apart (d·4 bytes is a multiple of the 128 bytes of the 32 banks)
+  /// those 4 rows start 8 banks apart and their 8-bank spans fill the 32 banks once; 16
+  /// bytes of padding (4 banks apart) would put two float2 in each bank: a 2-way conflict.
+  static constexpr int kDqRowFloats = D + 8;
   static constexpr size_t kDqBytes = kDq == DqAdd::kBulk ? 2 * size_t(Br) * kDqRowFloats * sizeof(float) : 0;
   /// K and V's full barrier, a full and an empty barrier a stage, and a full and an empty
   /// barrier a dQ buffer (kBulk's; allotted always, 32 bytes).
