@@ -87,6 +87,9 @@ struct SpecializedBackwardTraits {
   /// consumer c computes queries 64c on, all d columns (m64n{d}k16).
   static constexpr bool kDqByRows = Br == kConsumers * ft::sm90::kMmaM;
   static constexpr int kDqCols = kDqByRows ? D : D / kConsumers;
+  /// Consumer c's part of a tile's dQ: its first row (of the tile's queries) and column.
+  FT_TC_HD static constexpr int dq_row0(int c) { return kDqByRows ? c * ft::sm90::kMmaM : 0; }
+  FT_TC_HD static constexpr int dq_col0(int c) { return kDqByRows ? 0 : c * kDqCols; }
   static constexpr int kDqShares = 1;  ///< dQ adds a block a query tile
   /// Registers after setmaxnreg, as chapter 09: the producer 24, each consumer 240 (dK, dV:
   /// 2·d/2; Sᵀ, dPᵀ: 2·Br/2; dQ: 64·kDqCols/128); 128·(24 + 2·240) = 64512 of the launch's

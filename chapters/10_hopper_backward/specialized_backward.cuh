@@ -305,8 +305,7 @@ __global__ void __launch_bounds__(Tr::kThreads, 1)
   const int key_base = w.k0 + c * ft::sm90::kMmaM;
   // Its part of dQ: columns c·d/2 on of all the tile's queries, or (step 6's 128-query
   // tiles) all columns of queries 64c on.
-  const int dq_row0 = Tr::kDqByRows ? c * ft::sm90::kMmaM : 0;
-  const int col0 = Tr::kDqByRows ? 0 : c * Tr::kDqCols;
+  const int dq_row0 = Tr::dq_row0(c), col0 = Tr::dq_col0(c);
   const uint32_t ks_addr = uint32_t(__cvta_generic_to_shared(Ks));
   const uint32_t k_addr = ks_addr + c * ft::sm90::kMmaM * ft::sm90::kSwizzleBytes;  // its 64 rows of K
   const uint32_t v_addr = k_addr + uint32_t(KvTile::kBytes);
