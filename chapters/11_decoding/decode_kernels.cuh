@@ -30,6 +30,7 @@
 #include "cuda_core/online_softmax.cuh"  // ft::kLog2e, ft::kLn2
 #include "cuda_core/reduce.cuh"          // ft::warp_max, ft::warp_sum
 #include "sm80/pack.cuh"                 // ft::tc::unpack2, to_float, from_float
+#include "sm90/dependent_launch.cuh"     // ft::sm90::launch_dependents, wait_for_prerequisites
 
 namespace ch11 {
 
@@ -43,23 +44,13 @@ constexpr int kMaxSplits = 128;
 /// a lane (32 at d = 128), enough to cover L2's latency with one row a warp.
 constexpr int kMergeBatch = 8;
 
-/// Programmatic dependent launch (sm_90 on): the merge may be launched while the decode
-/// kernel still runs (the host asks for it with cudaLaunchAttributeProgrammaticStream-
-/// Serialization, FT_CH11_PDL), so that its launch overlaps the decode's last blocks instead
-/// of following them. Each decode block says at its start that the merge may launch
-/// (launch_dependents); the merge's threads wait, before they read a partial result, until
-/// the decode grid has finished and its writes are visible (wait). Without that launch
-/// attribute both are no-ops; before sm_90 they are compiled out.
-__device__ __forceinline__ void let_merge_launch() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
-#endif
-}
-__device__ __forceinline__ void wait_for_decode() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("griddepcontrol.wait;\n" ::: "memory");
-#endif
-}
+/// The merge may be launched while the decode kernel still runs (FT_CH11_PDL: Hopper's
+/// programmatic dependent launch, sm90/dependent_launch.cuh), so that its launch overlaps the
+/// decode's last blocks instead of following them. Each decode block says at its start that
+/// the merge may launch; the merge's threads wait, before they read a partial result, until
+/// the decode grid has finished and its writes are visible. Launched plainly, both do nothing.
+__device__ __forceinline__ void let_merge_launch() { ft::sm90::launch_dependents(); }
+__device__ __forceinline__ void wait_for_decode() { ft::sm90::wait_for_prerequisites(); }
 
 template <class T>
 struct Params {
