@@ -106,7 +106,8 @@ struct SpecializedBackwardTraits {
   /// kBulk's dQ share: Br rows of d floats; two buffers, so that one tile's adds run while
   /// the next is computed. Each row is padded by 32 bytes. A consumer stores its accumulator
   /// a float2 a lane: lane l writes row l/4, columns 2(l%4) and +1 (of an 8-column block), and
-  /// shared memory serves a 64-bit store a half-warp at a time, 4 rows × 4 float2 = 128 bytes.
+  /// shared memory serves a 64-bit store a half-warp at a time (as observed; the CUDA guide
+  /// does not promise it), 4 rows × 4 float2 = 128 bytes.
   /// With rows d + 8 floats apart (d·4 bytes is a multiple of the 128 bytes of the 32 banks)
   /// those 4 rows start 8 banks apart and their 8-bank spans fill the 32 banks once; 16
   /// bytes of padding (4 banks apart) would put two float2 in each bank: a 2-way conflict.
@@ -126,6 +127,10 @@ struct SpecializedBackwardTraits {
                 "128 queries a tile: Sᵀ's and dPᵀ's 2·64 registers beside dK's and dV's 2·d/2 fit 240 at d = 64, "
                 "and leave no room for a second tile's scores (kOverlap)");
   static_assert(Br % ft::sm90::kPanelCols == 0, "dSᵀ's rows are whole 64-query panels");
+  static_assert(!(kSchedule == Schedule::kPUnderDp && Br == 128),
+                "P in float and packed, dPᵀ in flight, dK and dV: 224 registers before an address "
+                "(ptxas serializes the wgmmas and spills: the case study)");
+  static_assert(kDqRowFloats * sizeof(float) % 16 == 0, "the copy engine's bulk adds read 16-byte aligned rows");
   static_assert(!kDeterministic || kDq == DqAdd::kBulk, "the ordered adds are the adder warp's (kBulk)");
   static_assert(!kOverlap || D == 64, "two tiles' scores beside dK and dV: 240 registers hold them at d = 64 only");
   static_assert(kProducerRegs + kConsumers * kConsumerRegs <= kLaunchRegs * (1 + kConsumers),

@@ -59,6 +59,26 @@ constexpr const char* kRowTilesEnv = "FT_CH11_ROW_TILES";
 constexpr int kMostSplitsForTwoTiles = 8;
 constexpr int kLeastKeysForTwoTiles = 32 * kTileKeys;
 
+/// The environment variable that launches the merge as a programmatic dependent of the
+/// decode kernel (FT_CH11_PDL=1; decode_kernels.cuh's let_merge_launch and wait_for_decode),
+/// for the measurement of that launch against the plain one (gpu_run's decode step,
+/// --decode-ab FT_CH11_PDL=1). Unset, empty or 0: the plain launch.
+constexpr const char* kPdlEnv = "FT_CH11_PDL";
+
+bool merge_launches_early() {
+  const char* asked = std::getenv(kPdlEnv);
+  if (!(asked && *asked && std::atoi(asked) != 0) || ft::device_sm() < 90) return false;
+  // The GPU is not enough: the merge's code must have been compiled for sm_90 or later (its
+  // PTX version), or its wait was compiled out and it would read splits still being written
+  // (a build for sm_80 alone, run on an H100). Every instance comes from this one compile.
+  static const int ptx_version = [] {
+    cudaFuncAttributes attributes{};
+    CUDA_CHECK(cudaFuncGetAttributes(&attributes, decode_merge<__nv_bfloat16, 128>));
+    return attributes.ptxVersion;
+  }();
+  return ptx_version >= 90;
+}
+
 int mma_row_tiles(int64_t rows, int len_kv, int splits_one) {
   if (const char* forced = std::getenv(kRowTilesEnv); forced && *forced)
     return std::clamp(std::atoi(forced), 1, kMaxRowTiles);
@@ -123,17 +143,6 @@ void check_splits(const ft::Problem& p, int splits) {
                           " keys; the workspace and the merge take 1 to " + std::to_string(max_splits(p.len_kv)));
 }
 
-/// The environment variable that launches the merge as a programmatic dependent of the
-/// decode kernel (FT_CH11_PDL=1, on sm_90 and later; decode_kernels.cuh's let_merge_launch
-/// and wait_for_decode), for the measurement of that launch against the plain one (gpu_run's
-/// decode step, --decode-ab FT_CH11_PDL=1). Unset, empty or 0: the plain launch.
-constexpr const char* kPdlEnv = "FT_CH11_PDL";
-
-bool merge_launches_early() {
-  const char* asked = std::getenv(kPdlEnv);
-  return asked && *asked && std::atoi(asked) != 0 && ft::device_sm() >= 90;
-}
-
 /// With splits, the merge of every query row's splits (decode_merge): behind the decode
 /// kernel in the stream, or (merge_launches_early) launched while it runs.
 template <class T, int D>
@@ -147,9 +156,11 @@ void merge_splits(const ft::Problem& p, const Params<T>& params, cudaStream_t st
   early.id = cudaLaunchAttributeProgrammaticStreamSerialization;
   early.val.programmaticStreamSerializationAllowed = 1;
   if (merge_launches_early()) config.attrs = &early, config.numAttrs = 1;
-  CUDA_CHECK(cudaLaunchKernelEx(&config, decode_merge<T, D>, static_cast<const float*>(params.o_part),
-                                static_cast<const float*>(params.lse_part), params.O, params.lse, p.rows(),
-                                params.splits));
+  const cudaError_t launched =
+      cudaLaunchKernelEx(&config, decode_merge<T, D>, static_cast<const float*>(params.o_part),
+                         static_cast<const float*>(params.lse_part), params.O, params.lse, p.rows(), params.splits);
+  if (launched != cudaSuccess) (void)cudaGetLastError();  // reported here, not again by the next check
+  CUDA_CHECK(launched);
 }
 
 /// The decode kernel's instance for a block of `block_rows` rows (1, 2, 4, 8 or 16).

@@ -40,6 +40,11 @@ int choose_splits(int64_t blocks, int len_kv, int sms, int blocks_per_sm);
 /// FT_CH11_ROW_TILES's count when that is set.
 int mma_row_tiles(int64_t rows, int len_kv, int splits_one);
 
+/// Whether a decode step launches its merge while the decode kernel runs (Hopper's
+/// programmatic dependent launch): FT_CH11_PDL set to a nonzero number, a GPU of sm_90 or
+/// later, and the merge compiled for one (decode_merge's PTX version at least 9.0).
+bool merge_launches_early();
+
 /// A decode step over a paged KV cache (core/paged_kv.hpp's layout): `problem` gives the batch
 /// (B sequences), the heads, N_q, d, the dtype and the mask (bottom-right: each sequence's
 /// own decode position); its len_kv is the longest sequence. Device pointers: Q [B, H_q, N_q,
