@@ -109,8 +109,8 @@ struct SpecializedBackwardTraits {
   /// shared memory serves a 64-bit store a half-warp at a time (as observed; the CUDA guide
   /// does not promise it), 4 rows × 4 float2 = 128 bytes.
   /// With rows d + 8 floats apart (d·4 bytes is a multiple of the 128 bytes of the 32 banks)
-  /// those 4 rows start 8 banks apart and their 8-bank spans fill the 32 banks once; 16
-  /// bytes of padding (4 banks apart) would put two float2 in each bank: a 2-way conflict.
+  /// those 4 rows start 8 banks apart and their 8-bank spans fill the 32 banks once; with
+  /// 16 bytes of padding (4 banks apart) the spans overlap by half: a 2-way conflict.
   static constexpr int kDqRowFloats = D + 8;
   static constexpr size_t kDqBytes = kDq == DqAdd::kBulk ? 2 * size_t(Br) * kDqRowFloats * sizeof(float) : 0;
   /// K and V's full barrier, a full and an empty barrier a stage, and a full and an empty
