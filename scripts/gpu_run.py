@@ -41,6 +41,7 @@ FT_TRAFFIC_* variables from the environment.
 import argparse
 import datetime
 import glob
+import math
 import os
 import re
 import shlex
@@ -272,6 +273,9 @@ class Run:
         self.build = os.path.realpath(args.build)
         self.summary = os.path.join(self.out, "summary.txt")
         self.failed = False         # whether the step now running has failed
+        self.late = False           # whether the step now running met --deadline
+        # --deadline: the time past which no command starts (a device call has a fixed length)
+        self.deadline = time.time() + args.deadline if args.deadline else None
         self._torch = None
         if not self.dry_run:
             os.makedirs(self.logs, exist_ok=True)
@@ -317,6 +321,16 @@ class Run:
         124; ok: the exit statuses that are no failure (check=False: none is); tree_env:
         give it PYTHONPATH (False: the caller's environment as it is).
         """
+        if self.deadline is not None and not self.dry_run:
+            # Past --deadline nothing starts; a command started before it gets what is left.
+            left = self.deadline - time.time()
+            if left <= 0:
+                self.late = True
+                self.write(self.path("logs", "gpu_run.log"),
+                           f"not run (past --deadline): {shlex.join(map(str, cmd))}\n", append=True)
+                return Result(124, "not run: past --deadline\n")
+            left = math.ceil(left)
+            timeout = left if timeout is None else min(timeout, left)
         if timeout is not None:
             cmd = ["timeout", str(timeout)] + cmd
         cmd = [str(c) for c in cmd]
@@ -1097,7 +1111,7 @@ def run_step(run, name):
     function, description = STEPS[name]
     if run.dry_run:
         print(f"== {name}: {description}")
-    run.failed = False
+    run.failed = run.late = False
     try:
         function(run)
     except Exception as e:
@@ -1107,7 +1121,9 @@ def run_step(run, name):
         run.write(run.path("logs", "gpu_run.log"), traceback.format_exc(), append=True)
         traceback.print_exc()
         run.say(f"{name}: the step stopped: {type(e).__name__}: {e}")
-    return run.failed
+    if run.late:
+        run.say(f"{name}: not finished by --deadline ({run.args.deadline} s after the start)")
+    return run.failed or run.late
 
 
 # ---- The command line -------------------------------------------------------------------
@@ -1271,6 +1287,10 @@ def parse_args(argv):
     option("--dry-run", "print the commands the steps would run, run nothing, write nothing",
            action="store_true")
     option("--list", "print the steps and what each writes, and exit", action="store_true")
+    option("--deadline", "seconds after the start past which no command starts; one running "
+           "then is given what is left (timeout(1)), the steps it cuts short fail, and "
+           "summary.txt and logs.tar.gz are still written: set it below the device call's "
+           "limit (default: none)", type=single(positive), metavar="SECONDS")
     option("--commit", "the commit env.txt names (default: git rev-parse HEAD, for a tree "
            "without .git)")
     option("--sizes", "sequence lengths N of the tour, the anchors and vs_pytorch (default: "

@@ -52,7 +52,7 @@ class CommandLine(unittest.TestCase):
                        "--sanitize-chapters", "--sanitize-dims", "--sanitize-args",
                        "--sanitize-variant", "--sanitize-tag", "--sanitize-timeout",
                        "--tc-chapters", "--tc-variant", "--vs-dtypes", "--vs-shapes", "--vs-impls",
-                       "--ctest-regex",
+                       "--ctest-regex", "--deadline",
                        "--profiles", "--source-pages", "--phase-names", "--commit"):
             self.assertIn(option, r.stdout)
         self.assertIn("(was FT_SANITIZE)", " ".join(r.stdout.split()))
@@ -183,6 +183,27 @@ class DryRun(unittest.TestCase):
         self.assertIn("--variant overlap --head-dim 64 --csv", runs[2])
         # Without a base tree the step says so and runs nothing.
         self.assertEqual(self.commands(self.plan("--steps", "ab"), "ch10_hopper_backward"), [])
+
+    def test_deadline_stops_starting_commands_and_still_packs_the_logs(self):
+        """Past --deadline no command starts, the one running is cut to what is left, the
+        steps cut short fail by name, and summary.txt and logs.tar.gz are still written."""
+        tour = os.path.join(self.build, "chapters", "tour", "tour")
+        with open(tour, "w") as f:
+            f.write("#!/bin/sh\nsleep 5\n")
+        r = run(self.out, "--build", self.build, "--steps", "tour", "--sizes", "1024", "4096",
+                "--dims", "64", "--causal", "0", "--deadline", "1")
+        self.assertEqual(r.returncode, 1, r.stdout + r.stderr)
+        with open(os.path.join(self.out, "summary.txt")) as f:
+            summary = f.read()
+        self.assertIn("tour: not finished by --deadline (1 s after the start)", summary)
+        self.assertIn("== failed steps: tour", summary)
+        self.assertTrue(os.path.exists(os.path.join(self.out, "logs.tar.gz")))
+        import tarfile
+        with tarfile.open(os.path.join(self.out, "logs.tar.gz")) as tar:
+            log = tar.extractfile("logs/gpu_run.log").read().decode()
+        self.assertRegex(log, r"rc=124 \d+ s: timeout 1 .*tour --seq-len 1024")
+        self.assertIn("not run (past --deadline): ", log)
+        self.assertIn("--seq-len 4096", log.split("not run (past --deadline): ")[1])
 
     def test_default_steps_leave_out_ctest(self):
         lines = self.plan()
