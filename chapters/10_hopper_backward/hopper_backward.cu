@@ -48,11 +48,12 @@ template <class T, int D> using TallBulk = SpecializedBackwardTraits<T, D, DqAdd
 // Step 7, p_under_dp: step 3 with Sᵀ and dPᵀ as two commit groups, so that P's exponentials
 // and dV's product run while dPᵀ's product does (FlashAttention-3's overlap inside a warpgroup).
 template <class T, int D> using PUnderDp = SpecializedBackwardTraits<T, D, DqAdd::kBulk, false, Schedule::kPUnderDp>;
-// fastest: step 3 at d = 128, step 5 at d = 64, where the copy engine's adds measured slower
-// than the atomics and the overlap faster than step 2 (H200, bf16, N >= 1024, same run:
-// bulk_dq 0.93-0.98x step 2 at d = 64 and 1.12-1.25x at d = 128; overlap 1.03-1.05x step 2
-// at d = 64; plots/results/h200/ch10_vs_pytorch.csv).
-template <class T, int D> using Fastest = std::conditional_t<D == 128, BulkDq<T, D>, Overlap<T, D>>;
+// fastest: step 3 at d = 128, step 6 at d = 64 (H200, bf16, N >= 4096, one run,
+// plots/results/h200/ch10_vs_pytorch.csv): at d = 64 tall is 1.08-1.12x step 2 and
+// 1.01-1.09x step 5, and the copy engine's adds lose there (tall_bulk 0.77-0.87x tall); at
+// d = 128 bulk_dq is 1.15-1.16x step 2, and step 7's 1.01-1.02x over it is within one run's
+// noise, so step 3 stays.
+template <class T, int D> using Fastest = std::conditional_t<D == 128, BulkDq<T, D>, Tall<T, D>>;
 
 constexpr int kSmallBlock = 256;                            ///< threads of the small kernels
 constexpr int kRowsPerBlock = kSmallBlock / ft::kWarpSize;  ///< prepare: a warp a query row
@@ -240,7 +241,7 @@ ft::BackwardImpl impl(const std::string& variant, const std::string& what) {
 }  // namespace
 
 const ft::BackwardImpl& fastest() {
-  static const ft::BackwardImpl i = impl<Fastest>("fastest", "bulk_dq at d = 128, overlap at d = 64");
+  static const ft::BackwardImpl i = impl<Fastest>("fastest", "bulk_dq at d = 128, tall at d = 64");
   return i;
 }
 
