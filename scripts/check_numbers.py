@@ -228,7 +228,13 @@ def ch10_claims():
         ("README.md", f"alone are slower than chapter 08 "
                       f"({ch10_span(lambda x, d: x['ch10_wgmma'] / x['ch08_fastest'], lambda n, d: True, 'ch10_steps.csv')}: "
                       f"every copy, product and atomic waited for in turn)"),
-        ("README.md", f"pass it at d = 128 ({ch10_span(lambda x, d: x['ch10_specialized'] / x['ch08_fastest'], at(128))})"),
+        ("README.md", f"pass it ({ch10_span(lambda x, d: x['ch10_specialized'] / x['ch08_fastest'], at(128))} at d = 128, "
+                      f"{ch10_span(lambda x, d: x['ch10_specialized'] / x['ch08_fastest'], at(64))} at d = 64)"),
+        ("README.md", f"query tiles of 128 at d = 64 add "
+                      f"{ch10_span(lambda x, d: x['ch10_tall'] / x['ch10_specialized'], at(64))} over step 2"),
+        ("README.md", f"product, {ch10_span(lambda x, d: x['ch10_p_under_dp'] / x['ch10_bulk_dq'], at(128))} at d = 128"),
+        ("README.md", f"where chapter 10's backward runs "
+                      f"{ch10_span(lambda x, d: fast(x, d) / x['torch_cudnn'], at(64))} cuDNN's"),
         ("README.md", f"adds {ch10_span(lambda x, d: x['ch10_bulk_dq'] / x['ch10_specialized'], at(128))} at d = 128"),
         ("README.md", f"every run at {det(0)} step 3's speed without the mask and {det(1)} with it"),
         ("README.md", f"behind this tile's dQ add {ch10_span(lambda x, d: x['ch10_overlap'] / x['ch10_specialized'], at(64))} at d = 64"),
