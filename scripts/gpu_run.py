@@ -321,6 +321,7 @@ class Run:
         124; ok: the exit statuses that are no failure (check=False: none is); tree_env:
         give it PYTHONPATH (False: the caller's environment as it is).
         """
+        cut_by_deadline = False  # whether --deadline, not the command's own limit, may end it
         if self.deadline is not None and not self.dry_run:
             # Past --deadline nothing starts; a command started before it gets what is left.
             left = self.deadline - time.time()
@@ -330,7 +331,8 @@ class Run:
                            f"not run (past --deadline): {shlex.join(map(str, cmd))}\n", append=True)
                 return Result(124, "not run: past --deadline\n")
             left = math.ceil(left)
-            timeout = left if timeout is None else min(timeout, left)
+            cut_by_deadline = timeout is None or left <= timeout
+            timeout = min(timeout or left, left)
         if timeout is not None:
             cmd = ["timeout", str(timeout)] + cmd
         cmd = [str(c) for c in cmd]
@@ -365,6 +367,8 @@ class Run:
                 f.close()
         if check and result.rc not in ok:
             self.failed = True
+        if cut_by_deadline and result.rc == 124:
+            self.late = True
         self.write(self.path("logs", "gpu_run.log"),
                    f"rc={result.rc} {time.time() - start:.0f} s: {line}\n", append=True)
         return result
