@@ -195,8 +195,17 @@ def ch10_claims():
             kernel_ms.setdefault((r["seq_len"], r["head_dim"]), {})[r["kernel"]] = float(r["measured_ms"])
     small = lambda n: [(x["prepare_backward"] + x["convert_dq"]) / sum(x.values()) * 100
                        for (sn, _), x in kernel_ms.items() if sn == n]
+    dram = {}  # (N, d): measured and modelled DRAM bytes, reads and writes, over the pass's kernels
+    for r in read("traffic.csv"):
+        if r["chapter"] == "10" and r["variant"] == "fastest":
+            x = dram.setdefault((int(r["seq_len"]), int(r["head_dim"])), [0.0, 0.0])
+            x[0] += float(r["measured_read_bytes"]) + float(r["measured_write_bytes"])
+            x[1] += float(r["model_read_bytes"]) + float(r["model_write_bytes"])
+    dram_ratio = {k: m / model for k, (m, model) in dram.items()}
     training = [(page, training_claim()) for page in ("README.md", CH10, "docs/mainpage.md")]
     return [(CH10, row) for row in ch10_rows()] + training + [
+        (CH10, f"measured DRAM bytes are {span(dram_ratio.values())} the model's; the "
+               f"{dram_ratio[(16384, 128)]:.2f} at\nN = 16384, d = 128"),
         (CH10_CASE, f"they take {span(small('4096'), 1, '%')} of the backward at N = 4096 and "
                f"{span(small('16384'), 1, '%')} at N = 16384, but {span(small('1024'), 1, '%')} at N = 1024"),
         (CH10, f"computes the same gradients {ch10_span(lambda x, d: x['torch_cudnn'] / x['ch08_fastest'], long_, digits=1)} "
@@ -414,6 +423,60 @@ def ch11_row_tile_claims():
             for k in one if k[1] == 1]
 
 
+def ch10_stall_claims():
+    """The case study's per-instruction waits (profiles/source_10_*.csv.gz, Nsight Compute's
+    source pages, read as scripts/stall_phases.py reads them)."""
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import stall_phases
+
+    def page_of(name):
+        rows = stall_phases.read_rows(os.path.join(RESULTS, "profiles", name))
+        total = sum(r[2] for r in rows)
+        loop = max(r[1] for r in rows if r[0] == "HGMMA")  # a consumer warp's products, every tile
+        in_loop = lambda r: abs(r[1] - loop) <= 0.1 * loop
+        pct = lambda x: 100.0 * x / total
+        waits = [pct(r[2]) for r in rows if r[0] == "WARPGROUP" and "DEPBAR" in r[4] and in_loop(r) and pct(r[2]) > 1]
+        return rows, pct, in_loop, waits, pct(sum(r[2] for r in rows if in_loop(r)))
+    b_rows, b_pct, b_loop, b_waits, b_share = page_of("source_10_bulk_dq_d128.csv.gz")
+    t_rows, t_pct, t_loop, t_waits, t_share = page_of("source_10_tall_d64.csv.gz")
+    dq_empty = max(b_pct(r[2]) for r in b_rows if r[0] == "BRA" and b_loop(r))
+    reds = [i for i, r in enumerate(t_rows) if r[0] == "REDG"]
+    after = {j for i in reds for j in range(i + 1, min(len(t_rows), i + 6))}
+    red_wait = t_pct(sum(t_rows[j][3]["long_sb"] for j in after))
+
+    issue = max(t_pct(r[2]) for r in t_rows if r[0] == "HGMMA" and t_loop(r))
+
+    def meetings(rows, pct):  # a named barrier's waits land on the two instructions after it
+        at = [i for i, r in enumerate(rows) if r[4].startswith("BAR.SYNC") and not r[4].endswith(" 0x0")]
+        return pct(sum(rows[j][3]["barrier"] for i in at for j in (i + 1, i + 2)))
+    consumer = lambda share, *parts: sum(parts) / share * 100
+    return [
+        (CH10_CASE, f"({b_share:.0f}% of step 3's samples, {t_share:.0f}% of step 6's)"),
+        (CH10_CASE, f"{b_waits[0]:.1f}% of all samples wait for Sᵀ and dPᵀ, {b_waits[1]:.1f}% for dV, dK and dQ "
+                    f"(step 3); {t_waits[0]:.1f}% and {t_waits[1]:.1f}% (step 6), with {issue:.1f}% more at dQ's first `HGMMA`"),
+        (CH10_CASE, f"hold {meetings(b_rows, b_pct):.1f}% (step 3) and {meetings(t_rows, t_pct):.1f}% (step 6)"),
+        (CH10_CASE, f"{dq_empty:.1f}% of all samples: the try-wait loop on `dq_empty`"),
+        (CH10_CASE, f"sixteen `REDG.E.ADD.F32x2`, {red_wait:.1f}% in the five after each"),
+        (CH10_CASE, f"So about {consumer(b_share, dq_empty):.0f}% (step 3) and {consumer(t_share, red_wait):.0f}% (step 6)"),
+        (CH10_CASE, f"and {span([consumer(b_share, *b_waits), consumer(t_share, *t_waits, issue)], 0, '%')} to waiting "
+                    f"for products"),
+        (CH10, f"put {span([consumer(b_share, *b_waits), consumer(t_share, *t_waits, issue)], 0, '%')} of the "
+               f"consumers' time on the `wgmma` waits and {span([consumer(b_share, dq_empty), consumer(t_share, red_wait)], 0, '%')} "
+               f"on adding dQ")]
+
+
+def ch11_short_split_claims():
+    """The case study's forced splits at short caches (ch11_short_splits.csv, µs)."""
+    t = {}
+    for r in read("ch11_short_splits.csv"):
+        t.setdefault((int(r["batch"]), int(r["heads_kv"]), int(r["len_kv"])), {})[r["splits"]] = float(r["ms"]) * 1000
+    rows = [(CH11_CASE, f"| {b}, {kv}, {n:,} | " + " | ".join(f"{x[s]:.1f}" for s in ("auto", "1", "2", "4", "8")) + " |")
+            for (b, kv, n), x in t.items()]
+    gain = [t[k]["auto"] / t[k]["8"] for k in ((1, 1, 1024), (1, 8, 1024))]
+    return rows + [(CH11_CASE, f"8 splits took {span(gain)} off the heuristic's time"),
+                   (CH11_CASE, f"8 splits made the step {t[(16, 1, 1024)]['8'] / t[(16, 1, 1024)]['auto']:.2f}× slower")]
+
+
 def ch11_claims():
     """The lesson's step table (at N_k = 32768), the waves, the sweep, the predictions'
     outcomes, the regime paragraph and the comparison with PyTorch."""
@@ -436,8 +499,9 @@ def ch11_claims():
                    f"{of_read(before, mha(131072), 'batched_v'):.2f} became {of_read(t, mha(131072), 'batched_v'):.2f}")]
     sweep = {r["splits"]: float(r["ms"]) for r in read("decode_splits.csv")
              if r["variant"] == "batched_v" and (r["batch"], r["heads_kv"], r["len_kv"]) == ("1", "8", "32768")}
-    mid = [sweep[k] for k in ("32", "64", "auto")]
-    out += [(CH11, f"({min(mid):.3f}–{max(mid):.3f} ms), while 128 splits take {sweep['128'] / min(mid):.1f}× as long")]
+    mid = [sweep[k] for k in ("64", "auto")]
+    out += [(CH11, f"({min(mid):.3f}–{max(mid):.3f} ms), while 32 splits take {sweep['32'] / min(mid):.2f}× as long "
+                   f"and 128 take {sweep['128'] / min(mid):.2f}×")]
     big = [of_read(t, k, "one_block") for k in t if k[1] == 32 and k[2] == 1 and k[0] >= 16 and k[3] == 32768]
     out += [(CH11, f"ran at {of_read(t, mha(32768), 'one_block'):.2f} of the read at B = 1"),
             (CH11, f"at {span(big, unit='')} where the grid is large"),
@@ -459,6 +523,10 @@ def ch11_claims():
         pg = decode_times(name)
         return span([pg[k]["contiguous"] / pg[k][p] for k in pg if pick(k) and "contiguous" in pg[k]
                      for p in ("paged_16", "paged_64", "paged_256") if p in pg[k]])
+    grid_paged = lambda pick: span([x["contiguous"] / x[p] for k, x in t.items() if "contiguous" in x and
+                                    k[3] >= 32768 and pick(k) for p in ("paged_16", "paged_64", "paged_256")])
+    out += [(CH11, f"{grid_paged(lambda k: k[1] > 1)} at N_k ≥ 32k with 8 or 32 key/value heads, "
+                   f"{grid_paged(lambda k: k[1] == 1)} with 32 on one")]
     out += [(CH11, f"the paged cache ran at {paged('ch11_paged_batched_v.csv')} the contiguous one"),
             (CH11, f"made it {paged('ch11_paged_division.csv', lambda k: k[0] >= 16 and k[3] >= 8192)} (the GPU"),
             (CH11, f"{paged('ch11_paged.csv', lambda k: k[1] > 1)} its contiguous cache with 8 or 32"),
@@ -521,10 +589,8 @@ def ch11_claims():
                 ms.setdefault((int(r["batch"]), int(r["heads_kv"]), int(r["len_q"]), int(r["len_kv"])), {})[r["impl"]] = \
                     float(r["ms"])
         return ms
-    # decode_vs_pytorch.csv: every shape, with FlashInfer; its 32-on-one rows ran two row tiles
-    # a block. decode_vs_pytorch_one_tile.csv, the run before: those rows on one tile, which
-    # the chapter keeps at B = 1 (mma_row_tiles).
-    ms, one_tile = vs_times("decode_vs_pytorch.csv"), vs_times("decode_vs_pytorch_one_tile.csv")
+    # decode_vs_pytorch.csv: every shape, with FlashInfer, the tree's row-tile rule and early merge.
+    ms = vs_times("decode_vs_pytorch.csv")
     theirs = lambda x, who: min((v for i, v in x.items() if i.startswith(who)), default=None)
     ratio = lambda times, who, pick: span([theirs(x, who) / x["ch11"] for k, x in times.items()
                                           if pick(k) and k[3] >= 32768 and "ch11" in x and theirs(x, who)])
@@ -535,8 +601,7 @@ def ch11_claims():
     out += [(CH11, f"at B ≥ 16, one query row, {vsb(32, 1, True)} the fastest PyTorch backend with 32 heads on 32"),
             (CH11, f"{vsb(8, 1, True)} with 32 on 8 and {vsb(1, 1, True)} with 32 on 1"),
             (CH11, f"with four rows {vs(32, 4)}, {vs(8, 4)} and {vs(1, 4)}"),
-            (CH11, f"B = 1, one row: {vsb(32, 1, False)}, {vsb(8, 1, False)}, and {vsb(1, 1, False, one_tile)} with "
-                   f"32 on 1"),
+            (CH11, f"B = 1, one row: {vsb(32, 1, False)}, {vsb(8, 1, False)}, and {vsb(1, 1, False)} with 32 on 1"),
             (CH11, f"Against FlashInfer's fastest: {fi(32, 1)} with 32 on 32, {fi(8, 1)} with 32 on 8, {fi4} with "
                    f"four rows")]
     one_row = span([of_read(t, k, "fastest") for k in long_ if rows(k) <= 4], unit="")
@@ -933,7 +998,7 @@ def claims():
                       f"{vs_ratio('ch07_fastest', 'forward', LONG, 'ours', 'torch_flash', 3)} on the shapes "
                       f"with N ≥ 4096"),
     ]
-    out += ch06_precision_claims() + ch10_claims() + ch11_claims() + ch11_merge_claims() + ch11_row_tile_claims() + ch12_claims()
+    out += ch06_precision_claims() + ch10_claims() + ch11_claims() + ch11_merge_claims() + ch11_row_tile_claims() + ch11_short_split_claims() + ch10_stall_claims() + ch12_claims()
     fp16, bf16 = ch09_table("fp16"), ch09_table("bf16")
     worst = max(abs(fp16[k][i] / bf16[k][i] - 1) for k in bf16 for i in STEPS if i in bf16[k])
     out.append((ch09, f"fp16, in the same run, lands within {int(worst * 100) + 1}% of these"))

@@ -17,6 +17,14 @@ the loop, the paths a whole tile skips) are summed apart, as "other". Columns: t
 all samples, then the stall reasons' samples as shares of all samples (they sum, with the
 reasons not shown, to the phase's share), executed instructions, and the phase's samples in
 thousands.
+
+Tensor-core kernels of Hopper (HGMMA, not HMMA) have no phases by this rule: --top N lists
+the N instructions that hold the most samples instead, in order, each with its place in
+the page, its share of the samples, how often it executed, its text and its two largest
+stall reasons (where a warp waits: a wgmma wait, an mbarrier's try-wait loop, a register an
+atomic still reads).
+
+    python3 scripts/stall_phases.py source.csv.gz --top 12
 """
 import argparse
 import csv
@@ -30,7 +38,8 @@ REASONS = ("wait", "short_sb", "mio", "math", "selected", "not_selected", "long_
 
 def read_rows(path):
     """The instruction rows of one exported source page: (opcode, executed, samples,
-    {reason: samples}). The export's first line names the kernel, the second the columns."""
+    {reason: samples}, text). The export's first line names the kernel, the second the
+    columns."""
     with (gzip.open(path, "rb") if path.endswith(".gz") else open(path, "rb")) as f:
         raw = f.read()
     rows = list(csv.reader(io.StringIO(raw.decode())))
@@ -47,7 +56,7 @@ def read_rows(path):
         text = re.sub(r"^@!?U?P\w+\s+", "", r[col["Source"]].strip())  # drop a predicate
         num = lambda name: float(r[col[name]] or 0) if name in col else 0.0
         out.append((text.split()[0].split(".")[0] if text else "", num("Instructions Executed"),
-                    num("# Samples"), {k: num("stall_" + k) for k in REASONS}))
+                    num("# Samples"), {k: num("stall_" + k) for k in REASONS}, text))
     return out
 
 
@@ -77,6 +86,8 @@ def main(argv=None):
     ap.add_argument("--min-exec", type=float, default=1e6,
                     help="an instruction executed fewer times is not the loop's: summed as "
                          "'other' (default 1e6)")
+    ap.add_argument("--top", type=int, default=0,
+                    help="also list the N instructions with the most samples (default 0: none)")
     args = ap.parse_args(argv)
     names = [n for n in args.names.split(",") if n]
     for path in args.csv:
@@ -94,6 +105,12 @@ def main(argv=None):
             print(f"{name:<6} {share(sum(r[2] for r in part)):6.1f}% "
                   + " ".join(f"{share(sum(r[3][k] for r in part)):7.1f}%" for k in REASONS)
                   + f" {sum(r[1] for r in part):9.3g} {sum(r[2] for r in part) / 1000:9.1f}")
+        if args.top:
+            print(f"{'place':>5} {'samples':>7} {'executed':>9}  {'instruction':<48} reasons")
+            for place, r in sorted(enumerate(rows), key=lambda x: -x[1][2])[:args.top]:
+                why = sorted(r[3].items(), key=lambda kv: -kv[1])[:2]
+                print(f"{place:>5} {share(r[2]):6.1f}% {r[1]:9.3g}  {r[4][:48]:<48} "
+                      + " ".join(f"{k} {share(v):.1f}%" for k, v in why))
     return 0
 
 

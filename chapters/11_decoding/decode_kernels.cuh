@@ -44,8 +44,8 @@ constexpr int kMaxSplits = 128;
 /// a lane (32 at d = 128), enough to cover L2's latency with one row a warp.
 constexpr int kMergeBatch = 8;
 
-/// The merge may be launched while the decode kernel still runs (FT_CH11_PDL: Hopper's
-/// programmatic dependent launch, sm90/dependent_launch.cuh), so that its launch overlaps the
+/// The merge is launched while the decode kernel still runs (sm_90 on, unless FT_CH11_PDL=0:
+/// Hopper's programmatic dependent launch, sm90/dependent_launch.cuh), so that its launch overlaps the
 /// decode's last blocks instead of following them. Each decode block says at its start that
 /// the merge may launch; the merge's threads wait, before they read a partial result, until
 /// the decode grid has finished and its writes are visible. Launched plainly, both do nothing.

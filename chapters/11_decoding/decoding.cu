@@ -59,15 +59,18 @@ constexpr const char* kRowTilesEnv = "FT_CH11_ROW_TILES";
 constexpr int kMostSplitsForTwoTiles = 8;
 constexpr int kLeastKeysForTwoTiles = 32 * kTileKeys;
 
-/// The environment variable that launches the merge as a programmatic dependent of the
-/// decode kernel (FT_CH11_PDL=1; decode_kernels.cuh's let_merge_launch and wait_for_decode),
-/// for the measurement of that launch against the plain one (gpu_run's decode step,
-/// --decode-ab FT_CH11_PDL=1). Unset, empty or 0: the plain launch.
+/// The environment variable that chooses how the merge is launched: as a programmatic
+/// dependent of the decode kernel (decode_kernels.cuh's let_merge_launch and
+/// wait_for_decode), the default on sm_90, or plainly behind it with FT_CH11_PDL=0, for the
+/// measurement of one against the other (gpu_run's decode step, --decode-ab FT_CH11_PDL=0).
+/// The early launch saved 0.6-1.2 us a step at B = 1 (ch11_pdl_ab.csv) and ran clean under
+/// compute-sanitizer.
 constexpr const char* kPdlEnv = "FT_CH11_PDL";
 
 bool merge_launches_early() {
   const char* asked = std::getenv(kPdlEnv);
-  if (!(asked && *asked && std::atoi(asked) != 0) || ft::device_sm() < 90) return false;
+  const bool plain = asked && *asked && std::atoi(asked) == 0;
+  if (plain || ft::device_sm() < 90) return false;
   // The GPU is not enough: the merge's code must have been compiled for sm_90 or later (its
   // PTX version), or its wait was compiled out and it would read splits still being written
   // (a build for sm_80 alone, run on an H100). Every instance comes from this one compile.
@@ -97,9 +100,11 @@ using Compiled = ft::Instances<ft::DTypes<ft::DType::BFloat16, ft::DType::Float1
 
 int64_t rows_a_head(const ft::Problem& p, bool grouped) { return int64_t(grouped ? p.group() : 1) * p.len_q; }
 
-/// The most splits choose_splits can give for these keys, whatever the GPU: the workspace is
-/// sized before any GPU is asked.
-int max_splits(int len_kv) { return std::min(kMaxSplits, std::max(1, (len_kv + kMinSplitKeys - 1) / kMinSplitKeys)); }
+/// The most splits a launch may take for these keys, whatever the GPU: the workspace is sized
+/// before any GPU is asked. One block tile (kTileKeys) a split at the least, below
+/// choose_splits' kMinSplitKeys, so that a forced count (FT_CH11_SPLITS) can measure the
+/// splits the heuristic does not choose at short caches.
+int max_splits(int len_kv) { return std::min(kMaxSplits, std::max(1, (len_kv + kTileKeys - 1) / kTileKeys)); }
 
 /// The environment variable that overrides choose_splits for the measurement of the
 /// heuristic against a sweep (gpu_run's decode step): a split count, clamped to what the

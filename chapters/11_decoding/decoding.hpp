@@ -41,8 +41,8 @@ int choose_splits(int64_t blocks, int len_kv, int sms, int blocks_per_sm);
 int mma_row_tiles(int64_t rows, int len_kv, int splits_one);
 
 /// Whether a decode step launches its merge while the decode kernel runs (Hopper's
-/// programmatic dependent launch): FT_CH11_PDL set to a nonzero number, a GPU of sm_90 or
-/// later, and the merge compiled for one (decode_merge's PTX version at least 9.0).
+/// programmatic dependent launch): a GPU of sm_90 or later, the merge compiled for one
+/// (decode_merge's PTX version at least 9.0), and FT_CH11_PDL not set to 0.
 bool merge_launches_early();
 
 /// A decode step over a paged KV cache (core/paged_kv.hpp's layout): `problem` gives the batch

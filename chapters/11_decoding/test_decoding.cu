@@ -285,29 +285,32 @@ TEST(Ch11, EitherRowTilesDecodeEveryLayout) {
   }
 }
 
-// The merge launched while the decode kernel runs (FT_CH11_PDL=1, programmatic dependent
-// launch on sm_90): it must still read every split's finished result. Every variant that
-// splits, with forced splits (the merge's lanes wrap at 33 and 128) and with the heuristic's,
-// on both head dims, one and four query rows, and the paged cache of mixed lengths.
-TEST(Ch11, MergeLaunchedEarlyReadsFinishedSplits) {
+// The merge launched while the decode kernel runs (the default on sm_90: programmatic
+// dependent launch) and launched plainly behind it (FT_CH11_PDL=0): either way it must read
+// every split's finished result. Every variant that splits, with forced splits (the merge's
+// lanes wrap at 33 and 128) and with the heuristic's, on both head dims, one and four query
+// rows, and the paged cache of mixed lengths.
+TEST(Ch11, MergeEarlyOrPlainReadsFinishedSplits) {
   REQUIRE_GPU();
-  if (ft::device_sm() < 90) GTEST_SKIP() << "the early launch needs sm_90 or later; this GPU launches plainly";
-  const ScopedEnv early("FT_CH11_PDL", "1");
-  ASSERT_TRUE(ch11::merge_launches_early()) << "FT_CH11_PDL=1 on sm_90, but the merge is launched plainly";
-  for (const char* splits : {"", "33", "128"}) {
-    const ScopedEnv forced("FT_CH11_SPLITS", splits);
-    for (const auto& impl : ch11::forward_impls()) {
-      if (impl.variant == "one_block") continue;  // one block the whole key range: no merge
-      for (int d : {64, 128})
-        for (int len_q : {1, 4}) {
-          const ft::Problem p = decode_problem(1, 8, 2, len_q, 32805, d, true, ft::DType::BFloat16);
-          SCOPED_TRACE(impl.variant + ", splits '" + std::string(splits) + "', " + p.describe());
-          ft::testing::expect_forward_correct(impl, p);
-        }
+  for (const char* pdl : {"", "0"}) {
+    const ScopedEnv launch("FT_CH11_PDL", pdl);
+    const bool early = *pdl == 0 && ft::device_sm() >= 90;
+    ASSERT_EQ(ch11::merge_launches_early(), early) << "FT_CH11_PDL='" << pdl << "' on sm_" << ft::device_sm();
+    for (const char* splits : {"", "33", "128"}) {
+      const ScopedEnv forced("FT_CH11_SPLITS", splits);
+      for (const auto& impl : ch11::forward_impls()) {
+        if (impl.variant == "one_block") continue;  // one block the whole key range: no merge
+        for (int d : {64, 128})
+          for (int len_q : {1, 4}) {
+            const ft::Problem p = decode_problem(1, 8, 2, len_q, 32805, d, true, ft::DType::BFloat16);
+            SCOPED_TRACE(impl.variant + ", FT_CH11_PDL '" + pdl + "', splits '" + splits + "', " + p.describe());
+            ft::testing::expect_forward_correct(impl, p);
+          }
+      }
     }
+    SCOPED_TRACE(std::string("paged, FT_CH11_PDL '") + pdl + "'");
+    expect_paged_correct(ft::DType::BFloat16, 128, 8, 1, 4, true, 16, {4, 17, 1000, 300});
   }
-  SCOPED_TRACE("paged, merge launched early");
-  expect_paged_correct(ft::DType::BFloat16, 128, 8, 1, 4, true, 16, {4, 17, 1000, 300});
 }
 
 TEST(Ch11Paged, RefusesTablesItCannotReadSafely) {

@@ -52,6 +52,20 @@ class Phases(unittest.TestCase):
         lines = run(FIXTURE, "--per-phase", "2")
         self.assertEqual([line.split()[0] for line in lines[2:]], ["pre", "g0", "other"])
 
+    def test_top_instructions(self):
+        # The predicated HMMA and the loop's branch hold 3000 samples each (30%): the first in
+        # page order lists first, its reasons short_sb (20%) then wait (10%).
+        lines = run(FIXTURE, "--top", "2")
+        head = next(i for i, line in enumerate(lines) if line.split()[:2] == ["place", "samples"])
+        top = lines[head + 1:]
+        self.assertEqual(len(top), 2)
+        samples = [float(line.split()[1].rstrip("%")) for line in top]
+        self.assertEqual(samples, sorted(samples, reverse=True))
+        self.assertEqual(samples, [30.0, 30.0])
+        self.assertIn("HMMA", top[0])
+        self.assertIn("BRA", top[1])
+        self.assertIn("short_sb 20.0% wait 10.0%", top[0])
+
     def test_not_a_source_page(self):
         with tempfile.NamedTemporaryFile("w", suffix=".csv", delete=False) as f:
             f.write("a,b\n1,2\n")
