@@ -45,8 +45,8 @@ constexpr int kMaxSplits = 128;
 constexpr int kMergeBatch = 8;
 
 /// The merge is launched while the decode kernel still runs (sm_90 on, unless FT_CH11_PDL=0:
-/// Hopper's programmatic dependent launch, sm90/dependent_launch.cuh), so that its launch overlaps the
-/// decode's last blocks instead of following them. Each decode block says at its start that
+/// Hopper's programmatic dependent launch, sm90/dependent_launch.cuh), so that its launch
+/// overlaps the decode's last blocks instead of following them. Each decode block says at its start that
 /// the merge may launch; the merge's threads wait, before they read a partial result, until
 /// the decode grid has finished and its writes are visible. Launched plainly, both do nothing.
 __device__ __forceinline__ void let_merge_launch() { ft::sm90::launch_dependents(); }
