@@ -190,22 +190,20 @@ def ch10_claims():
                      if k[2] >= 4096 and k[4] == causal])
     fast = ch10_fastest
     kernel_ms = {}
-    for r in read("traffic.csv"):
-        if r["chapter"] == "10" and r["variant"] == "fastest":
-            kernel_ms.setdefault((r["seq_len"], r["head_dim"]), {})[r["kernel"]] = float(r["measured_ms"])
-    small = lambda n: [(x["prepare_backward"] + x["convert_dq"]) / sum(x.values()) * 100
-                       for (sn, _), x in kernel_ms.items() if sn == n]
     dram = {}  # (N, d): measured and modelled DRAM bytes, reads and writes, over the pass's kernels
     for r in read("traffic.csv"):
         if r["chapter"] == "10" and r["variant"] == "fastest":
+            kernel_ms.setdefault((r["seq_len"], r["head_dim"]), {})[r["kernel"]] = float(r["measured_ms"])
             x = dram.setdefault((int(r["seq_len"]), int(r["head_dim"])), [0.0, 0.0])
             x[0] += float(r["measured_read_bytes"]) + float(r["measured_write_bytes"])
             x[1] += float(r["model_read_bytes"]) + float(r["model_write_bytes"])
+    small = lambda n: [(x["prepare_backward"] + x["convert_dq"]) / sum(x.values()) * 100
+                       for (sn, _), x in kernel_ms.items() if sn == n]
     dram_ratio = {k: m / model for k, (m, model) in dram.items()}
     training = [(page, training_claim()) for page in ("README.md", CH10, "docs/mainpage.md")]
     return [(CH10, row) for row in ch10_rows()] + training + [
         (CH10, f"measured DRAM bytes are {span(dram_ratio.values())} the model's; the "
-               f"{dram_ratio[(16384, 128)]:.2f} at\nN = 16384, d = 128"),
+               f"{dram_ratio[(16384, 128)]:.2f} at N = 16384, d = 128"),
         (CH10_CASE, f"they take {span(small('4096'), 1, '%')} of the backward at N = 4096 and "
                f"{span(small('16384'), 1, '%')} at N = 16384, but {span(small('1024'), 1, '%')} at N = 1024"),
         (CH10, f"computes the same gradients {ch10_span(lambda x, d: x['torch_cudnn'] / x['ch08_fastest'], long_, digits=1)} "
@@ -443,7 +441,6 @@ def ch10_stall_claims():
     reds = [i for i, r in enumerate(t_rows) if r[0] == "REDG"]
     after = {j for i in reds for j in range(i + 1, min(len(t_rows), i + 6))}
     red_wait = t_pct(sum(t_rows[j][3]["long_sb"] for j in after))
-
     issue = max(t_pct(r[2]) for r in t_rows if r[0] == "HGMMA" and t_loop(r))
 
     def meetings(rows, pct):  # a named barrier's waits land on the two instructions after it
