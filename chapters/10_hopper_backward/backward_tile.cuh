@@ -51,13 +51,26 @@ struct GradStrides {
   ft::Strides dV;
 };
 
+/// Whether any (query, key) pair of one warpgroup's 64 keys (key_base on) and the query tile
+/// (Br queries, q0 on) weighs nothing: a key past N_k, a query past N_q, or (causal) a key
+/// after the diagonal of the tile's first query. If none does, every query of the tile sees
+/// all 64 keys, so its L is finite, and the tile needs no check at all (step 8).
+template <int Br, class P>
+__device__ __forceinline__ bool needs_mask(const P& p, int key_base, int q0) {
+  return key_base + ft::sm90::kMmaM > p.Nk || q0 + Br > p.Nq ||
+         (p.causal && key_base + ft::sm90::kMmaM - 1 > q0 + p.causal_offset);
+}
+
 /// Pᵀ and dSᵀ of one warpgroup's 64 keys × Br queries: from `st`, Sᵀ (raw scores), into
 /// `pt`, Pᵀ = 2^(Sᵀ·scale·log2 e − L·log2 e); from `dpt`, dPᵀ, into `dst`,
 /// dSᵀ = scale · Pᵀ∘(dPᵀ − D) (kWithDs; else Pᵀ alone, dpt and dst untouched). Row = key
 /// (key_base on), column = query (q0 on); L·log2 e and D a query each (Ls, Dsm: shared
-/// memory). A key past N_k or after the query's diagonal, or a query that saw no key or lies
-/// past N_q (L = −∞), weighs nothing.
-template <bool kWithDs = true, int kRegs, class P>
+/// memory). kMasked: a key past N_k or after the
+/// query's diagonal, or a query that saw no key or lies past N_q (L = −∞), weighs nothing;
+/// without it (a tile needs_mask clears) no element is checked. kScaleDs false (step 8):
+/// dSᵀ = Pᵀ∘(dPᵀ − D), the scale left to dK's store and dQ's conversion, once an element of
+/// the result instead of once a score.
+template <bool kWithDs = true, bool kMasked = true, bool kScaleDs = true, int kRegs, class P>
 __device__ __forceinline__ void probabilities_and_ds(const float (&st)[kRegs], const float (&dpt)[kRegs],
                                                      float (&pt)[kRegs], float (&dst)[kRegs], const P& p,
                                                      int key_base, int q0, int t, const float* Ls, const float* Dsm) {
@@ -66,10 +79,13 @@ __device__ __forceinline__ void probabilities_and_ds(const float (&st)[kRegs], c
     const int key = key_base + ft::sm90::acc_row(t, i);
     const int col = ft::sm90::acc_col(t, i);
     const float l = Ls[col];
-    const bool visible = key < p.Nk && l != -INFINITY && (!p.causal || key <= q0 + col + p.causal_offset);
+    const bool visible = !kMasked || (key < p.Nk && l != -INFINITY && (!p.causal || key <= q0 + col + p.causal_offset));
     const float prob = visible ? ft::exp2_ftz(fmaf(st[i], p.scale_log2, -l)) : 0.f;
     pt[i] = prob;
-    if constexpr (kWithDs) dst[i] = p.scale * prob * (dpt[i] - Dsm[col]);
+    if constexpr (kWithDs) {
+      const float ds = prob * (dpt[i] - Dsm[col]);
+      dst[i] = kScaleDs ? p.scale * ds : ds;
+    }
   }
 }
 
@@ -79,6 +95,23 @@ __device__ __forceinline__ void probabilities_and_ds(float (&st)[kRegs], float (
                                                      int key_base, int q0, int t, const float* Ls,
                                                      const float* Dsm) {
   probabilities_and_ds(st, dpt, st, dpt, p, key_base, q0, t, Ls, Dsm);
+}
+
+/// The same as a step computes it: steps 1-7 check every element and scale dSᵀ; step 8
+/// (Tr::kLean) checks only the tiles that need_mask says can hold a hidden pair, and leaves
+/// the scale to dK and dQ.
+template <class Tr, int kRegs, class P>
+__device__ __forceinline__ void tile_probabilities_and_ds(float (&st)[kRegs], float (&dpt)[kRegs], const P& p,
+                                                          int key_base, int q0, int t, const float* Ls,
+                                                          const float* Dsm) {
+  if constexpr (Tr::kLean) {
+    if (needs_mask<Tr::Br>(p, key_base, q0))
+      probabilities_and_ds<true, true, false>(st, dpt, st, dpt, p, key_base, q0, t, Ls, Dsm);
+    else
+      probabilities_and_ds<true, false, false>(st, dpt, st, dpt, p, key_base, q0, t, Ls, Dsm);
+  } else {
+    probabilities_and_ds(st, dpt, p, key_base, q0, t, Ls, Dsm);
+  }
 }
 
 /// Step 7's halves of the same, each in place: Pᵀ from Sᵀ alone (while dPᵀ's product may
@@ -107,7 +140,9 @@ __device__ __forceinline__ void pack_a(uint32_t (&a)[kAcc / 8][4], const float (
 
 /// Sᵀ = K_c·Qᵀ and dPᵀ = V_c·dOᵀ of one warpgroup's 64 keys (K_c, V_c at k_addr, v_addr;
 /// the query tile's Q and dO at q_addr, do_addr, all K-major), issued as one group, or
-/// (kTwoGroups) as two, Sᵀ's first, so that a wait for one group leaves dPᵀ's running.
+/// (kTwoGroups) as two, Sᵀ's first, so that a wait for one group leaves dPᵀ's running. Each
+/// operand's descriptor is built once and advanced a k-step at a time (sm90::advance), here
+/// and in the products below.
 template <class Tr, bool kTwoGroups = false>
 __device__ __forceinline__ void issue_scores_transposed(float (&st)[Tr::Br / 2], float (&dpt)[Tr::Br / 2],
                                                         uint32_t k_addr, uint32_t v_addr, uint32_t q_addr,
@@ -115,16 +150,20 @@ __device__ __forceinline__ void issue_scores_transposed(float (&st)[Tr::Br / 2],
   using T = typename Tr::T;
   using KvTile = typename Tr::KvTile;
   using QTile = typename Tr::QTile;
+  using ft::sm90::advance;
+  using ft::sm90::k_major_offset;
+  const uint64_t k = ft::sm90::k_major_descriptor<KvTile>(k_addr, 0), q = ft::sm90::k_major_descriptor<QTile>(q_addr, 0);
+  const uint64_t v = ft::sm90::k_major_descriptor<KvTile>(v_addr, 0), dO = ft::sm90::k_major_descriptor<QTile>(do_addr, 0);
   ft::sm90::fence();
 #pragma unroll
   for (int ks = 0; ks < Tr::D / ft::sm90::kMmaK; ++ks)
-    ft::sm90::mma_ss<T, Tr::Br>(st, ft::sm90::k_major_descriptor<KvTile>(k_addr, ks),
-                                ft::sm90::k_major_descriptor<QTile>(q_addr, ks), ks > 0);
+    ft::sm90::mma_ss<T, Tr::Br>(st, advance(k, k_major_offset<KvTile>(ks)), advance(q, k_major_offset<QTile>(ks)),
+                                ks > 0);
   if constexpr (kTwoGroups) ft::sm90::commit();
 #pragma unroll
   for (int ks = 0; ks < Tr::D / ft::sm90::kMmaK; ++ks)
-    ft::sm90::mma_ss<T, Tr::Br>(dpt, ft::sm90::k_major_descriptor<KvTile>(v_addr, ks),
-                                ft::sm90::k_major_descriptor<QTile>(do_addr, ks), ks > 0);
+    ft::sm90::mma_ss<T, Tr::Br>(dpt, advance(v, k_major_offset<KvTile>(ks)), advance(dO, k_major_offset<QTile>(ks)),
+                                ks > 0);
   ft::sm90::commit();
 }
 
@@ -146,11 +185,12 @@ __device__ __forceinline__ void scores_transposed(float (&st)[Tr::Br / 2], float
 template <class Tr>
 __device__ __forceinline__ void issue_dv(float (&dv)[Tr::D / 2], const uint32_t (&pa)[Tr::Br / ft::sm90::kMmaK][4],
                                          uint32_t do_addr) {
+  const uint64_t dO = ft::sm90::mn_major_descriptor<typename Tr::QTile>(do_addr, 0);
   ft::sm90::fence();
 #pragma unroll
   for (int kk = 0; kk < Tr::Br / ft::sm90::kMmaK; ++kk)
-    ft::sm90::mma_rs<typename Tr::T, Tr::D, /*kTransB=*/true>(
-        dv, pa[kk], ft::sm90::mn_major_descriptor<typename Tr::QTile>(do_addr, kk), true);
+    ft::sm90::mma_rs<typename Tr::T, Tr::D, /*kTransB=*/true>(dv, pa[kk],
+                                                              ft::sm90::advance(dO, ft::sm90::mn_major_offset(kk)), true);
 }
 
 /// dK += dSᵀ·Q: A from registers (dsa), Q MN-major; issued and committed with issue_dv's
@@ -158,11 +198,12 @@ __device__ __forceinline__ void issue_dv(float (&dv)[Tr::D / 2], const uint32_t 
 template <class Tr>
 __device__ __forceinline__ void issue_dk(float (&dk)[Tr::D / 2], const uint32_t (&dsa)[Tr::Br / ft::sm90::kMmaK][4],
                                          uint32_t q_addr) {
+  const uint64_t q = ft::sm90::mn_major_descriptor<typename Tr::QTile>(q_addr, 0);
   ft::sm90::fence();
 #pragma unroll
   for (int kk = 0; kk < Tr::Br / ft::sm90::kMmaK; ++kk)
-    ft::sm90::mma_rs<typename Tr::T, Tr::D, /*kTransB=*/true>(
-        dk, dsa[kk], ft::sm90::mn_major_descriptor<typename Tr::QTile>(q_addr, kk), true);
+    ft::sm90::mma_rs<typename Tr::T, Tr::D, /*kTransB=*/true>(dk, dsa[kk],
+                                                              ft::sm90::advance(q, ft::sm90::mn_major_offset(kk)), true);
   ft::sm90::commit();
 }
 
@@ -197,7 +238,9 @@ __device__ __forceinline__ void store_dk_dv(const Params<typename Tr::T>& p, con
     if (key < p.Nk) {
       const int64_t k_at = Tr::kViews ? key * gs.dK.row : int64_t(key) * D;
       const int64_t v_at = Tr::kViews ? key * gs.dV.row : int64_t(key) * D;
-      *reinterpret_cast<uint32_t*>(dK + k_at + col) = ft::tc::pack2<T>(dk[i], dk[i + 1]);
+      // Step 8 left dSᵀ unscaled: dK = scale · dSᵀQ, applied here once an element.
+      const float s = Tr::kLean ? p.scale : 1.f;
+      *reinterpret_cast<uint32_t*>(dK + k_at + col) = ft::tc::pack2<T>(s * dk[i], s * dk[i + 1]);
       *reinterpret_cast<uint32_t*>(dV + v_at + col) = ft::tc::pack2<T>(dv[i], dv[i + 1]);
     }
   }

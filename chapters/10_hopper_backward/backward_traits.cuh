@@ -25,6 +25,7 @@ struct WgmmaBackwardTraits {
   static constexpr int kThreads = kWarpgroups * ft::sm90::kWarpgroupThreads;
   static constexpr bool kSpecialized = false;  ///< every warp loads and computes
   static constexpr bool kViews = false;        ///< contiguous tensors (ft::Views<...> reads views)
+  static constexpr bool kLean = false;         ///< every element masked, dSᵀ scaled (step 8 changes both)
   static constexpr int kDqShares = kWarpgroups;  ///< dQ adds a block a query tile: one a warpgroup
   using KvTile = ft::sm90::Sw128Tile<Bc, D>;  ///< K and V: a row a key
   using QTile = ft::sm90::Sw128Tile<Br, D>;   ///< Q and dO: a row a query
@@ -56,7 +57,7 @@ enum class Schedule {
 /// Steps 2 onwards (specialized_backward.cuh): warpgroup 0 the producer, warpgroups 1 and 2
 /// the consumers, 64 keys each; query tiles through a ring of stages.
 template <class Element, int D_, DqAdd kDq_, bool kDeterministic_ = false,
-          Schedule kSchedule_ = Schedule::kInOrder, int Br_ = 64>
+          Schedule kSchedule_ = Schedule::kInOrder, int Br_ = 64, bool kLean_ = false>
 struct SpecializedBackwardTraits {
   using T = Element;
   static constexpr int D = D_;
@@ -79,6 +80,10 @@ struct SpecializedBackwardTraits {
   /// Step 5: the next query tile's Sᵀ and dPᵀ issued behind this tile's dQ (their 64
   /// registers live beside Pᵀ, dSᵀ, dQ, dK and dV: only at d = 64 do 240 hold them).
   static constexpr bool kOverlap = kSchedule == Schedule::kNextScores;
+  /// Step 8: fewer instructions between the products. Only the tiles that can hold a hidden
+  /// (query, key) pair are masked, and dSᵀ is left unscaled: the softmax scale multiplies dK
+  /// once at its store and dQ once in its conversion, not every score gradient.
+  static constexpr bool kLean = kLean_;
   static constexpr bool kSpecialized = true;  ///< a producer warpgroup, two consumers
   static constexpr bool kViews = false;       ///< contiguous tensors (ft::Views<...> reads views)
   /// dQ = dS·K over all 128 keys, split between the consumers so that the block adds one
@@ -132,6 +137,7 @@ struct SpecializedBackwardTraits {
                 "(ptxas serializes the wgmmas and spills: the case study)");
   static_assert(kDqRowFloats * sizeof(float) % 16 == 0, "the copy engine's bulk adds read 16-byte aligned rows");
   static_assert(!kDeterministic || kDq == DqAdd::kBulk, "the ordered adds are the adder warp's (kBulk)");
+  static_assert(!kLean || kSchedule == Schedule::kInOrder, "step 8's unmasked tiles are the in-order schedule's");
   static_assert(!kOverlap || D == 64, "two tiles' scores beside dK and dV: 240 registers hold them at d = 64 only");
   static_assert(kProducerRegs + kConsumers * kConsumerRegs <= kLaunchRegs * (1 + kConsumers),
                 "setmaxnreg redistributes the launch's registers: more than they hold would wait forever");

@@ -137,13 +137,17 @@ __device__ __forceinline__ void add_dq(const Params<typename Tr::T>& p, const fl
                                        float* dq_acc, float* dQs, uint64_t* dq_full, uint64_t* dq_empty, int it,
                                        int q0, int row0, int col0, int t) {
   if constexpr (Tr::kDq == DqAdd::kAtomics) {
+    // One address a tile, of this thread's first element; the others lie at constant offsets
+    // from it (acc_row(t, i) = acc_row(t, 0) + acc_row(0, i), and so acc_col), which the
+    // atomics take as immediates: no 64-bit address computed for each, in registers that
+    // the previous atomic may not have read yet.
+    const int query = q0 + row0 + ft::sm90::acc_row(t, 0);
+    float* const at = dq_acc + int64_t(query) * Tr::D + col0 + ft::sm90::acc_col(t, 0);
 #pragma unroll
-    for (int i = 0; i < Tr::kDqCols / 2; i += 2) {
-      const int query = q0 + row0 + ft::sm90::acc_row(t, i);
-      if (query < p.Nq)
-        atomicAdd(reinterpret_cast<float2*>(dq_acc + int64_t(query) * Tr::D + col0 + ft::sm90::acc_col(t, i)),
+    for (int i = 0; i < Tr::kDqCols / 2; i += 2)
+      if (query + ft::sm90::acc_row(0, i) < p.Nq)
+        atomicAdd(reinterpret_cast<float2*>(at + ft::sm90::acc_row(0, i) * Tr::D + ft::sm90::acc_col(0, i)),
                   make_float2(dq[i], dq[i + 1]));
-    }
   } else {
     const int b = it % 2;
     if (it >= 2) ft::sm90::wait(&dq_empty[b], (it / 2 - 1) & 1);  // the adds of tile it − 2 have read it
@@ -176,12 +180,14 @@ __device__ __forceinline__ void share_ds(T* dSs, const uint32_t (&dsa)[kSteps][4
 /// (k_cols_addr), MN-major (k = keys).
 template <class Tr, class DsTile, class KvTile>
 __device__ __forceinline__ void meet_issue_dq(float (&dq)[Tr::kDqCols / 2], uint32_t ds_addr, uint32_t k_cols_addr) {
+  const uint64_t ds = ft::sm90::mn_major_descriptor<DsTile>(ds_addr, 0);
+  const uint64_t k = ft::sm90::mn_major_descriptor<KvTile>(k_cols_addr, 0);
   ft::sm90::named_sync(kConsumersMeet, Tr::kConsumers * ft::sm90::kWarpgroupThreads);
   ft::sm90::fence();
 #pragma unroll
   for (int kk = 0; kk < Tr::Bc / ft::sm90::kMmaK; ++kk)
     ft::sm90::mma_ss<typename Tr::T, Tr::kDqCols, /*kTransB=*/true, /*kTransA=*/true>(
-        dq, ft::sm90::mn_major_descriptor<DsTile>(ds_addr, kk), ft::sm90::mn_major_descriptor<KvTile>(k_cols_addr, kk),
+        dq, ft::sm90::advance(ds, ft::sm90::mn_major_offset(kk)), ft::sm90::advance(k, ft::sm90::mn_major_offset(kk)),
         kk > 0);
   ft::sm90::commit();
 }
@@ -275,7 +281,7 @@ __global__ void __launch_bounds__(Tr::kThreads, 1)
   uint64_t* const dq_full = empty + Tr::kStages;  // kBulk: a dQ buffer is written, one arrival a consumer warp
   uint64_t* const dq_empty = dq_full + 2;         // kBulk: a dQ buffer is read by the copy engine
 
-  const int wg = threadIdx.x / ft::sm90::kWarpgroupThreads;  // 0: producer; 1, 2: consumers
+  const int wg = ft::sm90::warpgroup_index();  // 0: producer; 1, 2: consumers
   const BlockWork w = block_work<Tr>(p);
 
   if (threadIdx.x == 0) {
@@ -352,7 +358,7 @@ __global__ void __launch_bounds__(Tr::kThreads, 1)
         } else {
           // Sᵀ = K·Qᵀ and dPᵀ = V·dOᵀ (this warpgroup's keys), then P and dS on the registers.
           scores_transposed<Tr>(st, dpt, k_addr, v_addr, q_addr, do_addr);
-          probabilities_and_ds(st, dpt, p, key_base, q0, t, Ls, Ls + Br);
+          tile_probabilities_and_ds<Tr>(st, dpt, p, key_base, q0, t, Ls, Ls + Br);
           pack_a<T>(pa, st);
           pack_a<T>(dsa, dpt);
           issue_dv<Tr>(dv, pa, do_addr);

@@ -71,22 +71,39 @@ FT_TC_HD constexpr uint64_t sw128_descriptor(uint32_t smem_addr, uint32_t lbo_by
          uint64_t((sbo_bytes >> 4) & 0x3FFF) << 32 | kSwizzle128 << 62;
 }
 
-/// K-major operand (rows along M or N, k contiguous), k-step `ks` (16 columns each), of a
-/// Sw128Tile at `tile_addr`. LBO unused (1 by convention).
+/// Byte offset of k-step `ks` (16 columns each) of a K-major operand (rows along M or N, k
+/// contiguous) in a Sw128Tile: its panel, then 32 bytes a step inside the panel's swizzled
+/// rows (the hardware applies the swizzle to the address it is given).
 template <class Tile>
-FT_TC_HD constexpr uint64_t k_major_descriptor(uint32_t tile_addr, int ks) {
+FT_TC_HD constexpr uint32_t k_major_offset(int ks) {
   const int col = ks * kMmaK;
-  const uint32_t at = tile_addr + uint32_t(col / kPanelCols * Tile::kPanelBytes) +
-                      uint32_t(col % kPanelCols * tc::kElemBytes);
-  return sw128_descriptor(at, 16, kAtomBytes);
+  return uint32_t(col / kPanelCols * Tile::kPanelBytes) + uint32_t(col % kPanelCols * tc::kElemBytes);
 }
 
-/// MN-major operand (rows along k, n contiguous), k-step `ks` (16 rows each), of a Sw128Tile
-/// at `tile_addr`: the step's first row, panels kPanelBytes apart along n.
+/// Byte offset of k-step `ks` (16 rows each) of an MN-major operand (rows along k, n
+/// contiguous): 16 rows of 128 bytes a step.
+FT_TC_HD constexpr uint32_t mn_major_offset(int ks) { return uint32_t(ks * kMmaK * kSwizzleBytes); }
+
+/// K-major operand, k-step `ks`, of a Sw128Tile at `tile_addr`. LBO unused (1 by convention).
+template <class Tile>
+FT_TC_HD constexpr uint64_t k_major_descriptor(uint32_t tile_addr, int ks) {
+  return sw128_descriptor(tile_addr + k_major_offset<Tile>(ks), 16, kAtomBytes);
+}
+
+/// MN-major operand, k-step `ks`, of a Sw128Tile at `tile_addr`: the step's first row,
+/// panels kPanelBytes apart along n.
 template <class Tile>
 FT_TC_HD constexpr uint64_t mn_major_descriptor(uint32_t tile_addr, int ks) {
-  const uint32_t at = tile_addr + uint32_t(ks * kMmaK * kSwizzleBytes);
-  return sw128_descriptor(at, Tile::kPanelBytes, kAtomBytes);
+  return sw128_descriptor(tile_addr + mn_major_offset(ks), Tile::kPanelBytes, kAtomBytes);
+}
+
+/// `desc` moved on by `bytes` (a multiple of 16), as k_major_descriptor(addr + bytes) would
+/// build it: the start address is the low 14 bits in 16-byte units, and an operand inside one
+/// block's shared memory (below 256 KB: 0x40000) never carries out of them, so one 32-bit add
+/// on the low word moves it. A product's k-steps advance one descriptor built per tile
+/// instead of building each (a mask, a shift and an or on every step's address).
+FT_TC_HD constexpr uint64_t advance(uint64_t desc, uint32_t bytes) {
+  return (desc & 0xFFFFFFFF00000000ull) | uint32_t(uint32_t(desc) + (bytes >> 4));
 }
 
 #if defined(__CUDACC__)

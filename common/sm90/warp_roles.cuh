@@ -24,6 +24,12 @@
 
 namespace ft::sm90 {
 
+/// This thread's warpgroup (128 threads each), as a value the compiler knows to be the same
+/// across the warp (a broadcast from lane 0; threadIdx.x / 128 it must assume differs by
+/// thread): the shared-memory addresses and wgmma descriptors computed from it can live in
+/// uniform registers, once a warp, which is where wgmma reads its descriptors.
+__device__ __forceinline__ int warpgroup_index() { return __shfl_sync(0xffffffffu, int(threadIdx.x) / 128, 0); }
+
 /// This warpgroup's register budget lowered to kRegs (the producer's).
 template <int kRegs>
 __device__ __forceinline__ void release_registers() {

@@ -70,6 +70,30 @@ TEST(Sm90Layout, MnMajorStepsSixteenRowsAndPanelsApartAlongN) {
   }
 }
 
+// A product's k-steps advance the descriptor of its first step (one add on the low word)
+// instead of building each: the same 64 bits as building it, for every tile address a block's
+// shared memory can hold (16-byte aligned, below 227 KB) and every step of the tiles used.
+TEST(Sm90Layout, AdvancingADescriptorBuildsTheSameBits) {
+  using KTile = Sw128Tile<128, 128>;
+  using QTile = Sw128Tile<64, 64>;
+  int checked = 0;
+  for (uint32_t addr = 0; addr + KTile::kBytes <= 227u * 1024; addr += 1024 + 16) {
+    for (int ks = 0; ks < 8; ++ks) {
+      EXPECT_EQ(advance(k_major_descriptor<KTile>(addr, 0), k_major_offset<KTile>(ks)),
+                k_major_descriptor<KTile>(addr, ks));
+      EXPECT_EQ(advance(mn_major_descriptor<KTile>(addr, 0), mn_major_offset(ks)),
+                mn_major_descriptor<KTile>(addr, ks));
+      ++checked;
+    }
+    for (int ks = 0; ks < 4; ++ks)
+      EXPECT_EQ(advance(k_major_descriptor<QTile>(addr, 0), k_major_offset<QTile>(ks)),
+                k_major_descriptor<QTile>(addr, ks));
+  }
+  EXPECT_GT(checked, 1000);
+  // Past the 256 KB the field can name, the add carries out of it where building wraps.
+  EXPECT_NE(advance(k_major_descriptor<KTile>(0x3FFF0, 0), 16), k_major_descriptor<KTile>(0x40000, 0));
+}
+
 TEST(Sm90Layout, AccumulatorHoldsEveryElementOnceInMmaSyncsLayout) {
   for (int n : {64, 128}) {
     std::set<std::pair<int, int>> seen;
@@ -88,6 +112,16 @@ TEST(Sm90Layout, AccumulatorHoldsEveryElementOnceInMmaSyncsLayout) {
   EXPECT_EQ(acc_row(5, 2), 9);
   EXPECT_EQ(acc_col(5, 4), 10);
   EXPECT_EQ(acc_row(37, 0), 17);  // warp 1, lane 5
+}
+
+// A thread's elements lie at offsets from its first that do not depend on the thread: the dQ
+// atomics compute one address a tile and reach the others by immediates.
+TEST(Sm90Layout, AnElementsPlaceIsTheThreadsFirstPlusAConstant) {
+  for (int t = 0; t < kWarpgroupThreads; ++t)
+    for (int i = 0; i < 64; ++i) {
+      EXPECT_EQ(acc_row(t, i), acc_row(t, 0) + acc_row(0, i)) << t << " " << i;
+      EXPECT_EQ(acc_col(t, i), acc_col(t, 0) + acc_col(0, i)) << t << " " << i;
+    }
 }
 
 }  // namespace
