@@ -143,11 +143,20 @@ __device__ __forceinline__ void add_dq(const Params<typename Tr::T>& p, const fl
     // the previous atomic may not have read yet.
     const int query = q0 + row0 + ft::sm90::acc_row(t, 0);
     float* const at = dq_acc + int64_t(query) * Tr::D + col0 + ft::sm90::acc_col(t, 0);
+    auto add = [&](int i) {
+      atomicAdd(reinterpret_cast<float2*>(at + ft::sm90::acc_row(0, i) * Tr::D + ft::sm90::acc_col(0, i)),
+                make_float2(dq[i], dq[i + 1]));
+    };
+    if (Tr::kLean && q0 + Tr::Br <= p.Nq) {
+      // Step 8: every row of the tile lies before N_q, so no atomic is checked, and none
+      // sits in a branch of its own, where the compiler computed its address anew.
 #pragma unroll
-    for (int i = 0; i < Tr::kDqCols / 2; i += 2)
-      if (query + ft::sm90::acc_row(0, i) < p.Nq)
-        atomicAdd(reinterpret_cast<float2*>(at + ft::sm90::acc_row(0, i) * Tr::D + ft::sm90::acc_col(0, i)),
-                  make_float2(dq[i], dq[i + 1]));
+      for (int i = 0; i < Tr::kDqCols / 2; i += 2) add(i);
+    } else {
+#pragma unroll
+      for (int i = 0; i < Tr::kDqCols / 2; i += 2)
+        if (query + ft::sm90::acc_row(0, i) < p.Nq) add(i);
+    }
   } else {
     const int b = it % 2;
     if (it >= 2) ft::sm90::wait(&dq_empty[b], (it / 2 - 1) & 1);  // the adds of tile it − 2 have read it
