@@ -138,7 +138,9 @@ def ch09_ratio(num, den, sizes, digits=2, dtype="bf16"):
 CH10 = "chapters/10_hopper_backward/README.md"
 CH10_CASE = "chapters/10_hopper_backward/case_study.md"
 CH10_COLUMNS = ("ch10_specialized", "ch10_bulk_dq", "ch10_deterministic", "ch10_overlap", "ch10_tall",
-                "ch10_tall_bulk", "ch10_p_under_dp", "ch08_fastest", "torch_flash", "torch_cudnn")
+                "ch10_tall_bulk", "ch10_p_under_dp", "ch10_lean", "ch08_fastest", "torch_flash", "torch_cudnn")
+# The run before every step built its wgmma descriptors once a product (steps 5 and 6 as they measured then).
+CH10_BEFORE = "ch10_vs_pytorch_descriptors_per_step.csv"
 
 
 def ch10_table(name="ch10_vs_pytorch.csv"):
@@ -152,9 +154,47 @@ def ch10_table(name="ch10_vs_pytorch.csv"):
 
 
 def ch10_fastest(x, d):
-    """fastest's figure: its own step's row (step 3, bulk_dq, at d = 128; step 6, tall, at
-    d = 64), the kernel `fastest` launches, measured under its own name."""
-    return x["ch10_bulk_dq" if d == 128 else "ch10_tall"]
+    """fastest's figure: its own step's row (step 8, lean, at both head dims), the kernel
+    `fastest` launches, measured under its own name."""
+    return x["ch10_lean"]
+
+
+H100 = os.path.join(ROOT, "plots", "results", "h100")
+
+
+def read_h100(name):
+    with open(os.path.join(H100, name), newline="") as f:
+        return list(csv.DictReader(f))
+
+
+def probe_tflops():
+    """The H200's wgmma probe (probes.csv), the tensor cores' measured ceiling."""
+    return probe("wgmma_m64n128k16_bf16")
+
+
+def ch10_unchecked_gain():
+    """Step 8 at d = 64 with its unchecked dQ atomics over step 8 without them, on the H100:
+    the same shapes in ch10_unchecked_adds.csv and in ch10_atomics_ab.csv's tree of that commit."""
+    before = {(r["seq_len"], r["causal"]): float(r["ms"]) for r in read_h100("ch10_atomics_ab.csv")
+              if r["tree"] == "this" and r["variant"] == "lean" and r["head_dim"] == "64"}
+    return [before[(r["seq_len"], r["causal"])] / float(r["ms"]) for r in read_h100("ch10_unchecked_adds.csv")
+            if r["variant"] == "lean" and (r["seq_len"], r["causal"]) in before]
+
+
+def h100_training(short=False):
+    """Step 8's training run on the H100 (plots/results/h100/training.csv): the medians over
+    the CUDA-graph runs of their median step, as training_claim reads them."""
+    runs = {}
+    for r in read_h100("training.csv"):
+        if r.get("graph", "1") == "1":
+            runs.setdefault((r["attention"], r["seed"], r.get("repeat", "0")), []).append((int(r["step"]), float(r["ms"])))
+    med = {}
+    for a in ("flashtut", "sdpa_flash", "sdpa_cudnn"):
+        med[a] = statistics.median(statistics.median(x[1] for x in sorted(v)[10:]) for k, v in runs.items() if k[0] == a)
+    t, fa2, cudnn = med["flashtut"], med["sdpa_flash"], med["sdpa_cudnn"]
+    if short:
+        return f"{t:.2f} ms against {fa2:.2f} and {cudnn:.2f}, **{t / fa2:.3f}×** and **{t / cudnn:.3f}×**"
+    return f"**{t / fa2:.3f}×** and **{t / cudnn:.3f}×**"
 
 
 def ch10_rows():
@@ -230,8 +270,29 @@ def ch10_claims():
         (CH10_CASE, f"`fastest` at d = 64 measured {span(ch10_tour_ratio(64))} the staged version"),
         (CH10, f"non-causal, **{det(0)} step 3**; causal, **{det(1)} step 3**"),
         (CH10, f"**{ch10_span(lambda x, d: x['ch10_overlap'] / x['ch10_specialized'], at(64))} step 2** at d = 64, "
-               f"N ≥ 4096, which puts step 5 at {ch10_span(lambda x, d: x['ch10_overlap'] / x['ch08_fastest'], at(64))} "
-               f"chapter 08"),
+               f"N ≥ 4096 ({ch10_span(lambda x, d: x['ch10_overlap'] / x['ch10_specialized'], at(64), CH10_BEFORE)} "
+               f"before every step built its descriptors once a product"),
+        (CH10, f"`tall` **{ch10_span(lambda x, d: x['ch10_tall'] / x['ch10_specialized'], at(64))} step 2**, `tall_bulk` "
+               f"**{ch10_span(lambda x, d: x['ch10_tall_bulk'] / x['ch10_tall'], at(64))} `tall`**. In the run before every "
+               f"step built its descriptors once a product, `tall` was "
+               f"{ch10_span(lambda x, d: x['ch10_tall'] / x['ch10_specialized'], at(64), CH10_BEFORE)} step 2"),
+        (CH10, f"**{ch10_span(lambda x, d: x['ch10_p_under_dp'] / x['ch10_bulk_dq'], at(128))} step 3** at d = 128 "
+               f"(N ≥ 4096) and {ch10_span(lambda x, d: x['ch10_p_under_dp'] / x['ch10_bulk_dq'], at(64))} at d = 64"),
+        (CH10, f"at d = 128, **{ch10_span(lambda x, d: x['ch10_lean'] / x['ch10_bulk_dq'], at(128))} step 3**; at d = 64, "
+               f"**{ch10_span(lambda x, d: x['ch10_lean'] / x['ch10_tall'], at(64))} `tall`**, and the unchecked atomics "
+               f"{span(ch10_unchecked_gain())} more"),
+        (CH10, f"`fastest` (step 8) runs {ch10_span(lambda x, d: fast(x, d) / x['torch_flash'], at(128))} "
+               f"FlashAttention-2 at d = 128 and {ch10_span(lambda x, d: fast(x, d) / x['torch_flash'], at(64))} at d = 64, "
+               f"and {ch10_span(lambda x, d: fast(x, d) / x['torch_cudnn'], at(128))} and "
+               f"{ch10_span(lambda x, d: fast(x, d) / x['torch_cudnn'], at(64))} cuDNN"),
+        (CH10, f"Step 8 runs at up to {max(fast(x, k[3]) for k, x in ch10_table().items() if k[2] >= 4096) / probe_tflops() * 100:.0f}% "
+               f"of the `wgmma` probe's {probe_tflops():.0f} TFLOP/s "
+               f"({max(fast(x, k[3]) for k, x in ch10_table().items() if k[2] >= 4096):.0f} of them); cuDNN, at d = 128, at "
+               f"{span([x['torch_cudnn'] / probe_tflops() * 100 for k, x in ch10_table().items() if k[2] >= 4096 and k[3] == 128], 0, '%')}"),
+        ("README.md", f"fewer instructions between the products (the mask only on the tiles that need it, the softmax "
+                      f"scale once on dK and dQ instead of on every dS) add "
+                      f"{ch10_span(lambda x, d: x['ch10_lean'] / x['ch10_bulk_dq'], at(128))} at d = 128 and "
+                      f"{ch10_span(lambda x, d: x['ch10_lean'] / x['ch10_tall'], at(64))} at d = 64"),
         ("README.md", f"alone are slower than chapter 08 "
                       f"({ch10_span(lambda x, d: x['ch10_wgmma'] / x['ch08_fastest'], lambda n, d: True, 'ch10_steps.csv')}: "
                       f"every copy, product and atomic waited for in turn)"),
@@ -242,6 +303,9 @@ def ch10_claims():
         ("README.md", f"product, {ch10_span(lambda x, d: x['ch10_p_under_dp'] / x['ch10_bulk_dq'], at(128))} at d = 128"),
         ("README.md", f"where chapter 10's backward runs "
                       f"{ch10_span(lambda x, d: fast(x, d) / x['torch_cudnn'], at(64))} cuDNN's"),
+        ("README.md", f"with step 8, on an H100, {h100_training()}"),
+        ("docs/mainpage.md", f"with step 8, on an H100, {h100_training()}"),
+        (CH10, f"With step 8 (before its unchecked atomics), on an H100: {h100_training(short=True)}"),
         ("README.md", f"adds {ch10_span(lambda x, d: x['ch10_bulk_dq'] / x['ch10_specialized'], at(128))} at d = 128"),
         ("README.md", f"every run at {det(0)} step 3's speed without the mask and {det(1)} with it"),
         ("README.md", f"behind this tile's dQ add {ch10_span(lambda x, d: x['ch10_overlap'] / x['ch10_specialized'], at(64))} at d = 64"),
@@ -457,9 +521,72 @@ def ch10_stall_claims():
         (CH10_CASE, f"So about {consumer(b_share, dq_empty):.0f}% (step 3) and {consumer(t_share, red_wait):.0f}% (step 6)"),
         (CH10_CASE, f"and {span([consumer(b_share, *b_waits), consumer(t_share, *t_waits, issue)], 0, '%')} to waiting "
                     f"for products"),
-        (CH10, f"put {span([consumer(b_share, *b_waits), consumer(t_share, *t_waits, issue)], 0, '%')} of the "
-               f"consumers' time on the `wgmma` waits and {span([consumer(b_share, dq_empty), consumer(t_share, red_wait)], 0, '%')} "
-               f"on adding dQ")]
+    ]
+
+
+def ch10_lean_claims():
+    """The case study's and the lesson's counts for step 8: instructions a tile and where the
+    samples sit (the source pages of steps 3 and 6 on the H200, of step 8 on the H100), the
+    atomics' A/B and step 8's traffic on the H100."""
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import stall_phases
+
+    def page_of(folder, name):
+        rows = stall_phases.read_rows(os.path.join(folder, "profiles", name))
+        total = sum(r[2] for r in rows)
+        loop = max(r[1] for r in rows if r[0] == "HGMMA")
+        in_loop = [r for r in rows if abs(r[1] - loop) <= 0.02 * loop]
+        pct = lambda x: 100.0 * x / total
+        waits = sum(r[2] for r in in_loop if r[0] == "WARPGROUP" and "DEPBAR" in r[4])
+        return in_loop, pct, len(in_loop), pct(waits)
+    _, _, n3, w3 = page_of(RESULTS, "source_10_bulk_dq_d128.csv.gz")
+    _, _, n6, w6 = page_of(RESULTS, "source_10_tall_d64.csv.gz")
+    l128, p128, n8, w8 = page_of(H100, "source_10_lean_d128.csv.gz")
+    l64, p64, m8, v8 = page_of(H100, "source_10_lean_d64.csv.gz")
+    rows128 = stall_phases.read_rows(os.path.join(H100, "profiles", "source_10_lean_d128.csv.gz"))
+    loop128 = max(r[1] for r in rows128 if r[0] == "HGMMA")
+    dq_empty = max(p128(r[2]) for r in rows128 if r[0] == "BRA" and abs(r[1] - loop128) <= 0.1 * loop128)
+    wide = p64(sum(r[2] for r in l64 if r[4].startswith("IMAD.WIDE")))
+    ab = {}
+    for r in read_h100("ch10_atomics_ab.csv"):
+        ab.setdefault((r["variant"], r["head_dim"], r["seq_len"], r["causal"]), {})[r["tree"]] = float(r["ms"])
+    gain = lambda v, d: [x["base"] / x["this"] for k, x in ab.items() if k[0] == v and k[1] == d]
+    dram = {}
+    for r in read_h100("ch10_traffic.csv"):
+        if r["variant"] == "fastest":
+            x = dram.setdefault((int(r["seq_len"]), int(r["head_dim"])), [0.0, 0.0])
+            x[0] += float(r["measured_read_bytes"]) + float(r["measured_write_bytes"])
+            x[1] += float(r["model_read_bytes"]) + float(r["model_write_bytes"])
+    ratio = {k: m / model for k, (m, model) in dram.items()}
+    now, before = ch10_table(), ch10_table(CH10_BEFORE)
+    ratios = lambda impl, keep: [now[k][impl] / before[k][impl] for k in now if k in before and keep(k)
+                                 and impl in now[k] and impl in before[k]]
+    between = lambda impl, d: span(ratios(impl, lambda k: k[2] >= 4096 and k[3] == d))
+    moved = max(abs(r - 1) * 100 for impl in ("ch08_fastest", "torch_flash", "torch_cudnn")
+                for r in ratios(impl, lambda k: k[2] >= 4096))
+    return [
+        (CH10, f"executes {n3} instructions a query tile beside its 32 `wgmma` in step 3 at d = 128, "
+               f"{n6:,} in step 6 at d = 64"),
+        (CH10, f"consumer warp now executes {n8} instructions a tile at d = 128 and {m8} at d = 64, and the "
+               f"`wgmma` waits hold {w8:.0f}% and {v8:.0f}% of all samples, up from {w3:.0f}% and {w6:.0f}%"),
+        (CH10, f"put {w8:.0f}% (d = 128) and {v8:.0f}% (d = 64) of all samples on the `wgmma` waits, and "
+               f"{dq_empty:.0f}% (d = 128) on a dQ buffer"),
+        (CH10_CASE, f"{n3} in step 3 at d = 128 and {n6:,} in step 6 at d = 64"),
+        (CH10_CASE, f"count {n8} instructions a tile at d = 128 and {m8} at d = 64"),
+        (CH10_CASE, f"hold {w8:.1f}% of all samples at d = 128 and {v8:.1f}% at d = 64, against {w3:.1f}% and "
+                    f"{w6:.1f}% in steps 3 and 6"),
+        (CH10_CASE, f"the `dq_empty` try-wait still holds {dq_empty:.1f}%; at d = 64 the instructions that computed "
+                    f"the atomics' addresses held {wide:.1f}%"),
+        (CH10_CASE, f"steps 2 and 6 measured {span(gain('specialized', '64') + gain('tall', '64'))} at d = 64 and step 2 "
+                    f"{span(gain('specialized', '128'))} at d = 128, where step 3, which has no atomics, moved "
+                    f"{span(gain('bulk_dq', '128'))}"),
+        (CH10_CASE, f"{span(ch10_unchecked_gain())} step 8 at d = 64 on the H100"),
+        (CH10_CASE, f"measured DRAM bytes {span(ratio.values())} the model's, the {ratio[(16384, 128)]:.2f} at "
+                    f"N = 16384, d = 128"),
+        (CH10_CASE, f"chapter 08 and PyTorch's backends moved by {moved:.0f}% or less, has step 3 at d = 128 "
+                    f"{between('ch10_bulk_dq', 128)} faster, step 2 at d = 64 {between('ch10_specialized', 64)}, and `tall` "
+                    f"{between('ch10_tall', 64)}"),
+    ]
 
 
 def ch11_short_split_claims():
@@ -995,7 +1122,7 @@ def claims():
                       f"{vs_ratio('ch07_fastest', 'forward', LONG, 'ours', 'torch_flash', 3)} on the shapes "
                       f"with N ≥ 4096"),
     ]
-    out += ch06_precision_claims() + ch10_claims() + ch11_claims() + ch11_merge_claims() + ch11_row_tile_claims() + ch11_short_split_claims() + ch10_stall_claims() + ch12_claims()
+    out += ch06_precision_claims() + ch10_claims() + ch11_claims() + ch11_merge_claims() + ch11_row_tile_claims() + ch11_short_split_claims() + ch10_stall_claims() + ch10_lean_claims() + ch12_claims()
     fp16, bf16 = ch09_table("fp16"), ch09_table("bf16")
     worst = max(abs(fp16[k][i] / bf16[k][i] - 1) for k in bf16 for i in STEPS if i in bf16[k])
     out.append((ch09, f"fp16, in the same run, lands within {int(worst * 100) + 1}% of these"))

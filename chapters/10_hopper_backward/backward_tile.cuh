@@ -39,7 +39,7 @@ struct Params {
   int group;          ///< query heads a key/value head
   int causal_offset;  ///< causal: key j visible to query i iff j <= i + causal_offset
   bool causal;
-  float scale;        ///< softmax scale (folded into dS)
+  float scale;        ///< softmax scale (folded into dS; step 8: into dK and dQ instead)
   float scale_log2;   ///< scale · log2(e)
 };
 

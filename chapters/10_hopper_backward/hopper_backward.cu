@@ -54,11 +54,10 @@ template <class T, int D> using PUnderDp = SpecializedBackwardTraits<T, D, DqAdd
 template <class T, int D>
 using Lean = std::conditional_t<D == 128, SpecializedBackwardTraits<T, D, DqAdd::kBulk, false, Schedule::kInOrder, 64, true>,
                                 SpecializedBackwardTraits<T, D, DqAdd::kAtomics, false, Schedule::kInOrder, 128, true>>;
-// fastest: step 3 at d = 128, step 6 at d = 64 (H200, bf16, N >= 4096, one run,
-// plots/results/h200/ch10_vs_pytorch.csv): at d = 64 tall is 1.08-1.12x step 2 and
-// 1.01-1.09x step 5, and the copy engine's adds lose there (tall_bulk 0.77-0.87x tall); at
-// d = 128 bulk_dq is 1.15-1.16x step 2, and step 7's 1.01-1.02x over it is within one run's
-// noise, so step 3 stays.
+// fastest: step 8 (H200, bf16, N >= 4096, one run, plots/results/h200/ch10_vs_pytorch.csv):
+// 1.03-1.06x step 3 at d = 128 and 1.15-1.21x step 6 at d = 64, 0.90-0.97x and 0.78-0.86x
+// cuDNN; its unchecked dQ atomics added 1.07-1.08x at d = 64 after that run (on an H100,
+// plots/results/h100/ch10_unchecked_adds.csv).
 template <class T, int D> using Fastest = Lean<T, D>;
 
 constexpr int kSmallBlock = 256;                            ///< threads of the small kernels

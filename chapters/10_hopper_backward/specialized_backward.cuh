@@ -1,5 +1,5 @@
 /// @file specialized_backward.cuh
-/// @brief Chapter 10, steps 2 to 7: the backward with its roles split (a producer and two
+/// @brief Chapter 10, steps 2 to 8: the backward with its roles split (a producer and two
 /// consumers, as chapter 09's forward), dQ computed once a block, two ways of adding it into
 /// device memory, and the variations of steps 4 to 7 on that structure.
 ///
@@ -48,6 +48,11 @@
 ///
 ///     issue Sᵀ | issue dPᵀ | wait Sᵀ | P, issue dV | wait dPᵀ | dS, store dSᵀ, issue dK | ...
 ///                           <------ dPᵀ's product runs ------>
+///
+/// Step 8 (`lean`, Tr::kLean; step 3's structure at d = 128, step 6's at d = 64) spends fewer
+/// instructions between the products: a tile that needs_mask clears computes P and dS with no
+/// check (tile_probabilities_and_ds), its dQ atomics go out unchecked, and dS stays unscaled
+/// (the scale multiplies dK at its store and dQ in its conversion).
 #pragma once
 
 #include <cuda/ptx>

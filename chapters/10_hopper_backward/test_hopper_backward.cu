@@ -72,7 +72,7 @@ TEST(Ch10, LargeScoresManyHeads) {
     }
 }
 
-// Views (strides.hpp): the steps that copy with the copy engine (steps 2 to 7, and
+// Views (strides.hpp): the steps that copy with the copy engine (steps 2 to 8, and
 // fastest) read q, k, v, o, do where their strides say and write dQ, dK, dV there, on the
 // ragged sizes, causal and not, grouped heads; the inputs' gaps hold NaN (a read there fails
 // the check) and the outputs' gaps must keep their poison.
