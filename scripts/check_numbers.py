@@ -184,14 +184,8 @@ def ch10_unchecked_gain():
 def h100_training(short=False):
     """Step 8's training run on the H100 (plots/results/h100/training.csv): the medians over
     the CUDA-graph runs of their median step, as training_claim reads them."""
-    runs = {}
-    for r in read_h100("training.csv"):
-        if r.get("graph", "1") == "1":
-            runs.setdefault((r["attention"], r["seed"], r.get("repeat", "0")), []).append((int(r["step"]), float(r["ms"])))
-    med = {}
-    for a in ("flashtut", "sdpa_flash", "sdpa_cudnn"):
-        med[a] = statistics.median(statistics.median(x[1] for x in sorted(v)[10:]) for k, v in runs.items() if k[0] == a)
-    t, fa2, cudnn = med["flashtut"], med["sdpa_flash"], med["sdpa_cudnn"]
+    _, step, of = training_runs(read_h100("training.csv"))
+    t, fa2, cudnn = (statistics.median(of(a, step)) for a in ("flashtut", "sdpa_flash", "sdpa_cudnn"))
     if short:
         return f"{t:.2f} ms against {fa2:.2f} and {cudnn:.2f}, **{t / fa2:.3f}×** and **{t / cudnn:.3f}×**"
     return f"**{t / fa2:.3f}×** and **{t / cudnn:.3f}×**"
@@ -322,13 +316,11 @@ def ch10_claims():
 # ---- training: training.csv (chapters 09-10 on the H200) ------------------------------------
 
 
-def training_claim():
-    """The training run's sentence, from training.csv (read as plots/plot_training.py reads
-    it, without matplotlib): the tutorial's final losses per seed (the mean of a run's last 20
-    steps), PyTorch's band over both backends, and each attention's median over its runs of
-    their median step (steps 11 on), with the tutorial's ratios to FlashAttention-2 and cuDNN."""
+def training_runs(csv_rows):
+    """Each run's final loss (the mean of its last 20 steps) and median step (steps 11 on),
+    keyed (attention, seed, repeat), and `of`, which lists an attention's values."""
     runs = {}
-    for r in read("training.csv"):
+    for r in csv_rows:
         runs.setdefault((r["attention"], r["seed"], r.get("repeat", "0")), []).append(
             (int(r["step"]), float(r["loss"]), float(r["ms"])))
     loss, step = {}, {}
@@ -337,6 +329,15 @@ def training_claim():
         loss[key] = sum(x[1] for x in rows[-20:]) / len(rows[-20:])
         step[key] = statistics.median(x[2] for x in rows[10:])
     of = lambda att, table, seed=None: [v for k, v in table.items() if k[0] == att and seed in (None, k[1])]
+    return loss, step, of
+
+
+def training_claim():
+    """The training run's sentence, from training.csv (read as plots/plot_training.py reads
+    it, without matplotlib): the tutorial's final losses per seed (the mean of a run's last 20
+    steps), PyTorch's band over both backends, and each attention's median over its runs of
+    their median step (steps 11 on), with the tutorial's ratios to FlashAttention-2 and cuDNN."""
+    loss, step, of = training_runs(read("training.csv"))
     torch_losses = [v for k, v in loss.items() if k[0] != "flashtut"]
     s0, s1 = of("flashtut", loss, "0"), of("flashtut", loss, "1")
     t, fa2, cudnn = (statistics.median(of(a, step)) for a in ("flashtut", "sdpa_flash", "sdpa_cudnn"))

@@ -65,11 +65,10 @@ __device__ __forceinline__ bool needs_mask(const P& p, int key_base, int q0) {
 /// `pt`, Pᵀ = 2^(Sᵀ·scale·log2 e − L·log2 e); from `dpt`, dPᵀ, into `dst`,
 /// dSᵀ = scale · Pᵀ∘(dPᵀ − D) (kWithDs; else Pᵀ alone, dpt and dst untouched). Row = key
 /// (key_base on), column = query (q0 on); L·log2 e and D a query each (Ls, Dsm: shared
-/// memory). kMasked: a key past N_k or after the
-/// query's diagonal, or a query that saw no key or lies past N_q (L = −∞), weighs nothing;
-/// without it (a tile needs_mask clears) no element is checked. kScaleDs false (step 8):
-/// dSᵀ = Pᵀ∘(dPᵀ − D), the scale left to dK's store and dQ's conversion, once an element of
-/// the result instead of once a score.
+/// memory). kMasked: a key past N_k or after the query's diagonal, or a query that saw no key
+/// or lies past N_q (L = −∞), weighs nothing; without it (a tile needs_mask clears) no element
+/// is checked. kScaleDs false (step 8): dSᵀ = Pᵀ∘(dPᵀ − D), the scale left to dK's store and
+/// dQ's conversion, once an element of the result instead of once a score.
 template <bool kWithDs = true, bool kMasked = true, bool kScaleDs = true, int kRegs, class P>
 __device__ __forceinline__ void probabilities_and_ds(const float (&st)[kRegs], const float (&dpt)[kRegs],
                                                      float (&pt)[kRegs], float (&dst)[kRegs], const P& p,
@@ -98,7 +97,7 @@ __device__ __forceinline__ void probabilities_and_ds(float (&st)[kRegs], float (
 }
 
 /// The same as a step computes it: steps 1-7 check every element and scale dSᵀ; step 8
-/// (Tr::kLean) checks only the tiles that need_mask says can hold a hidden pair, and leaves
+/// (Tr::kLean) checks only the tiles that needs_mask says can hold a hidden pair, and leaves
 /// the scale to dK and dQ.
 template <class Tr, int kRegs, class P>
 __device__ __forceinline__ void tile_probabilities_and_ds(float (&st)[kRegs], float (&dpt)[kRegs], const P& p,
@@ -231,6 +230,7 @@ __device__ __forceinline__ void store_dk_dv(const Params<typename Tr::T>& p, con
     dK = p.dK + ft::head_start(gs.dK, kv_head, p.heads_kv);
     dV = p.dV + ft::head_start(gs.dV, kv_head, p.heads_kv);
   }
+  const float s = Tr::kLean ? p.scale : 1.f;  // step 8 left dSᵀ unscaled: dK = scale · dSᵀQ
 #pragma unroll
   for (int i = 0; i < kRegs; i += 2) {
     const int key = key_base + ft::sm90::acc_row(t, i);
@@ -238,8 +238,6 @@ __device__ __forceinline__ void store_dk_dv(const Params<typename Tr::T>& p, con
     if (key < p.Nk) {
       const int64_t k_at = Tr::kViews ? key * gs.dK.row : int64_t(key) * D;
       const int64_t v_at = Tr::kViews ? key * gs.dV.row : int64_t(key) * D;
-      // Step 8 left dSᵀ unscaled: dK = scale · dSᵀQ, applied here once an element.
-      const float s = Tr::kLean ? p.scale : 1.f;
       *reinterpret_cast<uint32_t*>(dK + k_at + col) = ft::tc::pack2<T>(s * dk[i], s * dk[i + 1]);
       *reinterpret_cast<uint32_t*>(dV + v_at + col) = ft::tc::pack2<T>(dv[i], dv[i + 1]);
     }
