@@ -56,7 +56,7 @@ struct GradStrides {
 /// after the diagonal of the tile's first query. If none does, every query of the tile sees
 /// all 64 keys, so its L is finite, and the tile needs no check at all (step 8).
 template <int Br, class P>
-__device__ __forceinline__ bool needs_mask(const P& p, int key_base, int q0) {
+FT_TC_HD inline bool needs_mask(const P& p, int key_base, int q0) {
   return key_base + ft::sm90::kMmaM > p.Nk || q0 + Br > p.Nq ||
          (p.causal && key_base + ft::sm90::kMmaM - 1 > q0 + p.causal_offset);
 }

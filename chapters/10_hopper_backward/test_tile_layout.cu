@@ -8,6 +8,7 @@
 #include <cstddef>
 #include <vector>
 
+#include "10_hopper_backward/backward_tile.cuh"
 #include "10_hopper_backward/backward_traits.cuh"
 
 namespace {
@@ -45,6 +46,54 @@ TEST(Ch10Layout, SharesCoverTheTileOnce) {
   expect_shares_cover_the_tile<SpecializedBackwardTraits<__nv_bfloat16, 128, DqAdd::kBulk>>();
   expect_shares_cover_the_tile<
       SpecializedBackwardTraits<__nv_bfloat16, 64, DqAdd::kBulk, false, ch10::Schedule::kInOrder, 128>>();
+}
+
+// Step 8 computes P with no check on a tile that needs_mask clears: every (query, key) pair
+// of such a tile must be visible, and so every query's L finite. Walked as the kernels walk
+// them (a block of 128 keys, its two warpgroups, the query tiles from the first that sees the
+// block's first key), over ragged lengths, both causal alignments and no mask; the walk must
+// also find tiles of both kinds, or the test would pass without testing.
+template <int Br>
+void expect_unmasked_tiles_hide_nothing(int Nq, int Nk, bool causal, int offset, int* unmasked, int* masked) {
+  ch10::Params<__nv_bfloat16> p{};
+  p.Nq = Nq, p.Nk = Nk, p.causal = causal, p.causal_offset = offset;
+  constexpr int Bc = 128, kKeys = ft::sm90::kMmaM;
+  for (int k0 = 0; k0 < Nk; k0 += Bc) {
+    const int first_q_tile = causal ? std::max(0, k0 - offset) / Br : 0;
+    for (int c = 0; c < Bc / kKeys; ++c)
+      for (int q0 = first_q_tile * Br; q0 < Nq; q0 += Br) {
+        const int key_base = k0 + c * kKeys;
+        if (ch10::needs_mask<Br>(p, key_base, q0)) {
+          ++*masked;
+          continue;
+        }
+        ++*unmasked;
+        for (int q = q0; q < q0 + Br; ++q)
+          for (int k = key_base; k < key_base + kKeys; ++k)
+            ASSERT_TRUE(q < Nq && k < Nk && (!causal || k <= q + offset))
+                << "query " << q << " key " << k << " in an unmasked tile, N_q " << Nq << " N_k " << Nk;
+      }
+  }
+}
+TEST(Ch10Mask, ATileLeftUnmaskedHoldsNoHiddenPair) {
+  int unmasked = 0, masked = 0;
+  for (int Nq : {1, 17, 64, 200, 1000})
+    for (int Nk : {1, 17, 128, 300, 1000})
+      for (int causal = 0; causal < 2; ++causal)
+        for (int offset : {0, Nk - Nq}) {  // top-left and bottom-right alignment
+          expect_unmasked_tiles_hide_nothing<64>(Nq, Nk, causal, offset, &unmasked, &masked);
+          expect_unmasked_tiles_hide_nothing<128>(Nq, Nk, causal, offset, &unmasked, &masked);
+        }
+  EXPECT_GT(unmasked, 100);
+  EXPECT_GT(masked, 100);
+}
+
+// The lesson's exercise 8: N = 4096, causal (top-left), Br = 64: 2,112 pairs, 96 masked.
+TEST(Ch10Mask, CausalWalkChecksOnlyTheDiagonal) {
+  int unmasked = 0, masked = 0;
+  expect_unmasked_tiles_hide_nothing<64>(4096, 4096, true, 0, &unmasked, &masked);
+  EXPECT_EQ(unmasked + masked, 2112);
+  EXPECT_EQ(masked, 96);
 }
 
 }  // namespace
