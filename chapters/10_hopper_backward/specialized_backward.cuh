@@ -143,9 +143,10 @@ __device__ __forceinline__ void add_dq(const Params<typename Tr::T>& p, const fl
                                        int q0, int row0, int col0, int t) {
   if constexpr (Tr::kDq == DqAdd::kAtomics) {
     // One address a tile, of this thread's first element; the others lie at constant offsets
-    // from it (acc_row(t, i) = acc_row(t, 0) + acc_row(0, i), and so acc_col), which the
-    // atomics take as immediates: no 64-bit address computed for each, in registers that
-    // the previous atomic may not have read yet.
+    // from it (acc_row(t, i) = acc_row(t, 0) + acc_row(0, i), and so acc_col). Unchecked
+    // (step 8's full tiles), the atomics take them as immediates; each behind its own row
+    // check, the compiler still computes each address anew, in registers the previous atomic
+    // may not have read yet (the case study).
     const int query = q0 + row0 + ft::sm90::acc_row(t, 0);
     float* const at = dq_acc + int64_t(query) * Tr::D + col0 + ft::sm90::acc_col(t, 0);
     auto add = [&](int i) {
