@@ -41,6 +41,7 @@ struct Params {
   bool causal;
   float scale;        ///< softmax scale (folded into dS; step 8: into dK and dQ instead)
   float scale_log2;   ///< scale · log2(e)
+  int work_items;     ///< key blocks: num_kv_tiles · B · H_kv (a block an item, or step 9's walk)
 };
 
 /// dK's and dV's strides (elements), read by the views kernels only: a kernel argument of

@@ -57,7 +57,7 @@ enum class Schedule {
 /// Steps 2 onwards (specialized_backward.cuh): warpgroup 0 the producer, warpgroups 1 and 2
 /// the consumers, 64 keys each; query tiles through a ring of stages.
 template <class Element, int D_, DqAdd kDq_, bool kDeterministic_ = false,
-          Schedule kSchedule_ = Schedule::kInOrder, int Br_ = 64, bool kLean_ = false>
+          Schedule kSchedule_ = Schedule::kInOrder, int Br_ = 64, bool kLean_ = false, bool kPersistent_ = false>
 struct SpecializedBackwardTraits {
   using T = Element;
   static constexpr int D = D_;
@@ -84,6 +84,12 @@ struct SpecializedBackwardTraits {
   /// (query, key) pair are masked, and dSᵀ is left unscaled: the softmax scale multiplies dK
   /// once at its store and dQ once in its conversion, not every score gradient.
   static constexpr bool kLean = kLean_;
+  /// Step 9: one block an SM, each walking the key blocks gridDim.x apart (the kernel's loop
+  /// over work items, which the other steps run once: a block an item). The producer loads
+  /// the next item's K and V as soon as the consumers have done with this item's (kv_empty),
+  /// while they add the last dQ and store dK and dV; the next item's first query tiles are
+  /// already in their stages.
+  static constexpr bool kPersistent = kPersistent_;
   static constexpr bool kSpecialized = true;  ///< a producer warpgroup, two consumers
   static constexpr bool kViews = false;       ///< contiguous tensors (ft::Views<...> reads views)
   /// dQ = dS·K over all 128 keys, split between the consumers so that the block adds one
@@ -118,9 +124,9 @@ struct SpecializedBackwardTraits {
   /// 16 bytes of padding (4 banks apart) the spans overlap by half: a 2-way conflict.
   static constexpr int kDqRowFloats = D + 8;
   static constexpr size_t kDqBytes = kDq == DqAdd::kBulk ? 2 * size_t(Br) * kDqRowFloats * sizeof(float) : 0;
-  /// K and V's full barrier, a full and an empty barrier a stage, and a full and an empty
-  /// barrier a dQ buffer (kBulk's; allotted always, 32 bytes).
-  static constexpr int kBarriers = 1 + 2 * kStages + 2 * 2;
+  /// K and V's full and empty barriers, a full and an empty barrier a stage, and a full and
+  /// an empty barrier a dQ buffer (kBulk's; allotted always, 32 bytes).
+  static constexpr int kBarriers = 2 + 2 * kStages + 2 * 2;
   /// 1024 bytes to align the first tile, K, V, the stages' Q and dO, dSᵀ, the stages' L and
   /// D, the dQ buffers, the barriers.
   static constexpr size_t kSmemBytes = size_t(ft::sm90::kAtomBytes) + 2 * KvTile::kBytes +
@@ -137,6 +143,8 @@ struct SpecializedBackwardTraits {
                 "(ptxas serializes the wgmmas and spills: the case study)");
   static_assert(kDqRowFloats * sizeof(float) % 16 == 0, "the copy engine's bulk adds read 16-byte aligned rows");
   static_assert(!kDeterministic || kDq == DqAdd::kBulk, "the ordered adds are the adder warp's (kBulk)");
+  static_assert(!kPersistent || (kLean && !kOverlap && !kDeterministic),
+                "step 9 walks step 8's kernel (step 5 counts its tiles from 0 a block, step 4 orders blocks)");
   static_assert(!kLean || kSchedule == Schedule::kInOrder, "step 8's unmasked tiles are the in-order schedule's");
   static_assert(!kOverlap || D == 64, "two tiles' scores beside dK and dV: 240 registers hold them at d = 64 only");
   static_assert(kProducerRegs + kConsumers * kConsumerRegs <= kLaunchRegs * (1 + kConsumers),

@@ -17,7 +17,7 @@
 #include "device/launch.cuh"
 #include "harness/registry.hpp"
 #include "harness/traffic.hpp"
-#include "sm80/pack.cuh"  // ft::tc::to_float
+#include "sm80/pack.cuh"  // ft::tc::pack2, unpack2
 #include "sm90/tma.hpp"
 
 namespace ch10 {
@@ -54,60 +54,92 @@ template <class T, int D> using PUnderDp = SpecializedBackwardTraits<T, D, DqAdd
 template <class T, int D>
 using Lean = std::conditional_t<D == 128, SpecializedBackwardTraits<T, D, DqAdd::kBulk, false, Schedule::kInOrder, 64, true>,
                                 SpecializedBackwardTraits<T, D, DqAdd::kAtomics, false, Schedule::kInOrder, 128, true>>;
+// Step 9, persistent: step 8 on one block an SM, each walking the key blocks, so that a key
+// block's K, V and first query tiles load while the previous one's dK and dV are stored.
+template <class T, int D>
+using Persistent =
+    std::conditional_t<D == 128,
+                       SpecializedBackwardTraits<T, D, DqAdd::kBulk, false, Schedule::kInOrder, 64, true, true>,
+                       SpecializedBackwardTraits<T, D, DqAdd::kAtomics, false, Schedule::kInOrder, 128, true, true>>;
 // fastest: step 8 (H200, bf16, N >= 4096, one run, plots/results/h200/ch10_vs_pytorch.csv):
 // 1.03-1.06x step 3 at d = 128 and 1.15-1.21x step 6 at d = 64, 0.90-0.97x and 0.78-0.86x
 // cuDNN; its unchecked dQ atomics added 1.07-1.08x at d = 64 after that run (on an H100,
 // plots/results/h100/ch10_unchecked_adds.csv).
 template <class T, int D> using Fastest = Lean<T, D>;
 
-constexpr int kSmallBlock = 256;                            ///< threads of the small kernels
-constexpr int kRowsPerBlock = kSmallBlock / ft::kWarpSize;  ///< prepare: a warp a query row
+constexpr int kSmallBlock = 256;  ///< threads of the small kernels
+/// Elements a thread moves at a time in the small kernels: 8, one 16-byte load of bf16/fp16
+/// (every row of O, dO and dQ starts 16-byte aligned: ft::check_strides), two of float32.
+/// Both kernels only stream bytes; with 16 bytes a load rather than 2 or 4 a thread, enough
+/// of them are in flight to keep device memory busy.
+constexpr int kChunk = 8;
 
-using ft::tc::to_float;  // sm80/pack.cuh
+using ft::tc::pack2;     // sm80/pack.cuh
+using ft::tc::unpack2;
 
 /// The per-row statistics the backward reads, laid out for the copy engine and padded so
-/// that no kernel checks a bound: a warp a row of L2 and Drow, whose rows a head are N_q
-/// padded to whole query tiles (stats_rows). For a row of the problem, D = rowsum(dO∘O) (a
-/// shuffle sums in float32), L2 = lse·log2(e) (the kernels' exponentials are base 2), and
-/// its float32 dQ accumulator cleared on the way; a padding row gets L2 = −∞ and D = 0,
-/// which weigh nothing. kViews: O and dO where their strides say.
-template <class T, bool kViews>
+/// that no kernel checks a bound: d/8 threads a query row (8 at d = 64, 16 at d = 128), each
+/// with 8 elements of O and dO, and a row's L2 and Drow, whose rows a head are N_q padded to
+/// whole query tiles (stats_rows). For a row of the problem, D = rowsum(dO∘O) (shuffles
+/// across the row's threads sum in float32), L2 = lse·log2(e) (the kernels' exponentials are
+/// base 2), and its float32 dQ accumulator cleared on the way; a padding row gets L2 = −∞
+/// and D = 0, which weigh nothing. kViews: O and dO where their strides say.
+template <class T, int D, bool kViews>
 __global__ void prepare_backward(const T* O, const T* dO, ft::Strides so, ft::Strides sdo, int heads,
                                  const float* lse, float* L2, float* Drow, float* dq_acc, int64_t padded_rows,
-                                 int stats_rows, int Nq, int d) {
-  const int64_t prow = int64_t(blockIdx.x) * kRowsPerBlock + threadIdx.x / ft::kWarpSize;
-  if (prow >= padded_rows) return;  // whole warps leave together: the shuffle stays full
-  const int lane = threadIdx.x % ft::kWarpSize;
+                                 int stats_rows, int Nq) {
+  constexpr int kLanes = D / kChunk;                   // threads a row: a power of two, within a warp
+  constexpr int kRowsPerBlock = kSmallBlock / kLanes;  // 32 at d = 64, 16 at d = 128
+  static_assert(kLanes <= ft::kWarpSize && ft::kWarpSize % kLanes == 0, "a row's threads lie in one warp");
+  const int64_t prow = int64_t(blockIdx.x) * kRowsPerBlock + threadIdx.x / kLanes;
+  const int lane = threadIdx.x % kLanes, col = lane * kChunk;
   const int q = int(prow % stats_rows);
-  if (q >= Nq) {
-    if (lane == 0) L2[prow] = -INFINITY, Drow[prow] = 0.f;
-    return;
-  }
-  const int64_t bh = prow / stats_rows, row = bh * Nq + q;  // b·H + h, and the row of lse and dQ's accumulator
-  const T* o = kViews ? O + ft::head_start(so, bh, heads) + int64_t(q) * so.row : O + row * d;
-  const T* g = kViews ? dO + ft::head_start(sdo, bh, heads) + int64_t(q) * sdo.row : dO + row * d;
+  const bool real = prow < padded_rows && q < Nq;  // a row of the problem, not padding
   float sum = 0.f;
-  for (int k = lane; k < d; k += ft::kWarpSize) {
-    sum += to_float(o[k]) * to_float(g[k]);
-    dq_acc[row * d + k] = 0.f;
+  int64_t row = 0;
+  if (real) {
+    const int64_t bh = prow / stats_rows;  // b·H + h
+    row = bh * Nq + q;                     // the row of lse and of dQ's accumulator
+    const T* o = kViews ? O + ft::head_start(so, bh, heads) + int64_t(q) * so.row : O + row * D;
+    const T* g = kViews ? dO + ft::head_start(sdo, bh, heads) + int64_t(q) * sdo.row : dO + row * D;
+    const uint4 ov = *reinterpret_cast<const uint4*>(o + col), gv = *reinterpret_cast<const uint4*>(g + col);
+    const uint32_t oa[4] = {ov.x, ov.y, ov.z, ov.w}, ga[4] = {gv.x, gv.y, gv.z, gv.w};
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const float2 a = unpack2<T>(oa[i]), b = unpack2<T>(ga[i]);
+      sum = fmaf(a.x, b.x, fmaf(a.y, b.y, sum));
+    }
+    float4* acc = reinterpret_cast<float4*>(dq_acc + row * D + col);
+    acc[0] = acc[1] = make_float4(0.f, 0.f, 0.f, 0.f);
   }
-  sum = ft::warp_sum(sum);
-  if (lane == 0) L2[prow] = lse[row] * ft::kLog2e, Drow[prow] = sum;
+  // Every thread of the warp shuffles (a padding row's add 0): the row's kLanes threads sum.
+#pragma unroll
+  for (int offset = kLanes / 2; offset > 0; offset /= 2) sum += __shfl_xor_sync(ft::kFullMask, sum, offset);
+  if (lane != 0 || prow >= padded_rows) return;
+  L2[prow] = real ? lse[row] * ft::kLog2e : -INFINITY;
+  Drow[prow] = real ? sum : 0.f;
 }
 
 /// dQ = scale · its float32 accumulator (contiguous), rounded once: scale is the softmax scale
-/// where the kernel left dS unscaled (step 8), else 1. kViews: where dQ's strides say.
-template <class T, bool kViews>
-__global__ void convert_dq(const float* dq_acc, T* dQ, ft::Strides sdq, int heads, int Nq, int d, int64_t n,
+/// where the kernel left dS unscaled (step 8), else 1. A thread 8 elements of a row (two
+/// float4 loads, one 16-byte store). kViews: where dQ's strides say.
+template <class T, int D, bool kViews>
+__global__ void convert_dq(const float* dq_acc, T* dQ, ft::Strides sdq, int heads, int Nq, int64_t chunks,
                            float scale) {
-  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
-    T* out = dQ + i;
+  constexpr int kChunksPerRow = D / kChunk;
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < chunks; i += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t row = i / kChunksPerRow;
+    const int col = int(i % kChunksPerRow) * kChunk;
+    const float4 lo = *reinterpret_cast<const float4*>(dq_acc + row * D + col);
+    const float4 hi = *reinterpret_cast<const float4*>(dq_acc + row * D + col + 4);
+    const uint4 out = {pack2<T>(scale * lo.x, scale * lo.y), pack2<T>(scale * lo.z, scale * lo.w),
+                       pack2<T>(scale * hi.x, scale * hi.y), pack2<T>(scale * hi.z, scale * hi.w)};
+    T* at = dQ + row * D + col;
     if constexpr (kViews) {
-      const int64_t row = i / d, bh = row / Nq;
-      out = dQ + ft::head_start(sdq, bh, heads) + (row % Nq) * sdq.row + i % d;
+      const int64_t bh = row / Nq;
+      at = dQ + ft::head_start(sdq, bh, heads) + (row % Nq) * sdq.row + col;
     }
-    if constexpr (std::is_same_v<T, __nv_bfloat16>) *out = __float2bfloat16_rn(scale * dq_acc[i]);
-    else *out = __float2half_rn(scale * dq_acc[i]);
+    *reinterpret_cast<uint4*>(at) = out;
   }
 }
 
@@ -154,15 +186,16 @@ void launch_on(const ft::Problem& p, const ft::BackwardArgs& a, const ft::Layout
   float* dq_acc = Drow + prows;
   int* dq_turn = reinterpret_cast<int*>(dq_acc + p.elems());
 
-  prepare_backward<T, kViews><<<int((prows + kRowsPerBlock - 1) / kRowsPerBlock), kSmallBlock, 0, stream>>>(
+  constexpr int kPrepRows = kSmallBlock / (Tr::D / kChunk);  // prepare_backward's rows a block
+  prepare_backward<T, Tr::D, kViews><<<int((prows + kPrepRows - 1) / kPrepRows), kSmallBlock, 0, stream>>>(
       a.O.as<T>(), a.dO.as<T>(), layout.O, layout.dO, p.heads_q, a.lse, L2, Drow, dq_acc, prows, stats_rows(p),
-      p.len_q, p.head_dim);
+      p.len_q);
   CUDA_CHECK_LAUNCH();
 
   const Params<T> params{a.Q.as<T>(), a.K.as<T>(), a.V.as<T>(), a.dO.as<T>(), L2, Drow, dq_acc,
                          a.dK.as<T>(), a.dV.as<T>(), p.len_q, p.len_kv, stats_rows(p), (p.len_q + Tr::Br - 1) / Tr::Br,
                          num_kv_tiles, p.heads_q, p.heads_kv, p.group(), p.causal_offset(), p.causal,
-                         p.softmax_scale(), p.softmax_scale() * ft::kLog2e};
+                         p.softmax_scale(), p.softmax_scale() * ft::kLog2e, int(blocks)};
   if constexpr (Tr::kSpecialized) {
     const CUtensorMap map_q = ft::sm90::tensor_map(a.Q.get(), p.dtype, p.batch, p.heads_q, p.len_q, Tr::D, layout.Q, Tr::Br);
     const CUtensorMap map_do = ft::sm90::tensor_map(a.dO.get(), p.dtype, p.batch, p.heads_q, p.len_q, Tr::D, layout.dO, Tr::Br);
@@ -171,7 +204,10 @@ void launch_on(const ft::Problem& p, const ft::BackwardArgs& a, const ft::Layout
     if constexpr (Tr::kDeterministic)
       CUDA_CHECK(cudaMemsetAsync(dq_turn, 0, size_t(q_tiles(p) * p.heads_total()) * sizeof(int), stream));
     ft::allow_dynamic_smem(specialized_backward<Tr>, Tr::kSmemBytes, "chapter 10 backward");
-    specialized_backward<Tr><<<int(blocks), Tr::kThreads, Tr::kSmemBytes, stream>>>(
+    // Step 9: a block an SM (one fits: its registers and shared memory), or fewer if there
+    // are fewer key blocks; the other steps, a block a key block.
+    const int grid = Tr::kPersistent ? int(std::min<int64_t>(blocks, std::max(ft::sm_count(), 1))) : int(blocks);
+    specialized_backward<Tr><<<grid, Tr::kThreads, Tr::kSmemBytes, stream>>>(
         params, GradStrides{layout.dK, layout.dV}, dq_turn, map_q, map_k, map_v, map_do);
   } else {
     ft::allow_dynamic_smem(wgmma_backward<Tr>, Tr::kSmemBytes, "chapter 10 backward");
@@ -179,10 +215,10 @@ void launch_on(const ft::Problem& p, const ft::BackwardArgs& a, const ft::Layout
   }
   CUDA_CHECK_LAUNCH();
 
-  const int64_t n = p.elems();
-  const int c_blocks = int(std::min<int64_t>((n + kSmallBlock - 1) / kSmallBlock, 1 << 16));
-  convert_dq<T, kViews><<<c_blocks, kSmallBlock, 0, stream>>>(dq_acc, a.dQ.as<T>(), layout.dQ, p.heads_q, p.len_q,
-                                                              p.head_dim, n, Tr::kLean ? p.softmax_scale() : 1.f);
+  const int64_t chunks = p.elems() / kChunk;
+  const int c_blocks = int(std::min<int64_t>((chunks + kSmallBlock - 1) / kSmallBlock, 1 << 16));
+  convert_dq<T, Tr::D, kViews><<<c_blocks, kSmallBlock, 0, stream>>>(
+      dq_acc, a.dQ.as<T>(), layout.dQ, p.heads_q, p.len_q, chunks, Tr::kLean ? p.softmax_scale() : 1.f);
   CUDA_CHECK_LAUNCH();
 }
 
@@ -262,6 +298,7 @@ std::vector<ft::BackwardImpl> backward_impls() {
           impl<TallBulk, CompiledD64>("tall_bulk", "tall with bulk_dq's adds by the copy engine (d = 64)"),
           impl<PUnderDp>("p_under_dp", "bulk_dq with P's exponentials and dV's product under dPᵀ's product"),
           impl<Lean>("lean", "bulk_dq (d = 128) or tall (d = 64) with only the tiles that need it masked and dS unscaled"),
+          impl<Persistent>("persistent", "lean on a block an SM, each walking the key blocks"),
           fastest()};
 }
 

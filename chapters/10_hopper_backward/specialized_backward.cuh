@@ -82,10 +82,10 @@ struct BlockWork {
 };
 
 template <class Tr>
-__device__ __forceinline__ BlockWork block_work(const Params<typename Tr::T>& p) {
+__device__ __forceinline__ BlockWork block_work(const Params<typename Tr::T>& p, int work) {
   BlockWork w;
-  const int kv_tile = blockIdx.x % p.num_kv_tiles;
-  w.kv_head = blockIdx.x / p.num_kv_tiles;
+  const int kv_tile = work % p.num_kv_tiles;
+  w.kv_head = work / p.num_kv_tiles;
   w.batch = w.kv_head / p.heads_kv;
   w.first_head = w.batch * p.heads_q + w.kv_head % p.heads_kv * p.group;
   w.k0 = kv_tile * Tr::Bc;
@@ -94,26 +94,41 @@ __device__ __forceinline__ BlockWork block_work(const Params<typename Tr::T>& p)
   return w;
 }
 
-/// The producer: one thread. K and V once, then every query tile's Q, dO, L·log2 e and D
-/// into the ring of stages (`it` counts tiles), each once the consumers have emptied it.
+/// Calls f(work, item) for each key block (work item) this block owns, `item` counting them
+/// from 0: its own, blockIdx.x (steps 2-8), or every gridDim.x-th from blockIdx.x (step 9).
+/// Steps 2-8 get straight-line code, with no loop for the compiler to carry registers across.
+template <class Tr, class F>
+__device__ __forceinline__ void for_each_item(const Params<typename Tr::T>& p, F&& f) {
+  if constexpr (Tr::kPersistent) {
+    int item = 0;
+    for (int work = blockIdx.x; work < p.work_items; work += gridDim.x) f(work, item++);
+  } else {
+    f(int(blockIdx.x), 0);
+  }
+}
+
+/// The producer: one thread. For the block's `item`-th key block, K and V once the
+/// consumers have done with the previous item's (kv_empty), then every query tile's Q, dO,
+/// L·log2 e and D into the ring of stages (`it` counts tiles, across items), each once the
+/// consumers have emptied it.
 template <class Tr>
-__device__ void produce(const Params<typename Tr::T>& p, const BlockWork& w, typename Tr::T* Ks,
-                        typename Tr::T* Qs, float* stats, uint64_t* kv_full, uint64_t* full, uint64_t* empty,
-                        const CUtensorMap* map_q, const CUtensorMap* map_k, const CUtensorMap* map_v,
-                        const CUtensorMap* map_do) {
+__device__ void produce(const Params<typename Tr::T>& p, const BlockWork& w, int item, int& it, typename Tr::T* Ks,
+                        typename Tr::T* Qs, float* stats, uint64_t* kv_full, uint64_t* kv_empty, uint64_t* full,
+                        uint64_t* empty, const CUtensorMap* map_q, const CUtensorMap* map_k,
+                        const CUtensorMap* map_v, const CUtensorMap* map_do) {
   using T = typename Tr::T;
   using QTile = typename Tr::QTile;
   using KvTile = typename Tr::KvTile;
   constexpr int kQElems = QTile::kBytes / sizeof(T), kKvElems = KvTile::kBytes / sizeof(T);
   constexpr uint32_t kStatsBytes = Tr::Br * sizeof(float);  // one tile's L (or D): 256 or 512 aligned bytes
   const int h_kv = w.kv_head % p.heads_kv;
+  if (item > 0) ft::sm90::wait(kv_empty, (item - 1) & 1);  // the previous item's products are done
   ft::sm90::arrive_expect_tx(kv_full, 2 * KvTile::kBytes);
   for (int pnl = 0; pnl < KvTile::kPanels; ++pnl) {
     const int col = pnl * ft::sm90::kPanelCols;
     ft::sm90::copy_box(Ks + pnl * KvTile::kPanelElems, map_k, col, w.k0, h_kv, w.batch, kv_full);
     ft::sm90::copy_box(Ks + kKvElems + pnl * KvTile::kPanelElems, map_v, col, w.k0, h_kv, w.batch, kv_full);
   }
-  int it = 0;
   for (int g = 0; g < p.group; ++g) {
     const int head = w.first_head + g, h = head % p.heads_q;  // b·H_q + h, and h
     for (int qt = w.first_q_tile; qt < p.num_q_tiles; ++qt, ++it) {
@@ -230,11 +245,10 @@ __device__ __forceinline__ void add_release(int* counter, int v) {
 /// itself in. Key tile 0 visits every query tile any key tile visits (under the causal mask
 /// a tile's visitors are key tiles 0 to some k), so the order is 0, 1, 2, ... for every tile.
 template <class Tr>
-__device__ void add_dq_rows(const Params<typename Tr::T>& p, const BlockWork& w, const float* dQs,
+__device__ void add_dq_rows(const Params<typename Tr::T>& p, const BlockWork& w, int& it, const float* dQs,
                             uint64_t* dq_full, uint64_t* dq_empty, int* dq_turn) {
   const int lane = threadIdx.x % 32;
   const int kv_tile = w.k0 / Tr::Bc;
-  int it = 0;
   for (int g = 0; g < p.group; ++g) {
     float* dq_acc = p.dq_acc + int64_t(w.first_head + g) * p.Nq * Tr::D;
     for (int qt = w.first_q_tile; qt < p.num_q_tiles; ++qt, ++it) {
@@ -264,7 +278,6 @@ __device__ void add_dq_rows(const Params<typename Tr::T>& p, const BlockWork& w,
       if (lane == 0) ft::sm90::arrive(&dq_empty[b]);
     }
   }
-  cuda::ptx::cp_async_bulk_wait_group(cuda::ptx::n32_t<0>{});  // the adds are done before the block ends
 }
 
 template <class Tr>
@@ -291,16 +304,17 @@ __global__ void __launch_bounds__(Tr::kThreads, 1)
   float* const stats = reinterpret_cast<float*>(dSs + DsTile::kBytes / sizeof(T));  // stage s: L, then D
   float* const dQs = stats + Tr::kStages * 2 * Br;
   uint64_t* const kv_full = reinterpret_cast<uint64_t*>(reinterpret_cast<uint8_t*>(dQs) + Tr::kDqBytes);
-  uint64_t* const full = kv_full + 1;          // a stage has landed: one arrival + its bytes
+  uint64_t* const kv_empty = kv_full + 1;      // step 9: K and V read, one arrival a consumer thread
+  uint64_t* const full = kv_full + 2;          // a stage has landed: one arrival + its bytes
   uint64_t* const empty = full + Tr::kStages;  // a stage is free again: one arrival a consumer thread
   uint64_t* const dq_full = empty + Tr::kStages;  // kBulk: a dQ buffer is written, one arrival a consumer warp
   uint64_t* const dq_empty = dq_full + 2;         // kBulk: a dQ buffer is read by the copy engine
 
   const int wg = ft::sm90::warpgroup_index();  // 0: producer; 1, 2: consumers
-  const BlockWork w = block_work<Tr>(p);
 
   if (threadIdx.x == 0) {
     ft::sm90::barrier_init(kv_full, 1);
+    ft::sm90::barrier_init(kv_empty, Tr::kConsumerThreads);
     for (int s = 0; s < Tr::kStages; ++s) {
       ft::sm90::barrier_init(&full[s], 1);
       ft::sm90::barrier_init(&empty[s], Tr::kConsumerThreads);
@@ -312,18 +326,27 @@ __global__ void __launch_bounds__(Tr::kThreads, 1)
   }
   __syncthreads();  // the last barrier over the whole block: the roles split here
 
+  // Every role walks the same key blocks (for_each_item): `item` counts them (K and V's
+  // barrier phases), `it` the query tiles across them (the stages' and dQ buffers' phases).
   if (wg == 0) {
     ft::sm90::release_registers<Tr::kProducerRegs>();
-    if (threadIdx.x == 0) produce<Tr>(p, w, Ks, Qs, stats, kv_full, full, empty, &map_q, &map_k, &map_v, &map_do);
-    if constexpr (Tr::kDq == DqAdd::kBulk)
-      if (threadIdx.x / 32 == 1) add_dq_rows<Tr>(p, w, dQs, dq_full, dq_empty, dq_turn);
+    const bool producer = threadIdx.x == 0, adder = Tr::kDq == DqAdd::kBulk && threadIdx.x / 32 == 1;
+    if (!producer && !adder) return;
+    int it = 0;
+    for_each_item<Tr>(p, [&](int work, int item) {
+      const BlockWork w = block_work<Tr>(p, work);
+      if (producer)
+        produce<Tr>(p, w, item, it, Ks, Qs, stats, kv_full, kv_empty, full, empty, &map_q, &map_k, &map_v, &map_do);
+      else if constexpr (Tr::kDq == DqAdd::kBulk)
+        add_dq_rows<Tr>(p, w, it, dQs, dq_full, dq_empty, dq_turn);
+    });
+    if (adder) cuda::ptx::cp_async_bulk_wait_group(cuda::ptx::n32_t<0>{});  // the adds done before the block ends
     return;
   }
   ft::sm90::claim_registers<Tr::kConsumerRegs>();
 
   const int c = wg - 1;                                     // this consumer: keys 64·c on
   const int t = threadIdx.x % ft::sm90::kWarpgroupThreads;  // thread within it
-  const int key_base = w.k0 + c * ft::sm90::kMmaM;
   // Its part of dQ: columns c·d/2 on of all the tile's queries, or (step 6's 128-query
   // tiles) all columns of queries 64c on.
   const int dq_row0 = Tr::dq_row0(c), col0 = Tr::dq_col0(c);
@@ -338,124 +361,132 @@ __global__ void __launch_bounds__(Tr::kThreads, 1)
   const uint32_t ds_addr =
       uint32_t(__cvta_generic_to_shared(dSs)) + uint32_t(dq_row0 / ft::sm90::kPanelCols * DsTile::kPanelBytes);
 
-  float dk[kO], dv[kO];
+  int it = 0;
+  for_each_item<Tr>(p, [&](int work, int item) {
+    const BlockWork w = block_work<Tr>(p, work);
+    const int key_base = w.k0 + c * ft::sm90::kMmaM;
+    float dk[kO], dv[kO];
 #pragma unroll
-  for (int i = 0; i < kO; ++i) dk[i] = dv[i] = 0.f;
-  ft::sm90::wait(kv_full, 0);
+    for (int i = 0; i < kO; ++i) dk[i] = dv[i] = 0.f;
+    ft::sm90::wait(kv_full, item & 1);
 
-  if constexpr (!Tr::kOverlap) {
-    int it = 0;
-    for (int g = 0; g < p.group; ++g) {
-      float* dq_acc = p.dq_acc + int64_t(w.first_head + g) * p.Nq * D;
-      for (int qt = w.first_q_tile; qt < p.num_q_tiles; ++qt, ++it) {
-        const int s = it % Tr::kStages, q0 = qt * Br;
-        const uint32_t q_addr = uint32_t(__cvta_generic_to_shared(Qs + s * 2 * kQElems));
-        const uint32_t do_addr = q_addr + uint32_t(QTile::kBytes);
-        const float* Ls = stats + s * 2 * Br;
-        ft::sm90::wait(&full[s], (it / Tr::kStages) & 1);
+    if constexpr (!Tr::kOverlap) {
+      for (int g = 0; g < p.group; ++g) {
+        float* dq_acc = p.dq_acc + int64_t(w.first_head + g) * p.Nq * D;
+        for (int qt = w.first_q_tile; qt < p.num_q_tiles; ++qt, ++it) {
+          const int s = it % Tr::kStages, q0 = qt * Br;
+          const uint32_t q_addr = uint32_t(__cvta_generic_to_shared(Qs + s * 2 * kQElems));
+          const uint32_t do_addr = q_addr + uint32_t(QTile::kBytes);
+          const float* Ls = stats + s * 2 * Br;
+          ft::sm90::wait(&full[s], (it / Tr::kStages) & 1);
 
-        float st[kS], dpt[kS];
-        uint32_t pa[Br / ft::sm90::kMmaK][4], dsa[Br / ft::sm90::kMmaK][4];
-        if constexpr (Tr::kSchedule == Schedule::kPUnderDp) {
-          // Step 7: Sᵀ and dPᵀ as two groups. Once Sᵀ's is done, P is computed and dV's
-          // product issued while dPᵀ's still runs; then dS, once dPᵀ's is done.
-          issue_scores_transposed<Tr, /*kTwoGroups=*/true>(st, dpt, k_addr, v_addr, q_addr, do_addr);
-          ft::sm90::wait<1>();  // Sᵀ's group; dPᵀ's may still run
-          ft::sm90::fence_registers(st);
-          probabilities(st, p, key_base, q0, t, Ls);
-          pack_a<T>(pa, st);
-          issue_dv<Tr>(dv, pa, do_addr);
-          ft::sm90::commit();
-          ft::sm90::wait<1>();  // dPᵀ's group; dV's may still run
-          ft::sm90::fence_registers(dpt);
-          score_gradients(st, dpt, p, t, Ls + Br);
-          pack_a<T>(dsa, dpt);
-        } else {
-          // Sᵀ = K·Qᵀ and dPᵀ = V·dOᵀ (this warpgroup's keys), then P and dS on the registers.
-          scores_transposed<Tr>(st, dpt, k_addr, v_addr, q_addr, do_addr);
-          tile_probabilities_and_ds<Tr>(st, dpt, p, key_base, q0, t, Ls, Ls + Br);
-          pack_a<T>(pa, st);
-          pack_a<T>(dsa, dpt);
-          issue_dv<Tr>(dv, pa, do_addr);
+          float st[kS], dpt[kS];
+          uint32_t pa[Br / ft::sm90::kMmaK][4], dsa[Br / ft::sm90::kMmaK][4];
+          if constexpr (Tr::kSchedule == Schedule::kPUnderDp) {
+            // Step 7: Sᵀ and dPᵀ as two groups. Once Sᵀ's is done, P is computed and dV's
+            // product issued while dPᵀ's still runs; then dS, once dPᵀ's is done.
+            issue_scores_transposed<Tr, /*kTwoGroups=*/true>(st, dpt, k_addr, v_addr, q_addr, do_addr);
+            ft::sm90::wait<1>();  // Sᵀ's group; dPᵀ's may still run
+            ft::sm90::fence_registers(st);
+            probabilities(st, p, key_base, q0, t, Ls);
+            pack_a<T>(pa, st);
+            issue_dv<Tr>(dv, pa, do_addr);
+            ft::sm90::commit();
+            ft::sm90::wait<1>();  // dPᵀ's group; dV's may still run
+            ft::sm90::fence_registers(dpt);
+            score_gradients(st, dpt, p, t, Ls + Br);
+            pack_a<T>(dsa, dpt);
+          } else {
+            // Sᵀ = K·Qᵀ and dPᵀ = V·dOᵀ (this warpgroup's keys), then P and dS on the registers.
+            scores_transposed<Tr>(st, dpt, k_addr, v_addr, q_addr, do_addr);
+            tile_probabilities_and_ds<Tr>(st, dpt, p, key_base, q0, t, Ls, Ls + Br);
+            pack_a<T>(pa, st);
+            pack_a<T>(dsa, dpt);
+            issue_dv<Tr>(dv, pa, do_addr);
+          }
+          share_ds<DsTile>(dSs, dsa, c, t);
+          issue_dk<Tr>(dk, dsa, q_addr);
+
+          float dq[Tr::kDqCols / 2];
+          meet_issue_dq<Tr, DsTile, KvTile>(dq, ds_addr, k_cols_addr);
+          ft::sm90::wait<0>();
+          ft::sm90::fence_registers(dq);
+          ft::sm90::fence_registers(dk);
+          ft::sm90::fence_registers(dv);
+
+          // Q, dO, L and D of this stage are read: every consumer thread's arrival frees it for
+          // the producer. L and D were read by ordinary loads, each thread its own, and the copy
+          // engine will write the stage again: each reader orders its own reads before the
+          // async proxy's next writes (the fence) and releases them itself (its arrival), so
+          // that no read reaches the producer only through another thread's arrival.
+          ft::sm90::fence_proxy_async();
+          ft::sm90::arrive(&empty[s]);
+          add_dq<Tr>(p, dq, dq_acc, dQs, dq_full, dq_empty, it, q0, dq_row0, col0, t);
         }
+      }
+
+    } else {
+      // Step 5 (kOverlap): tile it + 1's Sᵀ and dPᵀ are issued right after tile it's dQ, so
+      // that they run on the tensor cores while this consumer waits for dQ, adds it and meets
+      // the other; only then does it wait for them. The tiles are walked as one sequence (it:
+      // head g = it / per_head, query tile first_q_tile + it % per_head), counted from 0: a
+      // block walks one item here (the traits refuse step 9's walk).
+      const int per_head = p.num_q_tiles - w.first_q_tile;
+      const int total = per_head > 0 ? p.group * per_head : 0;
+      auto stage_addr = [&](int i) { return uint32_t(__cvta_generic_to_shared(Qs + i % Tr::kStages * 2 * kQElems)); };
+      float st[kS], dpt[kS];
+      if (total > 0) {
+        ft::sm90::wait(&full[0], 0);
+        issue_scores_transposed<Tr>(st, dpt, k_addr, v_addr, stage_addr(0), stage_addr(0) + uint32_t(QTile::kBytes));
+      }
+      for (int it = 0; it < total; ++it) {
+        const int g = it / per_head, qt = w.first_q_tile + it % per_head;
+        const int s = it % Tr::kStages, q0 = qt * Br;
+        float* dq_acc = p.dq_acc + int64_t(w.first_head + g) * p.Nq * D;
+        const uint32_t q_addr = stage_addr(it), do_addr = q_addr + uint32_t(QTile::kBytes);
+        const float* Ls = stats + s * 2 * Br;
+        ft::sm90::wait<0>();  // tile it's Sᵀ and dPᵀ (issued one tile ahead)
+        ft::sm90::fence_registers(st);
+        ft::sm90::fence_registers(dpt);
+
+        // Pᵀ and dSᵀ into registers of their own: st and dpt stay the scores' accumulators
+        // (written by ordinary instructions, they would make ptxas serialize the next issue).
+        float pt[kS], dst[kS];
+        probabilities_and_ds(st, dpt, pt, dst, p, key_base, q0, t, Ls, Ls + Br);
+        uint32_t pa[Br / ft::sm90::kMmaK][4], dsa[Br / ft::sm90::kMmaK][4];
+        pack_a<T>(pa, pt);
+        pack_a<T>(dsa, dst);
+        issue_dv<Tr>(dv, pa, do_addr);
         share_ds<DsTile>(dSs, dsa, c, t);
         issue_dk<Tr>(dk, dsa, q_addr);
-
         float dq[Tr::kDqCols / 2];
         meet_issue_dq<Tr, DsTile, KvTile>(dq, ds_addr, k_cols_addr);
-        ft::sm90::wait<0>();
+        // The next tile's scores, behind dQ: its stage is the other one, filled by the producer.
+        const bool next = it + 1 < total;
+        if (next) {
+          ft::sm90::wait(&full[(it + 1) % Tr::kStages], ((it + 1) / Tr::kStages) & 1);
+          issue_scores_transposed<Tr>(st, dpt, k_addr, v_addr, stage_addr(it + 1),
+                                      stage_addr(it + 1) + uint32_t(QTile::kBytes));
+          ft::sm90::wait<1>();  // dV, dK and dQ of tile it; the next scores may still run
+        } else {
+          ft::sm90::wait<0>();
+        }
         ft::sm90::fence_registers(dq);
         ft::sm90::fence_registers(dk);
         ft::sm90::fence_registers(dv);
 
-        // Q, dO, L and D of this stage are read: every consumer thread's arrival frees it for
-        // the producer. L and D were read by ordinary loads, each thread its own, and the copy
-        // engine will write the stage again: each reader orders its own reads before the
-        // async proxy's next writes (the fence) and releases them itself (its arrival), so
-        // that no read reaches the producer only through another thread's arrival.
-        ft::sm90::fence_proxy_async();
-        ft::sm90::arrive(&empty[s]);
+        ft::sm90::fence_proxy_async();  // the stage's L and D were read by ordinary loads
+        ft::sm90::arrive(&empty[s]);     // each reader releases its own reads, as above
         add_dq<Tr>(p, dq, dq_acc, dQs, dq_full, dq_empty, it, q0, dq_row0, col0, t);
       }
     }
 
-  } else {
-    // Step 5 (kOverlap): tile it + 1's Sᵀ and dPᵀ are issued right after tile it's dQ, so
-    // that they run on the tensor cores while this consumer waits for dQ, adds it and meets
-    // the other; only then does it wait for them. The tiles are walked as one sequence (it:
-    // head g = it / per_head, query tile first_q_tile + it % per_head).
-    const int per_head = p.num_q_tiles - w.first_q_tile;
-    const int total = per_head > 0 ? p.group * per_head : 0;
-    auto stage_addr = [&](int i) { return uint32_t(__cvta_generic_to_shared(Qs + i % Tr::kStages * 2 * kQElems)); };
-    float st[kS], dpt[kS];
-    if (total > 0) {
-      ft::sm90::wait(&full[0], 0);
-      issue_scores_transposed<Tr>(st, dpt, k_addr, v_addr, stage_addr(0), stage_addr(0) + uint32_t(QTile::kBytes));
-    }
-    for (int it = 0; it < total; ++it) {
-      const int g = it / per_head, qt = w.first_q_tile + it % per_head;
-      const int s = it % Tr::kStages, q0 = qt * Br;
-      float* dq_acc = p.dq_acc + int64_t(w.first_head + g) * p.Nq * D;
-      const uint32_t q_addr = stage_addr(it), do_addr = q_addr + uint32_t(QTile::kBytes);
-      const float* Ls = stats + s * 2 * Br;
-      ft::sm90::wait<0>();  // tile it's Sᵀ and dPᵀ (issued one tile ahead)
-      ft::sm90::fence_registers(st);
-      ft::sm90::fence_registers(dpt);
-
-      // Pᵀ and dSᵀ into registers of their own: st and dpt stay the scores' accumulators
-      // (written by ordinary instructions, they would make ptxas serialize the next issue).
-      float pt[kS], dst[kS];
-      probabilities_and_ds(st, dpt, pt, dst, p, key_base, q0, t, Ls, Ls + Br);
-      uint32_t pa[Br / ft::sm90::kMmaK][4], dsa[Br / ft::sm90::kMmaK][4];
-      pack_a<T>(pa, pt);
-      pack_a<T>(dsa, dst);
-      issue_dv<Tr>(dv, pa, do_addr);
-      share_ds<DsTile>(dSs, dsa, c, t);
-      issue_dk<Tr>(dk, dsa, q_addr);
-      float dq[Tr::kDqCols / 2];
-      meet_issue_dq<Tr, DsTile, KvTile>(dq, ds_addr, k_cols_addr);
-      // The next tile's scores, behind dQ: its stage is the other one, filled by the producer.
-      const bool next = it + 1 < total;
-      if (next) {
-        ft::sm90::wait(&full[(it + 1) % Tr::kStages], ((it + 1) / Tr::kStages) & 1);
-        issue_scores_transposed<Tr>(st, dpt, k_addr, v_addr, stage_addr(it + 1),
-                                    stage_addr(it + 1) + uint32_t(QTile::kBytes));
-        ft::sm90::wait<1>();  // dV, dK and dQ of tile it; the next scores may still run
-      } else {
-        ft::sm90::wait<0>();
-      }
-      ft::sm90::fence_registers(dq);
-      ft::sm90::fence_registers(dk);
-      ft::sm90::fence_registers(dv);
-
-      ft::sm90::fence_proxy_async();  // the stage's L and D were read by ordinary loads
-      ft::sm90::arrive(&empty[s]);     // each reader releases its own reads, as above
-      add_dq<Tr>(p, dq, dq_acc, dQs, dq_full, dq_empty, it, q0, dq_row0, col0, t);
-    }
-  }
-
-  // dK and dV of this consumer's keys, summed over the group's query heads: written once.
-  store_dk_dv<Tr>(p, gs, w.kv_head, dk, dv, key_base, t);
+    // K and V are read (every product that reads them has been waited for): the producer may
+    // load the next item's while dK and dV of this consumer's keys, summed over the group's
+    // query heads, are written once.
+    if constexpr (Tr::kPersistent) ft::sm90::arrive(kv_empty);
+    store_dk_dv<Tr>(p, gs, w.kv_head, dk, dv, key_base, t);
+  });
 }
 
 }  // namespace ch10

@@ -156,6 +156,34 @@ TEST(Ch10Deterministic, SameBitsEveryRun) {
       }
     }
 }
+
+// Step 9 (`persistent`): more key blocks than any Hopper has SMs, so that every block walks
+// several, against the float64 reference: causal and not; grouped heads over a longer cache
+// with the causal diagonal top-left, where the last key blocks see no query (items with no
+// tile, whose dK and dV are zero); and ragged lengths, where the items' first and last tiles
+// are masked.
+TEST(Ch10Persistent, EveryBlockWalksSeveralKeyBlocks) {
+  REQUIRE_HOPPER();
+  const auto impls = ch10::backward_impls();
+  const auto it = std::find_if(impls.begin(), impls.end(), [](const ft::BackwardImpl& i) { return i.variant == "persistent"; });
+  ASSERT_NE(it, impls.end());
+  for (int d : {64, 128})
+    for (bool causal : {false, true}) {
+      // 16 key tiles × 32 heads = 512 items; 8 × 32 = 256 with 4 query heads a key/value head;
+      // 9 × 24 = 216 over ragged lengths.
+      const ft::Problem problems[] = {
+          ft::make_problem(4, 8, 2048, d, causal, ft::DType::BFloat16),
+          ft::with_kv(ft::make_problem(8, 16, 300, d, causal, ft::DType::BFloat16), 1000, 4, ft::CausalAlign::TopLeft),
+          ft::with_kv(ft::make_problem(3, 8, 1000, d, causal, ft::DType::BFloat16), 1100, 8,
+                      ft::CausalAlign::BottomRight)};
+      for (const ft::Problem& q : problems) {
+        SCOPED_TRACE(q.describe());
+        ft::testing::expect_backward_correct(*it, q, ft::InputKind::Uniform, ft::testing::kDtypeTolerance,
+                                             PSource::kFromLse);
+      }
+    }
+}
+
 // Refused before any launch (no GPU needed): float32, other head dims.
 TEST(Ch10, RefusesWhatItDoesNotCompute) {
   for (const auto& impl : ch10::backward_impls()) {
