@@ -142,6 +142,8 @@ CH10_COLUMNS = ("ch10_specialized", "ch10_bulk_dq", "ch10_deterministic", "ch10_
                 "ch10_tall_bulk", "ch10_p_under_dp", "ch10_lean", "ch08_fastest", "torch_flash", "torch_cudnn")
 # The run before every step built its wgmma descriptors once a product (steps 5 and 6 as they measured then).
 CH10_BEFORE = "ch10_vs_pytorch_descriptors_per_step.csv"
+# The latest H200 run of step 8 (with its unchecked atomics) beside cuDNN, and FlashAttention-3's orders tried on it.
+LATEST = "ch10_dq_order.csv"
 
 
 def ch10_table(name="ch10_vs_pytorch.csv"):
@@ -192,6 +194,50 @@ def h100_training(short=False):
     return f"**{t / fa2:.3f}×** and **{t / cudnn:.3f}×**"
 
 
+def ch10_h100_table(name):
+    """{(B, H, N, d, causal): {impl: backward ms}}, bf16, from a file of plots/results/h100/."""
+    t = {}
+    for r in read_h100(name):
+        if r["dtype"] == "bf16" and r["pass"] == "backward":
+            key = (int(r["batch"]), int(r["heads"]), int(r["seq_len"]), int(r["head_dim"]), int(r["causal"]))
+            t.setdefault(key, {})[r["impl"]] = float(r["ms"])
+    return t
+
+
+def ch10_persistent(keep, digits=2):
+    """Step 9 over step 8 (speed) on the H100 run, over the shapes (B, H, N, d, causal) keep accepts."""
+    return span([x["ch10_lean"] / x["ch10_persistent"] for k, x in ch10_h100_table("ch10_persistent.csv").items()
+                 if keep(k)], digits)
+
+
+def ch10_small_ms(name, n, d):
+    """prepare_backward's and convert_dq's Nsight Compute times, and the main kernel's, at (N, d)."""
+    rows = read_h100(name)
+    ms = {r["kernel"]: float(r["measured_ms"]) for r in rows
+          if r["chapter"] == "10" and r["variant"] == "fastest" and r["seq_len"] == str(n) and r["head_dim"] == str(d)}
+    return ms["prepare_backward"], ms["convert_dq"], ms["specialized_backward"]
+
+
+def ch10_block_fit():
+    """Step 8 at d = 64 without the mask on the H100 at N = 1024, 4096, 16384 (the same 4,096
+    key blocks, 8, 32, 128 query tiles each): the least-squares line of its time against the
+    tiles a block over the waves of 132 SMs, and what the intercept leaves a block once the
+    two small kernels (Nsight Compute, N = 4096) are taken out of it."""
+    t = ch10_h100_table("ch10_vs_pytorch.csv")
+    pts = sorted((k[2], x["ch10_lean"]) for k, x in t.items() if k[3] == 64 and k[4] == 0 and k[0] * k[2] == 16384)
+    waves = -(-4096 // 132)
+    xs = [waves * n / 128 for n, _ in pts]
+    ys = [ms for _, ms in pts]
+    mx, my = sum(xs) / len(xs), sum(ys) / len(ys)
+    slope = sum((a - mx) * (b - my) for a, b in zip(xs, ys)) / sum((a - mx) ** 2 for a in xs)
+    intercept = my - slope * mx
+    prep, conv, _ = ch10_small_ms("ch10_traffic_small_kernels.csv", 4096, 64)
+    per_block = (intercept - prep - conv) / waves * 1e3
+    tiles = 4096 // 128 * slope * 1e3
+    return {"ms": ys, "slope": slope * 1e3, "intercept": intercept, "small": prep + conv, "block": per_block,
+            "tiles": tiles, "share": per_block / (per_block + tiles) * 100}
+
+
 def ch10_rows():
     """The lesson's measured table, row by row."""
     for (b, h, n, d, c), x in ch10_table().items():
@@ -216,6 +262,23 @@ def ch10_tour_ratio(d):
     return [now[k] / before[k] for k in now if k in before]
 
 
+def small_kernels_claim():
+    """The case study's before and after of the two small kernels on the H100 (Nsight Compute)."""
+    b64, a64 = ch10_small_ms("ch10_traffic.csv", 4096, 64), ch10_small_ms("ch10_traffic_small_kernels.csv", 4096, 64)
+    b128, a128 = ch10_small_ms("ch10_traffic.csv", 4096, 128), ch10_small_ms("ch10_traffic_small_kernels.csv", 4096, 128)
+    share = lambda x: (x[0] + x[1]) / sum(x) * 100
+    return (f"`prepare_backward` {b64[0]:.3f} → {a64[0]:.3f} ms at d = 64 and {b128[0]:.3f} → {a128[0]:.3f} ms at "
+            f"d = 128, `convert_dq` {b64[1]:.3f} → {a64[1]:.3f} ms")
+
+
+def small_kernels_share():
+    b64, a64 = ch10_small_ms("ch10_traffic.csv", 4096, 64), ch10_small_ms("ch10_traffic_small_kernels.csv", 4096, 64)
+    b128, a128 = ch10_small_ms("ch10_traffic.csv", 4096, 128), ch10_small_ms("ch10_traffic_small_kernels.csv", 4096, 128)
+    share = lambda x: (x[0] + x[1]) / sum(x) * 100
+    return (f"At N = 4096 the two now take {share(a64):.1f}% (d = 64) and {share(a128):.1f}% (d = 128) of the backward "
+            f"there, down from {share(b64):.1f}% and {share(b128):.1f}%")
+
+
 def ch10_claims():
     long_ = lambda n, d: n >= 4096
     at = lambda dd: (lambda n, d: n >= 4096 and d == dd)
@@ -236,6 +299,7 @@ def ch10_claims():
                        for (sn, _), x in kernel_ms.items() if sn == n]
     dram_ratio = {k: m / model for k, (m, model) in dram.items()}
     training = [(page, training_claim()) for page in ("README.md", CH10, "docs/mainpage.md")]
+    fit = ch10_block_fit()
     return [(CH10, row) for row in ch10_rows()] + training + [
         (CH10, f"measured DRAM bytes are {span(dram_ratio.values())} the model's; the "
                f"{dram_ratio[(16384, 128)]:.2f} at N = 16384, d = 128"),
@@ -243,14 +307,39 @@ def ch10_claims():
                f"{span(small('16384'), 1, '%')} at N = 16384, but {span(small('1024'), 1, '%')} at N = 1024"),
         (CH10, f"computes the same gradients {ch10_span(lambda x, d: x['torch_cudnn'] / x['ch08_fastest'], long_, digits=1)} "
                f"faster (`ch10_vs_pytorch.csv`, bf16, N ≥ 4096)"),
-        (CH10, f"the best step runs at {ch10_span(lambda x, d: fast(x, d) / x['torch_cudnn'], at(128))} cuDNN at "
-               f"d = 128 and {ch10_span(lambda x, d: fast(x, d) / x['torch_cudnn'], at(64))} at d = 64"),
+        (CH10, f"the best step runs at {ch10_span(lambda x, d: fast(x, d) / x['torch_cudnn'], at(128), LATEST)} cuDNN "
+               f"at d = 128 and {ch10_span(lambda x, d: fast(x, d) / x['torch_cudnn'], at(64), LATEST)} at d = 64 "
+               f"(`{LATEST}`)"),
+        (CH10, f"with its unchecked atomics, in a later run (`{LATEST}`), "
+               f"{ch10_span(lambda x, d: fast(x, d) / x['torch_cudnn'], at(128), LATEST)} and "
+               f"{ch10_span(lambda x, d: fast(x, d) / x['torch_cudnn'], at(64), LATEST)}"),
+        (CH10, f"those ends cost {fit['block']:.1f} µs a block, {fit['share']:.0f}% of one at N = 4096"),
+        (CH10_CASE, f"on the H100, {fit['ms'][0]:.2f}, {fit['ms'][1]:.2f} and {fit['ms'][2]:.2f} ms"),
+        (CH10_CASE, f"has a slope of {fit['slope']:.2f} µs a tile and an intercept of {fit['intercept']:.2f} ms. The two "
+                    f"small kernels take {fit['small']:.2f} ms of the intercept"),
+        (CH10_CASE, f"which leaves {fit['block']:.1f} µs a block that does not grow with its tiles, against "
+                    f"{fit['tiles']:.0f} µs of tiles at N = 4096"),
+        (CH10, f"without the mask, {ch10_persistent(lambda k: k[4] == 0 and k[2] == 1024)} step 8 at N = 1024, "
+               f"{ch10_persistent(lambda k: k[4] == 0 and k[2] == 4096)} at 4096, "
+               f"{ch10_persistent(lambda k: k[4] == 0 and k[2] == 16384)} at 16384; causal, "
+               f"{ch10_persistent(lambda k: k[4] == 1)}"),
+        (CH10_CASE, "without the mask, " + ", ".join(
+            f"{ch10_persistent(lambda k, n=n: k[4] == 0 and k[2] == n and k[3] == 64, 3)} and "
+            f"{ch10_persistent(lambda k, n=n: k[4] == 0 and k[2] == n and k[3] == 128, 3)}"
+            + (" step 8 at N = 1024 (d = 64, 128)" if n == 1024 else f" at N = {n}") for n in (1024, 4096, 16384))
+            + f"; with it, {ch10_persistent(lambda k: k[4] == 1)}"),
+        (CH10_CASE, small_kernels_claim()),
+        (CH10_CASE, small_kernels_share()),
+        (CH10_CASE, f"dQ before dK {ch10_span(lambda x, d: x['ch10_dq_under_dk'] / x['ch10_lean'], at(64), LATEST, 3)} "
+                    f"step 8's speed, the exponentials under dPᵀ "
+                    f"{ch10_span(lambda x, d: x['ch10_exp_under_dp'] / x['ch10_lean'], at(64), LATEST, 3)}; at d = 128 they "
+                    f"measured {ch10_span(lambda x, d: x['ch10_dq_under_dk'] / x['ch10_lean'], at(128), LATEST, 3)} and "
+                    f"{ch10_span(lambda x, d: x['ch10_exp_under_dp'] / x['ch10_lean'], at(128), LATEST, 3)}"),
         (CH10, f"{ch10_span(lambda x, d: x['ch10_wgmma'] / x['ch08_fastest'], lambda n, d: True, 'ch10_steps.csv')} "
                f"chapter 08 on all six shapes"),
         (CH10, f"at d = 128, {ch10_span(lambda x, d: x['ch10_specialized'], at(128), digits=0, unit='')} TFLOP/s at "
-               f"N ≥ 4096, **{ch10_span(lambda x, d: x['ch10_specialized'] / x['ch08_fastest'], at(128))} chapter 08** "
-               f"({ch10_span(lambda x, d: x['ch10_specialized'] / x['ch08_fastest'], at(128), 'ch10_steps.csv')} in "
-               f"`ch10_steps.csv`'s run); at d = 64, "
+               f"N ≥ 4096, **{ch10_span(lambda x, d: x['ch10_specialized'] / x['ch08_fastest'], at(128))} chapter 08**; "
+               f"at d = 64, "
                f"{ch10_span(lambda x, d: x['ch10_specialized'], at(64), digits=0, unit='')} TFLOP/s, "
                f"**{ch10_span(lambda x, d: x['ch10_specialized'] / x['ch08_fastest'], at(64))} chapter 08**; "
                f"{ch10_span(lambda x, d: x['ch10_specialized'] / x['ch10_wgmma'], lambda n, d: True, 'ch10_steps.csv', 1)} "
@@ -265,12 +354,9 @@ def ch10_claims():
         (CH10_CASE, f"`fastest` at d = 64 measured {span(ch10_tour_ratio(64))} the staged version"),
         (CH10, f"non-causal, **{det(0)} step 3**; causal, **{det(1)} step 3**"),
         (CH10, f"**{ch10_span(lambda x, d: x['ch10_overlap'] / x['ch10_specialized'], at(64))} step 2** at d = 64, "
-               f"N ≥ 4096 ({ch10_span(lambda x, d: x['ch10_overlap'] / x['ch10_specialized'], at(64), CH10_BEFORE)} "
-               f"before every step built its descriptors once a product"),
+               f"N ≥ 4096"),
         (CH10, f"`tall` **{ch10_span(lambda x, d: x['ch10_tall'] / x['ch10_specialized'], at(64))} step 2**, `tall_bulk` "
-               f"**{ch10_span(lambda x, d: x['ch10_tall_bulk'] / x['ch10_tall'], at(64))} `tall`**. In the run before every "
-               f"step built its descriptors once a product, `tall` was "
-               f"{ch10_span(lambda x, d: x['ch10_tall'] / x['ch10_specialized'], at(64), CH10_BEFORE)} step 2"),
+               f"**{ch10_span(lambda x, d: x['ch10_tall_bulk'] / x['ch10_tall'], at(64))} `tall`**"),
         (CH10, f"**{ch10_span(lambda x, d: x['ch10_p_under_dp'] / x['ch10_bulk_dq'], at(128))} step 3** at d = 128 "
                f"(N ≥ 4096) and {ch10_span(lambda x, d: x['ch10_p_under_dp'] / x['ch10_bulk_dq'], at(64))} at d = 64"),
         (CH10, f"at d = 128, **{ch10_span(lambda x, d: x['ch10_lean'] / x['ch10_bulk_dq'], at(128))} step 3**; at d = 64, "
@@ -299,6 +385,11 @@ def ch10_claims():
         ("README.md", f"where chapter 10's backward runs "
                       f"{ch10_span(lambda x, d: fast(x, d) / x['torch_cudnn'], at(64))} cuDNN's"),
         ("README.md", f"with step 8, on an H100, {h100_training()}"),
+        ("README.md", f"adds {ch10_persistent(lambda k: k[4] == 0 and k[2] == 1024)} at N = 1024 and "
+                      f"{ch10_persistent(lambda k: k[4] == 0 and k[2] == 4096)} at 4096 without the mask and loses "
+                      f"under it ({ch10_persistent(lambda k: k[4] == 1)}, on an H100"),
+        ("README.md", f"cuDNN backward ({ch10_span(lambda x, d: fast(x, d) / x['torch_cudnn'], long_, LATEST)} in a "
+                      f"later run with step 8's unchecked atomics)"),
         ("docs/mainpage.md", f"with step 8, on an H100, {h100_training()}"),
         (CH10, f"With step 8 (before its unchecked atomics), on an H100: {h100_training(short=True)}"),
         ("README.md", f"adds {ch10_span(lambda x, d: x['ch10_bulk_dq'] / x['ch10_specialized'], at(128))} at d = 128"),
