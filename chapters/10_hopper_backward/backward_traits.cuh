@@ -84,11 +84,10 @@ struct SpecializedBackwardTraits {
   /// (query, key) pair are masked, and dSᵀ is left unscaled: the softmax scale multiplies dK
   /// once at its store and dQ once in its conversion, not every score gradient.
   static constexpr bool kLean = kLean_;
-  /// Step 9: one block an SM, each walking the key blocks gridDim.x apart (the kernel's loop
-  /// over work items, which the other steps run once: a block an item). The producer loads
-  /// the next item's K and V as soon as the consumers have done with this item's (kv_empty),
-  /// while they add the last dQ and store dK and dV; the next item's first query tiles are
-  /// already in their stages.
+  /// Step 9: one block an SM, each walking the key blocks gridDim.x apart (the kernel's walk
+  /// over work items, which the other steps take one step of: a block an item). Once the
+  /// consumers have added the item's last dQ and arrive on kv_empty, the producer loads the
+  /// next item's K and V, then its first query tiles, while the consumers store dK and dV.
   static constexpr bool kPersistent = kPersistent_;
   static constexpr bool kSpecialized = true;  ///< a producer warpgroup, two consumers
   static constexpr bool kViews = false;       ///< contiguous tensors (ft::Views<...> reads views)

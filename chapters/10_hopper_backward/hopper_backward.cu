@@ -177,9 +177,14 @@ void launch_on(const ft::Problem& p, const ft::BackwardArgs& a, const ft::Layout
   const int num_kv_tiles = (p.len_kv + Tr::Bc - 1) / Tr::Bc;
   const int64_t blocks = int64_t(num_kv_tiles) * p.kv_heads_total();
   if (blocks > INT_MAX) throw ft::Unsupported("chapter 10: too many key tiles for one launch");
-  // The copy engine adds into dQ's accumulator (bulk_dq): its rows must be 16-byte aligned.
+  // The copy engine adds into dQ's accumulator (bulk_dq): its rows must be 16-byte aligned;
+  // and the small kernels read O and write dQ 16 bytes at a time (every row's stride is a
+  // multiple of 16 bytes: ft::check_strides), so the tensors must start aligned too.
   if (reinterpret_cast<uintptr_t>(a.workspace) % 16 != 0)
     throw ft::Unsupported("chapter 10: the workspace must start on a 16-byte boundary");
+  for (const void* ptr : {a.O.get(), a.dO.get(), static_cast<const void*>(a.dQ.get())})
+    if (reinterpret_cast<uintptr_t>(ptr) % 16 != 0)
+      throw ft::Unsupported("chapter 10: O, dO and dQ must start on a 16-byte boundary");
   const int64_t prows = padded_rows(p);
   float* L2 = static_cast<float*>(a.workspace);
   float* Drow = L2 + prows;
