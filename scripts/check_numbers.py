@@ -146,13 +146,14 @@ CH10_BEFORE = "ch10_vs_pytorch_descriptors_per_step.csv"
 LATEST = "ch10_dq_order.csv"
 
 
-def ch10_table(name="ch10_vs_pytorch.csv"):
-    """{(B, H, N, d, causal): {impl: backward TFLOP/s}}, bf16, in the CSV's order."""
+def ch10_table(name="ch10_vs_pytorch.csv", rows=None, field="tflops"):
+    """{(B, H, N, d, causal): {impl: backward TFLOP/s (or `field`)}}, bf16, in the CSV's order;
+    `rows` instead of the H200 file `name` where given."""
     t = {}
-    for r in read(name):
+    for r in read(name) if rows is None else rows:
         if r["dtype"] == "bf16" and r["pass"] == "backward":
             key = (int(r["batch"]), int(r["heads"]), int(r["seq_len"]), int(r["head_dim"]), int(r["causal"]))
-            t.setdefault(key, {})[r["impl"]] = float(r["tflops"])
+            t.setdefault(key, {})[r["impl"]] = float(r[field])
     return t
 
 
@@ -196,12 +197,7 @@ def h100_training(short=False):
 
 def ch10_h100_table(name):
     """{(B, H, N, d, causal): {impl: backward ms}}, bf16, from a file of plots/results/h100/."""
-    t = {}
-    for r in read_h100(name):
-        if r["dtype"] == "bf16" and r["pass"] == "backward":
-            key = (int(r["batch"]), int(r["heads"]), int(r["seq_len"]), int(r["head_dim"]), int(r["causal"]))
-            t.setdefault(key, {})[r["impl"]] = float(r["ms"])
-    return t
+    return ch10_table(rows=read_h100(name), field="ms")
 
 
 def ch10_persistent(keep, digits=2):
