@@ -94,16 +94,18 @@ __device__ __forceinline__ BlockWork block_work(const Params<typename Tr::T>& p,
   return w;
 }
 
-/// Calls f(work, item) for each key block (work item) this block owns, `item` counting them
+/// Calls f(w, item) for each key block (work item) this block owns, `item` counting them
 /// from 0: its own, blockIdx.x (steps 2-8), or every gridDim.x-th from blockIdx.x (step 9).
-/// Steps 2-8 get straight-line code, with no loop for the compiler to carry registers across.
+/// Steps 2-8 get straight-line code, with no loop for the compiler to carry registers
+/// across, and `first`, the block's own, which the kernel works out before its roles split,
+/// as it always did (worked out inside each role instead, it cost `tall` an 8-byte spill).
 template <class Tr, class F>
-__device__ __forceinline__ void for_each_item(const Params<typename Tr::T>& p, F&& f) {
+__device__ __forceinline__ void for_each_item(const Params<typename Tr::T>& p, const BlockWork& first, F&& f) {
   if constexpr (Tr::kPersistent) {
     int item = 0;
-    for (int work = blockIdx.x; work < p.work_items; work += gridDim.x) f(work, item++);
+    for (int work = blockIdx.x; work < p.work_items; work += gridDim.x) f(block_work<Tr>(p, work), item++);
   } else {
-    f(int(blockIdx.x), 0);
+    f(first, 0);
   }
 }
 
@@ -311,10 +313,11 @@ __global__ void __launch_bounds__(Tr::kThreads, 1)
   uint64_t* const dq_empty = dq_full + 2;         // kBulk: a dQ buffer is read by the copy engine
 
   const int wg = ft::sm90::warpgroup_index();  // 0: producer; 1, 2: consumers
+  const BlockWork first = block_work<Tr>(p, blockIdx.x);  // the block's own key block
 
   if (threadIdx.x == 0) {
     ft::sm90::barrier_init(kv_full, 1);
-    ft::sm90::barrier_init(kv_empty, Tr::kConsumerThreads);
+    if constexpr (Tr::kPersistent) ft::sm90::barrier_init(kv_empty, Tr::kConsumerThreads);
     for (int s = 0; s < Tr::kStages; ++s) {
       ft::sm90::barrier_init(&full[s], 1);
       ft::sm90::barrier_init(&empty[s], Tr::kConsumerThreads);
@@ -333,8 +336,7 @@ __global__ void __launch_bounds__(Tr::kThreads, 1)
     const bool producer = threadIdx.x == 0, adder = Tr::kDq == DqAdd::kBulk && threadIdx.x / 32 == 1;
     if (!producer && !adder) return;
     int it = 0;
-    for_each_item<Tr>(p, [&](int work, int item) {
-      const BlockWork w = block_work<Tr>(p, work);
+    for_each_item<Tr>(p, first, [&](const BlockWork& w, int item) {
       if (producer)
         produce<Tr>(p, w, item, it, Ks, Qs, stats, kv_full, kv_empty, full, empty, &map_q, &map_k, &map_v, &map_do);
       else if constexpr (Tr::kDq == DqAdd::kBulk)
@@ -362,8 +364,7 @@ __global__ void __launch_bounds__(Tr::kThreads, 1)
       uint32_t(__cvta_generic_to_shared(dSs)) + uint32_t(dq_row0 / ft::sm90::kPanelCols * DsTile::kPanelBytes);
 
   int it = 0;
-  for_each_item<Tr>(p, [&](int work, int item) {
-    const BlockWork w = block_work<Tr>(p, work);
+  for_each_item<Tr>(p, first, [&](const BlockWork& w, int item) {
     const int key_base = w.k0 + c * ft::sm90::kMmaM;
     float dk[kO], dv[kO];
 #pragma unroll
