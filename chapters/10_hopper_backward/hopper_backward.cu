@@ -64,7 +64,9 @@ using Persistent =
 // fastest: step 8 (H200, bf16, N >= 4096, one run, plots/results/h200/ch10_vs_pytorch.csv):
 // 1.03-1.06x step 3 at d = 128 and 1.15-1.21x step 6 at d = 64, 0.90-0.97x and 0.78-0.86x
 // cuDNN; its unchecked dQ atomics added 1.07-1.08x at d = 64 after that run (on an H100,
-// plots/results/h100/ch10_unchecked_adds.csv).
+// plots/results/h100/ch10_unchecked_adds.csv), and with them it ran 0.87-0.99x and
+// 0.85-0.96x cuDNN (plots/results/h200/ch10_dq_order.csv). Step 9 beats it without the mask
+// at N <= 4096 and loses under it (an H100: plots/results/h100/ch10_persistent.csv).
 template <class T, int D> using Fastest = Lean<T, D>;
 
 constexpr int kSmallBlock = 256;  ///< threads of the small kernels
