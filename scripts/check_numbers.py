@@ -606,6 +606,40 @@ def ch10_stall_claims():
     ]
 
 
+def ch10_walk_claims():
+    """Step 9's fixed walk: its speed over step 8's in the H200 run of ch10_pingpong.csv, and
+    scripts/wave_schedule.py's count of the same (the case study's table, row by row)."""
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import wave_schedule
+
+    x = ch10_table("ch10_pingpong.csv", field="ms")
+    measured = lambda k: x[k]["ch10_lean"] / x[k]["ch10_persistent"]
+
+    def counted(b, h, n, d):
+        blocks = [t + 1 for _ in range(b * h) for t in wave_schedule.tile_lengths(n, d, True)]
+        return wave_schedule.makespan(blocks, 132) / wave_schedule.fixed_walk(blocks, 132), blocks
+
+    # The causal rows at the comparison's shapes (B·N = 16384, H·d = 2048) and N = 32768.
+    table = sorted((k for k in x if k[4] == 1 and (k[0] * k[2], k[1] * k[3]) == (16384, 2048) or k[2] == 32768),
+                   key=lambda k: (k[3], k[2]))
+    rows = [(CH10_CASE, f"| {n} | {d} | {h} | {counted(b, h, n, d)[0]:.3f} | {measured((b, h, n, d, c)):.3f} |")
+            for b, h, n, d, c in table]
+    ratio, blocks = counted(1, 16, 16384, 128)
+    walk0 = sum(blocks[0::132])
+    nc = lambda n, d: measured(next(k for k in x if k[2] == n and k[3] == d and k[4] == 0))
+    return rows + [
+        (CH10_CASE, f"SM 0 walks key blocks 0, 4, 8, …, 60 of the heads in turn, the longest of every head: "
+                    f"{walk0:,} query tiles, where the grid order ends after {wave_schedule.makespan(blocks, 132):,.0f}. "
+                    f"The count gives {ratio:.3f}; the H200 measured {measured((1, 16, 16384, 128, 1)):.3f}"),
+        (CH10_CASE, f"N = 16384 at d = 64 also lost without the mask ({nc(16384, 64):.3f})"),
+        (CH10_CASE, f"without the mask {nc(1024, 64):.3f}× and {nc(1024, 128):.3f}× at N = 1024, {nc(4096, 64):.3f}× "
+                    f"and {nc(4096, 128):.3f}× at 4096, {nc(16384, 64):.3f}× and {nc(16384, 128):.3f}× at 16384; with "
+                    f"it, {span([measured(k) for k in x if k[4] == 1])}"),
+        (CH10_CASE, f"up to the {span([nc(n, d) for n in (1024, 4096) for d in (64, 128)])} it gains without the mask "
+                    f"at N ≤ 4096"),
+    ]
+
+
 def ch10_lean_claims():
     """The case study's and the lesson's counts for step 8: instructions a tile and where the
     samples sit (the source pages of steps 3 and 6 on the H200, of step 8 on the H100), the
@@ -1211,7 +1245,7 @@ def claims():
                       f"{vs_ratio('ch07_fastest', 'forward', LONG, 'ours', 'torch_flash', 3)} on the shapes "
                       f"with N ≥ 4096"),
     ]
-    out += ch06_precision_claims() + ch10_claims() + ch11_claims() + ch11_merge_claims() + ch11_row_tile_claims() + ch11_short_split_claims() + ch10_stall_claims() + ch10_lean_claims() + ch12_claims()
+    out += ch06_precision_claims() + ch10_claims() + ch11_claims() + ch11_merge_claims() + ch11_row_tile_claims() + ch11_short_split_claims() + ch10_stall_claims() + ch10_lean_claims() + ch10_walk_claims() + ch12_claims()
     fp16, bf16 = ch09_table("fp16"), ch09_table("bf16")
     worst = max(abs(fp16[k][i] / bf16[k][i] - 1) for k in bf16 for i in STEPS if i in bf16[k])
     out.append((ch09, f"fp16, in the same run, lands within {int(worst * 100) + 1}% of these"))

@@ -9,6 +9,11 @@ perfect split of the same work would take (the work over the SMs). The differenc
 idle time at the end of the grid: the "last wave" of chapter 08's case study
 (chapters/08_tensor_core_backward/case_study.md, "split_tail, the last wave").
 
+A third column is chapter 10's step 9 (`persistent`): one resident block an SM, block i
+walking the key tiles i, i + SMs, i + 2·SMs, ... in grid order, whatever their lengths; the
+grid lasts as long as the longest walk (chapters/10_hopper_backward/case_study.md, "One
+block an SM"). Handing the tiles out from a counter instead is the grid-order column again.
+
 Times are in query tiles; each block costs `--overhead` query tiles more (loading K and V,
 storing dK and dV). Two grid orders: the kernels' own (head-major: a head's key tiles in a
 row) and longest first (the key-tile index slowest: every head's first tile, then every
@@ -16,6 +21,7 @@ head's second, ...). The comparison's shapes by default:
 
     python3 scripts/wave_schedule.py
     python3 scripts/wave_schedule.py --tokens 16384 --sizes 4096 --dims 128 --sms 108
+    python3 scripts/wave_schedule.py --tokens 32768 --width 4096 --sizes 32768 --dims 128
 """
 import argparse
 import heapq
@@ -27,6 +33,14 @@ def makespan(durations, sms):
     for d in durations:
         heapq.heappush(free, heapq.heappop(free) + d)
     return max(free)
+
+
+def fixed_walk(durations, sms):
+    """One resident block an SM, block i taking blocks i, i + sms, ...: the longest walk."""
+    walks = [0.0] * sms
+    for i, d in enumerate(durations):
+        walks[i % sms] += d
+    return max(walks)
 
 
 def tile_lengths(n, d, causal, br_of=lambda d: 128 if d == 64 else 64, bc=128):
@@ -46,7 +60,8 @@ def main():
     ap.add_argument("--sms", type=int, default=132, help="SMs (one block each): H100/H200 132")
     ap.add_argument("--overhead", type=float, default=1.0, help="query tiles a block adds")
     a = ap.parse_args()
-    print(f"{'N':>6} {'d':>4} {'causal':>6} {'blocks':>7} {'waves':>6}   idle: grid order  longest first")
+    print(f"{'N':>6} {'d':>4} {'causal':>6} {'blocks':>7} {'waves':>6}   idle: grid order  longest first"
+          f"  fixed walk   walk's speed / grid order's")
     for d in a.dims:
         for causal in (False, True):
             for n in a.sizes:
@@ -55,9 +70,11 @@ def main():
                 head_major = [l + a.overhead for _ in range(heads) for l in lengths]
                 longest = sorted(head_major, reverse=True)
                 ideal = sum(head_major) / a.sms
-                idle = [1 - ideal / makespan(order, a.sms) for order in (head_major, longest)]
+                spans = [makespan(head_major, a.sms), makespan(longest, a.sms), fixed_walk(head_major, a.sms)]
+                idle = [1 - ideal / span for span in spans]
                 print(f"{n:>6} {d:>4} {'yes' if causal else 'no':>6} {len(head_major):>7} "
-                      f"{len(head_major) / a.sms:>6.2f}   {100 * idle[0]:>15.1f}% {100 * idle[1]:>13.1f}%")
+                      f"{len(head_major) / a.sms:>6.2f}   {100 * idle[0]:>15.1f}% {100 * idle[1]:>13.1f}%"
+                      f" {100 * idle[2]:>10.1f}%   {spans[0] / spans[2]:>27.3f}")
 
 
 if __name__ == "__main__":

@@ -227,6 +227,7 @@ void expect_paged_correct(ft::DType t, int d, int heads, int heads_kv, int len_q
   ft::DeviceBuffer<float> ws(std::max<size_t>(1, ch11::paged_workspace_bytes(p) / sizeof(float)));
   O.poison();
   lse.poison();
+  ws.poison();  // the splits' partial results: each split writes its own, even an empty one
   ch11::PagedDecodeArgs a;
   a.Q = Q.get(), a.K_pool = K.get(), a.V_pool = V.get(), a.O = O.get(), a.lse = lse.get();
   a.block_tables = dtables.get(), a.seq_lens = dlens.get(), a.pages_per_seq = pages_per_seq;

@@ -230,6 +230,7 @@ ForwardOutputs run_forward(const ForwardImpl& impl, const Problem& p, const Atte
   V.upload(in.V);
   O.poison();
   lse.poison();
+  work.poison();  // a kernel that accumulates into its workspace must clear it first
   impl.run(p, {Q.get(), K.get(), V.get(), O.get(), lse.get(), work.get(), layout}, 0);
   CUDA_CHECK(cudaDeviceSynchronize());
   ForwardOutputs out;
@@ -254,6 +255,10 @@ BackwardOutputs run_backward(const BackwardImpl& impl, const Problem& p,
   dO.upload(in.dO);
   for (auto* b : {&O, &dQ, &dK, &dV}) b->poison();
   lse.poison();
+  // Poisoned once, before the forward: what a forward keeps there for its backward (chapter
+  // 05's P) must survive, and everything else must be written before it is read, as it
+  // would be in PyTorch's memory, which a freed tensor hands back unchanged.
+  work.poison();
   impl.forward(p, {Q.get(), K.get(), V.get(), O.get(), lse.get(), work.get(), layout}, 0);
   impl.run(p, {Q.get(), K.get(), V.get(), O.get(), lse.get(), dO.get(), dQ.get(), dK.get(),
                dV.get(), work.get(), layout},

@@ -243,14 +243,15 @@ Layout test_layout(const Problem& p, ViewKind kind);
 /// "projection", "padded": for test names and traces.
 const char* view_name(ViewKind kind);
 
-/// Runs `impl` once on `in` (outputs poisoned first) and downloads the outputs. For a
+/// Runs `impl` once on `in` (outputs and workspace poisoned first) and downloads the outputs. For a
 /// bf16/fp16 problem the inputs are rounded to the dtype and uploaded as 16-bit values, and
 /// O (and the gradients) come back converted to float; lse is float32 throughout. With a
 /// `layout` (an implementation that reads views), every tensor is laid out as it says: the
 /// inputs scattered into buffers whose gaps hold NaN, the outputs gathered back to dense.
 ForwardOutputs run_forward(const ForwardImpl& impl, const Problem& p, const AttentionInputs& in,
                            const Layout* layout = nullptr);
-/// Runs the paired forward, then the backward, and downloads everything.
+/// Runs the paired forward, then the backward, and downloads everything (the workspace
+/// poisoned once, before the forward: chapter 05's baseline keeps P there for the backward).
 BackwardOutputs run_backward(const BackwardImpl& impl, const Problem& p, const AttentionInputs& in,
                              const Layout* layout = nullptr);
 
