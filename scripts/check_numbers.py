@@ -691,8 +691,7 @@ def ch10_lean_claims():
         (CH10, f"executes {n8} instructions a tile at d = 128 and {m8} at d = 64 (descriptors included: the "
                f"case study), and the `wgmma` waits hold {w8:.0f}% and {v8:.0f}% of all samples, up from {w3:.0f}% "
                f"and {w6:.0f}%"),
-        (CH10, f"put {w8:.0f}% (d = 128) and {v8:.0f}% (d = 64) of all samples on the `wgmma` waits, and "
-               f"{dq_empty:.0f}% (d = 128) on a dQ buffer"),
+        (CH10, f"Beside the `wgmma` waits (step 8), {dq_empty:.0f}% of step 8's samples at d = 128 wait on a dQ buffer"),
         (CH10_CASE, f"{n3} in step 3 at d = 128 and {n6:,} in step 6 at d = 64"),
         (CH10_CASE, f"count {n8} instructions a tile at d = 128 and {m8} at d = 64"),
         (CH10_CASE, f"hold {w8:.1f}% of all samples at d = 128 and {v8:.1f}% at d = 64, against {w3:.1f}% and "

@@ -145,7 +145,7 @@ CLAIMS = [
           "schedule without spilling (they do: ptxas reports none)", none_spill("09")),
     # Chapter 10: step 1 at d = 128 spills (both dtypes), steps 2-3 do not.
     Claim("chapters/10_hopper_backward/README.md",
-          "ptxas gives the d = 128 kernel 254 registers", exactly("10", "sm_90a", CH10_SPILLS)),
+          "With 254 registers a thread (ptxas, d = 128)", exactly("10", "sm_90a", CH10_SPILLS)),
     Claim("chapters/10_hopper_backward/README.md",
           "spill 8 bytes at d = 64 and none at d = 128", exactly("10", "sm_90a", CH10_SPILLS)),
     Claim("chapters/10_hopper_backward/README.md",
