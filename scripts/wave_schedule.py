@@ -60,6 +60,21 @@ def main():
     ap.add_argument("--sms", type=int, default=132, help="SMs (one block each): H100/H200 132")
     ap.add_argument("--overhead", type=float, default=1.0, help="query tiles a block adds")
     a = ap.parse_args()
+    # The model's blocks are a list in memory: keep it to a few million of them.
+    if a.sms < 1:
+        ap.error(f"--sms {a.sms}: an SM count is at least 1")
+    if a.overhead < 0:
+        ap.error(f"--overhead {a.overhead}: a block's start and end cost 0 query tiles or more")
+    for d in a.dims:
+        if d not in (64, 128):
+            ap.error(f"--dims {d}: the kernels' tiles are set for d = 64 and 128 only")
+        if a.width % d:
+            ap.error(f"--width {a.width} is not a multiple of d = {d} (H = width / d heads)")
+    for n in a.sizes:
+        if not 1 <= n <= a.tokens:
+            ap.error(f"--sizes {n}: N must be 1 to --tokens ({a.tokens}), which holds B = tokens / N sequences")
+        if (a.tokens // n) * (a.width // min(a.dims)) * -(-n // 128) > 10_000_000:
+            ap.error(f"--sizes {n} with --tokens {a.tokens}: over ten million blocks to count; take fewer tokens")
     print(f"{'N':>6} {'d':>4} {'causal':>6} {'blocks':>7} {'waves':>6}   idle: grid order  longest first"
           f"  fixed walk   walk's speed / grid order's")
     for d in a.dims:

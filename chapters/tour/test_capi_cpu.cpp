@@ -10,9 +10,11 @@
 #include <cstdint>
 #include <set>
 #include <string>
+#include <vector>
 
 #include "03_online_softmax/online_softmax.hpp"  // ft_ch03_row_softmax
 #include "api/flashtut.h"
+#include "harness/harness.hpp"  // ft::gpu_available, for the skip
 
 namespace {
 
@@ -300,6 +302,34 @@ TEST(CApiPointers, NullIsRefusedByName) {
   EXPECT_EQ(ft_backward("ch05", p, fake, fake, fake, fake, lse, fake, out, out, nullptr, nullptr, 0),
             -1);
   EXPECT_TRUE(says("dV is NULL")) << ft_last_error();
+}
+
+// Without a GPU, a call that passes every check fails as CUDA fails (a code > 0), and the
+// message says why first: "no CUDA GPU found", not the first CUDA call that broke. On a
+// machine with a GPU these calls would launch on the fake pointers: skipped there.
+TEST(CApiNoGpu, ACallThatWouldLaunchSaysThereIsNoGpu) {
+  if (ft::gpu_available(nullptr)) GTEST_SKIP() << "a GPU is here: these are the words without one";
+  const ft_problem p = problem(64, 64, false);
+  void* work = reinterpret_cast<void*>(uintptr_t(0x40000));
+  EXPECT_GT(call_ch04(p), 0);
+  EXPECT_EQ(std::string(ft_last_error()).rfind("no CUDA GPU found", 0), 0u) << ft_last_error();
+  EXPECT_GT(ft_backward("ch05", p, kFake, kFake, kFake, kFake, kFakeLse, kFake, kFakeOut, kFakeOut,
+                        kFakeOut, work, 0),
+            0);
+  EXPECT_EQ(std::string(ft_last_error()).rfind("no CUDA GPU found", 0), 0u) << ft_last_error();
+  EXPECT_GT(ft_ch03_row_softmax(1, static_cast<const float*>(kFake), static_cast<float*>(kFakeOut), 1, 4, 0), 0);
+  EXPECT_EQ(std::string(ft_last_error()).rfind("no CUDA GPU found", 0), 0u) << ft_last_error();
+  // No rows: nothing to launch, so no GPU is needed to do it.
+  EXPECT_EQ(ft_ch03_row_softmax(1, static_cast<const float*>(kFake), static_cast<float*>(kFakeOut), 0, 4, 0), 0);
+}
+
+// The reference runs on the host: a NULL there asks for host memory.
+TEST(CApiPointers, TheReferenceAsksForHostMemory) {
+  const ft_problem p = problem(4, 64, false);
+  std::vector<float> x(2 * 3 * 4 * 64);
+  std::vector<double> o(x.size()), lse(2 * 3 * 4);
+  EXPECT_EQ(ft_reference_forward(p, x.data(), nullptr, x.data(), o.data(), lse.data()), -1);
+  EXPECT_TRUE(says("K is NULL: pass a host pointer")) << ft_last_error();
 }
 
 // Views (API version 3): the strided functions check the layout first, before the

@@ -2,6 +2,7 @@
 /// @brief The C API's shared plumbing: exceptions become return codes and a message.
 #include "api/capi.hpp"
 
+#include <atomic>
 #include <cstdint>
 #include <cstdio>
 #include <string>
@@ -47,15 +48,29 @@ void check_aligned(std::initializer_list<std::pair<const char*, const void*>> po
         char hex[32];
         std::snprintf(hex, sizeof hex, "%llx", static_cast<unsigned long long>(at));
         return std::string(hex);
-      }() + " is not a multiple of " + std::to_string(alignment) +
-                        " bytes (the kernels move 16 bytes at a time): pass memory from "
+      }() + " is not a multiple of " + std::to_string(alignment) + " bytes (the kernels move " +
+                        std::to_string(alignment) + " bytes at a time): pass memory from "
                         "cudaMalloc or a tensor's start, not a view into one");
   }
 }
 
-void check_present(std::initializer_list<std::pair<const char*, const void*>> pointers) {
+void check_present(std::initializer_list<std::pair<const char*, const void*>> pointers, const char* memory) {
   for (const auto& [name, ptr] : pointers)
-    if (ptr == nullptr) throw Unsupported(std::string(name) + " is NULL: pass a device pointer");
+    if (ptr == nullptr) throw Unsupported(std::string(name) + " is NULL: pass a " + memory + " pointer");
+}
+
+void require_gpu() {
+  // Found once, a GPU stays found: the check costs a call to the runtime only until then.
+  static std::atomic<bool> found{false};
+  if (found.load(std::memory_order_relaxed)) return;
+  std::string why;
+  if (!gpu_available(&why)) {
+    int count = 0;
+    const cudaError_t e = cudaGetDeviceCount(&count);
+    (void)cudaGetLastError();  // leave no sticky error behind for the caller's next call
+    throw CudaError(e != cudaSuccess ? e : cudaErrorNoDevice, why);
+  }
+  found.store(true, std::memory_order_relaxed);
 }
 
 namespace {
@@ -95,6 +110,7 @@ int forward(const ForwardImpl& impl, const ft_problem& p, const ForwardArgs& a, 
     check_workspace(impl, q, a.workspace);
     check_aligned({{"Q", a.Q.get()}, {"K", a.K.get()}, {"V", a.V.get()}, {"O", a.O.get()},
                    {"lse", a.lse}, {"workspace", a.workspace}});
+    require_gpu();
     require_sm(impl.min_sm, "chapter " + impl.chapter + " (" + impl.variant + ")");
     impl.run(q, a, s);
   });
@@ -112,6 +128,7 @@ int backward(const BackwardImpl& impl, const ft_problem& p, const BackwardArgs& 
     check_aligned({{"Q", a.Q.get()}, {"K", a.K.get()}, {"V", a.V.get()}, {"O", a.O.get()},
                    {"lse", a.lse}, {"dO", a.dO.get()}, {"dQ", a.dQ.get()}, {"dK", a.dK.get()},
                    {"dV", a.dV.get()}, {"workspace", a.workspace}});
+    require_gpu();
     require_sm(impl.min_sm, "chapter " + impl.chapter + " (" + impl.variant + ")");
     impl.run(q, a, s);
   });
@@ -297,7 +314,7 @@ extern "C" int ft_reference_forward(ft_problem p, const float* Q, const float* K
                                     double* O, double* lse) {
   return ft::capi::guarded([&] {
     const ft::Problem q = ft::capi::to_problem(p);
-    ft::capi::check_present({{"Q", Q}, {"K", K}, {"V", V}, {"O", O}, {"lse", lse}});
+    ft::capi::check_present({{"Q", Q}, {"K", K}, {"V", V}, {"O", O}, {"lse", lse}}, "host");
     ft::reference_forward(q, Q, K, V, O, lse);
   });
 }
@@ -307,7 +324,8 @@ extern "C" int ft_reference_backward(ft_problem p, const float* Q, const float* 
   return ft::capi::guarded([&] {
     const ft::Problem q = ft::capi::to_problem(p);
     ft::capi::check_present({{"Q", Q}, {"K", K}, {"V", V}, {"dO", dO}, {"dQ", dQ}, {"dK", dK},
-                             {"dV", dV}});
+                             {"dV", dV}},
+                            "host");
     ft::reference_backward(q, Q, K, V, dO, dQ, dK, dV);
   });
 }

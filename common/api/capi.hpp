@@ -15,8 +15,13 @@ namespace ft::capi {
 
 /// The C struct as a validated Problem (Problem::validate); throws ft::Unsupported.
 Problem to_problem(const ft_problem& p);
-/// Throws ft::Unsupported naming the first pointer that is NULL.
-void check_present(std::initializer_list<std::pair<const char*, const void*>> pointers);
+/// Throws ft::Unsupported naming the first pointer that is NULL (and the memory it should
+/// point into: "device", or "host" for the reference).
+void check_present(std::initializer_list<std::pair<const char*, const void*>> pointers,
+                   const char* memory = "device");
+/// Throws ft::CudaError (CUDA's code, and first "no CUDA GPU found") when no GPU can run a
+/// kernel, so that a caller without one reads why, not the failure of the first CUDA call.
+void require_gpu();
 /// Throws ft::Unsupported naming the first pointer that is not a multiple of `alignment`
 /// bytes (NULL passes here: check_present names it).
 void check_aligned(std::initializer_list<std::pair<const char*, const void*>> pointers,

@@ -255,9 +255,11 @@ std::string validate(const RawFlags& raw, const CLI::App& app, const OptionSpec&
   if (!spec.variants.empty() && o.variant != "all") {
     std::string all = "all";
     for (const auto& v : spec.variants) all += ", " + v;
-    for (const auto& v : variant_list(o.variant))
+    for (const auto& v : variant_list(o.variant)) {
+      if (v == "all") return "--variant all stands alone: give it by itself, or list the variants";
       if (std::find(spec.variants.begin(), spec.variants.end(), v) == spec.variants.end())
         return "unknown --variant '" + v + "' (choose from: " + all + ")";
+    }
   }
   if (std::string e = check_head_dim(o, spec); !e.empty()) return e;
   if (std::string e = check_writable("--csv", o.csv); !e.empty()) return e;

@@ -141,6 +141,7 @@ INSTANTIATE_TEST_SUITE_P(
                       BadCase{{"--iters", "0"}, "--iters takes a whole number from 1 to 2147483647, got '0'"},
                       BadCase{{"--warmup", "-1"}, "--warmup takes a whole number from 0 to 2147483647, got '-1'"},
                       BadCase{{"--variant", "turbo"}, "unknown --variant 'turbo'"},
+                      BadCase{{"--variant", "all,turbo"}, "--variant all stands alone"},
                       BadCase{{"--seq-len"}, "seq-len"},
                       BadCase{{"extra"}, "extra"}));
 

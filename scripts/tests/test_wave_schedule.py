@@ -43,6 +43,21 @@ class WaveSchedule(unittest.TestCase):
         self.assertEqual(float(rows[0][-1]), 1.0)  # equal lengths: the walk is the waves
         self.assertLess(float(rows[1][-1]), 0.7)  # 2048 key tiles of 2 to 256 query tiles
 
+    def test_values_the_model_cannot_count_are_refused_naming_the_flag(self):
+        for args, flag in ((["--sizes", "32768"], "--sizes 32768"), (["--dims", "48"], "--dims 48"),
+                           (["--sms", "0"], "--sms 0"), (["--overhead", "-5"], "--overhead -5"),
+                           (["--width", "100"], "--width 100"), (["--sizes", "0"], "--sizes 0"),
+                           (["--sizes", "10000000000", "--tokens", "10000000000"], "ten million blocks")):
+            err = io.StringIO()
+            argv, sys.argv = sys.argv, ["wave_schedule.py"] + args
+            try:
+                with contextlib.redirect_stderr(err), self.assertRaises(SystemExit) as exit_:
+                    wave_schedule.main()
+            finally:
+                sys.argv = argv
+            self.assertEqual(exit_.exception.code, 2, args)
+            self.assertIn(flag, err.getvalue())
+
 
 if __name__ == "__main__":
     unittest.main()
