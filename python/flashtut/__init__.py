@@ -66,6 +66,7 @@ the inputs' checks done before the library is touched::
     o.sum().backward()                          # q.grad, k.grad, v.grad: chapter 08
 """
 import ctypes
+import operator
 import os
 from collections import namedtuple
 
@@ -73,7 +74,8 @@ from collections import namedtuple
 __version__ = "0.4.0"
 
 __all__ = [
-    "__version__", "API_VERSION", "ALIGNMENT", "WORKSPACE_ERROR", "DTYPE_FLOAT32", "DTYPE_BF16", "DTYPE_FP16",
+    "__version__", "API_VERSION", "ALIGNMENT", "INT_MAX", "WORKSPACE_ERROR",
+    "DTYPE_FLOAT32", "DTYPE_BF16", "DTYPE_FP16",
     "CAUSAL_TOP_LEFT", "CAUSAL_BOTTOM_RIGHT",
     "Problem", "Strides", "Layout", "ImplInfo", "Impl", "FlashtutError", "LibraryError", "SIGNATURES",
     "library_path", "load", "implementations", "forwards", "backwards", "available", "last_error",
@@ -369,7 +371,13 @@ def backward_for(capability, contiguous=True):
 
 def available(kind="forward"):
     """The names (and aliases) of the loaded library's forward or backward passes."""
+    _check_kind(kind)
     return list(_table(kind))
+
+
+def _check_kind(kind):
+    if kind not in ("forward", "backward"):
+        raise ValueError(f"kind must be 'forward' or 'backward', got {kind!r}")
 
 
 def last_error():
@@ -385,7 +393,7 @@ def _who(key, spec):
 
 def _impl(key, kind):
     table = _table(kind)
-    if key not in table:
+    if not isinstance(key, str) or key not in table:  # (a list is no key: unhashable)
         raise ValueError(f"unknown {kind} impl {key!r}: choose one of {', '.join(table)}")
     return table[key]
 
@@ -393,22 +401,80 @@ def _impl(key, kind):
 # ---- The C struct and the workspace -------------------------------------------------------
 
 
+#: The largest value of a C int, the type of ft_problem's sizes (and of row_softmax's cols).
+#: ctypes stores a larger Python int without a word, wrapped around: 2**32 + 128 becomes 128.
+INT_MAX = 2**31 - 1
+
+
 def problem(batch, heads, seq_len, head_dim, *, causal=False, scale=None, dtype=DTYPE_FLOAT32,
             heads_kv=None, len_kv=None, causal_align=CAUSAL_TOP_LEFT):
     """A :class:`Problem`; ``scale=None`` becomes 0, the library's 1/sqrt(head_dim).
     ``heads`` and ``seq_len`` are the query side's; ``heads_kv`` and ``len_kv`` (None: the
-    same) the key/value side's."""
-    return Problem(int(batch), int(heads), int(heads if heads_kv is None else heads_kv),
-                   int(seq_len), int(seq_len if len_kv is None else len_kv), int(head_dim),
-                   1 if causal else 0, int(causal_align), 0.0 if scale is None else float(scale),
-                   int(dtype))
+    same) the key/value side's. Sizes must be integers from 0 to :data:`INT_MAX` (what a C
+    int holds; the library then refuses 0 and whatever else it cannot compute, saying why):
+    anything else raises TypeError or ValueError naming it, as do a ``scale`` that is not a
+    number, a ``causal_align`` other than the two constants (or their names) and a
+    ``dtype`` a C int cannot hold."""
+    heads_kv = heads if heads_kv is None else heads_kv
+    len_kv = seq_len if len_kv is None else len_kv
+    sizes = [_size(name, value) for name, value in (
+        ("batch", batch), ("heads", heads), ("heads_kv", heads_kv), ("seq_len", seq_len),
+        ("len_kv", len_kv), ("head_dim", head_dim))]
+    return Problem(*sizes, 1 if causal else 0, _align(causal_align),
+                   0.0 if scale is None else _scale(scale), _dtype_value(dtype))
+
+
+def _size(name, value):
+    """value as one of ft_problem's int sizes, or an exception naming it: never wrapped."""
+    try:
+        n = operator.index(value)  # an int, numpy's, torch's; not 64.5 (int() would cut it)
+    except TypeError:
+        raise TypeError(f"{name} must be an integer, got {value!r}") from None
+    if n < 0:
+        raise ValueError(f"{name} is {n}: a size cannot be negative; pass a {name} of at least 1")
+    if n > INT_MAX:
+        raise ValueError(f"{name} is {n}, more than {INT_MAX} (2**31 - 1), the largest size "
+                         f"ft_problem's C int fields hold: pass a smaller {name}")
+    return n
+
+
+def _dtype_value(dtype):
+    """dtype as ft_problem's int (the library names the values it refuses), never wrapped."""
+    try:
+        n = operator.index(dtype)
+    except TypeError:
+        n = None
+    if n is None or not -INT_MAX - 1 <= n <= INT_MAX:
+        raise ValueError(f"dtype must be flashtut.DTYPE_FLOAT32, DTYPE_BF16 or DTYPE_FP16, "
+                         f"got {dtype!r}")
+    return n
+
+
+def _scale(scale):
+    """scale as a float (None stays None), or a TypeError naming it."""
+    if scale is None:
+        return None
+    try:
+        if isinstance(scale, (str, bytes)):  # float("0.5") would take it
+            raise TypeError
+        return float(scale)
+    except (TypeError, ValueError):
+        raise TypeError(f"scale must be a number (or None for 1/sqrt(head_dim)), "
+                        f"got {scale!r}") from None
 
 
 def workspace_bytes(impl, prob, kind="forward"):
     """``ft_forward_workspace_bytes(impl, prob)`` (or the backward's): the scratch bytes
     implementation ``impl`` (a name or alias) needs for ``prob`` (0 is a true answer).
     FT_WORKSPACE_ERROR, the library's way of saying it cannot run this problem, raises
-    :class:`FlashtutError` with ``ft_last_error()``."""
+    :class:`FlashtutError` with ``ft_last_error()``. ``kind``: "forward" or "backward"."""
+    if not isinstance(impl, str):
+        raise TypeError(f"impl must be an implementation's name, a str such as 'ch07' "
+                        f"(flashtut.available(kind) lists them), got {impl!r}")
+    _check_kind(kind)
+    if not isinstance(prob, Problem):
+        raise TypeError(f"prob must be a flashtut.Problem (make one with flashtut.problem()), "
+                        f"got {type(prob).__name__}")
     name = f"ft_{kind}_workspace_bytes"
     n = _function(name)(impl.encode(), prob)
     if n == WORKSPACE_ERROR:
@@ -436,7 +502,8 @@ def check_tensors(tensors, *, dtypes=None, who=None, views=False):
     v, dk, dv), whose first sets theirs: ``[batch, heads_kv, len_kv, head_dim]`` with q's
     batch and head_dim and heads_kv dividing q's heads (grouped heads). Each must be on a
     CUDA device, have 4 dimensions ``[batch, heads, seq_len, head_dim]``, be float32, bfloat16 or float16 (and one of
-    ``dtypes``, the implementation's, when given; ``who`` names it in the message), be
+    ``dtypes``, the implementation's, when given; ``who`` names it in the message), have no
+    dimension longer than :data:`INT_MAX` (the C struct's sizes are ints), be
     contiguous (with ``views``: a view the kernels read, see :func:`view_strides`), and start
     at a multiple of 16 bytes. Returns the FT_DTYPE_* of the first.
 
@@ -460,6 +527,11 @@ def check_tensors(tensors, *, dtypes=None, who=None, views=False):
         if len(shape) != 4:
             raise ValueError(f"{name} has shape {shape}: expected 4 dimensions, "
                              f"[batch, heads, seq_len, head_dim]")
+        for dim, n in zip(_KV_DIMS if name in KV_NAMES else _DIMS, shape):
+            if n > INT_MAX:  # ctypes would wrap it around (problem() refuses it too)
+                raise ValueError(f"{name} has shape {shape}: its {dim} {n} is more than "
+                                 f"{INT_MAX} (2**31 - 1), the largest size the library's C int "
+                                 f"fields hold; pass a smaller {dim}")
         dt = str(t.dtype)
         if dt not in _DTYPES:
             raise TypeError(f"{name} is {dt}: the library computes in torch.float32, "
@@ -502,6 +574,7 @@ def check_tensors(tensors, *, dtypes=None, who=None, views=False):
 _DTYPE_WORDS = {DTYPE_FLOAT32: "float32", DTYPE_BF16: "bf16", DTYPE_FP16: "fp16"}
 #: The names check_tensors treats as the key/value side ([batch, heads_kv, len_kv, head_dim]).
 KV_NAMES = ("k", "v", "dk", "dv", "key", "value")
+_DIMS, _KV_DIMS = ("batch", "heads", "seq_len", "head_dim"), ("batch", "heads_kv", "len_kv", "head_dim")
 
 
 def _check_layout(name, t):
@@ -802,9 +875,9 @@ def forward(q, k, v, *, causal=False, scale=None, impl="ch07", causal_align=CAUS
     ``lse_i = m_i + ln l_i``. Queued on PyTorch's current stream (asynchronous, like any
     torch operation).
     """
-    causal, scale = bool(causal), None if scale is None else float(scale)  # what Problem holds
+    causal, scale = bool(causal), None if scale is None else _scale(scale)  # what Problem holds
     align = _align(causal_align)
-    spec = _table("forward").get(impl)
+    spec = _table("forward").get(impl) if isinstance(impl, str) else None  # None: _impl says why
     call, key = _lookup(_FORWARD_CALLS, impl, (q, k, v), (causal, align), scale,
                         views=bool(spec and spec.strided))
     if call is None:
@@ -863,9 +936,9 @@ def backward(q, k, v, o, lse, do, *, causal=False, scale=None, impl="ch05",
     Returns ``(dq, dk, dv)``, dq shaped and laid out as :func:`forward` lays out o, dk and dv
     likewise shaped like k.
     """
-    causal, scale = bool(causal), None if scale is None else float(scale)
+    causal, scale = bool(causal), None if scale is None else _scale(scale)
     align = _align(causal_align)
-    spec = _table("backward").get(impl)
+    spec = _table("backward").get(impl) if isinstance(impl, str) else None
     call, key = _lookup(_BACKWARD_CALLS, impl, (q, k, v, o, do), (causal, align), scale, lse,
                         views=bool(spec and spec.strided))
     if call is None:
@@ -911,6 +984,10 @@ def row_softmax(x, *, variant="online"):
     if not shape:
         raise ValueError("x is a scalar: give it at least one dimension")
     cols = shape[-1]
+    if cols > INT_MAX:  # a C int in ft_ch03_row_softmax (rows is an int64_t)
+        raise ValueError(f"x has {cols} columns, more than {INT_MAX} (2**31 - 1), the most "
+                         f"chapter 03's row softmax takes (a C int): use torch.softmax(x, -1) "
+                         f"for rows this long")
     rows = 1
     for s in shape[:-1]:
         rows *= s

@@ -28,10 +28,11 @@ saved q, k, v, o and lse, P recomputed from them in the backward kernel.
 length other than the query's. What the kernels cannot do is refused before anything
 reaches the library, with an error that says what to change (``attn_mask``, ``dropout_p``,
 dtypes other than bf16/fp16 outside autocast, head dims other than 64 and 128, CPU
-tensors). Where the forward kernel computes a case the backward kernel does not yet
-(grouped heads, two lengths), a call that needs gradients expands key and value to the
-query's heads (the gradients sum back through the expansion), and a key length other than
-the query's is refused with gradients: the message says so.
+tensors; the operators called directly refuse CPU tensors with the same message). Where the
+forward kernel computes a case the backward kernel does not yet (grouped heads, two
+lengths), a call that needs gradients expands key and value to the query's heads (the
+gradients sum back through the expansion), and a key length other than the query's is
+refused with gradients: the message says so.
 """
 from typing import Optional
 
@@ -114,6 +115,23 @@ def _(q, k, v, is_causal, scale, causal_align):
     return o, q.new_empty(q.shape[:3], dtype=torch.float32)
 
 
+# CPU tensors (the operators called directly, not through attention(), which checks the
+# device first) get flashtut's message rather than the dispatcher's "Could not run ... with
+# arguments from the 'CPU' backend". Only real CPU tensors reach these: fake ones (and so
+# torch.compile's tracing) take the fake implementations, CUDA ones the kernels above.
+def _refuse_cpu(names, tensors):
+    for name, t in zip(names, tensors):
+        if t.device.type != "cuda":
+            raise ValueError(f"{name} is on {t.device}, the kernels run on a CUDA device: "
+                             f"pass {name}.cuda()")
+    raise ValueError("the kernels run on a CUDA device: pass CUDA tensors")
+
+
+@attention_forward.register_kernel("cpu")
+def _(q, k, v, is_causal, scale, causal_align):
+    _refuse_cpu(("q", "k", "v"), (q, k, v))
+
+
 # ---- the backward operator -----------------------------------------------------------------
 
 @torch.library.custom_op("flashtut::attention_backward", mutates_args=(), device_types="cuda")
@@ -133,6 +151,11 @@ def attention_backward(do: Tensor, q: Tensor, k: Tensor, v: Tensor, o: Tensor, l
 def _(do, q, k, v, o, lse, is_causal, scale, causal_align):
     contiguous = _all_contiguous(q, k, v, o, do)
     return _layout_like(q, contiguous), _layout_like(k, contiguous), _layout_like(k, contiguous)
+
+
+@attention_backward.register_kernel("cpu")
+def _(do, q, k, v, o, lse, is_causal, scale, causal_align):
+    _refuse_cpu(("do", "q", "k", "v", "o", "lse"), (do, q, k, v, o, lse))
 
 
 def _setup_context(ctx, inputs, output):

@@ -551,6 +551,60 @@ class Checks(unittest.TestCase):
         self.assertEqual((g.heads_q, g.heads_kv, g.len_q, g.len_kv, g.causal_align),
                          (32, 8, 4, 8192, ft.CAUSAL_BOTTOM_RIGHT))
 
+    def test_sizes_a_c_int_cannot_hold_are_refused_not_wrapped(self):
+        # ctypes would store 2**32 + 128 in ft_problem's int len_q as 128, without a word.
+        self.assertEqual(ft.INT_MAX, 2**31 - 1)
+        self.raises(ValueError, "seq_len is 4294967424, more than 2147483647 (2**31 - 1)",
+                    ft.problem, 1, 1, 2**32 + 128, 64)
+        for kw, name in (({"batch": 2**31}, "batch"), ({"heads": 2**31}, "heads"),
+                         ({"head_dim": 2**32 + 64}, "head_dim"),
+                         ({"heads_kv": 2**32 + 1}, "heads_kv"), ({"len_kv": 2**31}, "len_kv")):
+            args = {"batch": 1, "heads": 1, "seq_len": 64, "head_dim": 64, **kw}
+            self.raises(ValueError, f"pass a smaller {name}", ft.problem, **args)
+        self.raises(ValueError, "seq_len is -4294967168: a size cannot be negative",
+                    ft.problem, 1, 1, -2**32 + 128, 64)
+        self.raises(TypeError, "head_dim must be an integer, got 64.5", ft.problem, 1, 1, 64, 64.5)
+        self.raises(ValueError, "dtype must be flashtut.DTYPE_FLOAT32, DTYPE_BF16 or DTYPE_FP16",
+                    ft.problem, 1, 1, 64, 64, dtype=2**32 + 1)
+        self.raises(ValueError, "causal_align must be flashtut.CAUSAL_TOP_LEFT",
+                    ft.problem, 1, 1, 64, 64, causal_align=2**32 + 1)
+        self.assertEqual(ft.problem(1, 1, ft.INT_MAX, 64).len_q, ft.INT_MAX)  # the largest fits
+        self.assertEqual(ft.problem(1, 1, 64, 64, causal_align="bottom-right").causal_align,
+                         ft.CAUSAL_BOTTOM_RIGHT)
+
+    def test_tensors_with_sizes_a_c_int_cannot_hold_are_refused(self):
+        self.raises(ValueError, "q has shape (1, 1, 4294967312, 1): its seq_len 4294967312 is "
+                                "more than 2147483647", ft.forward, *qkv(shape=(1, 1, 2**32 + 16, 1)),
+                    impl="ch04")
+        q, kv = FakeTensor((1, 1, 16, 64)), FakeTensor((1, 1, 2**31, 64))
+        self.raises(ValueError, "k has shape (1, 1, 2147483648, 64): its len_kv 2147483648",
+                    ft.check_tensors, [("q", q), ("k", kv), ("v", kv)])
+        self.raises(ValueError, "x has 4294967296 columns, more than 2147483647",
+                    ft.row_softmax, FakeTensor(shape=(2, 2**32)))
+
+    def test_scale_must_be_a_number(self):
+        for bad in ("x", "0.5", [0.5]):
+            self.raises(TypeError, f"scale must be a number (or None for 1/sqrt(head_dim)), "
+                                   f"got {bad!r}", ft.forward, *qkv(), scale=bad, impl="ch04")
+        self.raises(TypeError, "scale must be a number", ft.backward, *qkv(), FakeTensor(),
+                    FakeTensor(shape=(2, 3, 64)), FakeTensor(), scale="x")
+        self.raises(TypeError, "scale must be a number", ft.problem, 1, 1, 64, 64, scale="x")
+
+    def test_workspace_bytes_names_its_bad_arguments(self):
+        p = ft.problem(1, 1, 64, 64)
+        self.raises(TypeError, "impl must be an implementation's name, a str such as 'ch07'",
+                    ft.workspace_bytes, None, p)
+        self.raises(ValueError, "kind must be 'forward' or 'backward', got 'sideways'",
+                    ft.workspace_bytes, "ch04", p, "sideways")
+        self.raises(ValueError, "kind must be 'forward' or 'backward'", ft.available, "sideways")
+        self.raises(TypeError, "prob must be a flashtut.Problem (make one with "
+                               "flashtut.problem()), got tuple", ft.workspace_bytes, "ch04", (1, 1))
+
+    def test_an_impl_that_is_no_name(self):
+        self.raises(ValueError, "unknown forward impl [4]", ft.forward, *qkv(), impl=[4])
+        self.raises(ValueError, "unknown backward impl None", ft.backward, *qkv(), FakeTensor(),
+                    FakeTensor(shape=(2, 3, 64)), FakeTensor(), impl=None)
+
 
 class Reached(Exception):
     """Raised by the stand-in for flashtut._torch: the checks passed and torch came next."""

@@ -69,6 +69,19 @@ class WithoutTransformers(unittest.TestCase):
                 ft_hf.register(bad)
             self.assertIn(NAME, str(cm.exception))
 
+    def test_both_registers_refuse_a_name_that_is_no_string(self):
+        # Checked before PyTorch or transformers is imported (neither is needed here).
+        import flashtut.integrations.sdpa as ft_sdpa
+        for register, example in ((ft_hf.register, NAME), (ft_sdpa.register, ft_sdpa.DEFAULT_NAME)):
+            for bad in ("", None, 123):
+                with self.subTest(register=register.__module__, name=bad):
+                    with self.assertRaises(ValueError) as cm:
+                        register(bad)
+                    self.assertEqual(str(cm.exception), f"name must be a non-empty string such "
+                                                        f"as {example!r}, got {bad!r}")
+        with self.assertRaisesRegex(ValueError, "'FA4' is PyTorch's own: choose another name"):
+            ft_sdpa.register("FA4")
+
 
 @unittest.skipIf(torch is None, NO_TORCH)
 class SdpaRegistry(unittest.TestCase):

@@ -117,6 +117,31 @@ class Refusals(unittest.TestCase):
             flashtut.attention(*(torch.empty(1, 4, 64, 64, dtype=BF16) for _ in range(3)))
         self.assertIn("the kernels run on a CUDA device", str(c.exception))
 
+    def test_the_operators_called_with_cpu_tensors_say_pass_cuda(self):
+        # Not PyTorch's "Could not run 'flashtut::attention_forward' with arguments from the
+        # 'CPU' backend": the operators' own CPU kernels refuse with flashtut's message.
+        q = torch.empty(1, 4, 64, 64, dtype=BF16)
+        lse = torch.empty(1, 4, 64)
+        for call in (lambda: ops.attention_forward(q, q, q, False, None, 0),
+                     lambda: torch.ops.flashtut.attention_forward(q, q, q, True, 0.5, 1),
+                     lambda: ops.attention_forward(q.clone().requires_grad_(), q, q, False,
+                                                   None, 0)):
+            with self.assertRaises(ValueError) as c:
+                call()
+            self.assertIn("q is on cpu, the kernels run on a CUDA device: pass q.cuda()",
+                          str(c.exception))
+        with self.assertRaisesRegex(ValueError, r"do is on cpu, .*: pass do\.cuda\(\)"):
+            torch.ops.flashtut.attention_backward(q, q, q, q, q, lse, False, None, 0)
+
+    def test_fake_cpu_tensors_still_take_the_fake_implementation(self):
+        # What torch.compile traces: the CPU kernels above must not replace the fake ones.
+        with FakeTensorMode():
+            q = torch.empty(1, 4, 64, 64, dtype=BF16)
+            o, lse = ops.attention_forward(q, q, q, False, None, 0)
+            self.assertEqual((tuple(o.shape), tuple(lse.shape)), ((1, 4, 64, 64), (1, 4, 64)))
+            dq, _, _ = ops.attention_backward(o, q, q, q, o, lse, False, None, 0)
+            self.assertEqual(dq.shape, q.shape)
+
 
 if __name__ == "__main__":
     unittest.main()

@@ -10,3 +10,10 @@ Importing this package, or either module, imports neither PyTorch nor transforme
 are imported when a function is called (docs/use_in_your_model.md).
 """
 __all__ = ["transformers", "sdpa"]
+
+
+def _check_name(name, example):
+    """A registration name as both modules' register() take it: a non-empty str, else a
+    ValueError saying so (each module then refuses the names its library would misread)."""
+    if not isinstance(name, str) or not name:
+        raise ValueError(f"name must be a non-empty string such as {example!r}, got {name!r}")

@@ -25,6 +25,8 @@ tutorial's (float32 ``[B, H, N]``), consumed only by its own backward.
 Imports PyTorch only when a function is called.
 """
 
+from flashtut.integrations import _check_name
+
 __all__ = ["register", "available", "DEFAULT_NAME"]
 
 DEFAULT_NAME = "flashtut"
@@ -39,16 +41,18 @@ def available():
 def register(name=DEFAULT_NAME):
     """Offer the tutorial's kernels to ``torch.nn.attention.activate_flash_attention_impl``
     under ``name`` and return it; nothing changes until the user activates it (PyTorch asks
-    providers not to activate on import). Raises RuntimeError on a PyTorch without the
-    registry (before 2.10)."""
+    providers not to activate on import). Raises ValueError for a name that is not a
+    non-empty string or is PyTorch's own ("FA3", "FA4"), RuntimeError on a PyTorch without
+    the registry (before 2.10)."""
+    _check_name(name, DEFAULT_NAME)
+    if name in ("FA3", "FA4"):
+        raise ValueError(f"{name!r} is PyTorch's own: choose another name")
     import torch
     import torch.nn.attention as attention
     if not available():
         raise RuntimeError(
             f"PyTorch {torch.__version__} has no torch.nn.attention.register_flash_attention_impl "
             f"(PyTorch 2.10 and later): use flashtut.attention, or upgrade PyTorch")
-    if name in ("FA3", "FA4"):
-        raise ValueError(f"{name!r} is PyTorch's own: choose another name")
     attention.register_flash_attention_impl(name, register_fn=_activate)
     return name
 

@@ -39,6 +39,8 @@ What the kernels compute, and what is refused (by :func:`attention_forward`, or 
   ``softcap``, ``position_bias``, ``output_attentions`` (attention weights): refused.
 """
 
+from flashtut.integrations import _check_name
+
 __all__ = ["register", "attention_forward", "DEFAULT_NAME"]
 
 DEFAULT_NAME = "tutorial_attention"
@@ -65,8 +67,7 @@ def register(name=DEFAULT_NAME):
     Raises ImportError (saying ``pip install transformers``) without transformers, and
     ValueError for a name transformers would misread (one with "flash" or "/": the module's
     docstring says why)."""
-    if not isinstance(name, str) or not name:
-        raise ValueError(f"name must be a non-empty string, got {name!r}")
+    _check_name(name, DEFAULT_NAME)
     if "flash" in name.lower():
         raise ValueError(
             f"{name!r} contains 'flash': transformers treats such names as Dao-AILab flash "
