@@ -59,6 +59,7 @@ import argparse
 import csv
 import os
 import sys
+import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(os.path.dirname(HERE), "python"))
@@ -87,7 +88,7 @@ def shape_arg(text):
     return b, hq, hkv, nq, nk
 
 
-def parse_args(argv):
+def make_parser():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--out", required=True, help="folder for decode_vs_pytorch.csv")
     ap.add_argument("--lib", help="libflashtut.so (default: flashtut's own search)")
@@ -101,6 +102,12 @@ def parse_args(argv):
     ap.add_argument("--graph", action="store_true",
                     help="also time each call replayed from a CUDA graph, and loops of back-to-back calls "
                          "and replays (DIR/decode_graphs.csv)")
+    return ap
+
+
+def parse_args(argv, ap=None):
+    """The flags, checked as far as they can be without the library (main checks --impls)."""
+    ap = ap or make_parser()
     args = ap.parse_args(argv)
     if args.iters < 1:
         ap.error("--iters must be at least 1")
@@ -187,7 +194,8 @@ def loop_ms(torch, fn, steps):
 
 
 def main(argv=None):
-    args = parse_args(sys.argv[1:] if argv is None else argv)
+    ap = make_parser()
+    args = parse_args(sys.argv[1:] if argv is None else argv, ap)
     try:
         import torch
         import torch.nn.functional as F
@@ -195,12 +203,31 @@ def main(argv=None):
     except ImportError as e:
         print(f"decode_vs_pytorch: needs PyTorch ({e}); pip install torch", file=sys.stderr)
         return 2
-    if not torch.cuda.is_available():
-        print("decode_vs_pytorch: no CUDA GPU: nothing measured", file=sys.stderr)
-        return 3
     if args.lib:
         os.environ["FLASHTUT_LIB"] = args.lib
     import flashtut
+    # The library (after torch: flashtut.load's order) is what names the forwards --impls
+    # may take, so it is loaded before the GPU test, as compare_pytorch.py does: an unknown
+    # name would otherwise become a "refused" row on every shape.
+    try:
+        flashtut.load(args.lib)
+        known = flashtut.available("forward")
+    except flashtut.LibraryError as e:
+        print(f"decode_vs_pytorch: error: {e}", file=sys.stderr)
+        return 2
+    unknown = [name for name in args.impls if name not in known]
+    if unknown:
+        aside = (" (PyTorch's backends run without being named, FlashInfer's with --flashinfer)"
+                 if unknown[0].startswith(("torch_", "flashinfer")) else "")
+        ap.error(f"--impls {unknown[0]!r} is not one of the library's forwards{aside}: {', '.join(known)}")
+    if not torch.cuda.is_available():
+        print("decode_vs_pytorch: no CUDA GPU: nothing measured", file=sys.stderr)
+        return 3
+    try:  # before any measurement: the CSVs are written after the first shape
+        os.makedirs(args.out, exist_ok=True)
+        tempfile.TemporaryFile(dir=args.out).close()
+    except OSError as e:
+        ap.error(f"--out {args.out}: cannot write there ({e.strerror})")
 
     flashinfer = fi_workspace = None
     if args.flashinfer:
@@ -212,7 +239,6 @@ def main(argv=None):
             print(f"decode_vs_pytorch: --flashinfer, but FlashInfer is not importable ({e}): left out",
                   file=sys.stderr)
             flashinfer = None
-    os.makedirs(args.out, exist_ok=True)
     shapes = args.shapes or [s for s in GRID if cache_bytes(s[0], s[2], s[4]) <= MAX_CACHE]
     flush = torch.empty(FLUSH_BYTES // 4, device="cuda", dtype=torch.float32)
     rows, graph_rows = [], []

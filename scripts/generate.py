@@ -29,8 +29,8 @@ Prints the prompt and its continuation, then ``generate: summary:`` with the tok
 tokens per second of the decode steps (wall clock between two synchronizations, the prefill
 apart), the SDPA backend, and, with ``--check``,
 whether the tokens equal the uncached generation's. Exit 0; 1 when --check finds a different
-token; 2 bad arguments, no checkpoint, no PyTorch or no library; 3 no CUDA GPU for --device
-cuda.
+token; 2 bad arguments, no checkpoint (or a file that is not one), no PyTorch or no library;
+3 no CUDA GPU for --device cuda.
 """
 import argparse
 import os
@@ -176,6 +176,24 @@ def generate_uncached(torch, model, prompt, count, device, precision):
     return seq[len(prompt):]
 
 
+def load_checkpoint(torch, path, config_keys):
+    """(the dict train_gpt.py --save wrote, None), or (None, the message saying why `path`
+    is not one)."""
+    if not os.path.isfile(path):
+        return None, f"no checkpoint {path}: train one with python3 scripts/train_gpt.py --save {path}"
+    not_ours = f"--checkpoint {path} is not a model saved by train_gpt.py --save"
+    try:
+        saved = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as e:  # noqa: BLE001  (other bytes raise UnpicklingError, RuntimeError, EOFError, ...)
+        return None, f"{not_ours} (torch.load: {type(e).__name__}): give one that it wrote"
+    config = saved.get("config") if isinstance(saved, dict) else None
+    if not (isinstance(config, dict) and isinstance(saved.get("model"), dict)
+            and all(isinstance(config.get(k), int) and config[k] > 0 for k in config_keys)):
+        return None, (f"{not_ours} (it lacks the config {', '.join(config_keys)} or the "
+                      f"weights): give one that it wrote")
+    return saved, None
+
+
 def main(argv=None):
     args = parse_args(sys.argv[1:] if argv is None else argv)
     try:
@@ -183,15 +201,14 @@ def main(argv=None):
     except ImportError as e:
         print(f"generate: needs PyTorch ({e}); pip install torch", file=sys.stderr)
         return 2
+    import train_gpt
+    saved, problem = load_checkpoint(torch, args.checkpoint, train_gpt.CHECKPOINT_CONFIG)
+    if problem:
+        print(f"generate: {problem}", file=sys.stderr)
+        return 2
     if args.device == "cuda" and not torch.cuda.is_available():
         print("generate: PyTorch sees no CUDA GPU (--device cpu generates with SDPA on the CPU)", file=sys.stderr)
         return 3
-    if not os.path.isfile(args.checkpoint):
-        print(f"generate: no checkpoint {args.checkpoint}: train one with "
-              f"python3 scripts/train_gpt.py --save {args.checkpoint}", file=sys.stderr)
-        return 2
-    import train_gpt
-    saved = torch.load(args.checkpoint, map_location="cpu", weights_only=True)
     cfg = saved["config"]
     prompt = list(args.prompt.encode("utf-8"))
     if len(prompt) + args.tokens > cfg["context"]:
@@ -201,7 +218,12 @@ def main(argv=None):
     F = torch.nn.functional
     model = train_gpt.build_model(torch, argparse.Namespace(**cfg),
                                   lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=True))
-    model.load_state_dict(saved["model"])
+    try:
+        model.load_state_dict(saved["model"])
+    except RuntimeError:  # weights of another shape than its config says
+        print(f"generate: {args.checkpoint}: its weights do not fit its config {cfg}: give "
+              f"--checkpoint a model train_gpt.py --save wrote", file=sys.stderr)
+        return 2
     model.to(args.device).eval()
     try:
         attention = Attention(torch, args.attention, args.lib, args.sdpa_backend)

@@ -1235,10 +1235,24 @@ def causal_flag(text):
 
 
 def chapter_variant(text):
+    """'08:warp_tiles': a chapter of the tree and a variant name (which only the chapter's
+    program knows: it refuses a wrong one itself)."""
     number_, _, variant = text.partition(":")
-    if not re.fullmatch(r"\d\d", number_) or not variant:
+    if not re.fullmatch(r"\d\d", number_) or not variant.strip():
         raise ValueError(f"{text!r} is not CHAPTER:VARIANT (e.g. 08:warp_tiles)")
+    numbers = sorted({c[:2] for c in chapter_folders()})
+    if number_ not in numbers:  # no program would ever run its variants: silently ignored
+        raise ValueError(f"{text!r}: no chapter {number_} with a program (those with one: "
+                         f"{' '.join(numbers)})")
     return text
+
+
+def commit_hash(text):
+    """--commit: the hash env.txt and the readme step record, 7 to 40 hex digits."""
+    if not re.fullmatch(r"[0-9a-fA-F]{7,40}", text):
+        raise ValueError(f"{text!r} is not a commit hash (7 to 40 hex digits, as git rev-parse "
+                         f"--short HEAD prints)")
+    return text.lower()
 
 
 def profile_spec(text):
@@ -1296,7 +1310,7 @@ def parse_args(argv):
            "summary.txt and logs.tar.gz are still written: set it below the device call's "
            "limit (default: none)", type=single(positive), metavar="SECONDS")
     option("--commit", "the commit env.txt names (default: git rev-parse HEAD, for a tree "
-           "without .git)")
+           "without .git)", type=single(commit_hash))
     option("--sizes", "sequence lengths N of the tour, the anchors and vs_pytorch (default: "
            "1024 4096 16384)", nargs="+", type=items(divisor_of(TOKENS, "B = 16384/N")),
            default=[1024, 4096, 16384], metavar="N")

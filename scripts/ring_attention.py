@@ -27,6 +27,8 @@ import statistics
 import sys
 import time
 
+from paths import unwritable  # scripts/paths.py
+
 
 def parse(argv):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
@@ -43,18 +45,27 @@ def parse(argv):
     ap.add_argument("--no-single", dest="single", action="store_false",
                     help="skip the single-device timing (and so the efficiency)")
     ap.add_argument("--csv", default=None, metavar="PATH",
-                    help="rank 0 appends one row a pass to this CSV (its header when it is new)")
+                    help="rank 0 appends one row a pass to this CSV (its header when it is new; its "
+                         "folder made if missing)")
     ap.add_argument("--trace", default=None, metavar="DIR",
                     help="each rank also writes a Chrome trace of one forward and one backward "
                          "(torch.profiler) to DIR/ring_trace_rank<R>.json; "
                          "plots/plot_ring_timeline.py draws one")
     a = ap.parse_args(argv)
-    a.heads_kv = a.heads_kv or a.heads
-    if a.heads % a.heads_kv:
-        ap.error(f"--heads-kv ({a.heads_kv}) must divide --heads ({a.heads})")
-    for name in ("batch", "heads", "seq_len", "head_dim", "iters"):
+    if a.heads_kv is None:  # not `or`: --heads-kv 0 is an error, not the default
+        a.heads_kv = a.heads
+    for name in ("batch", "heads", "heads_kv", "seq_len", "head_dim", "iters"):
         if getattr(a, name) < 1:
             ap.error(f"--{name.replace('_', '-')} must be at least 1")
+    if a.warmup < 0:
+        ap.error("--warmup must be 0 or more")
+    if a.heads % a.heads_kv:
+        ap.error(f"--heads-kv ({a.heads_kv}) must divide --heads ({a.heads})")
+    # The outputs are written after the run: a path that cannot be written fails now instead.
+    for flag, path, folder in (("--csv", a.csv, False), ("--trace", a.trace, True)):
+        problem = path and unwritable(path, folder)
+        if problem:
+            ap.error(f"{flag} {path}: {problem}")
     return a
 
 

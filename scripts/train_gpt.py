@@ -117,6 +117,8 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
+sys.path.insert(0, HERE)
+from paths import unwritable  # noqa: E402  (scripts/paths.py)
 try:
     import flashtut  # imports neither torch nor the library: both come later, in that order
 except ImportError:  # neither installed nor on PYTHONPATH
@@ -429,6 +431,10 @@ def main(argv=None):
     bad = validate(args)
     if bad:
         return fail(bad)
+    for flag, path in (("--out", args.out), ("--save", args.save)):
+        problem = path and unwritable(path)
+        if problem:
+            return fail(f"{flag} {path}: {problem}")
     if args.attention == "flashtut":  # the library must exist (checked without loading it)
         try:
             flashtut.library_path(args.lib)

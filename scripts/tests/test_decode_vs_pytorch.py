@@ -106,11 +106,31 @@ class CommandLine(unittest.TestCase):
             r = subprocess.run([sys.executable, SCRIPT, *bad], capture_output=True, text=True)
             self.assertEqual(r.returncode, 2, (bad, r.stderr))
 
-    def test_without_a_gpu_it_says_so(self):
+    def library(self):
+        """Skips the test without PyTorch or without the built library (the names --impls
+        takes come from it, and the script loads it before its GPU test)."""
         try:
-            import torch
+            import torch  # noqa: F401
         except ImportError:
             self.skipTest("PyTorch is not installed")
+        import flashtut
+        try:
+            flashtut.library_path()
+        except flashtut.LibraryError as e:
+            self.skipTest(str(e))
+
+    def test_unknown_impls_are_refused_before_the_gpu_test(self):
+        self.library()
+        for name in ("nope", "torch_flash"):
+            r = subprocess.run([sys.executable, SCRIPT, "--out", "/tmp/decode_vs_pytorch_test",
+                                "--impls", "ch11", name], capture_output=True, text=True)
+            self.assertEqual(r.returncode, 2, r.stderr)
+            self.assertIn(f"--impls {name!r} is not one of the library's forwards", r.stderr)
+            self.assertIn("ch11_grouped", r.stderr, "the names it takes are listed")
+
+    def test_without_a_gpu_it_says_so(self):
+        self.library()
+        import torch
         if torch.cuda.is_available():
             self.skipTest("a GPU is here")
         r = subprocess.run([sys.executable, SCRIPT, "--out", "/tmp/decode_vs_pytorch_test"], capture_output=True,

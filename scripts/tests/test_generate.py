@@ -69,6 +69,20 @@ class Generate(unittest.TestCase):
         self.assertEqual(r.returncode, 2)
         self.assertIn("train_gpt.py --save", r.stderr)
 
+    def test_refuses_a_file_that_is_not_a_checkpoint_before_the_gpu_test(self):
+        import torch
+        text = os.path.join(self.tmp.name, "notes.txt")
+        with open(text, "w") as f:
+            f.write("not a model\n")
+        other = os.path.join(self.tmp.name, "other.pt")
+        torch.save({"weights": torch.zeros(2)}, other)
+        for path, why in ((text, "torch.load: UnpicklingError"), (other, "it lacks the config")):
+            # No --device: the default cuda, so that a GPU test first would say "no CUDA GPU" here.
+            r = run("generate.py", "--checkpoint", path)
+            self.assertEqual(r.returncode, 2, r.stderr)
+            self.assertIn(f"--checkpoint {path} is not a model saved by train_gpt.py --save ({why}", r.stderr)
+            self.assertNotIn("Traceback", r.stderr)
+
     def test_refuses_the_tutorials_kernels_on_the_cpu(self):
         r = run("generate.py", "--checkpoint", self.ckpt, "--device", "cpu", "--attention", "flashtut")
         self.assertEqual(r.returncode, 2)

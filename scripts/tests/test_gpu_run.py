@@ -79,6 +79,11 @@ class CommandLine(unittest.TestCase):
                  (["--causal", "2"], "--causal: causal '2' is neither 0 nor 1"),
                  (["--sanitize-chapters", "04_fused"], "chapter '04_fused' is none of"),
                  (["--tc-variant", "fastest"], "'fastest' is not CHAPTER:VARIANT"),
+                 (["--tc-variant", "07:"], "--tc-variant: '07:' is not CHAPTER:VARIANT"),
+                 (["--tc-variant", "07:nope", "99:x"], "--tc-variant: '99:x': no chapter 99 with a program"),
+                 (["--sanitize-variant", "13:x"], "--sanitize-variant: '13:x': no chapter 13 with a program"),
+                 (["--commit", "zzzz"], "--commit: 'zzzz' is not a commit hash"),
+                 (["--commit", "abc12"], "--commit: 'abc12' is not a commit hash"),
                  (["--vs-dtypes", "float64"], "dtype 'float64' is none of"),
                  (["--profiles", "04:fast:kernel"], "is not chapter:variant:kernel:d"),
                  (["--source-pages", "42:v:k:64"], "the chapter is 'torch' or one of"),
@@ -289,6 +294,11 @@ class DryRun(unittest.TestCase):
         self.assertIn("--variant spread_atomics", ncu[0])
         self.assertTrue(self.commands(lines, "stall_phases.py")[0].endswith(
             "source_08_spread_atomics_d64.csv.gz --names S,dP,dV,dQ,dK"))
+
+    def test_commit_is_a_hash_of_7_to_40_hex_digits(self):
+        for commit in ("06fd431", "0" * 40, "ABCDEF1"):
+            self.plan("--steps", "env", "--commit", commit)
+        self.assertEqual(gpu_run.commit_hash("ABCDEF1"), "abcdef1")  # as git prints it
 
     def test_tc_variants_per_chapter(self):
         lines = self.plan("--steps", "tc", "--tc-chapters", "07_tensor_core_forward",

@@ -31,6 +31,40 @@ class Refusals(unittest.TestCase):
             r = run(*args)
             self.assertEqual(r.returncode, 2, args)
 
+    def test_bad_flags_are_named_before_the_torchrun_check(self):
+        """Each refused in one line naming the flag (outside torchrun: checked first), no
+        traceback; --heads-kv 0 is no longer taken for the default."""
+        cases = [(["--heads", "0"], "--heads must be at least 1"),
+                 (["--heads-kv", "0"], "--heads-kv must be at least 1"),
+                 (["--heads-kv", "-2"], "--heads-kv must be at least 1"),
+                 (["--warmup", "-1"], "--warmup must be 0 or more")]
+        for args, message in cases:
+            r = run("--device", "cpu", *args)
+            self.assertEqual(r.returncode, 2, (args, r.stderr))
+            self.assertIn(message, r.stderr, args)
+            self.assertNotIn("Traceback", r.stderr, args)
+
+    def test_outputs_that_cannot_be_written_are_refused_before_the_run(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            afile = os.path.join(tmp, "afile")
+            open(afile, "w").close()
+            cases = [(["--csv", os.path.join(afile, "x.csv")], f"--csv {afile}/x.csv: {afile} is a file"),
+                     (["--trace", afile], f"--trace {afile}: {afile} is a file"),
+                     (["--csv", tmp], f"--csv {tmp}: is a folder, not a file")]
+            for args, message in cases:
+                r = run("--device", "cpu", *args)
+                self.assertEqual(r.returncode, 2, (args, r.stderr))
+                self.assertIn(message, r.stderr, args)
+                self.assertNotIn("Traceback", r.stderr, args)
+            # Missing folders are made, as the run would make them, and the flags pass (on
+            # to the torchrun check).
+            table, traces = os.path.join(tmp, "new", "ring.csv"), os.path.join(tmp, "traces")
+            r = run("--device", "cpu", "--csv", table, "--trace", traces)
+            if "needs PyTorch" not in r.stderr:
+                self.assertIn("launch it with torchrun", r.stderr)
+            self.assertTrue(os.path.isdir(os.path.dirname(table)) and os.path.isdir(traces))
+            self.assertFalse(os.path.exists(table), "the CSV is written by the run, not by the check")
+
 
 class TwoRanksOnTheCpu(unittest.TestCase):
     def test_checks_and_reports(self):

@@ -31,9 +31,23 @@ class TrainGpt(unittest.TestCase):
             self.assertEqual(r.returncode, 2, attention + r.stderr)
             self.assertIn("it needs --device cuda", r.stderr)
 
+    def test_outputs_that_cannot_be_written_are_refused_before_training(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            afile = os.path.join(tmp, "afile")
+            open(afile, "w").close()
+            cases = [(["--save", os.path.join(afile, "gpt.pt")], f"--save {afile}/gpt.pt: {afile} is a file"),
+                     (["--out", os.path.join(afile, "run.csv")], f"--out {afile}/run.csv: {afile} is a file"),
+                     (["--save", tmp], f"--save {tmp}: is a folder, not a file")]
+            for args, message in cases:
+                r = run("--tiny", "--device", "cpu", *args)
+                self.assertEqual(r.returncode, 2, (args, r.stderr))
+                self.assertIn(f"train_gpt: error: {message}", r.stderr, args)
+                self.assertNotIn("Traceback", r.stderr, args)
+                self.assertEqual(r.stdout, "", "refused before anything ran")
+
     def test_tiny_cpu_run(self):
         with tempfile.TemporaryDirectory() as tmp:
-            out = os.path.join(tmp, "run.csv")
+            out = os.path.join(tmp, "new", "run.csv")  # its folder is made
             r = run("--tiny", "--device", "cpu", "--out", out)
             self.assertEqual(r.returncode, 0, r.stderr)
             with open(out) as f:
