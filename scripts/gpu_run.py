@@ -1248,11 +1248,13 @@ def chapter_variant(text):
 
 
 def commit_hash(text):
-    """--commit: the hash env.txt and the readme step record, 7 to 40 hex digits."""
-    if not re.fullmatch(r"[0-9a-fA-F]{7,40}", text):
+    """--commit: the hash env.txt and the readme step record, 7 to 40 hex digits, with a tag
+    for a tree that is not the commit's after a - or + (env.txt has "-dirty", "+warp_tiles")."""
+    match = re.fullmatch(r"([0-9a-fA-F]{7,40})([-+][\w.+-]+)?", text)
+    if not match:
         raise ValueError(f"{text!r} is not a commit hash (7 to 40 hex digits, as git rev-parse "
-                         f"--short HEAD prints)")
-    return text.lower()
+                         f"--short HEAD prints, optionally tagged: abc1234-dirty, abc1234+patch)")
+    return match.group(1).lower() + (match.group(2) or "")
 
 
 def profile_spec(text):

@@ -6,7 +6,8 @@ import tempfile
 
 def unwritable(path, folder=False):
     """Why `path` (a file, or with folder=True a folder) cannot be written, or None. Makes
-    the missing folders (as the run would) and creates and removes a file in the folder:
+    the missing folders now, which the run would make at its end (a run refused later for
+    another reason leaves them, empty), and creates and removes a file in the folder:
     permission bits alone do not tell (root; /proc)."""
     where = os.path.abspath(path) if folder else os.path.dirname(os.path.abspath(path))
     above = where

@@ -271,7 +271,8 @@ extern "C" int ft_ch03_row_softmax(int variant, const float* in, float* out, int
                             std::to_string(variant));
     ft::capi::check_present({{"in", in}, {"out", out}});
     ft::capi::check_aligned({{"in", in}, {"out", out}}, sizeof(float));
-    if (rows > 0 && cols >= 1) ft::capi::require_gpu();  // a launch is due (row_softmax refuses the rest)
+    // A launch is due: row_softmax refuses the other sizes itself, with or without a GPU.
+    if (rows > 0 && rows <= INT_MAX && cols >= 1) ft::capi::require_gpu();
     ch03::row_softmax(variant == 0 ? ch03::RowSoftmax::Safe : ch03::RowSoftmax::Online, in, out,
                       rows, cols, stream);
   });

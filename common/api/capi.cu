@@ -48,9 +48,11 @@ void check_aligned(std::initializer_list<std::pair<const char*, const void*>> po
         char hex[32];
         std::snprintf(hex, sizeof hex, "%llx", static_cast<unsigned long long>(at));
         return std::string(hex);
-      }() + " is not a multiple of " + std::to_string(alignment) + " bytes (the kernels move " +
-                        std::to_string(alignment) + " bytes at a time): pass memory from "
-                        "cudaMalloc or a tensor's start, not a view into one");
+      }() + " is not a multiple of " + std::to_string(alignment) + " bytes" +
+                        (alignment == FT_ALIGNMENT
+                             ? " (the kernels move 16 bytes at a time): pass memory from cudaMalloc or a "
+                               "tensor's start, not a view into one"
+                             : " (the size of one element): pass a pointer to an element"));
   }
 }
 

@@ -28,7 +28,7 @@ saved q, k, v, o and lse, P recomputed from them in the backward kernel.
 length other than the query's. What the kernels cannot do is refused before anything
 reaches the library, with an error that says what to change (``attn_mask``, ``dropout_p``,
 dtypes other than bf16/fp16 outside autocast, head dims other than 64 and 128, CPU
-tensors; the operators called directly refuse CPU tensors with the same message). Where the
+tensors; the operators called directly refuse CPU tensors with a message of the same kind). Where the
 forward kernel computes a case the backward kernel does not yet (grouped heads, two
 lengths), a call that needs gradients expands key and value to the query's heads (the
 gradients sum back through the expansion), and a key length other than the query's is

@@ -27,8 +27,8 @@ except flashtut.LibraryError as e:
     sys.exit(77)
 
 F = torch.nn.functional
-# PyTorch's float64 exp on the CPU (2.15) was seen to return values 3e-9 away from the same
-# call repeated, now and then on a loaded machine (python/tests/test_ring.py, CLOSE): the
+# PyTorch's float64 results on the CPU (2.15) were seen to move by 1e-9 between two runs of the
+# same computation, now and then on a loaded machine (python/tests/test_ring.py, CLOSE): the
 # reference is held to 1e-8 of PyTorch's, which any error in the reference's algebra misses by far.
 CLOSE = dict(rtol=1e-8, atol=1e-8)
 

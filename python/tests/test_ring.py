@@ -21,11 +21,11 @@ except ImportError:
 
 import flashtut.ring as ring
 
-# How close float64 results on the CPU are held. PyTorch's float64 exp (2.15, CPU), on its
-# first call in a rank's freshly started process while the machine was loaded, was seen to
-# return values up to 3e-9 away from the same call repeated a moment later (and the ring's
-# result equalled the simulated ring's exactly): so 1e-8, which a wrong merge or a misplaced
-# block misses by many orders of magnitude.
+# How close float64 results on the CPU are held. On a loaded machine, PyTorch (2.15, CPU) was
+# seen to compute the float64 reference at a rank's start up to 1e-9 away from the same
+# computation repeated a moment later, the difference appearing first in an exp (the cause
+# not pinned down; the ring's result equalled the simulated ring's exactly): so 1e-8, which a
+# wrong merge or a misplaced block misses by many orders of magnitude.
 CLOSE = dict(rtol=1e-8, atol=1e-8)
 
 

@@ -296,9 +296,10 @@ class DryRun(unittest.TestCase):
             "source_08_spread_atomics_d64.csv.gz --names S,dP,dV,dQ,dK"))
 
     def test_commit_is_a_hash_of_7_to_40_hex_digits(self):
-        for commit in ("06fd431", "0" * 40, "ABCDEF1"):
+        for commit in ("06fd431", "0" * 40, "ABCDEF1", "938aab2+gpu_run-ch02", "06fd431-dirty"):
             self.plan("--steps", "env", "--commit", commit)
         self.assertEqual(gpu_run.commit_hash("ABCDEF1"), "abcdef1")  # as git prints it
+        self.assertEqual(gpu_run.commit_hash("0999ACA+warp_tiles"), "0999aca+warp_tiles")
 
     def test_tc_variants_per_chapter(self):
         lines = self.plan("--steps", "tc", "--tc-chapters", "07_tensor_core_forward",
