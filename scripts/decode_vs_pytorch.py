@@ -59,12 +59,12 @@ import argparse
 import csv
 import os
 import sys
-import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(os.path.dirname(HERE), "python"))
 sys.path.insert(0, HERE)
 import measure_ceilings  # noqa: E402  (bench, cover: contract 3's timing)
+from paths import unwritable  # noqa: E402  (scripts/paths.py)
 
 D = 128
 GRID = [(b, 32, kv, q, n) for q in (1, 4) for kv in (32, 8, 1) for b in (1, 16, 128)
@@ -223,11 +223,9 @@ def main(argv=None):
     if not torch.cuda.is_available():
         print("decode_vs_pytorch: no CUDA GPU: nothing measured", file=sys.stderr)
         return 3
-    try:  # before any measurement: the CSVs are written after the first shape
-        os.makedirs(args.out, exist_ok=True)
-        tempfile.TemporaryFile(dir=args.out).close()
-    except OSError as e:
-        ap.error(f"--out {args.out}: cannot write there ({e.strerror})")
+    problem = unwritable(args.out, folder=True)  # before any measurement: the CSVs come after the first shape
+    if problem:
+        ap.error(f"--out {args.out}: {problem}")
 
     flashinfer = fi_workspace = None
     if args.flashinfer:
