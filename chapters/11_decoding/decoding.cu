@@ -32,9 +32,10 @@
 
 namespace ch11 {
 
-/// The ledger's guess of the blocks a SM holds at once, for a prediction without a GPU: the
-/// kernels take 72–127 registers a thread at d = 128 (4–7 blocks of 128 threads). A launch
-/// asks the runtime instead (blocks_per_sm below).
+/// The ledger's guess of the blocks a SM holds at once, for a prediction without a GPU: at
+/// d = 128 decode_split takes 88–128 registers a thread with one to four rows a block (4–5
+/// blocks of 128 threads) and up to 212 with sixteen (2 blocks; ptxas, sm_90), so the guess
+/// overstates the splits of wide groups. A launch asks the runtime instead (blocks_per_sm).
 constexpr int kLedgerBlocksPerSm = 4;
 /// A split reads at least this many keys: below it the block's start and the merge's extra
 /// pass are a larger share than the parallelism they buy (two rounds of 4 warps × 32 keys).
@@ -188,8 +189,9 @@ void launch(const ft::Problem& p, Params<T> params, int splits, cudaStream_t str
   const int64_t rows = rows_a_head(p, kGrouped);
   const int64_t heads = kGrouped ? p.kv_heads_total() : p.heads_total();
   if (heads > 65535) throw ft::Unsupported("chapter 11: more than 65535 heads in one launch");
-  // The block's rows: the next power of two at or above them, at most 16 (more: blocks
-  // side by side along z, each reading the K/V head again, mostly from L2).
+  // The block's rows: the next power of two at or above them, at most 16 (more: several
+  // blocks a head along z, each reading the K/V head again; unlike decode_mma's, they are
+  // not neighbours in the launch order, so L2 may not hold the head for the next).
   const int block_rows = rows <= 1 ? 1 : rows <= 2 ? 2 : rows <= 4 ? 4 : rows <= 8 ? 8 : 16;
   const int64_t chunks = (rows + block_rows - 1) / block_rows;
   const auto kernel = kernel_for<T, D, kGrouped, kBatchedV>(block_rows);

@@ -2,8 +2,9 @@
 // reference under the same-precision rule (outputs poisoned first): query rows 1, 4 and 16,
 // key lengths 1, 17, 1000 and 5000 (several splits, a ragged last split), causal aligned
 // bottom-right (the decode position) and not, multi-head, grouped (8 query heads a
-// key/value head) and multi-query (32 on 1: two m16 tiles of rows a block), batches of several
-// sequences; and the refusals (a prompt longer than 16 rows, float32, other head dims).
+// key/value head) and multi-query (32 on 1: one m16 tile of rows a block at these lengths,
+// two only where forced, below), batches of several sequences; and the refusals (a prompt
+// longer than 16 rows, float32, other head dims).
 // The paged cache: sequences of mixed lengths in one batch, appended in interleaved chunks
 // so that their pages are scattered through the pool, pages of 1, 16 and 256 tokens, each
 // sequence against the float64 reference of its own contiguous problem; and the tables
