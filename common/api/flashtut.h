@@ -38,7 +38,8 @@
  *   launches asynchronously on `stream` and returns 0 on success. Errors: -1 for a problem,
  *   pointer or GPU the function cannot serve (ft_last_error() says why, in one line), or a
  *   cudaError_t value (> 0) for a CUDA failure; with no GPU at all, the code CUDA gave
- *   (cudaErrorNoDevice where it counted none) and a message that starts "no CUDA GPU found". No C++ exception ever crosses this API.
+ *   (cudaErrorNoDevice where it counted none) and a message that starts "no CUDA GPU found".
+ *   No C++ exception ever crosses this API.
  * - Views (API version 3): ft_forward_strided and ft_backward_strided take, beside the
  *   pointers, an ft_layout, for the implementations whose info says `strided`: each tensor's strides, so that q, k and v can be views of a
  *   model's projection (`[batch, seq_len, 3, heads, head_dim]` seen as `[B, H, N, d]`) and O
