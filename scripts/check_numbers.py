@@ -820,6 +820,20 @@ def ch11_claims():
             st.setdefault((r["batch"], r["heads_kv"], r["seq_len"], r["len_kv"]), {})[r["stages"]] = float(r["ms"])
     three = span([x["2"] / x["3"] for x in st.values()])
     out += [(CH11, f"changed nothing ({three},"), (CH11_CASE, f"on twelve shapes (`ch11_stages.csv`): {three} the two-stage kernel")]
+    # 64-key block tiles, three blocks a SM, beside the 128-key tile (an H100): tensor_cores' speed.
+    tk = {}
+    for r in read_h100("ch11_tile_keys.csv"):
+        if r["variant"] == "tensor_cores":
+            tk.setdefault((int(r["batch"]), int(r["heads_kv"]), int(r["len_kv"])), {})[r["setting"]] = float(r["ms"])
+    speed = {k: x["built"] / x["FT_CH11_TILE_KEYS=64"] for k, x in tk.items()}
+    vs = {(int(r["batch"]), int(r["heads_kv"]), int(r["len_kv"]), r["impl"], r["setting"]): float(r["ms"])
+          for r in read_h100("ch11_tile_keys_vs_pytorch.csv") if r["status"] == "ok"}
+    cudnn = [f"{vs[(128, 1, 1024, 'torch_cudnn', s)] / vs[(128, 1, 1024, 'ch11', s)]:.2f}"
+             for s in ("built", "FT_CH11_TILE_KEYS=64")]
+    out += [(CH11_CASE, f"B = 128 with 32 heads on one and 1k keys: {speed[(128, 1, 1024)]:.2f}× "
+                        f"(cuDNN's time over ours from {cudnn[0]} to {cudnn[1]}"),
+            (CH11_CASE, f"thirteen it ran at {span([v for k, v in speed.items() if k != (128, 1, 1024)])} the 128-key"),
+            (CH11_CASE, f"{span([v for k, v in speed.items() if k[:2] == (1, 1)])} at B = 1 with 32 heads on one")]
     out += [(CH11, f"batched_v read {rd(lambda r: r == 1, 'batched_v')} of it with one row"),
             (CH11, f"{rd(lambda r: r == 4, 'batched_v')} with four"),
             (CH11, f"and {max(of_read(t, k, 'batched_v') for k in long_ if rows(k) >= 16):.2f} or less with 16 or more"),
