@@ -809,7 +809,7 @@ DECODE_SPLITS, DECODE_SPLIT_SHAPES = (1, 2, 4, 8, 16, 32, 64, 128), ((1, 8, 3276
 # The shapes --decode-ab compares settings on (B, key/value heads, cached keys; one query
 # row): where the grid missed the read's 85% (B = 1 with grouped heads, 32 heads on one),
 # two short caches, where the launches and the merge are most of the time, one that met it,
-# as a control, and 32 heads on one at every batch from 1k to 128k keys, where it trails
+# as a control, and 32 heads on one at B = 1, 16 and 128 from 1k keys up, where it trails
 # cuDNN.
 DECODE_AB_SHAPES = ((1, 8, 32768), (1, 8, 131072), (1, 1, 32768), (16, 1, 32768), (128, 1, 32768), (16, 8, 32768),
                     (1, 1, 1024), (1, 8, 8192), (1, 1, 8192), (1, 1, 131072), (16, 1, 1024), (16, 1, 8192),
