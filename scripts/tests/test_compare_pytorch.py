@@ -518,7 +518,7 @@ class WholeRun(unittest.TestCase):
         self.assertIn("vs flash", out)
         self.assertRegex(out, r"ch07_fastest +forward +bf16 +64 +64 +1 +0\.800 .* 1\.25x")
         self.assertRegex(out, r"ch05_flash .*torch_efficient 2\.000 ms \(1\.25x\)")
-        self.assertTrue(torch._test.sleeps and all(c == cp.COVER_CYCLES for c in torch._test.sleeps))
+        self.assertTrue(torch._test.sleeps and all(c == cp.measure_ceilings.COVER_CYCLES for c in torch._test.sleeps))
 
     def test_a_wrong_result_fails_the_run(self):
         rc, rows, out, err, _ = self.run_script(
