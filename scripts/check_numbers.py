@@ -206,6 +206,23 @@ def ch10_persistent(keep, digits=2):
                  if keep(k)], digits)
 
 
+COUNTER_RUNS = ("ch10_counter.csv", "ch10_counter_run3.csv")  # every shape, beside cuDNN
+
+
+def ch10_counter(keep, digits=2, files=COUNTER_RUNS, num="ch10_lean", den="ch10_persistent"):
+    """Step 9 taking key blocks from a counter on the H100: num's time over den's (by default
+    step 9's speed over step 8's), over the runs `files` and the shapes (B, H, N, d, causal)
+    keep accepts."""
+    return span([x[num] / x[den] for f in files for k, x in ch10_h100_table(f).items()
+                 if keep(k) and num in x and den in x], digits)
+
+
+def ch10_counter_ms(impl, n, d, files):
+    """impl's backward ms at N = n, d, without the mask, over the H100 runs `files`."""
+    return [x[impl] for f in files for k, x in ch10_h100_table(f).items()
+            if k[2] == n and k[3] == d and k[4] == 0 and impl in x]
+
+
 def ch10_small_ms(name, n, d):
     """prepare_backward's and convert_dq's Nsight Compute times, and the main kernel's, at (N, d)."""
     rows = read_h100(name)
@@ -310,10 +327,25 @@ def ch10_claims():
                     f"small kernels take {fit['small']:.2f} ms of the intercept"),
         (CH10_CASE, f"which leaves {fit['block']:.1f} µs a block that does not grow with its tiles, against "
                     f"{fit['tiles']:.0f} µs of tiles at N = 4096"),
-        (CH10, f"without the mask, {ch10_persistent(lambda k: k[4] == 0 and k[2] == 1024)} step 8 at N = 1024, "
-               f"{ch10_persistent(lambda k: k[4] == 0 and k[2] == 4096)} at 4096, "
-               f"{ch10_persistent(lambda k: k[4] == 0 and k[2] == 16384)} at 16384; causal, "
-               f"{ch10_persistent(lambda k: k[4] == 1)}"),
+        (CH10, f"{ch10_counter(lambda k: k[2] == 1024)} step 8 at N = 1024 and "
+               f"{ch10_counter(lambda k: k[2] == 4096)} at 4096, causal or not; "
+               f"{ch10_counter(lambda k: k[2] == 16384)} at 16384"),
+        (CH10, f"A fixed walk (`gridDim.x` apart) lost {ch10_persistent(lambda k: k[4] == 1)} under the mask"),
+        (CH10_CASE, f"{ch10_counter(lambda k: k[2] == 1024)} step 8 at N = 1024 and "
+                    f"{ch10_counter(lambda k: k[2] == 4096)} at 4096, causal or not; under the mask at N = 16384, "
+                    f"{ch10_counter(lambda k: k[2] == 16384 and k[4] == 1 and k[3] == 64)} and "
+                    f"{ch10_counter(lambda k: k[2] == 16384 and k[4] == 1 and k[3] == 128)} (d = 64, 128)"),
+        (CH10_CASE, f"Against cuDNN at N = 4096 without the mask, "
+                    f"{ch10_counter(lambda k: k[2] == 4096 and k[4] == 0, num='torch_cudnn')} (step 8: "
+                    f"{ch10_counter(lambda k: k[2] == 4096 and k[4] == 0, num='torch_cudnn', den='ch10_lean')})"),
+        (CH10_CASE, f"it measured {ch10_counter(lambda k: k[2] == 16384 and k[4] == 0, files=COUNTER_RUNS + ('ch10_counter_run2.csv',))} "
+                    f"step 8. In a run with no PyTorch backend (`ch10_counter_alone.csv`) it measured "
+                    f"{ch10_counter(lambda k: k[2] == 16384 and k[4] == 0 and k[3] == 128, files=('ch10_counter_alone.csv',))} and "
+                    f"{ch10_counter(lambda k: k[2] == 16384 and k[4] == 0 and k[3] == 64, files=('ch10_counter_alone.csv',))} "
+                    f"(d = 128, 64), and there step 8 itself took "
+                    f"{ch10_counter_ms('ch10_lean', 16384, 64, ('ch10_counter_alone.csv',))[0]:.2f} ms at d = 64, against "
+                    f"{span(ch10_counter_ms('ch10_lean', 16384, 64, COUNTER_RUNS + ('ch10_counter_run2.csv',)), 2, ' ms')} "
+                    f"in the other three"),
         (CH10_CASE, "without the mask, " + ", ".join(
             f"{ch10_persistent(lambda k, n=n: k[4] == 0 and k[2] == n and k[3] == 64, 3)} and "
             f"{ch10_persistent(lambda k, n=n: k[4] == 0 and k[2] == n and k[3] == 128, 3)}"
@@ -374,9 +406,16 @@ def ch10_claims():
         ("README.md", f"where chapter 10's backward runs "
                       f"{ch10_span(lambda x, d: fast(x, d) / x['torch_cudnn'], at(64))} cuDNN's"),
         ("README.md", f"with step 8, on an H100, {h100_training()}"),
-        ("README.md", f"adds {ch10_persistent(lambda k: k[4] == 0 and k[2] == 1024)} at N = 1024 and "
-                      f"{ch10_persistent(lambda k: k[4] == 0 and k[2] == 4096)} at 4096 without the mask and loses "
-                      f"under it ({ch10_persistent(lambda k: k[4] == 1)}, on an H100"),
+        ("README.md", f"adds {ch10_counter(lambda k: k[2] == 1024)} at N = 1024 and "
+                      f"{ch10_counter(lambda k: k[2] == 4096)} at 4096, causal or not, and measures "
+                      f"{ch10_counter(lambda k: k[2] == 16384)} at 16384"),
+        ("README.md", f"a fixed walk lost {ch10_persistent(lambda k: k[4] == 1)} under the mask"),
+        ("docs/methodology.md", f"step 8 took "
+                                f"{span(ch10_counter_ms('ch10_lean', 16384, 64, COUNTER_RUNS + ('ch10_counter_run2.csv',)), 2, ' ms')} "
+                                f"at d = 64 in three runs where it followed cuDNN, and "
+                                f"{ch10_counter_ms('ch10_lean', 16384, 64, ('ch10_counter_alone.csv',))[0]:.2f} in one"),
+        ("docs/answers.md", f"at this shape it measured "
+                            f"{ch10_counter(lambda k: k[2] == 16384 and k[4] == 1 and k[3] == 128)} step 8 on an H100"),
         ("README.md", f"cuDNN backward ({ch10_span(lambda x, d: fast(x, d) / x['torch_cudnn'], long_, LATEST)} in a "
                       f"later run with step 8's unchecked atomics)"),
         ("docs/mainpage.md", f"with step 8, on an H100, {h100_training()}"),

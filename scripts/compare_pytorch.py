@@ -142,6 +142,19 @@ OURS = our_impls(_REGISTRY)
 DEFAULT_OURS = default_ours(_REGISTRY)
 
 
+def use_library(path):
+    """Takes our implementations' names from the library at `path` (--lib) instead of the
+    default one read at import, so that --impls is checked against the library the run
+    calls. A library that cannot be loaded leaves them as they are: main() reports it."""
+    global _REGISTRY, OURS, DEFAULT_OURS
+    try:
+        flashtut.load(path)
+        impls = flashtut.implementations()
+    except (flashtut.LibraryError, OSError):
+        return
+    _REGISTRY, OURS, DEFAULT_OURS = impls, our_impls(impls), default_ours(impls)
+
+
 def spec_of(name):
     """The module's Impl behind one of our CSV names."""
     kind, key = OURS[name]
@@ -162,6 +175,11 @@ def csv_list(values, convert=str):
 
 
 def parse_args(argv):
+    early = argparse.ArgumentParser(add_help=False)
+    early.add_argument("--lib")
+    lib = early.parse_known_args(argv)[0].lib
+    if lib:
+        use_library(lib)
     ap = argparse.ArgumentParser(
         description="Times the chapters' kernels (through python/flashtut) and PyTorch's "
                     "attention backends on the tutorial's shapes (CUDA events, warm-up, "

@@ -84,10 +84,11 @@ struct SpecializedBackwardTraits {
   /// (query, key) pair are masked, and dSᵀ is left unscaled: the softmax scale multiplies dK
   /// once at its store and dQ once in its conversion, not every score gradient.
   static constexpr bool kLean = kLean_;
-  /// Step 9: one block an SM, each walking the key blocks gridDim.x apart (the kernel's walk
-  /// over work items, which the other steps take one step of: a block an item). Once the
-  /// consumers have added the item's last dQ and arrive on kv_empty, the producer loads the
-  /// next item's K and V, then its first query tiles, while the consumers store dK and dV.
+  /// Step 9: one block an SM, each taking key blocks from a counter until none is left (the
+  /// kernel's walk over work items, which the other steps take one step of: a block an item).
+  /// Once the consumers have added the item's last dQ and arrive on kv_empty, the producer
+  /// loads the next item's K and V, then its first query tiles, while the consumers store dK
+  /// and dV.
   static constexpr bool kPersistent = kPersistent_;
   static constexpr bool kSpecialized = true;  ///< a producer warpgroup, two consumers
   static constexpr bool kViews = false;       ///< contiguous tensors (ft::Views<...> reads views)
@@ -127,10 +128,10 @@ struct SpecializedBackwardTraits {
   /// an empty barrier a dQ buffer (kBulk's; allotted always, 32 bytes).
   static constexpr int kBarriers = 2 + 2 * kStages + 2 * 2;
   /// 1024 bytes to align the first tile, K, V, the stages' Q and dO, dSᵀ, the stages' L and
-  /// D, the dQ buffers, the barriers.
+  /// D, the dQ buffers, the barriers, step 9's next key block (an int, allotted always).
   static constexpr size_t kSmemBytes = size_t(ft::sm90::kAtomBytes) + 2 * KvTile::kBytes +
                                        kStages * (2 * size_t(QTile::kBytes) + kRowStatsBytes) + DsTile::kBytes +
-                                       kDqBytes + kBarriers * sizeof(uint64_t);
+                                       kDqBytes + kBarriers * sizeof(uint64_t) + sizeof(int);
 
   static_assert(D == 64 || D == 128, "dV's and dK's wgmma is m64n{d}k16, dQ's m64n{d/2}k16 or m64n{d}k16");
   static_assert(Br == 64 || (Br == 128 && D == 64 && !kOverlap),

@@ -54,8 +54,9 @@ template <class T, int D> using PUnderDp = SpecializedBackwardTraits<T, D, DqAdd
 template <class T, int D>
 using Lean = std::conditional_t<D == 128, SpecializedBackwardTraits<T, D, DqAdd::kBulk, false, Schedule::kInOrder, 64, true>,
                                 SpecializedBackwardTraits<T, D, DqAdd::kAtomics, false, Schedule::kInOrder, 128, true>>;
-// Step 9, persistent: step 8 on one block an SM, each walking the key blocks, so that a key
-// block's K, V and first query tiles load while the previous one's dK and dV are stored.
+// Step 9, persistent: step 8 on one block an SM, each taking key blocks from a counter, so
+// that a key block's K, V and first query tiles load while the previous one's dK and dV are
+// stored.
 template <class T, int D>
 using Persistent =
     std::conditional_t<D == 128,
@@ -65,8 +66,9 @@ using Persistent =
 // 1.03-1.06x step 3 at d = 128 and 1.15-1.21x step 6 at d = 64, 0.90-0.97x and 0.78-0.86x
 // cuDNN; its unchecked dQ atomics added 1.07-1.08x at d = 64 after that run (on an H100,
 // plots/results/h100/ch10_unchecked_adds.csv), and with them it ran 0.87-0.99x and
-// 0.85-0.96x cuDNN (plots/results/h200/ch10_dq_order.csv). Step 9 beats it without the mask
-// at N <= 4096 and loses under it (an H100: plots/results/h100/ch10_persistent.csv).
+// 0.85-0.96x cuDNN (plots/results/h200/ch10_dq_order.csv). Step 9 runs 1.00-1.07x it at
+// N <= 4096, causal or not, and 0.92-1.01x at N = 16384, where the kernels' place in the run
+// moves either by as much (an H100: plots/results/h100/ch10_counter*.csv); not yet on the H200.
 template <class T, int D> using Fastest = Lean<T, D>;
 
 constexpr int kSmallBlock = 256;  ///< threads of the small kernels
@@ -85,11 +87,13 @@ using ft::tc::unpack2;
 /// whole query tiles (stats_rows). For a row of the problem, D = rowsum(dO∘O) (shuffles
 /// across the row's threads sum in float32), L2 = lse·log2(e) (the kernels' exponentials are
 /// base 2), and its float32 dQ accumulator cleared on the way; a padding row gets L2 = −∞
-/// and D = 0, which weigh nothing. kViews: O and dO where their strides say.
+/// and D = 0, which weigh nothing; and step 9's counter of key blocks set to 0. kViews: O
+/// and dO where their strides say.
 template <class T, int D, bool kViews>
 __global__ void prepare_backward(const T* O, const T* dO, ft::Strides so, ft::Strides sdo, int heads,
-                                 const float* lse, float* L2, float* Drow, float* dq_acc, int64_t padded_rows,
-                                 int stats_rows, int Nq) {
+                                 const float* lse, float* L2, float* Drow, float* dq_acc, int* next_work,
+                                 int64_t padded_rows, int stats_rows, int Nq) {
+  if (blockIdx.x == 0 && threadIdx.x == 0) *next_work = 0;
   constexpr int kLanes = D / kChunk;                   // threads a row: a power of two, within a warp
   constexpr int kRowsPerBlock = kSmallBlock / kLanes;  // 32 at d = 64, 16 at d = 128
   static_assert(kLanes <= ft::kWarpSize && ft::kWarpSize % kLanes == 0, "a row's threads lie in one warp");
@@ -163,10 +167,11 @@ int64_t q_tiles(const ft::Problem& p) {
 }
 
 /// The workspace: L2 and Drow (a float a padded row each), the float32 dQ accumulator, then
-/// a counter a query tile (step 4's order of adds; allotted always, an int a tile).
+/// a counter a query tile (step 4's order of adds; allotted always, an int a tile) and step
+/// 9's counter of key blocks.
 size_t workspace_bytes(const ft::Problem& p) {
   return (2 * size_t(padded_rows(p)) + size_t(p.elems())) * sizeof(float) +
-         size_t(q_tiles(p) * p.heads_total()) * sizeof(int);
+         size_t(q_tiles(p) * p.heads_total() + 1) * sizeof(int);
 }
 
 /// The three kernels of one step on contiguous tensors (Tr) or on views (ft::Views<Tr>: the
@@ -192,11 +197,12 @@ void launch_on(const ft::Problem& p, const ft::BackwardArgs& a, const ft::Layout
   float* Drow = L2 + prows;
   float* dq_acc = Drow + prows;
   int* dq_turn = reinterpret_cast<int*>(dq_acc + p.elems());
+  int* next_work = dq_turn + q_tiles(p) * p.heads_total();
 
   constexpr int kPrepRows = kSmallBlock / (Tr::D / kChunk);  // prepare_backward's rows a block
   prepare_backward<T, Tr::D, kViews><<<int((prows + kPrepRows - 1) / kPrepRows), kSmallBlock, 0, stream>>>(
-      a.O.as<T>(), a.dO.as<T>(), layout.O, layout.dO, p.heads_q, a.lse, L2, Drow, dq_acc, prows, stats_rows(p),
-      p.len_q);
+      a.O.as<T>(), a.dO.as<T>(), layout.O, layout.dO, p.heads_q, a.lse, L2, Drow, dq_acc, next_work, prows,
+      stats_rows(p), p.len_q);
   CUDA_CHECK_LAUNCH();
 
   const Params<T> params{a.Q.as<T>(), a.K.as<T>(), a.V.as<T>(), a.dO.as<T>(), L2, Drow, dq_acc,
@@ -215,7 +221,7 @@ void launch_on(const ft::Problem& p, const ft::BackwardArgs& a, const ft::Layout
     // are fewer key blocks; the other steps, a block a key block.
     const int grid = Tr::kPersistent ? int(std::min<int64_t>(blocks, std::max(ft::sm_count(), 1))) : int(blocks);
     specialized_backward<Tr><<<grid, Tr::kThreads, Tr::kSmemBytes, stream>>>(
-        params, GradStrides{layout.dK, layout.dV}, dq_turn, map_q, map_k, map_v, map_do);
+        params, GradStrides{layout.dK, layout.dV}, dq_turn, next_work, map_q, map_k, map_v, map_do);
   } else {
     ft::allow_dynamic_smem(wgmma_backward<Tr>, Tr::kSmemBytes, "chapter 10 backward");
     wgmma_backward<Tr><<<int(blocks), Tr::kThreads, Tr::kSmemBytes, stream>>>(params);
@@ -305,7 +311,7 @@ std::vector<ft::BackwardImpl> backward_impls() {
           impl<TallBulk, CompiledD64>("tall_bulk", "tall with bulk_dq's adds by the copy engine (d = 64)"),
           impl<PUnderDp>("p_under_dp", "bulk_dq with P's exponentials and dV's product under dPᵀ's product"),
           impl<Lean>("lean", "bulk_dq (d = 128) or tall (d = 64) with only the tiles that need it masked and dS unscaled"),
-          impl<Persistent>("persistent", "lean on a block an SM, each walking the key blocks"),
+          impl<Persistent>("persistent", "lean on a block an SM, each taking key blocks from a counter"),
           fastest()};
 }
 

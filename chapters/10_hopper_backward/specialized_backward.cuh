@@ -94,37 +94,70 @@ __device__ __forceinline__ BlockWork block_work(const Params<typename Tr::T>& p,
   return w;
 }
 
+/// The roles of a specialized block that walk its key blocks.
+enum class Role { kProducer, kAdder, kConsumer };
+
 /// Calls f(w, item) for each key block (work item) this block owns, `item` counting them
-/// from 0: its own, blockIdx.x (steps 2-8), or every gridDim.x-th from blockIdx.x (step 9).
-/// Steps 2-8 get straight-line code, with no loop for the compiler to carry registers
-/// across, and `first`, the block's own, which the kernel works out before its roles split,
-/// as it always did (worked out inside each role instead, it cost `tall` an 8-byte spill).
+/// from 0. Steps 2-8: its own, blockIdx.x, worked out before the roles split (`first`), as
+/// straight-line code with no loop for the compiler to carry registers across (worked out
+/// inside each role instead, it cost `tall` an 8-byte spill).
+///
+/// Step 9: blockIdx.x first, then whichever key block comes next in the launch's order when
+/// the block asks for one: the producer counts itself in on `next_work` (an atomic add, the
+/// key blocks gridDim.x on being handed out in that order, as the GPU hands out the blocks of
+/// steps 2-8), waits until K and V of the previous item are free (kv_empty), and writes the
+/// key block into shared memory (`next`); its arrival on kv_full, with K and V's bytes, tells
+/// the others, who read it there. A number past the last key block ends the walk: the
+/// producer arrives on kv_full without bytes, and every role leaves. The adder's lanes (kBulk)
+/// arrive on kv_empty once each has read its item, so that `next` is not written again before.
 template <class Tr, class F>
-__device__ __forceinline__ void for_each_item(const Params<typename Tr::T>& p, const BlockWork& first, F&& f) {
+__device__ __forceinline__ void for_each_item(const Params<typename Tr::T>& p, const BlockWork& first, Role role,
+                                              int* next_work, int* next, uint64_t* kv_full, uint64_t* kv_empty,
+                                              F&& f) {
   if constexpr (Tr::kPersistent) {
-    int item = 0;
-    for (int work = blockIdx.x; work < p.work_items; work += gridDim.x) f(block_work<Tr>(p, work), item++);
+    int work = blockIdx.x;
+    for (int item = 0;; ++item) {
+      if (role == Role::kProducer) {
+        if (item > 0) {
+          work = atomicAdd(next_work, 1) + int(gridDim.x);
+          ft::sm90::wait(kv_empty, (item - 1) & 1);  // the previous item's K, V and `next` are read
+          *next = work;
+        }
+      } else {
+        // Each item's K and V, the first's too. A parity names the phase before the open one
+        // as well, which has completed: a role that reached item k+1's wait while phase k
+        // was still open (the adder, with nothing to add for a key block no query sees)
+        // would pass it at once and read `next` before the producer wrote it.
+        ft::sm90::wait(kv_full, item & 1);
+        if (item > 0) work = *next;
+      }
+      if (work >= p.work_items) {
+        if (role == Role::kProducer) ft::sm90::arrive(kv_full);
+        return;
+      }
+      if (role == Role::kAdder) ft::sm90::arrive(kv_empty);  // each lane releases its own read
+      f(block_work<Tr>(p, work), item);
+    }
   } else {
     f(first, 0);
   }
 }
 
-/// The producer: one thread. For the block's `item`-th key block, K and V once the
-/// consumers have done with the previous item's (kv_empty), then every query tile's Q, dO,
-/// L·log2 e and D into the ring of stages (`it` counts tiles, across items), each once the
-/// consumers have emptied it.
+/// The producer: one thread. For one key block, K and V (step 9: once the others have done
+/// with the previous item's, for_each_item), then every query tile's Q, dO, L·log2 e and D
+/// into the ring of stages (`it` counts tiles, across items), each once the consumers have
+/// emptied it.
 template <class Tr>
-__device__ void produce(const Params<typename Tr::T>& p, const BlockWork& w, int item, int& it, typename Tr::T* Ks,
-                        typename Tr::T* Qs, float* stats, uint64_t* kv_full, uint64_t* kv_empty, uint64_t* full,
-                        uint64_t* empty, const CUtensorMap* map_q, const CUtensorMap* map_k,
-                        const CUtensorMap* map_v, const CUtensorMap* map_do) {
+__device__ void produce(const Params<typename Tr::T>& p, const BlockWork& w, int& it, typename Tr::T* Ks,
+                        typename Tr::T* Qs, float* stats, uint64_t* kv_full, uint64_t* full, uint64_t* empty,
+                        const CUtensorMap* map_q, const CUtensorMap* map_k, const CUtensorMap* map_v,
+                        const CUtensorMap* map_do) {
   using T = typename Tr::T;
   using QTile = typename Tr::QTile;
   using KvTile = typename Tr::KvTile;
   constexpr int kQElems = QTile::kBytes / sizeof(T), kKvElems = KvTile::kBytes / sizeof(T);
   constexpr uint32_t kStatsBytes = Tr::Br * sizeof(float);  // one tile's L (or D): 256 or 512 aligned bytes
   const int h_kv = w.kv_head % p.heads_kv;
-  if (item > 0) ft::sm90::wait(kv_empty, (item - 1) & 1);  // the previous item's products are done
   ft::sm90::arrive_expect_tx(kv_full, 2 * KvTile::kBytes);
   for (int pnl = 0; pnl < KvTile::kPanels; ++pnl) {
     const int col = pnl * ft::sm90::kPanelCols;
@@ -284,7 +317,7 @@ __device__ void add_dq_rows(const Params<typename Tr::T>& p, const BlockWork& w,
 
 template <class Tr>
 __global__ void __launch_bounds__(Tr::kThreads, 1)
-    specialized_backward(const Params<typename Tr::T> p, const GradStrides gs, int* dq_turn,
+    specialized_backward(const Params<typename Tr::T> p, const GradStrides gs, int* dq_turn, int* next_work,
                          const __grid_constant__ CUtensorMap map_q,
                          const __grid_constant__ CUtensorMap map_k, const __grid_constant__ CUtensorMap map_v,
                          const __grid_constant__ CUtensorMap map_do) {
@@ -306,18 +339,21 @@ __global__ void __launch_bounds__(Tr::kThreads, 1)
   float* const stats = reinterpret_cast<float*>(dSs + DsTile::kBytes / sizeof(T));  // stage s: L, then D
   float* const dQs = stats + Tr::kStages * 2 * Br;
   uint64_t* const kv_full = reinterpret_cast<uint64_t*>(reinterpret_cast<uint8_t*>(dQs) + Tr::kDqBytes);
-  uint64_t* const kv_empty = kv_full + 1;      // step 9: K and V read, one arrival a consumer thread
+  uint64_t* const kv_empty = kv_full + 1;      // step 9: K, V and `next` read (each reader arrives)
   uint64_t* const full = kv_full + 2;          // a stage has landed: one arrival + its bytes
   uint64_t* const empty = full + Tr::kStages;  // a stage is free again: one arrival a consumer thread
   uint64_t* const dq_full = empty + Tr::kStages;  // kBulk: a dQ buffer is written, one arrival a consumer warp
   uint64_t* const dq_empty = dq_full + 2;         // kBulk: a dQ buffer is read by the copy engine
+  int* const next = reinterpret_cast<int*>(dq_empty + 2);  // step 9: the key block handed out next
 
   const int wg = ft::sm90::warpgroup_index();  // 0: producer; 1, 2: consumers
   const BlockWork first = block_work<Tr>(p, blockIdx.x);  // the block's own key block
 
   if (threadIdx.x == 0) {
     ft::sm90::barrier_init(kv_full, 1);
-    if constexpr (Tr::kPersistent) ft::sm90::barrier_init(kv_empty, Tr::kConsumerThreads);
+    // Step 9: K, V and `next` read: every consumer thread, and every lane of the adder (kBulk).
+    if constexpr (Tr::kPersistent)
+      ft::sm90::barrier_init(kv_empty, Tr::kConsumerThreads + (Tr::kDq == DqAdd::kBulk ? 32 : 0));
     for (int s = 0; s < Tr::kStages; ++s) {
       ft::sm90::barrier_init(&full[s], 1);
       ft::sm90::barrier_init(&empty[s], Tr::kConsumerThreads);
@@ -336,9 +372,10 @@ __global__ void __launch_bounds__(Tr::kThreads, 1)
     const bool producer = threadIdx.x == 0, adder = Tr::kDq == DqAdd::kBulk && threadIdx.x / 32 == 1;
     if (!producer && !adder) return;
     int it = 0;
-    for_each_item<Tr>(p, first, [&](const BlockWork& w, int item) {
+    const Role role = producer ? Role::kProducer : Role::kAdder;
+    for_each_item<Tr>(p, first, role, next_work, next, kv_full, kv_empty, [&](const BlockWork& w, int) {
       if (producer)
-        produce<Tr>(p, w, item, it, Ks, Qs, stats, kv_full, kv_empty, full, empty, &map_q, &map_k, &map_v, &map_do);
+        produce<Tr>(p, w, it, Ks, Qs, stats, kv_full, full, empty, &map_q, &map_k, &map_v, &map_do);
       else if constexpr (Tr::kDq == DqAdd::kBulk)
         add_dq_rows<Tr>(p, w, it, dQs, dq_full, dq_empty, dq_turn);
     });
@@ -364,7 +401,7 @@ __global__ void __launch_bounds__(Tr::kThreads, 1)
       uint32_t(__cvta_generic_to_shared(dSs)) + uint32_t(dq_row0 / ft::sm90::kPanelCols * DsTile::kPanelBytes);
 
   int it = 0;
-  for_each_item<Tr>(p, first, [&](const BlockWork& w, int item) {
+  for_each_item<Tr>(p, first, Role::kConsumer, next_work, next, kv_full, kv_empty, [&](const BlockWork& w, int item) {
     const int key_base = w.k0 + c * ft::sm90::kMmaM;
     float dk[kO], dv[kO];
 #pragma unroll

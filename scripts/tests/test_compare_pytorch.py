@@ -111,6 +111,17 @@ class CommandLine(unittest.TestCase):
         self.assertEqual(r.returncode, 2)
         self.assertIn("cmake --workflow --preset test", r.stderr)
 
+    @unittest.skipUnless(HAVE_LIB, "no libflashtut built")
+    def test_impls_are_checked_against_the_library_lib_names(self):
+        # No library where FLASHTUT_LIB points: the names --impls takes come from --lib's.
+        name = next(n for n in cp.OURS if n.startswith("ch10_"))
+        with tempfile.TemporaryDirectory() as tmp:
+            env = {**os.environ, "FLASHTUT_LIB": os.path.join(tmp, "nope.so")}
+            r = subprocess.run([sys.executable, SCRIPT, "--lib", LIB, "--list", "--backward", "--impls", name],
+                               capture_output=True, text=True, env=env)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertTrue(any(l.startswith(name + " ") for l in r.stdout.splitlines()), r.stdout)
+
     @unittest.skipIf(HAVE_TORCH, "PyTorch is installed here")
     @unittest.skipUnless(HAVE_LIB, "no libflashtut built")
     def test_without_torch_it_says_so(self):
