@@ -17,7 +17,9 @@ How it runs:
     `tests` through ctest.
   - Before the steps that run programs, BUILD_DIR (default build/) is configured and built
     with Ninja if it holds no tour binary (with --build-targets: those targets, always); the
-    steps that need only the library build just that when it is missing.
+    steps that need only the library build just that when it is missing. A BUILD_DIR that
+    scripts/pack_build.py packed elsewhere (it holds PACKED.txt) is never built: its
+    gzipped library is unpacked, and the ctest step refuses.
   - Every command's output goes to its own log in OUT_DIR/logs/ (e.g. logs/tour_d64_n1024.log),
     and each step prints what the log says in a line or two, to the screen and to
     OUT_DIR/summary.txt. logs/gpu_run.log lists every command run, its exit status and
@@ -52,6 +54,8 @@ import tarfile
 import textwrap
 import time
 import traceback
+
+import pack_build
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # The tree's Python folders, importable by name in every child (python/ holds the flashtut
@@ -403,7 +407,18 @@ class Run:
 def build(run, need_programs):
     """Configures and builds BUILD_DIR with Ninja: --build-targets' targets when given and the
     steps run programs, else everything when they do and it holds no tour binary, else the
-    library alone when that is missing. True if it built."""
+    library alone when that is missing. True if it built. A pack (scripts/pack_build.py's,
+    BUILD_DIR/PACKED.txt) is never built: its gzipped files are unpacked, and the steps
+    find what it holds and skip what it lacks."""
+    marker = os.path.join(run.build, pack_build.MARKER)
+    if os.path.isfile(marker):
+        with open(marker) as f:
+            said = f"== prebuilt ({run.build}): " + "; ".join(f.read().splitlines())
+        if run.dry_run:
+            print(said)
+        else:
+            run.say(said, *[f"unpacked {os.path.relpath(p, run.build)}" for p in pack_build.unpack(run.build)])
+        return True
     tour = os.path.join(run.build, "chapters", "tour", "tour")
     targets = run.args.build_targets
     if need_programs and targets:  # only these, whatever the folder holds (Ninja skips what is built)
@@ -543,6 +558,13 @@ def step_ctest(run):
     the tests --ctest-regex names (e.g. "^ch08[.]": chapter 08's)."""
     regex = run.args.ctest_regex
     run.say(f"== ctest -R '{regex}'")
+    if os.path.isfile(os.path.join(run.build, pack_build.MARKER)):
+        refusal = (f"{run.build} is a pack (scripts/pack_build.py): ctest needs the whole build "
+                   "folder; the tests step runs the packed test binaries")
+        if run.dry_run:
+            print("ctest refused: " + refusal)
+            return
+        raise RuntimeError(refusal)
     log = run.path("logs", "ctest.log")
     start = int(time.time())
     rc = run.sh(["ctest", "--test-dir", run.build, "-j", str(JOBS), "--output-on-failure",

@@ -230,6 +230,19 @@ class DryRun(unittest.TestCase):
                     "--build-targets", "flashtut", "test_ch11_decoding_gpu").stdout.splitlines()
         self.assertIn("-j 16 --target flashtut test_ch11_decoding_gpu", self.commands(lines, "cmake")[1])
 
+    def test_a_pack_is_never_built_and_ctest_refuses_it(self):
+        pack = os.path.join(self.tmp.name, "build_pack")
+        fake_build(pack)
+        with open(os.path.join(pack, "PACKED.txt"), "w") as f:
+            f.write("targets: flashtut tour\ncommit: abc\n")
+        lines = run(self.out, "--build", pack, "--dry-run", "--steps", "tour", "ctest",
+                    "--build-targets", "flashtut").stdout.splitlines()
+        self.assertEqual(self.commands(lines, "cmake"), [])
+        self.assertIn(f"== prebuilt ({os.path.realpath(pack)}): targets: flashtut tour; commit: abc", lines)
+        self.assertTrue(any(line.startswith("ctest refused: ") for line in lines))
+        self.assertEqual(self.commands(lines, "ctest --test-dir"), [])
+        self.assertTrue(self.commands(lines, os.path.join(os.path.realpath(pack), "chapters", "tour", "tour")))
+
     def test_python_steps_get_the_tree_and_the_options(self):
         lines = self.plan("--steps", "vs_pytorch,ctest", "--vs-dtypes", "bf16",
                           "--ctest-regex", "^ch08[.]", "--sizes", "4096")
