@@ -19,7 +19,8 @@ How it runs:
     with Ninja if it holds no tour binary (with --build-targets: those targets, always); the
     steps that need only the library build just that when it is missing. A BUILD_DIR that
     scripts/pack_build.py packed elsewhere (it holds PACKED.txt) is never built: its
-    gzipped library is unpacked, and the ctest step refuses.
+    gzipped library is unpacked, the ctest step refuses, and only the steps whose programs
+    it holds can pass (name them with --steps).
   - Every command's output goes to its own log in OUT_DIR/logs/ (e.g. logs/tour_d64_n1024.log),
     and each step prints what the log says in a line or two, to the screen and to
     OUT_DIR/summary.txt. logs/gpu_run.log lists every command run, its exit status and
@@ -408,16 +409,23 @@ def build(run, need_programs):
     """Configures and builds BUILD_DIR with Ninja: --build-targets' targets when given and the
     steps run programs, else everything when they do and it holds no tour binary, else the
     library alone when that is missing. True if it built. A pack (scripts/pack_build.py's,
-    BUILD_DIR/PACKED.txt) is never built: its gzipped files are unpacked, and the steps
-    find what it holds and skip what it lacks."""
+    BUILD_DIR/PACKED.txt) is never built, --build-targets or not: its gzipped files are
+    unpacked, and only the steps whose programs it holds can pass (name them with --steps)."""
     marker = os.path.join(run.build, pack_build.MARKER)
     if os.path.isfile(marker):
         with open(marker) as f:
-            said = f"== prebuilt ({run.build}): " + "; ".join(f.read().splitlines())
+            said = [f"== prebuilt ({run.build}): " + "; ".join(f.read().splitlines())]
+        if run.args.build_targets:
+            said.append("--build-targets ignored: a pack is never built")
         if run.dry_run:
-            print(said)
-        else:
-            run.say(said, *[f"unpacked {os.path.relpath(p, run.build)}" for p in pack_build.unpack(run.build)])
+            print(*said, sep="\n")
+            return True
+        try:
+            unpacked = pack_build.unpack(run.build)
+        except (OSError, EOFError) as e:  # a pack cut short in transit, a read-only folder
+            run.say(*said, f"BUILD FAILED: unpacking {run.build}: {e}")
+            return False
+        run.say(*said, *[f"unpacked {os.path.relpath(p, run.build)}" for p in unpacked])
         return True
     tour = os.path.join(run.build, "chapters", "tour", "tour")
     targets = run.args.build_targets

@@ -8,14 +8,16 @@ on a GPU machine, so that the GPU machine runs them without compiling first.
   then, on the GPU machine:  python3 scripts/gpu_run.py OUT --build build_pack --steps tests vs_pytorch
 
 Why: the library holds every chapter's kernels; compiled for one architecture it still
-takes minutes on 16 cores, and a GPU machine's minutes are the scarce ones. nvcc's output
-here runs there (the same CUDA major version; check with `nvidia-smi` there).
+takes minutes on 16 cores, which is worth saving where GPU time is the scarce resource.
+nvcc's output here runs there when the GPU machine's driver supports this toolkit (CUDA 13.0
+needs driver 580 or later; `nvidia-smi` there says).
 
   - The build happens in build90a/ (configured with -DCMAKE_CUDA_ARCHITECTURES=90a the
     first time, kept between calls so that Ninja rebuilds only what changed).
   - DIR keeps the build folder's layout: a chapter's program finds the library through its
     RUNPATH, $ORIGIN/../../common. Files over 8 MB (the library) are gzipped; gpu_run.py
-    unpacks them. DIR is emptied first.
+    unpacks them. DIR is replaced whole, and only when it is new, empty or an earlier pack
+    (it holds PACKED.txt): a build folder or any other is refused.
   - DIR/PACKED.txt names the targets, the commit (and whether the tree had uncommitted
     changes) and the date; gpu_run.py, finding it, never builds in DIR, and its ctest step
     refuses (ctest needs the whole build folder).
@@ -61,10 +63,14 @@ def pack(build, targets, dest, stamp, gzip_over=GZIP_OVER):
     gzipping those over `gzip_over` bytes, and writes dest/PACKED.txt (`stamp`: its lines
     after the targets). Returns [(relative path as packed, bytes)]."""
     files = [outputs(build, t) for t in targets]
-    shutil.rmtree(dest, ignore_errors=True)
+    refuse_to_replace(dest)
+    # Written beside DIR and renamed into place, so that a pack cut short is never taken
+    # for a build folder (one without PACKED.txt, which gpu_run.py would build in).
+    work = dest.rstrip(os.sep) + ".partial"
+    shutil.rmtree(work, ignore_errors=True)
     packed = []
     for rel in files:
-        src, dst = os.path.join(build, rel), os.path.join(dest, rel)
+        src, dst = os.path.join(build, rel), os.path.join(work, rel)
         os.makedirs(os.path.dirname(dst), exist_ok=True)
         if os.path.getsize(src) > gzip_over:
             with open(src, "rb") as f, gzip.open(dst + ".gz", "wb", compresslevel=6) as g:
@@ -72,15 +78,27 @@ def pack(build, targets, dest, stamp, gzip_over=GZIP_OVER):
             rel += ".gz"
         else:
             shutil.copy2(src, dst)
-        packed.append((rel, os.path.getsize(os.path.join(dest, rel))))
-    with open(os.path.join(dest, MARKER), "w") as f:
+        packed.append((rel, os.path.getsize(os.path.join(work, rel))))
+    with open(os.path.join(work, MARKER), "w") as f:
         f.write("targets: " + " ".join(targets) + "\n" + "".join(line + "\n" for line in stamp))
+    shutil.rmtree(dest, ignore_errors=True)
+    os.rename(work, dest)
     return packed
 
 
+def refuse_to_replace(dest):
+    """Raises ValueError unless `dest` may be replaced whole: new, empty, or an earlier pack
+    (it holds PACKED.txt), and neither the tree, a folder above it, nor build90a/."""
+    real, root = os.path.realpath(dest), os.path.realpath(ROOT)
+    if real in (root, os.path.realpath(BUILD)) or root.startswith(real.rstrip(os.sep) + os.sep):
+        raise ValueError(f"{dest}: the tree, a folder above it or build90a/; name a folder of its own")
+    if os.path.isdir(dest) and os.listdir(dest) and not os.path.isfile(os.path.join(dest, MARKER)):
+        raise ValueError(f"{dest} holds files and is not a pack (no {MARKER}); name a new folder")
+
+
 def unpack(folder):
-    """gpu_run.py's side: gunzips every *.gz under `folder` in place (executable as the
-    original was), once. Returns the paths unpacked."""
+    """gpu_run.py's side: gunzips every *.gz under `folder` in place, once, and makes what it
+    unpacks executable (the packs gzip only the library). Returns the paths unpacked."""
     done = []
     for parent, _, files in os.walk(folder):
         for name in files:
@@ -107,12 +125,14 @@ def stamp_lines():
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                  formatter_class=argparse.RawDescriptionHelpFormatter,
-                                 epilog="DIR is emptied first. Carry it (and .deps) to the GPU machine.")
+                                 epilog="Copy DIR to the GPU machine with the tree.")
     ap.add_argument("dir", metavar="DIR", help="the pack, e.g. build_pack (ignored by git as /build*/)")
     ap.add_argument("targets", nargs="+", metavar="TARGET", help="CMake targets, e.g. flashtut ch10_hopper_backward")
     args = ap.parse_args(argv)
-    if os.path.realpath(args.dir) in (os.path.realpath(ROOT), os.path.realpath(BUILD)):
-        ap.error("DIR must be a folder of its own: it is emptied first")
+    try:
+        refuse_to_replace(args.dir)
+    except ValueError as e:
+        ap.error(str(e))
     configure = ["cmake", "-S", ROOT, "-B", BUILD, "-G", "Ninja", "-DCMAKE_BUILD_TYPE=Release",
                  "-DCMAKE_CUDA_ARCHITECTURES=90a"]
     for cmd in (configure, ["cmake", "--build", BUILD, "--target", *args.targets]):
@@ -121,13 +141,13 @@ def main(argv=None):
             return 1
     try:
         packed = pack(BUILD, args.targets, args.dir, stamp_lines())
-    except LookupError as e:
+    except (LookupError, ValueError) as e:
         print(f"pack_build: {e}", file=sys.stderr)
         return 1
     for rel, size in packed:
         print(f"{size / 1e6:8.1f} MB  {os.path.join(args.dir, rel)}")
-    print(f"{sum(s for _, s in packed) / 1e6:8.1f} MB in all; carry {args.dir} (the device tool "
-          "takes 64 MiB with the tree), then: python3 scripts/gpu_run.py OUT --build " + args.dir)
+    print(f"{sum(s for _, s in packed) / 1e6:8.1f} MB in all; on the GPU machine: "
+          f"python3 scripts/gpu_run.py OUT --build {args.dir} --steps ...")
     return 0
 
 

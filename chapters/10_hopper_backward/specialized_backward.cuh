@@ -103,11 +103,12 @@ enum class Role { kProducer, kAdder, kConsumer };
 /// inside each role instead, it cost `tall` an 8-byte spill).
 ///
 /// Step 9: blockIdx.x first, then whichever key block comes next in the launch's order when
-/// the block asks for one: the producer counts itself in on `next_work` (an atomic add, the
-/// key blocks gridDim.x on being handed out in that order, as the GPU hands out the blocks of
-/// steps 2-8), waits until K and V of the previous item are free (kv_empty), and writes the
-/// key block into shared memory (`next`); its arrival on kv_full, with K and V's bytes, tells
-/// the others, who read it there. A number past the last key block ends the walk: the
+/// the block asks for one (once its producer has loaded the last query tile of the previous
+/// one): the producer counts itself in on `next_work` (an atomic add; key blocks gridDim.x
+/// onward go out in that order, as the GPU hands out the blocks of steps 2-8), waits until K
+/// and V of the previous item are free (kv_empty), and writes the key block into shared
+/// memory (`next`); its arrival on kv_full, with K and V's bytes, tells the others, who read
+/// it there. A number past the last key block ends the walk: the
 /// producer arrives on kv_full without bytes, and every role leaves. The adder's lanes (kBulk)
 /// arrive on kv_empty once each has read its item, so that `next` is not written again before.
 template <class Tr, class F>
@@ -406,7 +407,7 @@ __global__ void __launch_bounds__(Tr::kThreads, 1)
     float dk[kO], dv[kO];
 #pragma unroll
     for (int i = 0; i < kO; ++i) dk[i] = dv[i] = 0.f;
-    ft::sm90::wait(kv_full, item & 1);
+    ft::sm90::wait(kv_full, item & 1);  // K and V (step 9 waited already, in for_each_item)
 
     if constexpr (!Tr::kOverlap) {
       for (int g = 0; g < p.group; ++g) {

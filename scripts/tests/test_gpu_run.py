@@ -239,6 +239,7 @@ class DryRun(unittest.TestCase):
                     "--build-targets", "flashtut").stdout.splitlines()
         self.assertEqual(self.commands(lines, "cmake"), [])
         self.assertIn(f"== prebuilt ({os.path.realpath(pack)}): targets: flashtut tour; commit: abc", lines)
+        self.assertIn("--build-targets ignored: a pack is never built", lines)
         self.assertTrue(any(line.startswith("ctest refused: ") for line in lines))
         self.assertEqual(self.commands(lines, "ctest --test-dir"), [])
         self.assertTrue(self.commands(lines, os.path.join(os.path.realpath(pack), "chapters", "tour", "tour")))

@@ -51,7 +51,8 @@ class Pack(unittest.TestCase):
             pack_build.outputs(self.build, "ch10_hopper_backward")
 
     def test_the_pack_keeps_the_layout_and_gzips_the_large(self):
-        put(self.dest, "stale/file")  # emptied first
+        put(self.dest, "stale/file")  # an earlier pack is replaced whole
+        put(self.dest, pack_build.MARKER, b"targets: tour\n", executable=False)
         targets = ["flashtut", "ch10_hopper_backward", "test_ch10_hopper_backward_gpu"]
         packed = pack_build.pack(self.build, targets, self.dest, ["commit: abc"], gzip_over=1 << 19)
         self.assertEqual([rel for rel, _ in packed],
@@ -74,8 +75,15 @@ class Pack(unittest.TestCase):
             pack_build.pack(self.build, ["flashtut", "tour"], self.dest, [])
         self.assertFalse(os.path.exists(self.dest))
 
+    def test_a_folder_that_is_not_a_pack_is_left_alone(self):
+        kept = put(self.dest, "CMakeCache.txt", executable=False)  # e.g. someone's build/
+        with self.assertRaisesRegex(ValueError, "not a pack"):
+            pack_build.pack(self.build, ["flashtut"], self.dest, [])
+        self.assertTrue(os.path.isfile(kept))
+        self.assertFalse(os.path.exists(self.dest + ".partial"))
+
     def test_dir_may_not_be_the_tree_or_the_build(self):
-        for bad in (pack_build.ROOT, pack_build.BUILD):
+        for bad in (pack_build.ROOT, pack_build.BUILD, os.path.dirname(pack_build.ROOT)):
             with self.assertRaises(SystemExit), contextlib.redirect_stderr(io.StringIO()) as err:
                 pack_build.main([bad, "flashtut"])
             self.assertIn("a folder of its own", err.getvalue())
