@@ -230,6 +230,28 @@ class DryRun(unittest.TestCase):
                     "--build-targets", "flashtut", "test_ch11_decoding_gpu").stdout.splitlines()
         self.assertIn("-j 16 --target flashtut test_ch11_decoding_gpu", self.commands(lines, "cmake")[1])
 
+    def test_each_test_binary_runs_in_shards(self):
+        lines = self.plan("--steps", "tests")
+        shards = self.commands(lines, "test_ch10_hopper_backward_gpu --gtest_brief=1")
+        self.assertEqual(len(shards), gpu_run.TEST_SHARDS)
+        for i, line in enumerate(shards):
+            self.assertIn(f"GTEST_TOTAL_SHARDS={gpu_run.TEST_SHARDS} GTEST_SHARD_INDEX={i} OMP_NUM_THREADS=2", line)
+            self.assertIn(f"test_ch10_hopper_backward_gpu.shard{i}.log", line)
+
+    def test_shards_run_at_once_and_their_counts_add_up(self):
+        # A stand-in test binary: shard 3 fails one test, the others pass two each.
+        folder = os.path.join(self.tmp.name, "shards")
+        fake_build(folder)
+        test = os.path.join(folder, "chapters", "10_hopper_backward", "test_ch10_hopper_backward_gpu")
+        with open(test, "w") as f:
+            f.write('#!/bin/sh\nif [ "$GTEST_SHARD_INDEX" = 3 ]; then echo "[  FAILED  ] Ch10.Walk"; exit 1; fi\n'
+                    'echo "[  PASSED  ] 2 tests."\n')
+        out = os.path.join(self.tmp.name, "shards_out")
+        r = run(out, "--build", folder, "--steps", "tests")
+        self.assertEqual(r.returncode, 1, r.stdout)  # the step failed
+        self.assertIn("test_ch10_hopper_backward_gpu: FAILED(shard 3: rc=1) — 14 passed in 8 shards; "
+                      "[  FAILED  ] Ch10.Walk", r.stdout)
+
     def test_a_pack_is_never_built_and_ctest_refuses_it(self):
         pack = os.path.join(self.tmp.name, "build_pack")
         fake_build(pack)
