@@ -416,9 +416,8 @@ def build(run, need_programs):
     library alone when that is missing. True if it built. A pack (scripts/pack_build.py's,
     BUILD_DIR/PACKED.txt) is never built, --build-targets or not: its gzipped files are
     unpacked, and only the steps whose programs it holds can pass (name them with --steps)."""
-    marker = os.path.join(run.build, pack_build.MARKER)
-    if os.path.isfile(marker):
-        with open(marker) as f:
+    if pack_build.is_pack(run.build):
+        with open(os.path.join(run.build, pack_build.MARKER)) as f:
             said = [f"== prebuilt ({run.build}): " + "; ".join(f.read().splitlines())]
         if run.args.build_targets:
             said.append("--build-targets ignored: a pack is never built")
@@ -585,7 +584,7 @@ def step_ctest(run):
     the tests --ctest-regex names (e.g. "^ch08[.]": chapter 08's)."""
     regex = run.args.ctest_regex
     run.say(f"== ctest -R '{regex}'")
-    if os.path.isfile(os.path.join(run.build, pack_build.MARKER)):
+    if pack_build.is_pack(run.build):
         refusal = (f"{run.build} is a pack (scripts/pack_build.py): ctest needs the whole build "
                    "folder; the tests step runs the packed test binaries")
         if run.dry_run:

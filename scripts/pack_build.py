@@ -86,13 +86,18 @@ def pack(build, targets, dest, stamp, gzip_over=GZIP_OVER):
     return packed
 
 
+def is_pack(folder):
+    """Whether `folder` is a pack: it holds PACKED.txt."""
+    return os.path.isfile(os.path.join(folder, MARKER))
+
+
 def refuse_to_replace(dest):
     """Raises ValueError unless `dest` may be replaced whole: new, empty, or an earlier pack
     (it holds PACKED.txt), and neither the tree, a folder above it, nor build90a/."""
     real, root = os.path.realpath(dest), os.path.realpath(ROOT)
     if real in (root, os.path.realpath(BUILD)) or root.startswith(real.rstrip(os.sep) + os.sep):
         raise ValueError(f"{dest}: the tree, a folder above it or build90a/; name a folder of its own")
-    if os.path.isdir(dest) and os.listdir(dest) and not os.path.isfile(os.path.join(dest, MARKER)):
+    if os.path.isdir(dest) and os.listdir(dest) and not is_pack(dest):
         raise ValueError(f"{dest} holds files and is not a pack (no {MARKER}); name a new folder")
 
 
