@@ -40,9 +40,9 @@ constexpr int kMaxQueryRows = 16;               ///< query rows a sequence (spec
 /// At most this many splits of the keys: the merge reads splits × (d + 1) floats a query
 /// row, and its warp keeps kMaxSplits / 32 splits' weights a lane in registers.
 constexpr int kMaxSplits = 128;
-/// Splits whose O rows the merge's warp loads before it uses any: 8 · d/32 loads in flight
-/// a lane (32 at d = 128), enough to cover L2's latency with one row a warp.
-constexpr int kMergeBatch = 8;
+/// Threads of a merge block, which merges one query row: each owns four of the row's columns
+/// (one 16-byte load a split) and every (kMergeThreads·4/d)-th split, 8 at d = 128, 16 at 64.
+constexpr int kMergeThreads = 256;
 
 /// The merge is launched while the decode kernel still runs (sm_90 on, unless FT_CH11_PDL=0:
 /// Hopper's programmatic dependent launch, sm90/dependent_launch.cuh), so that its launch
@@ -311,65 +311,68 @@ __global__ void __launch_bounds__(kThreads, 1) decode_split(const Params<T> p) {
   write_block_rows<T, D, kRows>(p, ms, ls, accs, rows, int64_t(q_head_of(0)) * p.Nq + q_row_of(0), split);
 }
 
-/// O and lse of every query row from its splits' (normalized O, lse): a warp a row, and the
-/// row's splits spread over the warp's lanes (split s on lane s % 32). The max and the sum of
-/// the weights are warp reductions; each lane keeps its splits' weights in registers and
-/// broadcasts them by shuffle while the warp reads the splits' O rows, kMergeBatch at a time
-/// with all their loads issued before any is used. (A lane looping over every split alone
-/// waited on L2 every split or two, column by column: with 66 splits, at B = 1 and 32 heads
-/// on one over 32,768 keys, the whole decode took 47.7 µs with that merge and 23.5 µs with
-/// this one: the chapter's case study.)
+/// O and lse of one query row (blockIdx.x) from its splits' (normalized O, lse): a block a
+/// row, and every load the row needs issued before any is used, so that the merge waits on
+/// L2 about once. Thread t owns columns 4·(t mod d/4) onwards and the splits s ≡ t div (d/4)
+/// (a "slot") modulo kSlots; each warp also reads every split's lse (lane s mod 32) for the
+/// maximum and the sum of the weights, warp reductions that every warp computes alike. The
+/// slots' weighted sums meet in shared memory. (A warp a row, walking the splits eight at a
+/// time, waited on L2 once a batch: nine round trips at 66 splits, B = 1 with 32 heads on
+/// one; the chapter's case study measures the two.)
 template <class T, int D>
-__global__ void __launch_bounds__(kThreads) decode_merge(const float* o_part, const float* lse_part, T* O, float* lse,
-                                                         int64_t rows, int splits) {
-  constexpr int kPerLane = kMaxSplits / 32;  // splits a lane weighs (check_splits refuses more before any launch)
-  constexpr int kCols = D / 32;              // output columns a lane owns: c = k·32 + lane, coalesced
+__global__ void __launch_bounds__(kMergeThreads) decode_merge(const float* o_part, const float* lse_part, T* O,
+                                                              float* lse, int64_t rows, int splits) {
+  constexpr int kGroups = D / 4;                    // threads across a row, four columns each
+  constexpr int kSlots = kMergeThreads / kGroups;   // splits weighed side by side: 8 (d = 128), 16 (d = 64)
+  constexpr int kPerSlot = kMaxSplits / kSlots;     // splits a thread weighs at most
+  constexpr int kPerLane = kMaxSplits / 32;         // splits' lse a lane reads for the reductions
+  static_assert(kMergeThreads % D == 0 && kMaxSplits % kSlots == 0, "whole slots, whole splits a slot");
+  __shared__ float4 partial[kSlots][kGroups];       // each slot's weighted sum of its splits' columns
   wait_for_decode();  // launched early (FT_CH11_PDL): the splits' results must be written first
-  const int64_t row = int64_t(blockIdx.x) * kWarps + threadIdx.x / 32;
-  if (row >= rows) return;  // the whole warp: a warp is one row
-  const int lane = threadIdx.x % 32;
+  const int64_t row = blockIdx.x;
+  const int group = threadIdx.x % kGroups, slot = threadIdx.x / kGroups, lane = threadIdx.x % 32;
 
-  float w[kPerLane];  // this lane's splits' lse, then their weights exp(lse − max)
+  float4 part[kPerSlot];  // this thread's splits' four columns: split j·kSlots + slot
+  float mine[kPerSlot];   // and their lse
+#pragma unroll
+  for (int j = 0; j < kPerSlot; ++j) {
+    const int s = j * kSlots + slot;
+    part[j] = s < splits ? *reinterpret_cast<const float4*>(o_part + (int64_t(s) * rows + row) * D + group * 4)
+                         : make_float4(0.f, 0.f, 0.f, 0.f);
+    mine[j] = s < splits ? lse_part[int64_t(s) * rows + row] : -INFINITY;
+  }
+  float all[kPerLane];  // every split's lse across the warp, for the max and the sum
   float mx = -INFINITY;
 #pragma unroll
   for (int j = 0; j < kPerLane; ++j) {
     const int s = j * 32 + lane;
-    w[j] = s < splits ? lse_part[int64_t(s) * rows + row] : -INFINITY;
-    mx = fmaxf(mx, w[j]);
+    all[j] = s < splits ? lse_part[int64_t(s) * rows + row] : -INFINITY;
+    mx = fmaxf(mx, all[j]);
   }
   mx = ft::warp_max(mx);
   float sum = 0.f;
 #pragma unroll
-  for (int j = 0; j < kPerLane; ++j) {
-    w[j] = mx == -INFINITY ? 0.f : __expf(w[j] - mx);  // an empty split (lse −∞): 0
-    sum += w[j];
-  }
+  for (int j = 0; j < kPerLane; ++j) sum += mx == -INFINITY ? 0.f : __expf(all[j] - mx);  // an empty split (lse −∞): 0
   sum = ft::warp_sum(sum);  // 0 only when every split was empty
 
-  float o[kCols] = {};
+  float4 o = make_float4(0.f, 0.f, 0.f, 0.f);
 #pragma unroll
-  for (int j = 0; j < kPerLane; ++j) {
-    if (j * 32 >= splits) break;  // the same for the whole warp, as every branch below
-    for (int first = 0; first < 32 && j * 32 + first < splits; first += kMergeBatch) {
-      float part[kMergeBatch][kCols], weight[kMergeBatch];
-#pragma unroll
-      for (int u = 0; u < kMergeBatch; ++u) {
-        const int s = j * 32 + first + u;
-        weight[u] = __shfl_sync(ft::kFullMask, w[j], first + u);  // split s's weight, from lane s % 32
-#pragma unroll
-        for (int k = 0; k < kCols; ++k)
-          part[u][k] = s < splits ? o_part[(int64_t(s) * rows + row) * D + k * 32 + lane] : 0.f;
-      }
-#pragma unroll
-      for (int u = 0; u < kMergeBatch; ++u)
-#pragma unroll
-        for (int k = 0; k < kCols; ++k) o[k] += weight[u] * part[u][k];
-    }
+  for (int j = 0; j < kPerSlot; ++j) {
+    const float w = mx == -INFINITY ? 0.f : __expf(mine[j] - mx);
+    o.x += w * part[j].x, o.y += w * part[j].y, o.z += w * part[j].z, o.w += w * part[j].w;
+  }
+  partial[slot][group] = o;
+  __syncthreads();
+  if (slot != 0) return;
+  for (int k = 1; k < kSlots; ++k) {
+    const float4 q = partial[k][group];
+    o.x += q.x, o.y += q.y, o.z += q.z, o.w += q.w;
   }
   const float inv = sum > 0.f ? 1.f / sum : 0.f;
-#pragma unroll
-  for (int k = 0; k < kCols; ++k) O[row * D + k * 32 + lane] = from_float<T>(o[k] * inv);
-  if (lane == 0) lse[row] = sum > 0.f ? mx + __logf(sum) : -INFINITY;
+  T* out = O + row * D + group * 4;
+  out[0] = from_float<T>(o.x * inv), out[1] = from_float<T>(o.y * inv);
+  out[2] = from_float<T>(o.z * inv), out[3] = from_float<T>(o.w * inv);
+  if (threadIdx.x == 0) lse[row] = sum > 0.f ? mx + __logf(sum) : -INFINITY;
 }
 
 }  // namespace ch11

@@ -142,7 +142,7 @@ size_t workspace(const ft::Problem& p) {
 }
 
 /// Refuses, before any launch, more splits than the workspace holds for these keys
-/// (max_splits, at most kMaxSplits: decode_merge weighs kMaxSplits / 32 splits a lane).
+/// (max_splits, at most kMaxSplits: decode_merge's registers hold that many a row).
 void check_splits(const ft::Problem& p, int splits) {
   if (splits < 1 || splits > max_splits(p.len_kv))
     throw ft::Unsupported("chapter 11: " + std::to_string(splits) + " splits of " + std::to_string(p.len_kv) +
@@ -155,8 +155,8 @@ template <class T, int D>
 void merge_splits(const ft::Problem& p, const Params<T>& params, cudaStream_t stream) {
   if (params.splits == 1) return;
   cudaLaunchConfig_t config{};
-  config.gridDim = dim3(unsigned((p.rows() + kWarps - 1) / kWarps));
-  config.blockDim = dim3(kThreads);
+  config.gridDim = dim3(unsigned(p.rows()));  // a block a query row (rows() < 2^31: ft::check_problem)
+  config.blockDim = dim3(kMergeThreads);
   config.stream = stream;
   cudaLaunchAttribute early{};
   early.id = cudaLaunchAttributeProgrammaticStreamSerialization;
