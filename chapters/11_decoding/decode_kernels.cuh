@@ -38,11 +38,17 @@ constexpr int kWarps = 4;                       ///< warps a block: 4 tiles of 3
 constexpr int kThreads = kWarps * 32;
 constexpr int kMaxQueryRows = 16;               ///< query rows a sequence (speculative decoding's few)
 /// At most this many splits of the keys: the merge reads splits × (d + 1) floats a query
-/// row, and its warp keeps kMaxSplits / 32 splits' weights a lane in registers.
+/// row, and the workspace holds that many a row.
 constexpr int kMaxSplits = 128;
-/// Threads of a merge block, which merges one query row: each owns four of the row's columns
-/// (one 16-byte load a split) and every (kMergeThreads·4/d)-th split, 8 at d = 128, 16 at 64.
+/// Threads of a merge block. Each owns four columns of a query row (one 16-byte load a split)
+/// and one "slot" of its splits (s ≡ slot modulo the slots); a row has d/4 threads a slot.
 constexpr int kMergeThreads = 256;
+/// Splits a merge thread loads before it uses any: 16 · 16 bytes in flight a thread, so that
+/// 8 slots (d = 128, a block a row) cover kMaxSplits in one wait on L2.
+constexpr int kMergeBatch = 16;
+/// The most query rows a merge block takes (kMergeRows): few splits leave slots idle, so a
+/// block then merges several rows, a warp or more each.
+constexpr int kMaxMergeRows = 8;
 
 /// The merge is launched while the decode kernel still runs (sm_90 on, unless FT_CH11_PDL=0:
 /// Hopper's programmatic dependent launch, sm90/dependent_launch.cuh), so that its launch
@@ -311,68 +317,80 @@ __global__ void __launch_bounds__(kThreads, 1) decode_split(const Params<T> p) {
   write_block_rows<T, D, kRows>(p, ms, ls, accs, rows, int64_t(q_head_of(0)) * p.Nq + q_row_of(0), split);
 }
 
-/// O and lse of one query row (blockIdx.x) from its splits' (normalized O, lse): a block a
-/// row, and every load the row needs issued before any is used, so that the merge waits on
-/// L2 about once. Thread t owns columns 4·(t mod d/4) onwards and the splits s ≡ t div (d/4)
-/// (a "slot") modulo kSlots; each warp also reads every split's lse (lane s mod 32) for the
-/// maximum and the sum of the weights, warp reductions that every warp computes alike. The
-/// slots' weighted sums meet in shared memory. (A warp a row, walking the splits eight at a
-/// time, waited on L2 once a batch: nine round trips at 66 splits, B = 1 with 32 heads on
-/// one; the chapter's case study measures the two.)
-template <class T, int D>
+/// O and lse of kRows query rows (rows blockIdx.x·kRows onwards) from their splits'
+/// (normalized O, lse), chapter 03's merge twice over. Each thread walks its slot's splits
+/// kMergeBatch at a time, every load of a batch issued before any is used, keeping a running
+/// maximum m of their lse, the weights' sum l = Σ exp(lse − m) and the weighted columns
+/// Σ exp(lse − m)·O; the row's slots then meet in shared memory, rescaled by their maxima.
+/// (A warp a row, walking the splits eight at a time after a pass for the maximum, waited on
+/// L2 ten times at 66 splits, B = 1 with 32 heads on one; the chapter's case study measures
+/// the two.)
+template <class T, int D, int kRows>
 __global__ void __launch_bounds__(kMergeThreads) decode_merge(const float* o_part, const float* lse_part, T* O,
                                                               float* lse, int64_t rows, int splits) {
-  constexpr int kGroups = D / 4;                    // threads across a row, four columns each
-  constexpr int kSlots = kMergeThreads / kGroups;   // splits weighed side by side: 8 (d = 128), 16 (d = 64)
-  constexpr int kPerSlot = kMaxSplits / kSlots;     // splits a thread weighs at most
-  constexpr int kPerLane = kMaxSplits / 32;         // splits' lse a lane reads for the reductions
-  static_assert(kMergeThreads % D == 0 && kMaxSplits % kSlots == 0, "whole slots, whole splits a slot");
-  __shared__ float4 partial[kSlots][kGroups];       // each slot's weighted sum of its splits' columns
+  constexpr int kGroups = D / 4;                        // threads across a row, four columns each
+  constexpr int kRowThreads = kMergeThreads / kRows;    // a warp or more a row
+  constexpr int kSlots = kRowThreads / kGroups;         // splits of a row weighed side by side
+  static_assert(kRowThreads % 32 == 0 && kRowThreads % kGroups == 0 && kSlots >= 1, "whole warps, whole slots a row");
+  __shared__ float4 acc_of[kRows][kSlots][kGroups];     // each slot's Σ exp(lse − m)·O, four columns a thread
+  __shared__ float m_of[kRows][kSlots], l_of[kRows][kSlots];
   wait_for_decode();  // launched early (FT_CH11_PDL): the splits' results must be written first
-  const int64_t row = blockIdx.x;
-  const int group = threadIdx.x % kGroups, slot = threadIdx.x / kGroups, lane = threadIdx.x % 32;
+  const int r = threadIdx.x / kRowThreads, t = threadIdx.x % kRowThreads;
+  const int group = t % kGroups, slot = t / kGroups;
+  const int64_t row = int64_t(blockIdx.x) * kRows + r;
+  const bool live = row < rows;  // a thread past the last row still meets the others below
 
-  float4 part[kPerSlot];  // this thread's splits' four columns: split j·kSlots + slot
-  float mine[kPerSlot];   // and their lse
+  float m = -INFINITY, l = 0.f;
+  float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
+  for (int first = slot; live && first < splits; first += kSlots * kMergeBatch) {
+    float4 part[kMergeBatch];
+    float x[kMergeBatch];  // the splits' lse; −∞ for an empty split or none
 #pragma unroll
-  for (int j = 0; j < kPerSlot; ++j) {
-    const int s = j * kSlots + slot;
-    part[j] = s < splits ? *reinterpret_cast<const float4*>(o_part + (int64_t(s) * rows + row) * D + group * 4)
-                         : make_float4(0.f, 0.f, 0.f, 0.f);
-    mine[j] = s < splits ? lse_part[int64_t(s) * rows + row] : -INFINITY;
+    for (int u = 0; u < kMergeBatch; ++u) {
+      const int s = first + u * kSlots;
+      const int64_t at = int64_t(s) * rows + row;
+      part[u] = s < splits ? *reinterpret_cast<const float4*>(o_part + at * D + group * 4)
+                           : make_float4(0.f, 0.f, 0.f, 0.f);
+      x[u] = s < splits ? lse_part[at] : -INFINITY;
+    }
+    float m_new = m;
+#pragma unroll
+    for (int u = 0; u < kMergeBatch; ++u) m_new = fmaxf(m_new, x[u]);
+    if (m_new == -INFINITY) continue;  // every split so far empty: nothing to weigh yet
+    const float rescale = __expf(m - m_new);  // 0 when m was −∞
+    acc.x *= rescale, acc.y *= rescale, acc.z *= rescale, acc.w *= rescale, l *= rescale;
+#pragma unroll
+    for (int u = 0; u < kMergeBatch; ++u) {
+      const float w = __expf(x[u] - m_new);  // an empty split: 0
+      l += w;
+      acc.x += w * part[u].x, acc.y += w * part[u].y, acc.z += w * part[u].z, acc.w += w * part[u].w;
+    }
+    m = m_new;
   }
-  float all[kPerLane];  // every split's lse across the warp, for the max and the sum
+  acc_of[r][slot][group] = acc;
+  if (group == 0) m_of[r][slot] = m, l_of[r][slot] = l;
+  __syncthreads();
+  if (slot != 0 || !live) return;
+
   float mx = -INFINITY;
 #pragma unroll
-  for (int j = 0; j < kPerLane; ++j) {
-    const int s = j * 32 + lane;
-    all[j] = s < splits ? lse_part[int64_t(s) * rows + row] : -INFINITY;
-    mx = fmaxf(mx, all[j]);
-  }
-  mx = ft::warp_max(mx);
+  for (int k = 0; k < kSlots; ++k) mx = fmaxf(mx, m_of[r][k]);
   float sum = 0.f;
-#pragma unroll
-  for (int j = 0; j < kPerLane; ++j) sum += mx == -INFINITY ? 0.f : __expf(all[j] - mx);  // an empty split (lse −∞): 0
-  sum = ft::warp_sum(sum);  // 0 only when every split was empty
-
   float4 o = make_float4(0.f, 0.f, 0.f, 0.f);
+  if (mx != -INFINITY) {
 #pragma unroll
-  for (int j = 0; j < kPerSlot; ++j) {
-    const float w = mx == -INFINITY ? 0.f : __expf(mine[j] - mx);
-    o.x += w * part[j].x, o.y += w * part[j].y, o.z += w * part[j].z, o.w += w * part[j].w;
+    for (int k = 0; k < kSlots; ++k) {
+      const float w = __expf(m_of[r][k] - mx);  // a slot that saw no split: 0
+      const float4 a = acc_of[r][k][group];
+      sum += w * l_of[r][k];
+      o.x += w * a.x, o.y += w * a.y, o.z += w * a.z, o.w += w * a.w;
+    }
   }
-  partial[slot][group] = o;
-  __syncthreads();
-  if (slot != 0) return;
-  for (int k = 1; k < kSlots; ++k) {
-    const float4 q = partial[k][group];
-    o.x += q.x, o.y += q.y, o.z += q.z, o.w += q.w;
-  }
-  const float inv = sum > 0.f ? 1.f / sum : 0.f;
+  const float inv = sum > 0.f ? 1.f / sum : 0.f;  // sum is 0 only when every split was empty
   T* out = O + row * D + group * 4;
   out[0] = from_float<T>(o.x * inv), out[1] = from_float<T>(o.y * inv);
   out[2] = from_float<T>(o.z * inv), out[3] = from_float<T>(o.w * inv);
-  if (threadIdx.x == 0) lse[row] = sum > 0.f ? mx + __logf(sum) : -INFINITY;
+  if (group == 0) lse[row] = sum > 0.f ? mx + __logf(sum) : -INFINITY;
 }
 
 }  // namespace ch11

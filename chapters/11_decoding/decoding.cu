@@ -77,7 +77,7 @@ bool merge_launches_early() {
   // (a build for sm_80 alone, run on an H100). Every instance comes from this one compile.
   static const int ptx_version = [] {
     cudaFuncAttributes attributes{};
-    CUDA_CHECK(cudaFuncGetAttributes(&attributes, decode_merge<__nv_bfloat16, 128>));
+    CUDA_CHECK(cudaFuncGetAttributes(&attributes, decode_merge<__nv_bfloat16, 128, 1>));
     return attributes.ptxVersion;
   }();
   return ptx_version >= 90;
@@ -89,6 +89,12 @@ int mma_row_tiles(int64_t rows, int len_kv, int splits_one) {
   const int64_t keys_a_split = (int64_t(len_kv) + splits_one - 1) / std::max(1, splits_one);
   const bool pays = splits_one <= kMostSplitsForTwoTiles && keys_a_split >= kLeastKeysForTwoTiles;
   return rows > kMmaRows && pays ? kMaxRowTiles : 1;
+}
+
+int merge_rows(int splits, int head_dim) {
+  int rows = kMaxMergeRows;
+  while (rows > 1 && (kMergeThreads / rows / (head_dim / 4)) * kMergeBatch < splits) rows /= 2;
+  return rows;
 }
 
 namespace {
@@ -142,11 +148,22 @@ size_t workspace(const ft::Problem& p) {
 }
 
 /// Refuses, before any launch, more splits than the workspace holds for these keys
-/// (max_splits, at most kMaxSplits: decode_merge's registers hold that many a row).
+/// (max_splits, at most kMaxSplits).
 void check_splits(const ft::Problem& p, int splits) {
   if (splits < 1 || splits > max_splits(p.len_kv))
     throw ft::Unsupported("chapter 11: " + std::to_string(splits) + " splits of " + std::to_string(p.len_kv) +
                           " keys; the workspace and the merge take 1 to " + std::to_string(max_splits(p.len_kv)));
+}
+
+/// The merge's instance for blocks of `rows` query rows (1, 2, 4 or 8).
+template <class T, int D>
+void (*merge_for(int rows))(const float*, const float*, T*, float*, int64_t, int) {
+  switch (rows) {
+    case 8: return decode_merge<T, D, 8>;
+    case 4: return decode_merge<T, D, 4>;
+    case 2: return decode_merge<T, D, 2>;
+    default: return decode_merge<T, D, 1>;
+  }
 }
 
 /// With splits, the merge of every query row's splits (decode_merge): behind the decode
@@ -154,8 +171,9 @@ void check_splits(const ft::Problem& p, int splits) {
 template <class T, int D>
 void merge_splits(const ft::Problem& p, const Params<T>& params, cudaStream_t stream) {
   if (params.splits == 1) return;
+  const int rows = merge_rows(params.splits, D);
   cudaLaunchConfig_t config{};
-  config.gridDim = dim3(unsigned(p.rows()));  // a block a query row (rows() < 2^31: ft::check_problem)
+  config.gridDim = dim3(unsigned((p.rows() + rows - 1) / rows));
   config.blockDim = dim3(kMergeThreads);
   config.stream = stream;
   cudaLaunchAttribute early{};
@@ -163,7 +181,7 @@ void merge_splits(const ft::Problem& p, const Params<T>& params, cudaStream_t st
   early.val.programmaticStreamSerializationAllowed = 1;
   if (merge_launches_early()) config.attrs = &early, config.numAttrs = 1;
   const cudaError_t launched =
-      cudaLaunchKernelEx(&config, decode_merge<T, D>, static_cast<const float*>(params.o_part),
+      cudaLaunchKernelEx(&config, merge_for<T, D>(rows), static_cast<const float*>(params.o_part),
                          static_cast<const float*>(params.lse_part), params.O, params.lse, p.rows(), params.splits);
   if (launched != cudaSuccess) (void)cudaGetLastError();  // reported here, not again by the next check
   CUDA_CHECK(launched);

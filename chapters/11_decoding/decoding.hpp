@@ -40,6 +40,12 @@ int choose_splits(int64_t blocks, int len_kv, int sms, int blocks_per_sm);
 /// FT_CH11_ROW_TILES's count when that is set.
 int mma_row_tiles(int64_t rows, int len_kv, int splits_one);
 
+/// Query rows a block of the merge (decode_merge) takes for `splits` splits at head dimension
+/// `head_dim`: 8, 4, 2 or 1, as many as leave each row's slots (256 threads / rows / (d/4)
+/// columns' threads) enough to load every split in one batch of 16 a thread. Few splits
+/// would leave a row's slots idle; many need them all.
+int merge_rows(int splits, int head_dim);
+
 /// Whether a decode step launches its merge while the decode kernel runs (Hopper's
 /// programmatic dependent launch): a GPU of sm_90 or later, the merge compiled for one
 /// (decode_merge's PTX version at least 9.0), and FT_CH11_PDL not set to 0.

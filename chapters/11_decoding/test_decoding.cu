@@ -157,6 +157,37 @@ TEST(Ch11, MergesMoreSplitsThanLanes) {
 }
 
 
+// The merge's blocks take 8, 4, 2 or 1 rows: as many as leave each row's slots enough to load
+// every split in one batch of 16 a thread (8 slots a row at d = 128 with one row a block).
+TEST(Ch11, MergeRowsLeaveEachRowItsSplitsInOneBatch) {
+  EXPECT_EQ(ch11::merge_rows(2, 128), 8);    // one slot a row: 16 splits a batch
+  EXPECT_EQ(ch11::merge_rows(16, 128), 8);
+  EXPECT_EQ(ch11::merge_rows(17, 128), 4);
+  EXPECT_EQ(ch11::merge_rows(66, 128), 1);   // B = 1, 32 heads on one: eight slots
+  EXPECT_EQ(ch11::merge_rows(128, 128), 1);  // kMaxSplits: 8 slots of 16
+  EXPECT_EQ(ch11::merge_rows(32, 64), 8);    // d = 64: twice the slots
+  EXPECT_EQ(ch11::merge_rows(33, 64), 4);
+  EXPECT_EQ(ch11::merge_rows(128, 64), 2);
+}
+
+// Every merge block shape against the reference: splits forced so that the blocks take 8, 4,
+// 2 and 1 rows, over 15 query rows (3 heads on one, 5 query rows), which no block shape but
+// one divides: the last block's rows past the 15th must write nothing and still meet.
+TEST(Ch11, MergesEveryBlockShape) {
+  REQUIRE_GPU();
+  for (int d : {64, 128})
+    for (const char* splits : {"2", "17", "33", "70"}) {
+      const ScopedEnv forced("FT_CH11_SPLITS", splits);
+      for (const auto& impl : ch11::forward_impls()) {
+        if (impl.variant == "one_block") continue;  // one block the whole key range: no merge
+        const ft::Problem p = decode_problem(1, 3, 1, 5, 9000, d, true, ft::DType::Float16);
+        SCOPED_TRACE(impl.variant + ", " + std::string(splits) + " splits, " + p.describe());
+        ft::testing::expect_forward_correct(impl, p);
+      }
+    }
+}
+
+
 TEST(Ch11, TwoRowTilesWhereFewLongSplitsFillTheGpu) {
   EXPECT_EQ(ch11::mma_row_tiles(32, 32768, 66), 1);   // B = 1, 32 heads on one: splits fill the GPU
   EXPECT_EQ(ch11::mma_row_tiles(32, 32768, 4), 2);    // B = 16: the heads do, 8,192 keys a split
