@@ -158,8 +158,9 @@ def ch10_table(name="ch10_vs_pytorch.csv", rows=None, field="tflops"):
 
 
 def ch10_fastest(x, d):
-    """fastest's figure: its own step's row (step 8, lean, at both head dims), the kernel
-    `fastest` launches, measured under its own name."""
+    """The H200 tables' best step: step 8 (lean, at both head dims), `fastest` when they were
+    measured, read from its own column. (Step 9, `fastest` since, has run on H100s only:
+    ch10_step9_claims.)"""
     return x["ch10_lean"]
 
 
@@ -185,14 +186,14 @@ def ch10_unchecked_gain():
             if r["variant"] == "lean" and (r["seq_len"], r["causal"]) in before]
 
 
-def h100_training(short=False):
-    """Step 8's training run on the H100 (plots/results/h100/training.csv): the medians over
-    the CUDA-graph runs of their median step, as training_claim reads them."""
-    _, step, of = training_runs(read_h100("training.csv"))
-    t, fa2, cudnn = (statistics.median(of(a, step)) for a in ("flashtut", "sdpa_flash", "sdpa_cudnn"))
-    if short:
-        return f"{t:.2f} ms against {fa2:.2f} and {cudnn:.2f}, **{t / fa2:.3f}×** and **{t / cudnn:.3f}×**"
-    return f"**{t / fa2:.3f}×** and **{t / cudnn:.3f}×**"
+NUMBER_WORDS = {5: "five", 6: "six", 9: "nine", 10: "ten", 12: "twelve"}
+
+
+def training_ratio(rows, other="sdpa_cudnn"):
+    """The tutorial's median step over `other`'s (medians over the CUDA-graph runs of their
+    median step, as training_claim reads them)."""
+    _, step, of = training_runs(rows)
+    return statistics.median(of("flashtut", step)) / statistics.median(of(other, step))
 
 
 def ch10_h100_table(name):
@@ -207,6 +208,7 @@ def ch10_persistent(keep, digits=2):
 
 
 COUNTER_RUNS = ("ch10_counter.csv", "ch10_counter_run3.csv")  # every shape, beside cuDNN
+FASTEST_RUN = "ch10_fastest.csv"  # the fourth run, on another H100: the choice of `fastest`
 
 
 def ch10_counter(keep, digits=2, files=COUNTER_RUNS, num="ch10_lean", den="ch10_persistent"):
@@ -327,9 +329,6 @@ def ch10_claims():
                     f"small kernels take {fit['small']:.2f} ms of the intercept"),
         (CH10_CASE, f"which leaves {fit['block']:.1f} µs a block that does not grow with its tiles, against "
                     f"{fit['tiles']:.0f} µs of tiles at N = 4096"),
-        (CH10, f"{ch10_counter(lambda k: k[2] == 1024)} step 8 at N = 1024 and "
-               f"{ch10_counter(lambda k: k[2] == 4096)} at 4096, causal or not; "
-               f"{ch10_counter(lambda k: k[2] == 16384)} at 16384"),
         (CH10, f"A fixed walk (`gridDim.x` apart) ran {ch10_persistent(lambda k: k[4] == 1)} step 8 under the mask"),
         (CH10_CASE, f"{ch10_counter(lambda k: k[2] == 1024)} step 8 at N = 1024 and "
                     f"{ch10_counter(lambda k: k[2] == 4096)} at 4096, causal or not; under the mask at N = 16384, "
@@ -385,7 +384,7 @@ def ch10_claims():
         (CH10, f"at d = 128, **{ch10_span(lambda x, d: x['ch10_lean'] / x['ch10_bulk_dq'], at(128))} step 3**; at d = 64, "
                f"**{ch10_span(lambda x, d: x['ch10_lean'] / x['ch10_tall'], at(64))} `tall`**, and the unchecked atomics "
                f"{span(ch10_unchecked_gain())} more"),
-        (CH10, f"`fastest` (step 8) runs {ch10_span(lambda x, d: fast(x, d) / x['torch_flash'], at(128))} "
+        (CH10, f"step 8 ran {ch10_span(lambda x, d: fast(x, d) / x['torch_flash'], at(128))} "
                f"FlashAttention-2 at d = 128 and {ch10_span(lambda x, d: fast(x, d) / x['torch_flash'], at(64))} at d = 64, "
                f"and {ch10_span(lambda x, d: fast(x, d) / x['torch_cudnn'], at(128))} and "
                f"{ch10_span(lambda x, d: fast(x, d) / x['torch_cudnn'], at(64))} cuDNN"),
@@ -405,9 +404,6 @@ def ch10_claims():
         ("README.md", f"query tiles of 128 at d = 64 add "
                       f"{ch10_span(lambda x, d: x['ch10_tall'] / x['ch10_specialized'], at(64))} over step 2"),
         ("README.md", f"product, {ch10_span(lambda x, d: x['ch10_p_under_dp'] / x['ch10_bulk_dq'], at(128))} at d = 128"),
-        ("README.md", f"where chapter 10's backward runs "
-                      f"{ch10_span(lambda x, d: fast(x, d) / x['torch_cudnn'], at(64))} cuDNN's"),
-        ("README.md", f"with step 8, on an H100, {h100_training()}"),
         ("README.md", f"runs (on an H100) {ch10_counter(lambda k: k[2] == 1024)} step 8 at N = 1024 and "
                       f"{ch10_counter(lambda k: k[2] == 4096)} at 4096, causal or not, and "
                       f"{ch10_counter(lambda k: k[2] == 16384)} at 16384"),
@@ -419,9 +415,12 @@ def ch10_claims():
         ("docs/answers.md", f"at this shape it measured "
                             f"{ch10_counter(lambda k: k[2] == 16384 and k[4] == 1 and k[3] == 128)} step 8 on an H100"),
         ("README.md", f"cuDNN backward ({ch10_span(lambda x, d: fast(x, d) / x['torch_cudnn'], long_, LATEST)} in a "
-                      f"later run with step 8's unchecked atomics)"),
-        ("docs/mainpage.md", f"with step 8, on an H100, {h100_training()}"),
-        (CH10, f"With step 8 (before its unchecked atomics), on an H100: {h100_training(short=True)}"),
+                      f"later run with step 8's unchecked atomics; step 9, on an H100, "
+                      f"{ch10_counter(lambda k: k[2] >= 4096, files=(FASTEST_RUN,), num='torch_cudnn')})"),
+        *[(page, f"with step 8, {training_ratio(read_h100('training_step8.csv')):.3f}× cuDNN")
+          for page in ("README.md", CH10, "docs/mainpage.md")],
+        *[(page, f"with steps 3 and 6{tail}, it was {training_ratio(read('training.csv')):.3f}× cuDNN")
+          for page, tail in (("README.md", " as `fastest`"), (CH10, ""), ("docs/mainpage.md", ""))],
         ("README.md", f"adds {ch10_span(lambda x, d: x['ch10_bulk_dq'] / x['ch10_specialized'], at(128))} at d = 128"),
         ("README.md", f"every run at {det(0)} step 3's speed without the mask and {det(1)} with it"),
         ("README.md", f"behind this tile's dQ add {ch10_span(lambda x, d: x['ch10_overlap'] / x['ch10_specialized'], at(64))} at d = 64"),
@@ -432,6 +431,49 @@ def ch10_claims():
         ("README.md", f"{ch10_span(lambda x, d: fast(x, d) / x['torch_flash'], at(128))} FlashAttention-2 at d = 128 and "
                       f"{ch10_span(lambda x, d: fast(x, d) / x['torch_flash'], at(64))} at d = 64 (N ≥ 4096), "
                       f"{ch10_span(lambda x, d: fast(x, d) / x['torch_cudnn'], long_)} cuDNN"),
+    ]
+
+
+def ch10_step9_claims():
+    """Step 9 chosen as `fastest`: the fourth comparison run (ch10_fastest.csv), the chapter's
+    program alternating steps 8 and 9 (ch10_counter_program.csv) and the SM clock sampled
+    while it ran (ch10_clocks_n16384.csv), all on H100s."""
+    one = lambda keep, **kw: ch10_counter(keep, files=(FASTEST_RUN,), **kw)
+    program = {}
+    for r in read_h100("ch10_counter_program.csv"):
+        program.setdefault((r["run"], r["head_dim"]), {}).setdefault(r["variant"], []).append(float(r["ms"]))
+    step9 = lambda d: [statistics.mean(x["lean"]) / statistics.mean(x["persistent"])
+                       for (run, dd), x in program.items() if dd == d]
+    busy = [r for r in read_h100("ch10_clocks_n16384.csv") if r["program_variant"] and float(r["power_w"]) > 300]
+    mhz = [int(r["sm_mhz"]) for r in busy]
+    mean = lambda v, f: statistics.mean(float(r[f]) for r in busy if r["program_variant"] == v)
+    both = span(step9("128") + step9("64"))
+    behind = [x["ch10_lean"] / x["ch10_persistent"] for k, x in ch10_h100_table(FASTEST_RUN).items() if k[2] == 16384]
+    return [
+        (CH10, f"{ch10_counter(lambda k: k[2] == 1024, files=COUNTER_RUNS + (FASTEST_RUN,))} step 8 at\nN = 1024 and "
+               f"{ch10_counter(lambda k: k[2] == 4096, files=COUNTER_RUNS + (FASTEST_RUN,))} at 4096, causal or not; "
+               f"{ch10_counter(lambda k: k[2] == 16384, files=COUNTER_RUNS + (FASTEST_RUN,))} at 16384"),
+        (CH10, f"timed them {both} apart"),
+        (CH10, f"{one(lambda k: k[2] >= 4096, num='torch_cudnn')} cuDNN at N ≥ 4096 in one run where step 8 ran "
+               f"{one(lambda k: k[2] >= 4096, num='torch_cudnn', den='ch10_lean')}"),
+        (CH10_CASE, f"{one(lambda k: k[2] == 1024)} step 8 at N = 1024 "
+                    f"({one(lambda k: k[:2] == (8, 12))} at the training model's shape"),
+        (CH10_CASE, f"{one(lambda k: k[2] == 4096)} at 4096, "
+                    f"{one(lambda k: k[2] >= 16384 and k[4] == 1)} at 16384 and 32768 under the mask, and "
+                    f"{one(lambda k: k[2] == 16384 and k[4] == 0 and k[3] == 64)} and "
+                    f"{one(lambda k: k[2] == 16384 and k[4] == 0 and k[3] == 128)} at 16384 without it"),
+        (CH10_CASE, f"step 9 at {span(step9('128'))} step 8 at d = 128 and {span(step9('64'))} at d = 64"),
+        (CH10_CASE, f"both kernels ran between {min(mhz):,} and {max(mhz):,} MHz and averaged within "
+                    f"{abs(mean('lean', 'sm_mhz') - mean('persistent', 'sm_mhz')):.0f} MHz of each other"),
+        (CH10_CASE, f"({one(lambda k: k[2] == 2048, digits=3)} at N = 2048, d = 128, causal)"),
+        (CH10_CASE, f"all at N = 16384 ({span([r for r in behind if r < 1])}:"),
+        (CH10_CASE, f"training step ran {training_ratio(read_h100('training.csv')):.3f}× cuDNN's on an H100, against "
+                    f"{training_ratio(read_h100('training_step8.csv')):.3f}× with step 8"),
+        ("docs/methodology.md", f"both drew over 500 W on average ({mean('lean', 'power_w'):.0f} and "
+                                f"{mean('persistent', 'power_w'):.0f}) and ran between {min(mhz):,} and {max(mhz):,} MHz, "
+                                f"averaging {mean('lean', 'sm_mhz'):,.0f} and {mean('persistent', 'sm_mhz'):,.0f}"),
+        ("docs/use_in_your_model.md", f"step 9, `fastest` since, "
+                                      f"{one(lambda k: k[2] >= 4096 and k[3] == 128, num='torch_cudnn')} on an H100"),
     ]
 
 
@@ -455,19 +497,20 @@ def training_runs(csv_rows):
 
 
 def training_claim():
-    """The training run's sentence, from training.csv (read as plots/plot_training.py reads
-    it, without matplotlib): the tutorial's final losses per seed (the mean of a run's last 20
-    steps), PyTorch's band over both backends, and each attention's median over its runs of
-    their median step (steps 11 on), with the tutorial's ratios to FlashAttention-2 and cuDNN."""
-    loss, step, of = training_runs(read("training.csv"))
+    """The training run's sentence, from the H100's training.csv (step 9 as chapter 10's
+    `fastest`; read as plots/plot_training.py reads it, without matplotlib): the tutorial's
+    final losses per seed (the mean of a run's last 20 steps), PyTorch's band over both
+    backends, and each attention's median over its runs of their median step (steps 11 on),
+    with the tutorial's ratios to cuDNN and FlashAttention-2."""
+    loss, step, of = training_runs(read_h100("training.csv"))
     torch_losses = [v for k, v in loss.items() if k[0] != "flashtut"]
     s0, s1 = of("flashtut", loss, "0"), of("flashtut", loss, "1")
     t, fa2, cudnn = (statistics.median(of(a, step)) for a in ("flashtut", "sdpa_flash", "sdpa_cudnn"))
-    return (f"stays inside PyTorch's band: its six final training losses ({min(s0):.4f}–{max(s0):.4f} "
+    return (f"{NUMBER_WORDS[len(s0) + len(s1)]} final training losses ({min(s0):.4f}–{max(s0):.4f} "
             f"at seed 0, {min(s1):.4f}–{max(s1):.4f} at seed 1) against [{min(torch_losses):.4f}, "
-            f"{max(torch_losses):.4f}] over FlashAttention-2's and cuDNN's twelve. Replayed as CUDA "
-            f"graphs, its step is {t:.2f} ms against FlashAttention-2's {fa2:.2f} and cuDNN's "
-            f"{cudnn:.2f}: **{t / fa2:.3f}×** and **{t / cudnn:.3f}×**")
+            f"{max(torch_losses):.4f}] over {NUMBER_WORDS[len(torch_losses)]} of FlashAttention-2 and cuDNN. "
+            f"Replayed as CUDA graphs, its step is {t:.2f} ms against cuDNN's {cudnn:.2f} and "
+            f"FlashAttention-2's {fa2:.2f}: **{t / cudnn:.3f}×** and **{t / fa2:.3f}×**")
 
 
 # ---- chapter 12: ring.csv ------------------------------------------------------------------
@@ -594,6 +637,44 @@ def ch11_merge_claims():
                    f"with 32 on 8"),
             (CH11_CASE, f"The prediction held: {us(base, mqa):.1f} → {us(this, mqa):.1f} µs with 32 heads on one at "
                         f"32,768 keys, and {of_read(this, gqa, 'tensor_cores'):.2f} of the read with 32 on 8")]
+    return out
+
+
+def ch11_merge_block_claims():
+    """The merge's second rewrite (a running maximum a thread, 8/4/2/1 rows a block) against
+    the code before either, on an H100 (plots/results/h100/ch11_merge_ab.csv, two rounds in
+    opposite orders; the first form's in ch11_merge_ab_block_a_row.csv): each time the mean
+    of its rounds, the read's the mean over both trees' runs; the case study's table, its
+    first form's figures, and the lesson's sentence; and the comparison with cuDNN."""
+    def means(name):
+        runs = {}
+        for r in read_h100(name):
+            key = (int(r["batch"]), int(r["heads_kv"]), int(r["seq_len"]), int(r["len_kv"]))
+            tree = "both" if r["variant"] == "stream_read" else r["tree"]
+            runs.setdefault((tree, key, r["variant"]), []).append(float(r["ms"]) * 1000)
+        return {k: statistics.mean(v) for k, v in runs.items()}
+    m, first = means("ch11_merge_ab.csv"), means("ch11_merge_ab_block_a_row.csv")
+    keys = sorted({k for t, k, v in m if v == "tensor_cores"})
+    frac = lambda t, k: m[("both", k, "stream_read")] / m[(t, k, "tensor_cores")]
+    gain = lambda t, k: t[("base", k, "tensor_cores")] / t[("this", k, "tensor_cores")]
+    shown = [(1, 1, 1, n) for n in (1024, 8192, 32768, 131072)] + [(1, 1, 4, 32768), (1, 8, 1, 32768),
+                                                                    (16, 1, 1, 1024), (16, 1, 1, 32768), (16, 8, 1, 32768)]
+    out = [(CH11_CASE, f"| {k[0]} | {k[1]} | {k[2]} | {k[3]:,} | {m[('base', k, 'tensor_cores')]:.1f} | "
+                       f"{m[('this', k, 'tensor_cores')]:.1f} | {gain(m, k):.2f} | {frac('base', k):.2f} → {frac('this', k):.2f} |")
+           for k in shown if k in keys]
+    a, b = (1, 1, 1, 32768), (1, 1, 1, 131072)
+    out += [(CH11_CASE, f"{gain(first, a):.2f}× at 32,768 keys, but {gain(first, (1, 1, 1, 1024)):.2f}× at 1,024 and "
+                        f"{gain(first, (16, 1, 1, 32768)):.2f}× at\nB = 16 with 32 heads on one"),
+            (CH11_CASE, f"{m[('base', a, 'tensor_cores')]:.1f} → {m[('this', a, 'tensor_cores')]:.1f} µs at 32,768 keys"),
+            (CH11, f"{gain(m, a):.2f}× at\n32,768 keys ({frac('base', a):.2f} → {frac('this', a):.2f} of the read) and "
+                   f"{gain(m, b):.2f}× at 131,072 ({frac('base', b):.2f} → {frac('this', b):.2f})")]
+    pt = {}
+    for r in read_h100("ch11_decode_vs_pytorch.csv"):
+        if r["status"] == "ok":
+            pt.setdefault((int(r["batch"]), int(r["heads_kv"]), int(r["len_q"]), int(r["len_kv"])), {})[r["impl"]] = float(r["ms"])
+    cudnn = lambda n: pt[(1, 1, 1, n)]["torch_cudnn"] / pt[(1, 1, 1, n)]["ch11"]
+    out.append((CH11_CASE, f"is {cudnn(1024):.2f} (1k keys), {cudnn(8192):.2f} (8k), {cudnn(32768):.2f} (32k) and "
+                           f"{cudnn(131072):.2f} (128k)"))
     return out
 
 
@@ -1306,7 +1387,7 @@ def claims():
                       f"{vs_ratio('ch07_fastest', 'forward', LONG, 'ours', 'torch_flash', 3)} on the shapes "
                       f"with N ≥ 4096"),
     ]
-    out += ch06_precision_claims() + ch10_claims() + ch11_claims() + ch11_merge_claims() + ch11_row_tile_claims() + ch11_short_split_claims() + ch10_stall_claims() + ch10_lean_claims() + ch10_walk_claims() + ch12_claims()
+    out += ch06_precision_claims() + ch10_claims() + ch11_claims() + ch11_merge_claims() + ch11_merge_block_claims() + ch11_row_tile_claims() + ch11_short_split_claims() + ch10_stall_claims() + ch10_lean_claims() + ch10_walk_claims() + ch10_step9_claims() + ch12_claims()
     fp16, bf16 = ch09_table("fp16"), ch09_table("bf16")
     worst = max(abs(fp16[k][i] / bf16[k][i] - 1) for k in bf16 for i in STEPS if i in bf16[k])
     out.append((ch09, f"fp16, in the same run, lands within {int(worst * 100) + 1}% of these"))

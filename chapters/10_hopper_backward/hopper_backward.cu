@@ -62,13 +62,13 @@ using Persistent =
     std::conditional_t<D == 128,
                        SpecializedBackwardTraits<T, D, DqAdd::kBulk, false, Schedule::kInOrder, 64, true, true>,
                        SpecializedBackwardTraits<T, D, DqAdd::kAtomics, false, Schedule::kInOrder, 128, true, true>>;
-// fastest: step 9. On one H100, in one run beside step 8 and PyTorch's backends
-// (plots/results/h100/ch10_fastest.csv, bf16), it ran 1.01-1.07x step 8 at N <= 4096 and at
-// the training model's shape (B = 8, 12 heads, N = 1024, d = 64, causal: 1.04x), 0.97-1.01x
-// at N >= 16384 causal and 0.93-0.98x at N = 16384 without the mask, where the chapter's
-// program, alternating the two, timed them within 1% (ch10_counter_n16384.txt) and a
-// kernel's place in the run moves it as much. Step 8 held the title before: 1.03-1.21x
-// steps 3 and 6 on the H200 (plots/results/h200/ch10_vs_pytorch.csv).
+// fastest: step 9. On an H100, in one run beside step 8 and PyTorch's backends
+// (plots/results/h100/ch10_fastest.csv, bf16), it ran 1.00-1.07x step 8 at N <= 4096 (1.04x at
+// the training model's shape, B = 8, 12 heads, N = 1024, d = 64, causal), 0.97-1.00x at
+// N >= 16384 under the mask and 0.93-0.98x at N = 16384 without it, where the chapter's
+// program, alternating the two, timed them 1.00-1.01x apart (ch10_counter_program.csv).
+// Step 8 held the title before: 1.03-1.21x steps 3 and 6 on the H200
+// (plots/results/h200/ch10_vs_pytorch.csv).
 template <class T, int D> using Fastest = Persistent<T, D>;
 
 constexpr int kSmallBlock = 256;  ///< threads of the small kernels
