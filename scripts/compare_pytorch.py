@@ -111,6 +111,10 @@ def csv_name(spec):
 UNFUSED_CHAPTERS = ("01", "02", "03")
 
 
+# --order: how ours follow one another within a shape (PyTorch's backends always go first).
+ORDERS = ("registry", "impls", "reverse")
+
+
 def registry():
     """The implementations of libflashtut's registry (flashtut.implementations(), from
     $FLASHTUT_LIB or the build's library); [] when no library can be loaded, so that --help
@@ -206,6 +210,11 @@ def parse_args(argv):
                     help="only these (default: " + ", ".join(TORCH_IMPLS + DEFAULT_OURS) +
                          "); ours: any of " + (", ".join(OURS) or "the library's list "
                                                "(none loaded now)"))
+    ap.add_argument("--order", choices=ORDERS, default="registry",
+                    help="the order ours run in within a shape, after PyTorch's backends: the "
+                         "library's registry (the default), the order --impls names them in, "
+                         "or the registry's reversed. A kernel's place in the run can move its "
+                         "time (docs/methodology.md): two runs in opposite orders control for it")
     ap.add_argument("--reps", type=int, default=20, help="timed calls (default 20; PyTorch's "
                     "forward+backward: half as many)")
     ap.add_argument("--warmup", type=int, default=5, help="untimed calls first (default 5)")
@@ -244,13 +253,15 @@ def parse_args(argv):
         unknown = [n for n in args.impls if n not in TORCH_IMPLS and n not in OURS]
         if unknown:
             ap.error(f"unknown impl {unknown[0]!r}: choose from " + ", ".join(TORCH_IMPLS + list(OURS)))
+    if args.order == "impls" and not args.impls:
+        ap.error("--order impls needs --impls (the order to run ours in)")
     if not args.list and not args.out:
         ap.error("--out DIR is required (or --list)")
     return args
 
 
 def selected(args, exported=None):
-    """(PyTorch's names, ours) this run measures. `exported`: the module keys the library
+    """(PyTorch's names, ours) this run measures, ours in --order's order. `exported`: the module keys the library
     exports (None: not known, e.g. no library loaded for --list); a default of ours the
     library lacks (chapter 06 while it is being written) is left out, one asked for by
     --impls is kept, and skipped with its reason when it runs."""
@@ -258,6 +269,10 @@ def selected(args, exported=None):
                                          if exported is None or OURS[n][1] in exported]
     torch_names = [n for n in TORCH_IMPLS if n in names]
     ours = [n for n in OURS if n in names and (args.backward or OURS[n][0] == "forward")]
+    if args.order == "impls":
+        ours.sort(key=args.impls.index)
+    elif args.order == "reverse":
+        ours.reverse()
     return torch_names, ours
 
 

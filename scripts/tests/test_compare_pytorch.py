@@ -97,6 +97,23 @@ class CommandLine(unittest.TestCase):
             self.assertEqual(r.returncode, 2, bad)
             self.assertIn("--shapes", r.stderr, bad)
 
+    def test_order_sets_where_ours_run(self):
+        """--order: ours in the registry's order (the default), in the order --impls names
+        them, or reversed; PyTorch's backends first whatever the order."""
+        names = [n for n in cp.OURS if cp.OURS[n][0] == "backward"][:2]
+        if len(names) < 2:
+            self.skipTest("the library's registry lists fewer than two backwards")
+        first, second = names  # the registry's order
+        base = ["--list", "--backward", "--impls", second, "torch_cudnn", first]
+        of = lambda a: cp.selected(cp.parse_args(a))
+        self.assertEqual(of(base), (["torch_cudnn"], [first, second]))
+        self.assertEqual(of(base + ["--order", "impls"]), (["torch_cudnn"], [second, first]))
+        self.assertEqual(of(base + ["--order", "reverse"]), (["torch_cudnn"], [second, first]))
+        self.assertEqual(of(base[:3] + [first, second, "--order", "impls"])[1], [first, second])
+        r = run("--list", "--order", "impls")
+        self.assertEqual(r.returncode, 2)
+        self.assertIn("--order impls needs --impls", r.stderr)
+
     def test_bad_arguments_are_refused(self):
         for args in (["--list", "--dtypes", "fp8"], ["--list", "--sizes", "0"],
                      ["--list", "--impls", "tinyflash"], ["--list", "--causal", "2"],
