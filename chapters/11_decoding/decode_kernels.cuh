@@ -46,7 +46,7 @@ constexpr int kMergeThreads = 256;
 /// Splits a merge thread loads before it uses any: 16 · 16 bytes in flight a thread, so that
 /// 8 slots (d = 128, a block a row) cover kMaxSplits in one wait on L2.
 constexpr int kMergeBatch = 16;
-/// The most query rows a merge block takes (kMergeRows): few splits leave slots idle, so a
+/// The most query rows a merge block takes (its kRows): few splits leave slots idle, so a
 /// block then merges several rows, a warp or more each.
 constexpr int kMaxMergeRows = 8;
 
@@ -322,7 +322,8 @@ __global__ void __launch_bounds__(kThreads, 1) decode_split(const Params<T> p) {
 /// kMergeBatch at a time, every load of a batch issued before any is used, keeping a running
 /// maximum m of their lse, the weights' sum l = Σ exp(lse − m) and the weighted columns
 /// Σ exp(lse − m)·O; the row's slots then meet in shared memory, rescaled by their maxima.
-/// (A warp a row, walking the splits eight at a time after a pass for the maximum, waited on
+/// (merge_rows chooses kRows so that a thread's splits fit one batch: the rescale between
+/// batches serves other shapes only.) (A warp a row, walking the splits eight at a time after a pass for the maximum, waited on
 /// L2 ten times at 66 splits, B = 1 with 32 heads on one; the chapter's case study measures
 /// the two.)
 template <class T, int D, int kRows>

@@ -140,10 +140,11 @@ struct ScopedEnv {
   bool had_ = false;
 };
 
-// The merge with more splits than a warp has lanes (each lane weighs several): 33 and 128
-// splits forced (FT_CH11_SPLITS) over 32,805 keys, every variant that splits. decode_mma
-// rounds a split up to whole 128-key tiles, so at 128 its last splits are empty (lse −∞).
-TEST(Ch11, MergesMoreSplitsThanLanes) {
+// The merge with many splits: 33 (two rows a merge block, four slots of splits a row) and
+// 128 (one row a block, eight slots of 16) forced (FT_CH11_SPLITS) over 32,805 keys, every
+// variant that splits. decode_mma rounds a split up to whole 128-key tiles, so at 128 its
+// last splits are empty (lse −∞).
+TEST(Ch11, MergesManySplits) {
   REQUIRE_GPU();
   for (const char* splits : {"33", "128"}) {
     const ScopedEnv forced("FT_CH11_SPLITS", splits);
@@ -170,9 +171,11 @@ TEST(Ch11, MergeRowsLeaveEachRowItsSplitsInOneBatch) {
   EXPECT_EQ(ch11::merge_rows(128, 64), 2);
 }
 
-// Every merge block shape against the reference: splits forced so that the blocks take 8, 4,
-// 2 and 1 rows, over 15 query rows (3 heads on one, 5 query rows), which no block shape but
-// one divides: the last block's rows past the 15th must write nothing and still meet.
+// Every merge block shape merge_rows chooses, against the reference: splits forced so that
+// the blocks take 8, 4, 2 and 1 rows at d = 128 (8, 8, 4 and 2 at d = 64, where one row a
+// block would need more than kMaxSplits), over 15 query rows (3 heads on one, 5 query rows),
+// which no block of several rows divides: the last block's rows past the 15th must write
+// nothing and still meet.
 TEST(Ch11, MergesEveryBlockShape) {
   REQUIRE_GPU();
   for (int d : {64, 128})
