@@ -762,8 +762,9 @@ def step_vs_pytorch(run):
     a = run.args
     shapes = ["--shapes", *a.vs_shapes] if a.vs_shapes else shapes_flags(a)
     impls = ["--impls", *a.vs_impls] if a.vs_impls else []
+    order = ["--order", a.vs_order] if a.vs_order != "registry" else []
     rc = run.sh([PYTHON, os.path.join(ROOT, "scripts", "compare_pytorch.py"), "--out", run.out,
-                 "--lib", run.lib, *shapes, *impls,
+                 "--lib", run.lib, *shapes, *impls, *order,
                  "--dtypes", ",".join(a.vs_dtypes), "--backward"],
                 log=log, env={"PYTHONUNBUFFERED": "1"}).rc
     run.say(f"vs_pytorch: rc={rc} {count_lines(run.path('vs_pytorch.csv'))} lines, "
@@ -1412,6 +1413,9 @@ def parse_args(argv):
            type=single(lambda word: [vs_shape(word)]), default=[], metavar="SHAPE")
     option("--vs-impls", "only these in vs_pytorch (compare_pytorch.py --impls; default: its "
            "own)", nargs="+", type=items(str), default=[], metavar="NAME")
+    option("--vs-order", "the order ours run in within a shape in vs_pytorch "
+           "(compare_pytorch.py --order: registry, impls or reverse; default: registry)",
+           choices=("registry", "impls", "reverse"), default="registry")
     option("--ring-shapes", "the ring step's whole sequences as N,C (C: 1 causal, 0 not; "
            "d = 128, bf16; default: 131072,1 131072,0)", nargs="+",
            type=single(lambda word: [ring_shape(word)]), default=[(131072, 1), (131072, 0)],

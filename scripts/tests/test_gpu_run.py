@@ -51,7 +51,7 @@ class CommandLine(unittest.TestCase):
         for option in ("--build", "--steps", "--dry-run", "--sizes", "--dims", "--causal",
                        "--sanitize-chapters", "--sanitize-dims", "--sanitize-args",
                        "--sanitize-variant", "--sanitize-tag", "--sanitize-timeout",
-                       "--tc-chapters", "--tc-variant", "--vs-dtypes", "--vs-shapes", "--vs-impls",
+                       "--tc-chapters", "--tc-variant", "--vs-dtypes", "--vs-shapes", "--vs-impls", "--vs-order",
                        "--ctest-regex", "--deadline",
                        "--profiles", "--source-pages", "--phase-names", "--commit"):
             self.assertIn(option, r.stdout)
@@ -286,6 +286,9 @@ class DryRun(unittest.TestCase):
         (vs,) = self.commands(lines, "compare_pytorch.py")
         self.assertIn("--shapes 8,12,1024,64,1 4,32,8192,128,1,8 --impls ch09_overlap torch_cudnn "
                       "--dtypes bf16 --backward", vs)
+        self.assertNotIn("--order", vs)  # the registry's order unless --vs-order says otherwise
+        (rev,) = self.commands(self.plan("--steps", "vs_pytorch", "--vs-order", "reverse"), "compare_pytorch.py")
+        self.assertIn("--order reverse", rev)
         (hf,) = self.commands(lines, "hf_step_time.py")
         self.assertIn(f"hf_step_time.py --out {self.out}", hf)
         self.assertEqual(run("/tmp/o", "--dry-run", "--vs-shapes", "8,12,1024").returncode, 2)
