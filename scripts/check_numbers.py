@@ -478,7 +478,6 @@ def ch10_step9_claims():
         (CH10_CASE, f"step 9 at {span(step9('128'))} step 8 at d = 128 and {span(step9('64'))} at d = 64"),
         (CH10_CASE, f"both kernels ran between {min(mhz):,} and {max(mhz):,} MHz and averaged within "
                     f"{abs(mean('lean', 'sm_mhz') - mean('persistent', 'sm_mhz')):.0f} MHz of each other"),
-        (CH10_CASE, f"({one(lambda k: k[2] == 2048, digits=3)} at N = 2048, d = 128, causal)"),
         (CH10_CASE, f"level or ahead on {len(ratios) - len(slower)} of {len(ratios)}\nshapes "
                     f"({min(r for r in ratios.values() if r >= LEVEL):.3f}× at N = 2048, d = 128, causal) and behind on "
                     f"{number_word(len(slower))}, all at N = {', '.join(sorted({str(k[2]) for k in slower}))} "

@@ -322,10 +322,10 @@ __global__ void __launch_bounds__(kThreads, 1) decode_split(const Params<T> p) {
 /// kMergeBatch at a time, every load of a batch issued before any is used, keeping a running
 /// maximum m of their lse, the weights' sum l = Σ exp(lse − m) and the weighted columns
 /// Σ exp(lse − m)·O; the row's slots then meet in shared memory, rescaled by their maxima.
-/// (merge_rows chooses kRows so that a thread's splits fit one batch: the rescale between
-/// batches serves other shapes only.) (A warp a row, walking the splits eight at a time after a pass for the maximum, waited on
-/// L2 ten times at 66 splits, B = 1 with 32 heads on one; the chapter's case study measures
-/// the two.)
+/// merge_rows chooses kRows so that a thread's splits fit one batch: the rescale between
+/// batches serves other shapes only. (A warp a row, walking the splits eight at a time after
+/// a pass for the maximum, waited on L2 ten times at 66 splits, B = 1 with 32 heads on one;
+/// the chapter's case study measures the two.)
 template <class T, int D, int kRows>
 __global__ void __launch_bounds__(kMergeThreads) decode_merge(const float* o_part, const float* lse_part, T* O,
                                                               float* lse, int64_t rows, int splits) {
