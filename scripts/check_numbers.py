@@ -198,11 +198,17 @@ def training_calls():
     return [r for r in rows if not second(r)], [r for r in rows if second(r)]
 
 
-def training_ratio(rows, other="sdpa_cudnn"):
-    """The tutorial's median step over `other`'s (medians over the CUDA-graph runs of their
-    median step, as training_claim reads them)."""
+def median_steps(rows):
+    """Each attention's median over its runs of their median step (steps 11 on), as
+    plots/plot_training.py reports it."""
     _, step, of = training_runs(rows)
-    return statistics.median(of("flashtut", step)) / statistics.median(of(other, step))
+    return {a: statistics.median(of(a, step)) for a in ("flashtut", "sdpa_flash", "sdpa_cudnn")}
+
+
+def training_ratio(rows, other="sdpa_cudnn"):
+    """The tutorial's median step over `other`'s (median_steps)."""
+    ms = median_steps(rows)
+    return ms["flashtut"] / ms[other]
 
 
 def ch10_h100_table(name):
@@ -519,10 +525,11 @@ def training_claim():
     final losses per seed (the mean of a run's last 20 steps), PyTorch's band over both
     backends, and each attention's median over its runs of their median step (steps 11 on),
     with the tutorial's ratios to cuDNN and FlashAttention-2."""
-    loss, step, of = training_runs(read_h100("training.csv"))
+    rows = read_h100("training.csv")
+    loss, _, of = training_runs(rows)
     torch_losses = [v for k, v in loss.items() if k[0] != "flashtut"]
     s0, s1 = of("flashtut", loss, "0"), of("flashtut", loss, "1")
-    t, fa2, cudnn = (statistics.median(of(a, step)) for a in ("flashtut", "sdpa_flash", "sdpa_cudnn"))
+    t, fa2, cudnn = median_steps(rows).values()
     return (f"{number_word(len(s0) + len(s1))} final training losses ({min(s0):.4f}–{max(s0):.4f} "
             f"at seed 0, {min(s1):.4f}–{max(s1):.4f} at seed 1) against [{min(torch_losses):.4f}, "
             f"{max(torch_losses):.4f}] over {number_word(len(torch_losses))} of FlashAttention-2 and cuDNN. "
