@@ -69,9 +69,13 @@ struct KvRows {
   static constexpr int kPasses = kTileKeys / kRowsPerPass;        ///< rows a thread copies a tile
   int64_t offset[kPasses];  ///< element offsets of the thread's rows (-1: past k_end, zeros)
 
+  /// The thread's place among the kThreads that copy a tile: the block's four warps, or in
+  /// a block of several warpgroups (decode_wgmma) each warpgroup's, one copying K, one V.
+  static __device__ __forceinline__ int copier() { return threadIdx.x % kThreads; }
+
   template <class T>
   __device__ __forceinline__ void find(const Params<T>& p, int b, int h_kv, int key0, int k_end) {
-    const int r0 = threadIdx.x / kChunksPerRow;
+    const int r0 = copier() / kChunksPerRow;
 #pragma unroll
     for (int it = 0; it < kPasses; ++it) {
       const int key = key0 + r0 + it * kRowsPerPass;
@@ -82,7 +86,7 @@ struct KvRows {
   /// Starts copying those rows of `cache` (p.K or p.V) into `tile`.
   template <class Tile, class T>
   __device__ __forceinline__ void copy(T* tile, const T* cache) const {
-    const int r0 = threadIdx.x / kChunksPerRow, col = threadIdx.x % kChunksPerRow * ft::tc::kChunkElems;
+    const int r0 = copier() / kChunksPerRow, col = copier() % kChunksPerRow * ft::tc::kChunkElems;
 #pragma unroll
     for (int it = 0; it < kPasses; ++it)
       ft::tc::cp_async_16(tile + Tile::offset(r0 + it * kRowsPerPass, col),
@@ -103,7 +107,7 @@ struct KvPages {
   /// A row past k_end loads the last key's entry, unused: every load is unconditional, no branch.
   template <class T>
   __device__ __forceinline__ void load(const Params<T>& p, int b, int key0, int k_end) {
-    const int r0 = threadIdx.x / Rows::kChunksPerRow;
+    const int r0 = Rows::copier() / Rows::kChunksPerRow;
 #pragma unroll
     for (int it = 0; it < Rows::kPasses; ++it) page[it] = page_of(p, b, min(key0 + r0 + it * Rows::kRowsPerPass, k_end - 1));
   }
@@ -111,7 +115,7 @@ struct KvPages {
   /// The rows' offsets for head h_kv, from the loaded entries (past k_end: -1, zeros).
   template <class T>
   __device__ __forceinline__ void rows(Rows& out, const Params<T>& p, int h_kv, int key0, int k_end) const {
-    const int r0 = threadIdx.x / Rows::kChunksPerRow;
+    const int r0 = Rows::copier() / Rows::kChunksPerRow;
 #pragma unroll
     for (int it = 0; it < Rows::kPasses; ++it) {
       const int key = key0 + r0 + it * Rows::kRowsPerPass;

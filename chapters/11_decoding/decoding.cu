@@ -1,7 +1,8 @@
 // Chapter 11's decode implementations: a block a query head (one_block), the keys split
 // across blocks and merged by their lse (split_kv), a block a key/value head for all the
 // query heads that read it (grouped), a tile's V rows loaded together (batched_v), a key/
-// value head's rows on the tensor cores (tensor_cores); the last over a paged cache
+// value head's rows on the tensor cores (tensor_cores), and on Hopper's wgmma (wgmma); the
+// fastest of the last two over a paged cache
 // (decode_paged); their launch, ledger, registration, and the program's extra rows (the
 // streaming-read ceiling, the paged cache's page sizes).
 #include "11_decoding/decoding.hpp"
@@ -21,6 +22,7 @@
 
 #include "11_decoding/decode_kernels.cuh"
 #include "11_decoding/decode_mma.cuh"
+#include "11_decoding/decode_wgmma.cuh"
 #include "core/check.cuh"
 #include "device/buffer.cuh"
 #include "device/dispatch.cuh"
@@ -91,6 +93,36 @@ int mma_row_tiles(int64_t rows, int len_kv, int splits_one) {
   return rows > kMmaRows && pays ? kMaxRowTiles : 1;
 }
 
+/// The environment variable that overrides uses_wgmma for the measurement of step 6 against
+/// step 5 on every shape (gpu_run's decode step, --decode-ab FT_CH11_WGMMA=0 or =1): 1 runs
+/// decode_wgmma wherever the GPU can, 0 never. Unset or empty in every other use.
+constexpr const char* kWgmmaEnv = "FT_CH11_WGMMA";
+
+/// Step 6 from this many rows a key/value head (its 64 rows a block then partly zero
+/// queries, computed and dropped). Measured beside step 5 on the issue's grid (H100, d = 128,
+/// ch11_wgmma_sweep.csv): 1.03-3.04x from 32 rows, 0.99-1.15x at 16 (ahead at short caches,
+/// level at long ones), 0.99-1.00x at 4.
+constexpr int64_t kWgmmaMinRows = 16;
+
+bool wgmma_pays(int64_t rows) { return rows >= kWgmmaMinRows; }
+
+/// The environment variable that sets decode_wgmma's warpgroups a block (1 or 2) for the
+/// measurement of one against the other (--decode-ab FT_CH11_WARPGROUPS=1). Unset or empty in
+/// every other use.
+constexpr const char* kWarpgroupsEnv = "FT_CH11_WARPGROUPS";
+
+int wgmma_warpgroups(int64_t rows, int splits_one) {
+  if (const char* forced = std::getenv(kWarpgroupsEnv); forced && *forced)
+    return std::clamp(std::atoi(forced), 1, kMaxWarpgroups);
+  return rows > kWgmmaRows && splits_one <= kMostSplitsForTwoTiles ? kMaxWarpgroups : 1;
+}
+
+bool uses_wgmma(const ft::Problem& p) {
+  if (ft::device_sm() != 90) return false;  // sm_90a machine code runs on Hopper alone
+  if (const char* forced = std::getenv(kWgmmaEnv); forced && *forced) return std::atoi(forced) != 0;
+  return wgmma_pays(int64_t(p.group()) * p.len_q);  // the group's rows, as the grouped variants pack them
+}
+
 int merge_rows(int splits, int head_dim) {
   int rows = kMaxMergeRows;
   while (rows > 1 && (kMergeThreads / rows / (head_dim / 4)) * kMergeBatch < splits) rows /= 2;
@@ -128,15 +160,15 @@ int splits_of(const ft::Problem& p, bool split) {
   return kAutoSplits;
 }
 
-/// Blocks of `kernel` (kThreads each, `smem` bytes of dynamic shared memory besides its
+/// Blocks of `kernel` (`threads` each, `smem` bytes of dynamic shared memory besides its
 /// static) that one SM holds at once: its registers and shared memory decide. Asked of the
 /// runtime once a kernel.
-int blocks_per_sm(const void* kernel, size_t smem = 0) {
+int blocks_per_sm(const void* kernel, size_t smem = 0, int threads = kThreads) {
   static std::mutex lock;
   static std::map<std::pair<const void*, size_t>, int> known;
   const std::lock_guard<std::mutex> hold(lock);
   auto [at, fresh] = known.try_emplace({kernel, smem}, 0);
-  if (fresh) CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&at->second, kernel, kThreads, smem));
+  if (fresh) CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&at->second, kernel, threads, smem));
   return at->second;
 }
 
@@ -224,31 +256,38 @@ void launch(const ft::Problem& p, Params<T> params, int splits, cudaStream_t str
   merge_splits<T, D>(p, params, stream);
 }
 
-/// Step 5's kernel (decode_mma: a block a chunk of 16·kRowTiles rows of a key/value head, on
-/// the tensor cores) and the merge; the splits as launch's, each a whole number of 128-key
-/// block tiles (a split past the keys is empty: its lse −∞ weighs nothing in the merge).
-/// The grid is (chunks, splits, heads): a group's chunks of one split run side by side.
-template <class T, int D, bool kPaged, int kRowTiles>
-void launch_mma_tiles(const ft::Problem& p, Params<T> params, int splits, cudaStream_t stream) {
+/// A decode kernel's grid over chunks of `block_rows` rows of each key/value head, and the
+/// merge: the splits as launch's, each a whole number of 128-key block tiles (a split past
+/// the keys is empty: its lse −∞ weighs nothing in the merge). The grid is (chunks, splits,
+/// heads): a group's chunks of one split run side by side, so that the group reads its keys
+/// from device memory once and from L2 for the other chunks.
+template <class T, int D>
+void launch_chunks(const ft::Problem& p, Params<T> params, int splits, cudaStream_t stream, void (*kernel)(Params<T>),
+                   size_t smem, int block_rows, const char* who, int threads = kThreads) {
   const int64_t rows = rows_a_head(p, true);
   const int64_t heads = p.kv_heads_total();
   if (heads > 65535) throw ft::Unsupported("chapter 11: more than 65535 heads in one launch");
-  constexpr int kRows = kMmaRows * kRowTiles;
-  const int64_t chunks = (rows + kRows - 1) / kRows;
-  const auto kernel = decode_mma<T, D, kPaged, kRowTiles>;
-  const size_t smem = mma_smem_bytes<D, kRowTiles>();
-  ft::allow_dynamic_smem(kernel, smem, "chapter 11's decode_mma");
+  const int64_t chunks = (rows + block_rows - 1) / block_rows;
+  ft::allow_dynamic_smem(kernel, smem, who);
   if (splits == kAutoSplits)
     splits = choose_splits(heads * chunks, p.len_kv, ft::sm_count(),
-                           blocks_per_sm(reinterpret_cast<const void*>(kernel), smem));
+                           blocks_per_sm(reinterpret_cast<const void*>(kernel), smem, threads));
   check_splits(p, splits);
   params.splits = splits;
   params.keys_per_split = (p.len_kv + splits - 1) / splits;
   params.keys_per_split = (params.keys_per_split + kTileKeys - 1) / kTileKeys * kTileKeys;
   params.rows = int(rows);
-  kernel<<<dim3(unsigned(chunks), unsigned(splits), unsigned(heads)), kThreads, smem, stream>>>(params);
+  kernel<<<dim3(unsigned(chunks), unsigned(splits), unsigned(heads)), unsigned(threads), smem, stream>>>(params);
   CUDA_CHECK_LAUNCH();
   merge_splits<T, D>(p, params, stream);
+}
+
+/// Step 5's kernel (decode_mma: a block a chunk of 16·kRowTiles rows of a key/value head, on
+/// the tensor cores) and the merge.
+template <class T, int D, bool kPaged, int kRowTiles>
+void launch_mma_tiles(const ft::Problem& p, const Params<T>& params, int splits, cudaStream_t stream) {
+  launch_chunks<T, D>(p, params, splits, stream, decode_mma<T, D, kPaged, kRowTiles>, mma_smem_bytes<D, kRowTiles>(),
+                      kMmaRows * kRowTiles, "chapter 11's decode_mma");
 }
 
 /// The splits a one-tile decode_mma grid takes to fill the GPU (choose_splits).
@@ -267,6 +306,43 @@ void launch_mma(const ft::Problem& p, Params<T> params, int splits, cudaStream_t
     launch_mma_tiles<T, D, kPaged, 2>(p, params, splits, stream);
   else
     launch_mma_tiles<T, D, kPaged, 1>(p, params, splits, stream);
+}
+
+template <class T, int D, bool kPaged, int kWarpgroups>
+void launch_wgmma_blocks(const ft::Problem& p, const Params<T>& params, int splits, cudaStream_t stream) {
+  launch_chunks<T, D>(p, params, splits, stream, decode_wgmma<T, D, kPaged, kWarpgroups>,
+                      wgmma_smem_bytes<D, kWarpgroups>(), kWgmmaRows * kWarpgroups, "chapter 11's decode_wgmma",
+                      kThreads * kWarpgroups);
+}
+
+/// Step 6's kernel (decode_wgmma: 64 rows of a key/value head a warpgroup on wgmma, one or
+/// two warpgroups a block: wgmma_warpgroups) and the merge. Hopper only: its machine code is
+/// sm_90a's.
+template <class T, int D, bool kPaged = false>
+void launch_wgmma(const ft::Problem& p, const Params<T>& params, int splits, cudaStream_t stream) {
+  ft::require_arch(90, "chapter 11's wgmma step");
+  const auto one = decode_wgmma<T, D, kPaged, 1>;  // the one-warpgroup grid's splits
+  const int64_t rows = rows_a_head(p, true);
+  ft::allow_dynamic_smem(one, wgmma_smem_bytes<D, 1>(), "chapter 11's decode_wgmma");
+  const int splits_one = choose_splits(p.kv_heads_total() * ((rows + kWgmmaRows - 1) / kWgmmaRows), p.len_kv,
+                                       ft::sm_count(), blocks_per_sm(reinterpret_cast<const void*>(one),
+                                                                     wgmma_smem_bytes<D, 1>()));
+  if (wgmma_warpgroups(rows, splits_one) == 2)
+    launch_wgmma_blocks<T, D, kPaged, 2>(p, params, splits, stream);
+  else
+    launch_wgmma_blocks<T, D, kPaged, 1>(p, params, splits, stream);
+}
+
+/// Which tensor-core kernel a variant runs: step 5's, step 6's, or the faster for the
+/// problem on this GPU (uses_wgmma).
+enum class Tc { kNone, kMma, kWgmma, kBest };
+
+template <class T, int D, bool kPaged = false>
+void launch_tc(Tc tc, const ft::Problem& p, const Params<T>& params, int splits, cudaStream_t stream) {
+  if (tc == Tc::kWgmma || (tc == Tc::kBest && uses_wgmma(p)))
+    launch_wgmma<T, D, kPaged>(p, params, splits, stream);
+  else
+    launch_mma<T, D, kPaged>(p, params, splits, stream);
 }
 
 /// Whether the problem's dtype and head dim are among the compiled instances.
@@ -312,7 +388,7 @@ std::pair<int64_t, int64_t> kv_strides_of(const ft::Problem& p, const ft::Layout
   return {l.K.batch, l.K.head};
 }
 
-template <bool kGrouped, bool kSplit, bool kBatchedV, bool kMma = false>
+template <bool kGrouped, bool kSplit, bool kBatchedV, Tc kTc = Tc::kNone>
 void run(const ft::Problem& p, const ft::ForwardArgs& a, cudaStream_t stream) {
   check_decode(p);
   const std::pair<int64_t, int64_t> kv = kv_strides_of(p, a.layout);  // (batch, head) strides
@@ -325,7 +401,7 @@ void run(const ft::Problem& p, const ft::ForwardArgs& a, cudaStream_t stream) {
                      p.len_q, p.len_kv, p.heads_q, p.heads_kv, p.group(), p.causal_offset(), p.causal,
                      p.softmax_scale() * ft::kLog2e, 1, 0, 0, p.rows()};
     std::tie(params.kv_batch_stride, params.kv_head_stride) = kv;
-    if constexpr (kMma) launch_mma<T, D>(p, params, splits_of(p, kSplit), stream);
+    if constexpr (kTc != Tc::kNone) launch_tc<T, D>(kTc, p, params, splits_of(p, kSplit), stream);
     else launch<T, D, kGrouped, kBatchedV>(p, params, splits_of(p, kSplit), stream);
   });
 }
@@ -351,45 +427,73 @@ std::vector<ft::KernelTraffic> traffic(const ft::Problem& p) {
   return t;
 }
 
-/// Step 5's ledger: K and V requested once a chunk of a group (16 or 32 rows, mma_row_tiles;
-/// the chunks of a split run side by side: from device memory once, the others from L2), Q
-/// read and O written once, the splits' partial results as in traffic(); one block a SM
-/// (its 132–136 KB of shared memory at d = 128; its 66–68 KB at d = 64 allow three).
-std::vector<ft::KernelTraffic> traffic_mma(const ft::Problem& p) {
+/// The tensor-core steps' ledger: K and V requested once a chunk of `block_rows` rows of a
+/// group (the chunks of a split run side by side: from device memory once, the others from
+/// L2), Q read and O written once, the splits' partial results as in traffic(); `per_sm`
+/// blocks a SM.
+std::vector<ft::KernelTraffic> traffic_chunks(const ft::Problem& p, int64_t block_rows, int per_sm,
+                                              const std::string& kernel, const std::string& note) {
   const double kv = 2.0 * double(p.kv_bytes());
-  const int sms = int(ft::gpu_facts().sms), per_sm = p.head_dim == 64 ? 3 : 1;
-  const int64_t rows = rows_a_head(p, true);
-  const int splits_one = choose_splits(p.kv_heads_total() * ((rows + kMmaRows - 1) / kMmaRows), p.len_kv, sms, per_sm);
-  const int64_t block_rows = int64_t(kMmaRows) * mma_row_tiles(rows, p.len_kv, splits_one);
-  const int64_t chunks = (rows + block_rows - 1) / block_rows;
+  const int sms = int(ft::gpu_facts().sms);
+  const int64_t chunks = (rows_a_head(p, true) + block_rows - 1) / block_rows;
   const double q = double(p.q_bytes()), o = double(p.q_bytes()), l = double(p.rows()) * ft::kFloatBytes;
   const int splits = choose_splits(p.kv_heads_total() * chunks, p.len_kv, sms, per_sm);
   const double part = splits > 1 ? double(splits) * double(p.rows()) * (p.head_dim + 1) * ft::kFloatBytes : 0.0;
-  std::vector<ft::KernelTraffic> t{{"decode_mma", q + kv * double(chunks), splits > 1 ? part : o + l, q + kv,
-                                    splits > 1 ? part : o + l, p.forward_flops(),
-                                    "K and V read once for every 16 or 32 query rows that share them (L2 "
-                                    "for the group's other chunks)"}};
+  std::vector<ft::KernelTraffic> t{{kernel, q + kv * double(chunks), splits > 1 ? part : o + l, q + kv,
+                                    splits > 1 ? part : o + l, p.forward_flops(), note}};
   if (splits > 1)
     t.push_back({"decode_merge", part, o + l, part, o + l, 0.0, "each split's O and lse read once, O written once"});
   return t;
 }
 
-template <bool kGrouped, bool kSplit, bool kBatchedV = false, bool kMma = false>
+/// Step 5: chunks of 16 or 32 rows (mma_row_tiles), one block a SM (its 132–136 KB of shared
+/// memory at d = 128; its 66–68 KB at d = 64 allow three).
+std::vector<ft::KernelTraffic> traffic_mma(const ft::Problem& p) {
+  const int sms = int(ft::gpu_facts().sms), per_sm = p.head_dim == 64 ? 3 : 1;
+  const int64_t rows = rows_a_head(p, true);
+  const int splits_one = choose_splits(p.kv_heads_total() * ((rows + kMmaRows - 1) / kMmaRows), p.len_kv, sms, per_sm);
+  return traffic_chunks(p, int64_t(kMmaRows) * mma_row_tiles(rows, p.len_kv, splits_one), per_sm, "decode_mma",
+                        "K and V read once for every 16 or 32 query rows that share them (L2 for the group's "
+                        "other chunks)");
+}
+
+/// Step 6: chunks of 64 or 128 rows (wgmma_warpgroups), one block a SM at d = 128 (145 or
+/// 161 KB of shared memory), two or three at d = 64 (81 or 73 KB).
+std::vector<ft::KernelTraffic> traffic_wgmma(const ft::Problem& p) {
+  const int64_t rows = rows_a_head(p, true);
+  const int splits_one = choose_splits(p.kv_heads_total() * ((rows + kWgmmaRows - 1) / kWgmmaRows), p.len_kv,
+                                       int(ft::gpu_facts().sms), p.head_dim == 64 ? 3 : 1);
+  const int warpgroups = wgmma_warpgroups(rows, splits_one);
+  return traffic_chunks(p, int64_t(kWgmmaRows) * warpgroups, p.head_dim == 64 ? 4 - warpgroups : 1, "decode_wgmma",
+                        "K and V read once for every 64 or 128 query rows that share them (L2 for the group's "
+                        "other chunks)");
+}
+
+/// The ledger of a tensor-core variant; the last step's as the model GPU (Hopper) would choose.
+template <Tc kTc>
+std::vector<ft::KernelTraffic> traffic_tc(const ft::Problem& p) {
+  const bool wgmma = kTc == Tc::kWgmma || (kTc == Tc::kBest && wgmma_pays(rows_a_head(p, true)));
+  return wgmma ? traffic_wgmma(p) : traffic_mma(p);
+}
+
+template <bool kGrouped, bool kSplit, bool kBatchedV = false, Tc kTc = Tc::kNone>
 ft::ForwardImpl impl(const std::string& variant, const std::string& what) {
-  return {"11", variant, what, Compiled::head_dims(), workspace<kGrouped, kSplit>, run<kGrouped, kSplit, kBatchedV, kMma>,
-          kMma ? traffic_mma : traffic<kGrouped, kSplit, kBatchedV>,
-          Compiled::dtypes(), /*min_sm=*/80, /*strided=*/true, ft::Features{/*lengths=*/true, /*grouped=*/true}};
+  return {"11", variant, what, Compiled::head_dims(), workspace<kGrouped, kSplit>, run<kGrouped, kSplit, kBatchedV, kTc>,
+          kTc == Tc::kNone ? traffic<kGrouped, kSplit, kBatchedV> : traffic_tc<kTc>,
+          Compiled::dtypes(), /*min_sm=*/kTc == Tc::kWgmma ? 90 : 80, /*strided=*/true,
+          ft::Features{/*lengths=*/true, /*grouped=*/true}};
 }
 
 
 }  // namespace
 
 const ft::ForwardImpl& fastest() {
-  // tensor_cores: 1.71x batched_v at B = 1, 32 heads on 8, one query row, 32k keys; 4.16x at
-  // B = 16 with four rows; 0.97x at B = 16, 32 heads on 32, one row, where its copies issued
-  // back to back (KvRows) read at 1.00 of the cache's read against batched_v's 0.89 (H200,
-  // bf16, d = 128; plots/results/h200/decode.csv, ch11_tensor_cores_copies.csv).
-  static const ft::ForwardImpl i = impl<true, true, false, true>("fastest", "tensor_cores (the last step)");
+  // wgmma from 16 rows a key/value head on Hopper (uses_wgmma): 1.03-3.20x tensor_cores from
+  // 32 rows, 0.99-1.17x at 16 (H100, bf16, d = 128: plots/results/h100/ch11_wgmma_grid.csv).
+  // tensor_cores below, and on other GPUs: 1.71x batched_v at B = 1, 32 heads on 8, one
+  // query row, 32k keys; 4.16x at B = 16 with four rows (H200; plots/results/h200/decode.csv).
+  static const ft::ForwardImpl i =
+      impl<true, true, false, Tc::kBest>("fastest", "wgmma from 16 rows a key/value head on Hopper, else tensor_cores");
   return i;
 }
 
@@ -398,8 +502,9 @@ std::vector<ft::ForwardImpl> forward_impls() {
           impl<false, true>("split_kv", "the keys split across blocks, merged by their lse"),
           impl<true, true>("grouped", "split_kv, a block a key/value head for all its query heads"),
           impl<true, true, true>("batched_v", "grouped, each tile's 32 V rows loaded together"),
-          impl<true, true, false, true>("tensor_cores",
-                                        "grouped, a key/value head's rows on the tensor cores, 16 or 32 a block"),
+          impl<true, true, false, Tc::kMma>("tensor_cores",
+                                            "grouped, a key/value head's rows on the tensor cores, 16 or 32 a block"),
+          impl<true, true, false, Tc::kWgmma>("wgmma", "tensor_cores on Hopper's wgmma, 64 rows a warpgroup (sm_90a)"),
           fastest()};
 }
 
@@ -475,13 +580,18 @@ void decode_paged(const ft::Problem& p, const PagedDecodeArgs& a, cudaStream_t s
     params.page_size = a.pool.page_size;
     while ((1 << params.page_shift) < params.page_size) ++params.page_shift;  // a power of two: check_paged
     params.pages_per_seq = a.pages_per_seq;
-    launch_mma<T, D, true>(p, params, splits_of(p, true), stream);
+    launch_tc<T, D, true>(Tc::kBest, p, params, splits_of(p, true), stream);
   });
 }
 
 // ---- the program's extra rows ------------------------------------------------------------
 
 namespace {
+
+/// The environment variable that keeps the extras' pages in order (sequence b's page i is
+/// pool page b·pages_per_seq + i) instead of scattered, to measure what the scattering
+/// costs (FT_CH11_PAGES_IN_ORDER=1). Unset or empty in every other use.
+constexpr const char* kPagesInOrderEnv = "FT_CH11_PAGES_IN_ORDER";
 
 /// Reads `n` 16-byte words once, four loads in flight a thread, and keeps nothing: the
 /// ceiling a decode kernel, which reads its cache once, can reach on this GPU.
@@ -596,30 +706,33 @@ void decode_extras(const ft::Options& o, std::vector<ft::Row>& rows) {
     const double ceiling = rows.back().gbps;
     std::printf("  %-12s %9.3f ms %7.0f GB/s\n", "stream_read", read.median_ms, ceiling);
 
-    // The contiguous tensor_cores kernel on these values, then the paged one at each page size.
+    // The contiguous cache through fastest's kernel on these values, then the paged one at
+    // each page size.
     auto contiguous = [&](cudaStream_t s) {
       const auto [o_part, lse_part] = split_parts<I::kHeadDim>(p, ws.get());
       Params<T> params{Q.get(), K.get(), V.get(), O.get(), lse.get(), o_part, lse_part, p.len_q, p.len_kv,
                        p.heads_q, p.heads_kv, p.group(), p.causal_offset(), p.causal,
                        p.softmax_scale() * ft::kLog2e, 1, 0, 0, p.rows()};
       std::tie(params.kv_batch_stride, params.kv_head_stride) = kv_strides_of(p, nullptr);
-      launch_mma<T, I::kHeadDim>(p, params, splits_of(p, true), s);
+      launch_tc<T, I::kHeadDim>(Tc::kBest, p, params, splits_of(p, true), s);
     };
     contiguous(0);
     CUDA_CHECK(cudaDeviceSynchronize());
     const std::vector<T> want = O.download();
     const ft::Timing tc = ft::time_on_gpu(contiguous, o.warmup, o.iters, true);
-    rows.push_back(extra_row<T>(p, "contiguous", "tensor_cores on this cache, for the paged rows", tc, bytes));
+    rows.push_back(extra_row<T>(p, "contiguous", "fastest on this cache, for the paged rows", tc, bytes));
     std::printf("  %-12s %9.3f ms %7.0f GB/s %5.1f%% of the read\n", "contiguous", tc.median_ms, rows.back().gbps,
                 100.0 * rows.back().gbps / ceiling);
 
     std::mt19937 rng(uint32_t(o.seed));
+    const char* asked = std::getenv(kPagesInOrderEnv);
+    const bool in_order = asked && *asked && std::atoi(asked) != 0;
     for (int ps : kPageSizes) {
       const int pages_per_seq = (L + ps - 1) / ps;
       ft::PagedKvShape pool{B * pages_per_seq, ps, H, d};
       std::vector<int32_t> tables(size_t(B) * pages_per_seq), lens(size_t(B), L);
       std::iota(tables.begin(), tables.end(), 0);
-      std::shuffle(tables.begin(), tables.end(), rng);  // pages scattered, as a server's are
+      if (!in_order) std::shuffle(tables.begin(), tables.end(), rng);  // pages scattered, as a server's are
       check_paged(p, pool, tables, pages_per_seq, lens);
       ft::DeviceBuffer<int32_t> dtables(tables.size()), dlens(lens.size());
       dtables.upload(tables);
@@ -641,8 +754,8 @@ void decode_extras(const ft::Options& o, std::vector<ft::Row>& rows) {
       }));
       const ft::Timing t = ft::time_on_gpu([&](cudaStream_t s) { decode_paged(p, a, s); }, o.warmup, o.iters, true);
       const std::string name = "paged_" + std::to_string(ps);
-      rows.push_back(extra_row<T>(p, name, "tensor_cores through block tables, pages of " + std::to_string(ps) +
-                                               " tokens, scattered", t, bytes));
+      rows.push_back(extra_row<T>(p, name, "fastest through block tables, pages of " + std::to_string(ps) +
+                                               (in_order ? " tokens, in order" : " tokens, scattered"), t, bytes));
       rows.back().rel_err = double(differ) / double(got.size());  // the share of O's elements not bit-equal
       std::printf("  %-12s %9.3f ms %7.0f GB/s %5.1f%% of the read, %.3fx contiguous; O %s the contiguous kernel's\n",
                   name.c_str(), t.median_ms, rows.back().gbps, 100.0 * rows.back().gbps / ceiling,

@@ -40,6 +40,22 @@ int choose_splits(int64_t blocks, int len_kv, int sms, int blocks_per_sm);
 /// FT_CH11_ROW_TILES's count when that is set.
 int mma_row_tiles(int64_t rows, int len_kv, int splits_one);
 
+/// Whether the last step (and the paged decode) runs step 6's kernel, decode_wgmma, rather
+/// than step 5's: on Hopper (sm_90, whose wgmma no other GPU runs) for a key/value head of
+/// `rows` rows (the group's query heads × N_q) at or above a warpgroup's 64 (wgmma_pays);
+/// FT_CH11_WGMMA's choice when that is set (1: wherever the GPU runs it, 0: never).
+bool wgmma_pays(int64_t rows);
+bool uses_wgmma(const ft::Problem& problem);
+
+/// Step 6's warpgroups a block (64 rows each) for a key/value head of `rows` rows whose
+/// one-warpgroup grid would take `splits_one` splits. Two make each K/V tile serve 128 rows
+/// and run one warpgroup's softmax while the other's products do, but halve the blocks, so
+/// that filling the GPU takes twice the splits, each half as long. Measured at 128 rows
+/// (ch11_wgmma_warpgroups.csv): two win 1.03-1.35x at B = 16 and 128 (4 splits or fewer),
+/// lose 0.88x at B = 1 (66 splits) up to 32k keys. So two past 64 rows where one warpgroup's
+/// grid needs at most 8 splits (mma_row_tiles' limit); FT_CH11_WARPGROUPS's count when set.
+int wgmma_warpgroups(int64_t rows, int splits_one);
+
 /// Query rows a block of the merge (decode_merge) takes for `splits` splits at head dimension
 /// `head_dim`: 8, 4, 2 or 1, as many as leave each row's slots (256 threads / rows / (d/4)
 /// columns' threads) enough to load every split in one batch of 16 a thread. Few splits

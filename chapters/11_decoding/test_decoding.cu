@@ -321,6 +321,56 @@ TEST(Ch11, EitherRowTilesDecodeEveryLayout) {
   }
 }
 
+// Step 6's kernel, decode_wgmma, where the last step chooses it and where it does not
+// (FT_CH11_WGMMA=1 forces it on every shape, 0 never), with one warpgroup a block, two, or
+// wgmma_warpgroups' choice (FT_CH11_WARPGROUPS): 4 to 512 rows a key/value head (a block's
+// rows partly zero queries, never written, or several blocks side by side), forced splits
+// of which some hold no key (1,000 keys in 7 splits of 256), the contiguous cache and pages
+// of 1, 16 and 256 tokens with mixed lengths.
+TEST(Ch11, WgmmaOrNotDecodeEveryLayout) {
+  REQUIRE_GPU();
+  if (ft::device_sm() != 90) GTEST_SKIP() << "step 6's wgmma runs on Hopper (sm_90) alone";
+  for (const char* wgmma : {"1", "0"})
+    for (const char* warpgroups : {"", "1", "2"}) {
+      if (*wgmma == '0' && *warpgroups) continue;  // step 5 has no warpgroups
+      const ScopedEnv forced("FT_CH11_WGMMA", wgmma), blocks("FT_CH11_WARPGROUPS", warpgroups);
+      ASSERT_EQ(ch11::uses_wgmma(decode_problem(1, 32, 32, 1, 100, 128, true, ft::DType::BFloat16)), *wgmma == '1');
+      const std::string setting = std::string("FT_CH11_WGMMA=") + wgmma + " FT_CH11_WARPGROUPS='" + warpgroups + "'";
+      for (const char* splits : {"", "7", "128"}) {
+        const ScopedEnv split_count("FT_CH11_SPLITS", splits);
+        for (int d : {64, 128})
+          for (int len_q : {1, 4, 16})
+            for (int heads_kv : {8, 1}) {
+              const ft::Problem p = decode_problem(2, 32, heads_kv, len_q, 1000, d, true, ft::DType::BFloat16);
+              SCOPED_TRACE(setting + ", splits '" + splits + "', " + p.describe());
+              ft::testing::expect_forward_correct(ch11::fastest(), p);
+            }
+      }
+      for (int page_size : {1, 16, 256}) {
+        SCOPED_TRACE(setting + ", paged, pages of " + std::to_string(page_size));
+        expect_paged_correct(ft::DType::BFloat16, 128, 32, 1, 4, true, page_size, {4, 17, 1000, 300});
+        expect_paged_correct(ft::DType::Float16, 64, 32, 1, 2, false, page_size, {600, 2});
+      }
+    }
+}
+
+TEST(Ch11, WgmmaFromSixteenRowsTwoWarpgroupsWhereFewSplitsFill) {
+  EXPECT_FALSE(ch11::wgmma_pays(1));
+  EXPECT_FALSE(ch11::wgmma_pays(4));    // 32 heads on 8, one query row: step 5
+  EXPECT_TRUE(ch11::wgmma_pays(16));    // 32 heads on 8, four query rows
+  EXPECT_TRUE(ch11::wgmma_pays(32));    // 32 heads on one, one query row
+  EXPECT_TRUE(ch11::wgmma_pays(64));    // a warpgroup's 64 rows
+  EXPECT_TRUE(ch11::wgmma_pays(128));   // 32 heads on one, four query rows
+  EXPECT_EQ(ch11::wgmma_warpgroups(16, 1), 1);
+  EXPECT_EQ(ch11::wgmma_warpgroups(64, 1), 1);    // one warpgroup's rows
+  EXPECT_EQ(ch11::wgmma_warpgroups(65, 1), 2);
+  EXPECT_EQ(ch11::wgmma_warpgroups(128, 1), 2);   // 32 heads on one, four query rows, B = 128
+  EXPECT_EQ(ch11::wgmma_warpgroups(128, 4), 2);   // B = 16
+  EXPECT_EQ(ch11::wgmma_warpgroups(128, 66), 1);  // B = 1: the splits fill the GPU
+  EXPECT_EQ(ch11::wgmma_warpgroups(512, 8), 2);
+  EXPECT_EQ(ch11::wgmma_warpgroups(512, 9), 1);
+}
+
 // The merge launched while the decode kernel runs (the default on sm_90: programmatic
 // dependent launch) and launched plainly behind it (FT_CH11_PDL=0): either way it must read
 // every split's finished result. Every variant that splits, with forced splits (the merge's
