@@ -656,10 +656,7 @@ def ch11_merge_claims():
                        f"{us(base, k) / us(this, k):.2f} | {of_read(this, k, 'tensor_cores'):.2f} |")
            for k in this if "tensor_cores" in this[k]]
     mqa, gqa = (1, 1, 1, 32768), (1, 8, 1, 32768)
-    out += [(CH11, f"{us(base, mqa):.1f} → {us(this, mqa):.1f} µs at 32,768 keys with 32 heads on one, "
-                   f"{of_read(base, gqa, 'tensor_cores'):.2f} → {of_read(this, gqa, 'tensor_cores'):.2f} of the read "
-                   f"with 32 on 8"),
-            (CH11_CASE, f"The prediction held: {us(base, mqa):.1f} → {us(this, mqa):.1f} µs with 32 heads on one at "
+    out += [(CH11_CASE, f"The prediction held: {us(base, mqa):.1f} → {us(this, mqa):.1f} µs with 32 heads on one at "
                         f"32,768 keys, and {of_read(this, gqa, 'tensor_cores'):.2f} of the read with 32 on 8")]
     return out
 
@@ -700,6 +697,109 @@ def ch11_merge_block_claims():
     cudnn = lambda n: pt[(1, 1, 1, n)]["torch_cudnn"] / pt[(1, 1, 1, n)]["ch11"]
     out.append((CH11_CASE, f"is {cudnn(1024):.2f} (1k keys), {cudnn(8192):.2f} (8k), {cudnn(32768):.2f} (32k) and "
                            f"{cudnn(131072):.2f} (128k)"))
+    return out
+
+
+def ch11_wgmma_claims():
+    """Step 6 on an H100 (plots/results/h100/): the lesson's table at N_k = 32768 and its
+    spans over the grid (ch11_wgmma_grid.csv: steps 5 and 6 and fastest, one process a
+    shape), the pages through it, PyTorch beside it (ch11_decode_vs_pytorch_wgmma.csv); the
+    case study's first form (ch11_wgmma_sweep.csv), stages, warpgroups, pages in order and
+    table loads (each an A/B of two rounds, told apart by `setting`)."""
+    def times(name):
+        t = {}
+        for r in read_h100(name):
+            key = (int(r["batch"]), int(r["heads_kv"]), int(r["seq_len"]), int(r["len_kv"]))
+            t.setdefault(key, {})[r["variant"]] = float(r["ms"])
+        return t
+
+    def ab(name):  # {setting without its round: {shape: {variant: mean ms of the rounds}}}
+        runs = {}
+        for r in read_h100(name):
+            key = (int(r["batch"]), int(r["heads_kv"]), int(r["seq_len"]), int(r["len_kv"]))
+            runs.setdefault((r["setting"].rsplit("_round", 1)[0], key, r["variant"]), []).append(float(r["ms"]))
+        out = {}
+        for (setting, key, variant), ms in runs.items():
+            out.setdefault(setting, {}).setdefault(key, {})[variant] = statistics.mean(ms)
+        return out
+
+    g, first = times("ch11_wgmma_grid.csv"), times("ch11_wgmma_sweep.csv")
+    rows = lambda k: 32 // k[1] * k[2]
+    big = lambda k: k[3] >= 32768 and "stream_read" in g[k]
+    gain = lambda t, pick: span([t[k]["tensor_cores"] / t[k]["wgmma"] for k in t if pick(k)])
+    frac = lambda pick, v: span([of_read(g, k, v) for k in g if big(k) and pick(k)], unit="")
+    paged = lambda pick: span([g[k]["contiguous"] / g[k][p] for k in g if big(k) and pick(k)
+                               for p in ("paged_16", "paged_64", "paged_256")])
+    out = [(CH11, f"| {k[0]} | {k[1]} | {k[2]} | {rows(k)} | " +
+                  " | ".join(f"{of_read(g, k, v):.2f}" for v in ("tensor_cores", "wgmma", "fastest")) + " |")
+           for k in [(1, 8, 4, 32768), (16, 8, 4, 32768), (1, 1, 1, 32768), (16, 1, 1, 32768), (128, 1, 1, 32768),
+                     (1, 1, 4, 32768), (16, 1, 4, 32768), (128, 1, 4, 32768)]]
+    mqa = (1, 1, 1, 32768)
+    out += [(CH11, f"`wgmma` ran {gain(g, lambda k: rows(k) == 128)} `tensor_cores` with 128 rows, "
+                   f"{gain(g, lambda k: rows(k) == 32)} with 32, {gain(g, lambda k: rows(k) == 16)} with 16 and "
+                   f"{gain(g, lambda k: rows(k) <= 4)} with one or four"),
+            (CH11, f"128 rows ({frac(lambda k: rows(k) == 128, 'fastest')} of the read at N_k ≥ 32k, where step 5 read "
+                   f"{frac(lambda k: rows(k) == 128, 'tensor_cores')})"),
+            (CH11, f"({of_read(g, mqa, 'tensor_cores'):.2f} → {of_read(g, mqa, 'wgmma'):.2f} at B = 1)"),
+            (CH11, f"{paged(lambda k: rows(k) <= 16)} its contiguous cache with up to 16 rows and "
+                   f"{paged(lambda k: rows(k) == 128)} with 128 (the appendix)"),
+            (CH11, f"the paged cache ran at {paged(lambda k: rows(k) <= 16)} with up to 16 rows, "
+                   f"{paged(lambda k: rows(k) == 32)} with 32 and {paged(lambda k: rows(k) == 128)} with 128"),
+            ("README.md", f"32 heads on one read at {frac(lambda k: k[1] == 1 and k[2] == 1, 'fastest')} of the read "
+                          f"with one row and {frac(lambda k: k[1] == 1 and k[2] == 4, 'fastest')} with four at N_k ≥ 32k, "
+                          f"where `mma.sync` gave {frac(lambda k: k[1] == 1 and k[2] == 1, 'tensor_cores')} and "
+                          f"{frac(lambda k: k[1] == 1 and k[2] == 4, 'tensor_cores')}"),
+            (CH11_CASE, f"step 5 read at {frac(lambda k: rows(k) == 128, 'tensor_cores')} of the read at every batch"),
+            (CH11_CASE, f"cache over the grid (`ch11_wgmma_grid.csv`), outside the chapter's 5%; with 32 rows "
+                        f"{paged(lambda k: rows(k) == 32)}, with 16 or fewer {paged(lambda k: rows(k) <= 16)}"),
+            (CH11_CASE, f"{gain(first, lambda k: rows(k) == 128)} with 128 rows, {gain(first, lambda k: rows(k) == 32)} "
+                        f"with 32, {gain(first, lambda k: rows(k) == 16)} with 16 and {gain(first, lambda k: rows(k) == 4)} "
+                        f"with 4"),
+            (CH11_CASE, "reached only " + span([first[k]["stream_read"] / first[k]["wgmma"] for k in first
+                                                 if rows(k) == 128 and k[0] >= 16 and k[3] >= 32768], unit="")
+                        + " of the read at B ≥ 16")]
+    ex = lambda q: (16, 1, q, 32768)
+    out += [(CH11, f"step 6 gains {g[ex(1)]['tensor_cores'] / g[ex(1)]['wgmma']:.2f}× and "
+                   f"{g[ex(4)]['tensor_cores'] / g[ex(4)]['wgmma']:.2f}×"),
+            ("docs/answers.md", f"{g[ex(1)]['tensor_cores'] * 1e3:.1f} → {g[ex(1)]['wgmma'] * 1e3:.1f} µs with one row "
+                                f"({g[ex(1)]['tensor_cores'] / g[ex(1)]['wgmma']:.2f}×, {of_read(g, ex(1), 'tensor_cores'):.2f} → "
+                                f"{of_read(g, ex(1), 'wgmma'):.2f} of the read) and {g[ex(4)]['tensor_cores'] * 1e3:.1f} → "
+                                f"{g[ex(4)]['wgmma'] * 1e3:.1f} µs with four ({g[ex(4)]['tensor_cores'] / g[ex(4)]['wgmma']:.2f}×, "
+                                f"{of_read(g, ex(4), 'tensor_cores'):.2f} → {of_read(g, ex(4), 'wgmma'):.2f})")]
+    w = ab("ch11_wgmma_warpgroups.csv")
+    one, two = w["one_warpgroup"], w["two_warpgroups"]
+    rd = lambda k: statistics.mean([one[k]["stream_read"], two[k]["stream_read"]])
+    out += [(CH11_CASE, f"| {k[0]} | {k[3]:,} | {one[k]['wgmma'] * 1e3:.1f} | {two[k]['wgmma'] * 1e3:.1f} | "
+                        f"{one[k]['wgmma'] / two[k]['wgmma']:.2f} | {rd(k) / one[k]['wgmma']:.2f} → "
+                        f"{rd(k) / two[k]['wgmma']:.2f} |") for k in one]
+    wg = lambda pick: span([one[k]["wgmma"] / two[k]["wgmma"] for k in one if pick(k)])
+    out.append((CH11, f"Two warpgroups a block ran {wg(lambda k: k[0] >= 16 and k[3] >= 32768)} one at B ≥ 16 from "
+                      f"32k keys, one's softmax under the other's products, and "
+                      f"{wg(lambda k: k[0] == 1 and k[3] < 131072)} at B = 1 below 128k keys"))
+    st = ab("ch11_wgmma_stages.csv")
+    out.append((CH11_CASE, "(`ch11_wgmma_stages.csv`): " + span([st["two_stages"][k]["wgmma"] / st["three_stages"][k]["wgmma"]
+                                                              for k in st["two_stages"]]) + "."))
+    po = ab("ch11_pages_in_order.csv")
+    order = lambda s: span([po[s][k]["contiguous"] / po[s][k][p] for k in po[s] if k[1] == 1 and k[2] == 4
+                            for p in ("paged_16", "paged_64", "paged_256")])
+    out.append((CH11_CASE, f"{order('in_order')} the contiguous cache in order, {order('scattered')} scattered, with 128 rows"))
+    tl = ab("ch11_table_loads_ab.csv")
+    a, b = tl["loads_beside_copies"], tl["loads_under_pv"]
+    moved = lambda p, pick: span([a[k][p] / b[k][p] for k in a if pick(k)])
+    wide = lambda k: k[1] == 1 and k[2] == 4
+    out.append((CH11_CASE, f"{moved('paged_256', wide)} with 128 rows at pages of\n256, {moved('paged_64', wide)} at 64, "
+                           f"but {moved('paged_16', wide)} at pages of 16 and {moved('paged_16', lambda k: True)} over all "
+                           f"shapes"))
+    pt = {}
+    for r in read_h100("ch11_decode_vs_pytorch_wgmma.csv"):
+        if r["status"] == "ok":
+            pt.setdefault((int(r["batch"]), int(r["heads_kv"]), int(r["len_q"]), int(r["len_kv"])), {})[r["impl"]] = float(r["ms"])
+    ratio = lambda k: min(v for i, v in pt[k].items() if i.startswith("torch")) / pt[k]["ch11"]
+    mq = lambda pick: span([ratio(k) for k in pt if k[1] == 1 and k[2] == 1 and k[3] >= 32768 and pick(k[0])])
+    out.append((CH11, f"{mq(lambda b: b >= 16)} at B ≥ 16 and {mq(lambda b: b == 1)} at B = 1 from 32k keys; no shape "
+                      f"below {math.floor(min(ratio(k) for k in pt if k[3] >= 8192) * 100) / 100:.2f}× from 8k keys up; "
+                      f"at 1k keys and B = 1, {ratio((1, 1, 1, 1024)):.2f}× with 32 on one and "
+                      f"{ratio((1, 8, 1, 1024)):.2f}× with 32\non 8"))
     return out
 
 
@@ -1412,7 +1512,7 @@ def claims():
                       f"{vs_ratio('ch07_fastest', 'forward', LONG, 'ours', 'torch_flash', 3)} on the shapes "
                       f"with N ≥ 4096"),
     ]
-    out += ch06_precision_claims() + ch10_claims() + ch11_claims() + ch11_merge_claims() + ch11_merge_block_claims() + ch11_row_tile_claims() + ch11_short_split_claims() + ch10_stall_claims() + ch10_lean_claims() + ch10_walk_claims() + ch10_step9_claims() + ch12_claims()
+    out += ch06_precision_claims() + ch10_claims() + ch11_claims() + ch11_merge_claims() + ch11_merge_block_claims() + ch11_wgmma_claims() + ch11_row_tile_claims() + ch11_short_split_claims() + ch10_stall_claims() + ch10_lean_claims() + ch10_walk_claims() + ch10_step9_claims() + ch12_claims()
     fp16, bf16 = ch09_table("fp16"), ch09_table("bf16")
     worst = max(abs(fp16[k][i] / bf16[k][i] - 1) for k in bf16 for i in STEPS if i in bf16[k])
     out.append((ch09, f"fp16, in the same run, lands within {int(worst * 100) + 1}% of these"))
