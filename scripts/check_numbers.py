@@ -790,6 +790,17 @@ def ch11_wgmma_claims():
     out.append((CH11_CASE, f"{moved('paged_256', wide)} with 128 rows at pages of\n256, {moved('paged_64', wide)} at 64, "
                            f"but {moved('paged_16', wide)} at pages of 16 and {moved('paged_16', lambda k: True)} over all "
                            f"shapes"))
+    rw = ab("ch11_paged_rows_ab.csv")
+    a, b = rw["offsets_per_thread"], rw["offsets_in_shared_memory"]
+    two = lambda k: k[1] == 1 and k[2] == 4 and k[0] >= 16  # two warpgroups a block
+    pages = ("paged_16", "paged_64", "paged_256")
+    out.append((CH11_CASE, f"paged cache gained {span([a[k][p] / b[k][p] for k in a if two(k) for p in pages])} and ran at "
+                           f"{span([b[k]['contiguous'] / b[k][p] for k in b if two(k) for p in pages])} its contiguous cache, "
+                           f"where it had run\nat {span([a[k]['contiguous'] / a[k][p] for k in a if two(k) for p in pages])}"))
+    out.append((CH11_CASE, f"With one warpgroup it gained "
+                           f"{span([a[k][p] / b[k][p] for k in a if not two(k) for p in ('paged_64', 'paged_256')])} at pages "
+                           f"of 64 and 256 tokens but\n{span([a[k]['paged_16'] / b[k]['paged_16'] for k in a if not two(k)])} "
+                           f"at pages of 16"))
     pt = {}
     for r in read_h100("ch11_decode_vs_pytorch_wgmma.csv"):
         if r["status"] == "ok":
@@ -801,6 +812,25 @@ def ch11_wgmma_claims():
                       f"at 1k keys and B = 1, {ratio((1, 1, 1, 1024)):.2f}× with 32 on one and "
                       f"{ratio((1, 8, 1, 1024)):.2f}× with 32\non 8"))
     return out
+
+
+def ch10_reverse_claims():
+    """Step 9 before step 8 in each shape (ch10_order_reverse.csv, an H100): the case study's
+    paragraph."""
+    t = {}
+    for r in read_h100("ch10_order_reverse.csv"):
+        if r["pass"] == "backward":
+            t.setdefault((int(r["seq_len"]), int(r["head_dim"]), int(r["causal"])), {})[r["impl"]] = float(r["ms"])
+    over8 = lambda k: t[k]["ch10_lean"] / t[k]["ch10_persistent"]
+    cudnn = lambda k: t[k]["torch_cudnn"] / t[k]["ch10_persistent"]
+    return [(CH10_CASE, f"step 9 ran\n{over8((16384, 64, 0)):.2f}× step 8 at N = 16384, d = 64 without the mask "
+                        f"({t[(16384, 64, 0)]['ch10_persistent']:.2f} against {t[(16384, 64, 0)]['ch10_lean']:.2f} ms), "
+                        f"{over8((16384, 128, 0)):.2f}× at\nd = 128, {span([over8((16384, d, 1)) for d in (64, 128)])} "
+                        f"under the mask, and {span([over8((4096, d, 0)) for d in (64, 128)])} at N = 4096"),
+            (CH10_CASE, f"Against cuDNN, step 9 first: {cudnn((16384, 64, 0)):.2f}× and {cudnn((16384, 128, 0)):.2f}× at "
+                        f"N = 16384 without the mask (d = 64, 128),\n"
+                        f"{span([cudnn((16384, d, 1)) for d in (64, 128)])} under it, and {cudnn((4096, 64, 0)):.2f}× "
+                        f"and {cudnn((4096, 128, 0)):.2f}× at N = 4096 without the mask")]
 
 
 def ch11_row_tile_claims():
@@ -1512,7 +1542,7 @@ def claims():
                       f"{vs_ratio('ch07_fastest', 'forward', LONG, 'ours', 'torch_flash', 3)} on the shapes "
                       f"with N ≥ 4096"),
     ]
-    out += ch06_precision_claims() + ch10_claims() + ch11_claims() + ch11_merge_claims() + ch11_merge_block_claims() + ch11_wgmma_claims() + ch11_row_tile_claims() + ch11_short_split_claims() + ch10_stall_claims() + ch10_lean_claims() + ch10_walk_claims() + ch10_step9_claims() + ch12_claims()
+    out += ch06_precision_claims() + ch10_claims() + ch11_claims() + ch11_merge_claims() + ch11_merge_block_claims() + ch11_wgmma_claims() + ch10_reverse_claims() + ch11_row_tile_claims() + ch11_short_split_claims() + ch10_stall_claims() + ch10_lean_claims() + ch10_walk_claims() + ch10_step9_claims() + ch12_claims()
     fp16, bf16 = ch09_table("fp16"), ch09_table("bf16")
     worst = max(abs(fp16[k][i] / bf16[k][i] - 1) for k in bf16 for i in STEPS if i in bf16[k])
     out.append((ch09, f"fp16, in the same run, lands within {int(worst * 100) + 1}% of these"))
