@@ -814,6 +814,23 @@ def ch11_wgmma_claims():
     return out
 
 
+def ch11_short_cache_claims():
+    """Three repeats of PyTorch beside step 6 at 1024 keys (ch11_short_caches_vs_pytorch.csv,
+    an H100): the lesson appendix's sentence."""
+    pt = {}
+    for r in read_h100("ch11_short_caches_vs_pytorch.csv"):
+        if r["status"] == "ok":
+            pt.setdefault((r["repeat"], int(r["batch"]), int(r["heads_kv"]), int(r["len_q"]), int(r["len_kv"])),
+                          {})[r["impl"]] = float(r["ms"])
+    ratio = lambda x: min(v for i, v in x.items() if i.startswith("torch")) / x["ch11"]
+    of = lambda b, kv: [x for k, x in pt.items() if k[1:] == (b, kv, 1, 1024)]
+    us = lambda xs, impl: span([x[impl] * 1000 for x in xs], digits=1, unit="")
+    mqa = of(1, 1)
+    return [(CH11, f"{span([ratio(x) for x in mqa])} cuDNN at B = 1 with 32 heads on one ({us(mqa, 'ch11')} µs against "
+                   f"{us(mqa, 'torch_cudnn')}) and\n{span([ratio(x) for x in of(1, 8)])} with 32 on 8; at B = 16, "
+                   f"{span([ratio(x) for x in of(16, 8)])}")]
+
+
 def ch10_reverse_claims():
     """Step 9 before step 8 in each shape (ch10_order_reverse.csv, an H100): the case study's
     paragraph."""
@@ -1542,7 +1559,7 @@ def claims():
                       f"{vs_ratio('ch07_fastest', 'forward', LONG, 'ours', 'torch_flash', 3)} on the shapes "
                       f"with N ≥ 4096"),
     ]
-    out += ch06_precision_claims() + ch10_claims() + ch11_claims() + ch11_merge_claims() + ch11_merge_block_claims() + ch11_wgmma_claims() + ch10_reverse_claims() + ch11_row_tile_claims() + ch11_short_split_claims() + ch10_stall_claims() + ch10_lean_claims() + ch10_walk_claims() + ch10_step9_claims() + ch12_claims()
+    out += ch06_precision_claims() + ch10_claims() + ch11_claims() + ch11_merge_claims() + ch11_merge_block_claims() + ch11_wgmma_claims() + ch11_short_cache_claims() + ch10_reverse_claims() + ch11_row_tile_claims() + ch11_short_split_claims() + ch10_stall_claims() + ch10_lean_claims() + ch10_walk_claims() + ch10_step9_claims() + ch12_claims()
     fp16, bf16 = ch09_table("fp16"), ch09_table("bf16")
     worst = max(abs(fp16[k][i] / bf16[k][i] - 1) for k in bf16 for i in STEPS if i in bf16[k])
     out.append((ch09, f"fp16, in the same run, lands within {int(worst * 100) + 1}% of these"))

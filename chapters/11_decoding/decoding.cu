@@ -93,22 +93,22 @@ int mma_row_tiles(int64_t rows, int len_kv, int splits_one) {
   return rows > kMmaRows && pays ? kMaxRowTiles : 1;
 }
 
-/// The environment variable that overrides uses_wgmma for the measurement of step 6 against
-/// step 5 on every shape (gpu_run's decode step, --decode-ab FT_CH11_WGMMA=0 or =1): 1 runs
-/// decode_wgmma wherever the GPU can, 0 never. Unset or empty in every other use.
+/// The environment variable that overrides uses_wgmma, and so what `fastest` and the paged
+/// cache run (the tests force both ways): 1 runs decode_wgmma wherever the GPU can, 0 never.
+/// Unset or empty in every other use.
 constexpr const char* kWgmmaEnv = "FT_CH11_WGMMA";
 
 /// Step 6 from this many rows a key/value head (its 64 rows a block then partly zero
 /// queries, computed and dropped). Measured beside step 5 on the issue's grid (H100, d = 128,
-/// ch11_wgmma_sweep.csv): 1.03-3.04x from 32 rows, 0.99-1.15x at 16 (ahead at short caches,
-/// level at long ones), 0.99-1.00x at 4.
+/// ch11_wgmma_grid.csv): 0.98-3.20x with 128 rows, 1.00-1.24x with 32, 0.99-1.17x with 16
+/// (ahead at short caches, level at long ones), 0.95-1.01x with one or four.
 constexpr int64_t kWgmmaMinRows = 16;
 
 bool wgmma_pays(int64_t rows) { return rows >= kWgmmaMinRows; }
 
 /// The environment variable that sets decode_wgmma's warpgroups a block (1 or 2) for the
-/// measurement of one against the other (--decode-ab FT_CH11_WARPGROUPS=1). Unset or empty in
-/// every other use.
+/// measurement of one against the other (the program with --variant wgmma:
+/// ch11_wgmma_warpgroups.csv) and the tests. Unset or empty in every other use.
 constexpr const char* kWarpgroupsEnv = "FT_CH11_WARPGROUPS";
 
 int wgmma_warpgroups(int64_t rows, int splits_one) {
@@ -488,8 +488,9 @@ ft::ForwardImpl impl(const std::string& variant, const std::string& what) {
 }  // namespace
 
 const ft::ForwardImpl& fastest() {
-  // wgmma from 16 rows a key/value head on Hopper (uses_wgmma): 1.03-3.20x tensor_cores from
-  // 32 rows, 0.99-1.17x at 16 (H100, bf16, d = 128: plots/results/h100/ch11_wgmma_grid.csv).
+  // wgmma from 16 rows a key/value head on Hopper (uses_wgmma): 0.98-3.20x tensor_cores with
+  // 128 rows, 1.00-1.24x with 32, 0.99-1.17x with 16 (H100, bf16, d = 128:
+  // plots/results/h100/ch11_wgmma_grid.csv).
   // tensor_cores below, and on other GPUs: 1.71x batched_v at B = 1, 32 heads on 8, one
   // query row, 32k keys; 4.16x at B = 16 with four rows (H200; plots/results/h200/decode.csv).
   static const ft::ForwardImpl i =

@@ -42,8 +42,9 @@ int mma_row_tiles(int64_t rows, int len_kv, int splits_one);
 
 /// Whether the last step (and the paged decode) runs step 6's kernel, decode_wgmma, rather
 /// than step 5's: on Hopper (sm_90, whose wgmma no other GPU runs) for a key/value head of
-/// `rows` rows (the group's query heads × N_q) at or above a warpgroup's 64 (wgmma_pays);
-/// FT_CH11_WGMMA's choice when that is set (1: wherever the GPU runs it, 0: never).
+/// `rows` rows (the group's query heads × N_q) from 16 on (wgmma_pays: step 6 measured
+/// 0.99-3.20x step 5 there, 0.95-1.01x below, ch11_wgmma_grid.csv); FT_CH11_WGMMA's choice
+/// when that is set (1: wherever the GPU runs it, 0: never).
 bool wgmma_pays(int64_t rows);
 bool uses_wgmma(const ft::Problem& problem);
 

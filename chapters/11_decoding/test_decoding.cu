@@ -8,7 +8,9 @@
 // The paged cache: sequences of mixed lengths in one batch, appended in interleaved chunks
 // so that their pages are scattered through the pool, pages of 1, 16 and 256 tokens, each
 // sequence against the float64 reference of its own contiguous problem; and the tables
-// check_paged refuses (no GPU needed).
+// check_paged refuses (no GPU needed). Step 6 (decode_wgmma, Hopper only) runs in every case
+// above as a variant, and under fastest and the paged cache with FT_CH11_WGMMA and
+// FT_CH11_WARPGROUPS forcing each form (WgmmaOrNotDecodeEveryLayout).
 #include <gtest/gtest.h>
 
 #include <algorithm>
