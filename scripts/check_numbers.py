@@ -774,7 +774,7 @@ def ch11_wgmma_claims():
                         f"{rd(k) / two[k]['wgmma']:.2f} |") for k in one]
     wg = lambda pick: span([one[k]["wgmma"] / two[k]["wgmma"] for k in one if pick(k)])
     out.append((CH11, f"Two warpgroups a block ran {wg(lambda k: k[0] >= 16 and k[3] >= 32768)} one at B ≥ 16 from "
-                      f"32k keys, one's softmax under the other's products, and "
+                      f"32k keys (one tile copy for 128 rows, and presumably one's softmax under the other's products), and "
                       f"{wg(lambda k: k[0] == 1 and k[3] < 131072)} at B = 1 below 128k keys"))
     st = ab("ch11_wgmma_stages.csv")
     out.append((CH11_CASE, "(`ch11_wgmma_stages.csv`): " + span([st["two_stages"][k]["wgmma"] / st["three_stages"][k]["wgmma"]

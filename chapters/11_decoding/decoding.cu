@@ -99,7 +99,7 @@ int mma_row_tiles(int64_t rows, int len_kv, int splits_one) {
 constexpr const char* kWgmmaEnv = "FT_CH11_WGMMA";
 
 /// Step 6 from this many rows a key/value head (its 64 rows a block then partly zero
-/// queries, computed and dropped). Measured beside step 5 on the issue's grid (H100, d = 128,
+/// queries, computed and dropped). Measured beside step 5 on the chapter's grid (H100, d = 128,
 /// ch11_wgmma_grid.csv): 0.98-3.20x with 128 rows, 1.00-1.24x with 32, 0.99-1.17x with 16
 /// (ahead at short caches, level at long ones), 0.95-1.01x with one or four.
 constexpr int64_t kWgmmaMinRows = 16;
@@ -457,14 +457,16 @@ std::vector<ft::KernelTraffic> traffic_mma(const ft::Problem& p) {
                         "other chunks)");
 }
 
-/// Step 6: chunks of 64 or 128 rows (wgmma_warpgroups), one block a SM at d = 128 (145 or
-/// 161 KB of shared memory), two or three at d = 64 (81 or 73 KB).
+/// Step 6: chunks of 64 or 128 rows (wgmma_warpgroups), one block a SM (145 or 161 KB of
+/// shared memory at d = 128; at d = 64 two warpgroups' registers), but for one warpgroup at
+/// d = 64 (73 KB: three).
 std::vector<ft::KernelTraffic> traffic_wgmma(const ft::Problem& p) {
   const int64_t rows = rows_a_head(p, true);
   const int splits_one = choose_splits(p.kv_heads_total() * ((rows + kWgmmaRows - 1) / kWgmmaRows), p.len_kv,
                                        int(ft::gpu_facts().sms), p.head_dim == 64 ? 3 : 1);
   const int warpgroups = wgmma_warpgroups(rows, splits_one);
-  return traffic_chunks(p, int64_t(kWgmmaRows) * warpgroups, p.head_dim == 64 ? 4 - warpgroups : 1, "decode_wgmma",
+  const int per_sm = p.head_dim == 64 && warpgroups == 1 ? 3 : 1;
+  return traffic_chunks(p, int64_t(kWgmmaRows) * warpgroups, per_sm, "decode_wgmma",
                         "K and V read once for every 64 or 128 query rows that share them (L2 for the group's "
                         "other chunks)");
 }

@@ -43,7 +43,7 @@ int mma_row_tiles(int64_t rows, int len_kv, int splits_one);
 /// Whether the last step (and the paged decode) runs step 6's kernel, decode_wgmma, rather
 /// than step 5's: on Hopper (sm_90, whose wgmma no other GPU runs) for a key/value head of
 /// `rows` rows (the group's query heads × N_q) from 16 on (wgmma_pays: step 6 measured
-/// 0.99-3.20x step 5 there, 0.95-1.01x below, ch11_wgmma_grid.csv); FT_CH11_WGMMA's choice
+/// 0.98-3.20x step 5 there, 0.95-1.01x below, ch11_wgmma_grid.csv); FT_CH11_WGMMA's choice
 /// when that is set (1: wherever the GPU runs it, 0: never).
 bool wgmma_pays(int64_t rows);
 bool uses_wgmma(const ft::Problem& problem);
@@ -53,7 +53,7 @@ bool uses_wgmma(const ft::Problem& problem);
 /// and run one warpgroup's softmax while the other's products do, but halve the blocks, so
 /// that filling the GPU takes twice the splits, each half as long. Measured at 128 rows
 /// (ch11_wgmma_warpgroups.csv): two win 1.03-1.35x at B = 16 and 128 (4 splits or fewer),
-/// lose 0.88x at B = 1 (66 splits) up to 32k keys. So two past 64 rows where one warpgroup's
+/// lose 0.88-0.89x at B = 1 (32-66 splits) below 128k keys. So two past 64 rows where one warpgroup's
 /// grid needs at most 8 splits (mma_row_tiles' limit); FT_CH11_WARPGROUPS's count when set.
 int wgmma_warpgroups(int64_t rows, int splits_one);
 
