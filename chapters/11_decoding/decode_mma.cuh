@@ -72,6 +72,8 @@ struct KvRows {
   /// The thread's place among the kThreads that copy a tile: the block's four warps, or in
   /// a block of several warpgroups (decode_wgmma) each warpgroup's, one copying K, one V.
   static __device__ __forceinline__ int copier() { return threadIdx.x % kThreads; }
+  /// The tile's row (0…kTileKeys−1) this thread copies on pass `it`: the rows find() reads.
+  static __device__ __forceinline__ int row(int it) { return copier() / kChunksPerRow + it * kRowsPerPass; }
 
   template <class T>
   __device__ __forceinline__ void find(const Params<T>& p, int b, int h_kv, int key0, int k_end) {

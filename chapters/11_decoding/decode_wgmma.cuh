@@ -12,8 +12,9 @@
 /// The block: one warpgroup (the chapter's four warps) for 64 rows of its (split, sequence
 /// · key/value head), or two for 128, the group's rows packed as step 5 packs them (query
 /// head, then query row); rows past the head's are zero queries, never written. K and V
-/// arrive as in step 5 (KvRows, or KvPages through the block table; cp.async, two 128-key
-/// tiles in flight; with two warpgroups one copies K, the other V), into the
+/// arrive as in step 5 (KvRows, or KvPages through the block table, with two warpgroups each
+/// row's offset found once a tile into shared memory; cp.async, two 128-key tiles in flight;
+/// with two warpgroups one copies K, the other V), into the
 /// 128-byte-swizzled panels wgmma reads (sm90/smem_layout.hpp), fenced for the tensor cores
 /// before the barrier that publishes them. A tile is chapter 09's step 1: S = Q·Kᵀ (d/16
 /// wgmma m64n128k16, Q and K from shared memory), the mask, the online softmax on the
@@ -29,9 +30,8 @@
 namespace ch11 {
 
 constexpr int kWgmmaRows = ft::sm90::kMmaM;  ///< rows a warpgroup: wgmma's m64
-/// Warpgroups a block at most: two share each K/V tile between 128 rows (one copy of it for
-/// them all), and one's softmax can run while the other's products do (one warpgroup alone
-/// waits for each).
+/// Warpgroups a block at most: two share each K/V tile between 128 rows, so that one's
+/// softmax runs while the other's products do (one warpgroup alone waits for each).
 constexpr int kMaxWarpgroups = 2;
 
 /// The shapes chapter 09's tile functions read: the element, d, 128 keys a tile (S's wgmma is
@@ -47,8 +47,7 @@ struct WgmmaShape {
 
 /// Dynamic shared memory: 1024 bytes of slack to align the panels (the swizzle's period),
 /// Q's rows, then kMmaStages tiles of K and of V: at d = 128 145 KB with one warpgroup, 161
-/// KB with two (one block a SM); at d = 64 73 KB with one (three blocks a SM) or 81 KB with
-/// two (whose registers then hold a SM to one block).
+/// KB with two (one block a SM); at d = 64 73 or 81 KB (two or three).
 template <int D, int kWarpgroups = 1>
 constexpr size_t wgmma_smem_bytes() {
   using S = WgmmaShape<__nv_bfloat16, D, kWarpgroups>;
@@ -87,14 +86,37 @@ __global__ void __launch_bounds__(kThreads * kWarpgroups, 1) decode_wgmma(const 
   const int k_end = min(Nk, k_begin + p.keys_per_split);
   const int num_tiles = k_end > k_begin ? (k_end - k_begin + kTileKeys - 1) / kTileKeys : 0;
 
-  KvPages<D> pages;
-  if constexpr (kPaged) {
+  // Paged, two warpgroups: each row's offset found once a tile, thread t of the first
+  // warpgroup row t, into shared memory two tiles ahead, and read there by the copies. Step
+  // 5's KvPages, each thread finding its own 16 rows' pages, cost this kernel a third more
+  // instructions than the contiguous cache, and 0.80-0.86x its time at 128 rows
+  // (ch11_ncu_paged.txt, ch11_paged_rows_hybrid.csv); found once a row, 0.96-1.04x
+  // (1.12-1.29x KvPages, the same file). With one warpgroup the same change measured
+  // 0.93-0.94x KvPages at pages of 16 tokens (ch11_paged_rows_ab.csv), so one keeps KvPages.
+  constexpr bool kSharedRows = kPaged && kWarpgroups == 2;
+  __shared__ int64_t row_offset[2][kSharedRows ? kTileKeys : 1];  // [tile j % 2][row], -1: past k_end
+  KvPages<D> pages;  // paged, one warpgroup: the next tile's table entries, as step 5 loads them
+  if constexpr (kPaged && !kSharedRows) {
     if (num_tiles > 0) pages.load(p, batch, k_begin, k_end);
   }
+  auto find_rows = [&](int j) {
+    if constexpr (kSharedRows) {
+      if (j < num_tiles && threadIdx.x < kTileKeys) {
+        const int key = k_begin + j * kTileKeys + threadIdx.x;
+        row_offset[j % 2][threadIdx.x] = key < k_end ? paged_offset<D>(p, page_of(p, batch, key), h_kv, key) : -1;
+      }
+    }
+  };
+  find_rows(0);
+  find_rows(1);
+  if constexpr (kSharedRows) __syncthreads();  // tiles 0 and 1's offsets, before load_tile reads them
   auto load_tile = [&](int j) {  // step 5's copies, into the swizzled panels
     const int stage = j % kMmaStages, key0 = k_begin + j * kTileKeys;
     KvRows<D> kv_rows;
-    if constexpr (kPaged) {
+    if constexpr (kSharedRows) {
+#pragma unroll
+      for (int it = 0; it < KvRows<D>::kPasses; ++it) kv_rows.offset[it] = row_offset[j % 2][KvRows<D>::row(it)];
+    } else if constexpr (kPaged) {
       pages.rows(kv_rows, p, h_kv, key0, k_end);
       if (j + 1 < num_tiles) pages.load(p, batch, key0 + kTileKeys, k_end);
     } else {
@@ -139,6 +161,10 @@ __global__ void __launch_bounds__(kThreads * kWarpgroups, 1) decode_wgmma(const 
     ft::sm90::fence();
     ch09::issue_qk<Shape>(s, q_addr, k_addr);
     ft::sm90::commit();
+    // Tile j + 2's offsets while S runs, into the half tile j's copies read (the barrier above
+    // ordered every thread's load_tile(j + 1) after them); load_tile(j + 2) reads them after
+    // this tile's last barrier.
+    find_rows(j + 2);
     ft::sm90::wait<0>();
     ft::sm90::fence_registers(s);
 

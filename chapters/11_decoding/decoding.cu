@@ -111,10 +111,23 @@ bool wgmma_pays(int64_t rows) { return rows >= kWgmmaMinRows; }
 /// ch11_wgmma_warpgroups.csv) and the tests. Unset or empty in every other use.
 constexpr const char* kWarpgroupsEnv = "FT_CH11_WARPGROUPS";
 
-int wgmma_warpgroups(int64_t rows, int splits_one) {
+/// Two warpgroups pay where each split of their grid reads at least this many keys (8 block
+/// tiles): below it a block's start (Q and two tiles in flight) is a large share of its
+/// time, and one warpgroup's grid computes a split's two halves of the rows on two SMs at
+/// once. Measured at 128 rows (H100, ch11_wgmma_warpgroups_hybrid.csv): wgmma_warpgroups in
+/// decoding.hpp. One count for both caches, so that the paged cache runs the contiguous
+/// one's kernel and grid (the program checks their outputs bit for bit).
+constexpr int kLeastKeysForTwoWarpgroups = 8 * kTileKeys;
+
+int keys_a_split(int len_kv, int splits) {
+  const int keys = (len_kv + splits - 1) / std::max(1, splits);
+  return (keys + kTileKeys - 1) / kTileKeys * kTileKeys;  // whole block tiles
+}
+
+int wgmma_warpgroups(int64_t rows, int keys_a_split_two) {
   if (const char* forced = std::getenv(kWarpgroupsEnv); forced && *forced)
     return std::clamp(std::atoi(forced), 1, kMaxWarpgroups);
-  return rows > kWgmmaRows && splits_one <= kMostSplitsForTwoTiles ? kMaxWarpgroups : 1;
+  return rows > kWgmmaRows && keys_a_split_two >= kLeastKeysForTwoWarpgroups ? kMaxWarpgroups : 1;
 }
 
 bool uses_wgmma(const ft::Problem& p) {
@@ -274,8 +287,7 @@ void launch_chunks(const ft::Problem& p, Params<T> params, int splits, cudaStrea
                            blocks_per_sm(reinterpret_cast<const void*>(kernel), smem, threads));
   check_splits(p, splits);
   params.splits = splits;
-  params.keys_per_split = (p.len_kv + splits - 1) / splits;
-  params.keys_per_split = (params.keys_per_split + kTileKeys - 1) / kTileKeys * kTileKeys;
+  params.keys_per_split = keys_a_split(p.len_kv, splits);
   params.rows = int(rows);
   kernel<<<dim3(unsigned(chunks), unsigned(splits), unsigned(heads)), unsigned(threads), smem, stream>>>(params);
   CUDA_CHECK_LAUNCH();
@@ -321,13 +333,13 @@ void launch_wgmma_blocks(const ft::Problem& p, const Params<T>& params, int spli
 template <class T, int D, bool kPaged = false>
 void launch_wgmma(const ft::Problem& p, const Params<T>& params, int splits, cudaStream_t stream) {
   ft::require_arch(90, "chapter 11's wgmma step");
-  const auto one = decode_wgmma<T, D, kPaged, 1>;  // the one-warpgroup grid's splits
+  const auto two = decode_wgmma<T, D, kPaged, 2>;  // the two-warpgroup grid's splits
   const int64_t rows = rows_a_head(p, true);
-  ft::allow_dynamic_smem(one, wgmma_smem_bytes<D, 1>(), "chapter 11's decode_wgmma");
-  const int splits_one = choose_splits(p.kv_heads_total() * ((rows + kWgmmaRows - 1) / kWgmmaRows), p.len_kv,
-                                       ft::sm_count(), blocks_per_sm(reinterpret_cast<const void*>(one),
-                                                                     wgmma_smem_bytes<D, 1>()));
-  if (wgmma_warpgroups(rows, splits_one) == 2)
+  ft::allow_dynamic_smem(two, wgmma_smem_bytes<D, 2>(), "chapter 11's decode_wgmma");
+  const int splits_two = choose_splits(
+      p.kv_heads_total() * ((rows + kMaxWarpgroups * kWgmmaRows - 1) / (kMaxWarpgroups * kWgmmaRows)), p.len_kv, ft::sm_count(),
+      blocks_per_sm(reinterpret_cast<const void*>(two), wgmma_smem_bytes<D, 2>(), kMaxWarpgroups * kThreads));
+  if (wgmma_warpgroups(rows, keys_a_split(p.len_kv, splits_two)) == 2)
     launch_wgmma_blocks<T, D, kPaged, 2>(p, params, splits, stream);
   else
     launch_wgmma_blocks<T, D, kPaged, 1>(p, params, splits, stream);
@@ -462,9 +474,9 @@ std::vector<ft::KernelTraffic> traffic_mma(const ft::Problem& p) {
 /// d = 64 (73 KB: three).
 std::vector<ft::KernelTraffic> traffic_wgmma(const ft::Problem& p) {
   const int64_t rows = rows_a_head(p, true);
-  const int splits_one = choose_splits(p.kv_heads_total() * ((rows + kWgmmaRows - 1) / kWgmmaRows), p.len_kv,
-                                       int(ft::gpu_facts().sms), p.head_dim == 64 ? 3 : 1);
-  const int warpgroups = wgmma_warpgroups(rows, splits_one);
+  const int splits_two = choose_splits(p.kv_heads_total() * ((rows + kMaxWarpgroups * kWgmmaRows - 1) / (kMaxWarpgroups * kWgmmaRows)),
+                                       p.len_kv, int(ft::gpu_facts().sms), 1);
+  const int warpgroups = wgmma_warpgroups(rows, keys_a_split(p.len_kv, splits_two));
   const int per_sm = p.head_dim == 64 && warpgroups == 1 ? 3 : 1;
   return traffic_chunks(p, int64_t(kWgmmaRows) * warpgroups, per_sm, "decode_wgmma",
                         "K and V read once for every 64 or 128 query rows that share them (L2 for the group's "

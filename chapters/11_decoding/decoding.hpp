@@ -48,14 +48,22 @@ int mma_row_tiles(int64_t rows, int len_kv, int splits_one);
 bool wgmma_pays(int64_t rows);
 bool uses_wgmma(const ft::Problem& problem);
 
+/// The keys each of `splits` splits of `len_kv` keys reads: a whole number of 128-key block
+/// tiles, the last split the rest (a split past the keys reads none).
+int keys_a_split(int len_kv, int splits);
+
 /// Step 6's warpgroups a block (64 rows each) for a key/value head of `rows` rows whose
-/// one-warpgroup grid would take `splits_one` splits. Two make each K/V tile serve 128 rows
-/// and run one warpgroup's softmax while the other's products do, but halve the blocks, so
-/// that filling the GPU takes twice the splits, each half as long. Measured at 128 rows
-/// (ch11_wgmma_warpgroups.csv): two win 1.03-1.35x at B = 16 and 128 (4 splits or fewer),
-/// lose 0.88-0.89x at B = 1 (32-66 splits) below 128k keys. So two past 64 rows where one warpgroup's
-/// grid needs at most 8 splits (mma_row_tiles' limit); FT_CH11_WARPGROUPS's count when set.
-int wgmma_warpgroups(int64_t rows, int splits_one);
+/// two-warpgroup grid would give each split `keys_a_split_two` keys. Two make each K/V tile
+/// serve 128 rows (one copy into shared memory where one warpgroup's grid makes two, the
+/// second from L2), run one warpgroup's softmax while the other's products do and, through
+/// pages, find each row's offset once; one puts a split's two halves of the rows on two SMs
+/// at once, which is what counts where a split is short. Measured at 128 rows (H100,
+/// ch11_wgmma_warpgroups_hybrid.csv), two against one: 0.85-0.93x at 256 keys a split,
+/// 0.97-1.01x at 512, 0.99-1.15x at 1,024 and 1.08-1.30x from 2,048; through pages of 16
+/// tokens 0.88-1.04x, 1.04-1.08x, 1.10-1.49x and 1.26-1.83x. So two past 64 rows where a
+/// split of theirs reads at least 1,024 keys (kLeastKeysForTwoWarpgroups), on either cache;
+/// FT_CH11_WARPGROUPS's count when set.
+int wgmma_warpgroups(int64_t rows, int keys_a_split_two);
 
 /// Query rows a block of the merge (decode_merge) takes for `splits` splits at head dimension
 /// `head_dim`: 8, 4, 2 or 1, as many as leave each row's slots (256 threads / rows / (d/4)

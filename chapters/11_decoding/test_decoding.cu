@@ -356,21 +356,26 @@ TEST(Ch11, WgmmaOrNotDecodeEveryLayout) {
     }
 }
 
-TEST(Ch11, WgmmaFromSixteenRowsTwoWarpgroupsWhereFewSplitsFill) {
+TEST(Ch11, WgmmaFromSixteenRowsTwoWarpgroupsWhereSplitsAreLong) {
   EXPECT_FALSE(ch11::wgmma_pays(1));
   EXPECT_FALSE(ch11::wgmma_pays(4));    // 32 heads on 8, one query row: step 5
   EXPECT_TRUE(ch11::wgmma_pays(16));    // 32 heads on 8, four query rows
   EXPECT_TRUE(ch11::wgmma_pays(32));    // 32 heads on one, one query row
   EXPECT_TRUE(ch11::wgmma_pays(64));    // a warpgroup's 64 rows
   EXPECT_TRUE(ch11::wgmma_pays(128));   // 32 heads on one, four query rows
-  EXPECT_EQ(ch11::wgmma_warpgroups(16, 1), 1);
-  EXPECT_EQ(ch11::wgmma_warpgroups(64, 1), 1);    // one warpgroup's rows
-  EXPECT_EQ(ch11::wgmma_warpgroups(65, 1), 2);
-  EXPECT_EQ(ch11::wgmma_warpgroups(128, 1), 2);   // 32 heads on one, four query rows, B = 128
-  EXPECT_EQ(ch11::wgmma_warpgroups(128, 4), 2);   // B = 16
-  EXPECT_EQ(ch11::wgmma_warpgroups(128, 66), 1);  // B = 1: the splits fill the GPU
-  EXPECT_EQ(ch11::wgmma_warpgroups(512, 8), 2);
-  EXPECT_EQ(ch11::wgmma_warpgroups(512, 9), 1);
+  EXPECT_EQ(ch11::keys_a_split(131072, 128), 1024);
+  EXPECT_EQ(ch11::keys_a_split(1000, 7), 256);  // 143 keys, rounded up to whole tiles
+  EXPECT_EQ(ch11::keys_a_split(1, 1), 128);
+  // wgmma_warpgroups(rows, keys a split of the two-warpgroup grid)
+  EXPECT_EQ(ch11::wgmma_warpgroups(16, 1 << 17), 1);
+  EXPECT_EQ(ch11::wgmma_warpgroups(64, 1 << 17), 1);  // one warpgroup's rows
+  EXPECT_EQ(ch11::wgmma_warpgroups(65, 1024), 2);
+  EXPECT_EQ(ch11::wgmma_warpgroups(128, 32768), 2);   // 32 heads on one, four query rows, B = 128
+  EXPECT_EQ(ch11::wgmma_warpgroups(128, 1024), 2);    // B = 1 at 128k keys: 128 splits
+  EXPECT_EQ(ch11::wgmma_warpgroups(128, 896), 1);
+  EXPECT_EQ(ch11::wgmma_warpgroups(128, 512), 1);     // B = 16 at 4k keys
+  EXPECT_EQ(ch11::wgmma_warpgroups(128, 256), 1);     // B = 1 at 32k keys, B = 16 at 1k
+  EXPECT_EQ(ch11::wgmma_warpgroups(512, 4096), 2);
 }
 
 // The merge launched while the decode kernel runs (the default on sm_90: programmatic
