@@ -741,10 +741,6 @@ def ch11_wgmma_claims():
             (CH11, f"128 rows ({frac(lambda k: rows(k) == 128, 'fastest')} of the read at N_k ≥ 32k, where step 5 read "
                    f"{frac(lambda k: rows(k) == 128, 'tensor_cores')})"),
             (CH11, f"({of_read(g, mqa, 'tensor_cores'):.2f} → {of_read(g, mqa, 'wgmma'):.2f} at B = 1)"),
-            (CH11, f"{paged(lambda k: rows(k) <= 16)} its contiguous cache with up to 16 rows and "
-                   f"{paged(lambda k: rows(k) == 128)} with 128 (the appendix)"),
-            (CH11, f"the paged cache ran at {paged(lambda k: rows(k) <= 16)} with up to 16 rows, "
-                   f"{paged(lambda k: rows(k) == 32)} with 32 and {paged(lambda k: rows(k) == 128)} with 128"),
             ("README.md", f"32 heads on one read at {frac(lambda k: k[1] == 1 and k[2] == 1, 'fastest')} of the read "
                           f"with one row and {frac(lambda k: k[1] == 1 and k[2] == 4, 'fastest')} with four at N_k ≥ 32k, "
                           f"where `mma.sync` gave {frac(lambda k: k[1] == 1 and k[2] == 1, 'tensor_cores')} and "
@@ -772,10 +768,6 @@ def ch11_wgmma_claims():
     out += [(CH11_CASE, f"| {k[0]} | {k[3]:,} | {one[k]['wgmma'] * 1e3:.1f} | {two[k]['wgmma'] * 1e3:.1f} | "
                         f"{one[k]['wgmma'] / two[k]['wgmma']:.2f} | {rd(k) / one[k]['wgmma']:.2f} → "
                         f"{rd(k) / two[k]['wgmma']:.2f} |") for k in one]
-    wg = lambda pick: span([one[k]["wgmma"] / two[k]["wgmma"] for k in one if pick(k)])
-    out.append((CH11, f"Two warpgroups a block ran {wg(lambda k: k[0] >= 16 and k[3] >= 32768)} one at B ≥ 16 from "
-                      f"32k keys (one tile copy for 128 rows, and presumably one's softmax under the other's products), and "
-                      f"{wg(lambda k: k[0] == 1 and k[3] < 131072)} at B = 1 below 128k keys"))
     st = ab("ch11_wgmma_stages.csv")
     out.append((CH11_CASE, "(`ch11_wgmma_stages.csv`): " + span([st["two_stages"][k]["wgmma"] / st["three_stages"][k]["wgmma"]
                                                               for k in st["two_stages"]]) + "."))
@@ -811,6 +803,83 @@ def ch11_wgmma_claims():
                       f"below {math.floor(min(ratio(k) for k in pt if k[3] >= 8192) * 100) / 100:.2f}× from 8k keys up; "
                       f"at 1k keys and B = 1, {ratio((1, 1, 1, 1024)):.2f}× with 32 on one and "
                       f"{ratio((1, 8, 1, 1024)):.2f}× with 32\non 8"))
+    return out
+
+
+def ch11_hybrid_claims():
+    """Step 6's paged rows found once for two warpgroups, and the warpgroup rule by keys a
+    split (plots/results/h100/): the A/B of the rows (ch11_paged_rows_hybrid.csv), one
+    warpgroup against two (ch11_wgmma_warpgroups_hybrid.csv), the rule against the first
+    one (ch11_wgmma_rule_ab.csv), the chapter's grid through fastest (ch11_grid_hybrid.csv)."""
+    def ab(name):  # {setting without its round: {(B, H_kv, N_q, N_k): {variant: mean ms}}}
+        runs = {}
+        for r in read_h100(name):
+            key = (int(r["batch"]), int(r["heads_kv"]), int(r["seq_len"]), int(r["len_kv"]))
+            runs.setdefault((r["setting"].rsplit("_round", 1)[0], key, r["variant"]), []).append(float(r["ms"]))
+        out = {}
+        for (setting, key, variant), ms in runs.items():
+            out.setdefault(setting, {}).setdefault(key, {})[variant] = statistics.mean(ms)
+        return out
+
+    pages = ("paged_16", "paged_64", "paged_256")
+    rows = lambda k: 32 // k[1] * k[2]
+    # The committed heuristics, as the library computes them on 132 SMs at d = 128 (one block
+    # a SM either way): the splits of a grid, a split's keys in whole 128-key tiles.
+    splits = lambda blocks, n: max(1, min(132 // blocks, (n + 255) // 256, 128))
+    keys_two = lambda k: -(-(-(-k[3] // splits(k[0] * -(-rows(k) // 128), k[3]))) // 128) * 128
+    two_first = lambda k: rows(k) > 64 and splits(k[0] * -(-rows(k) // 64), k[3]) <= 8  # the first rule
+    two_now = lambda k: rows(k) > 64 and keys_two(k) >= 1024
+
+    h = ab("ch11_paged_rows_hybrid.csv")
+    kv, sh = h["kvpages"], h["shared_rows_for_two_warpgroups"]
+    wide = [k for k in kv if rows(k) == 128 and two_first(k)]  # two warpgroups in that run
+    out = [(CH11_CASE, f"with two warpgroups {span([kv[k][p] / sh[k][p] for k in wide for p in pages])}, the paged "
+                       f"cache at {span([sh[k]['contiguous'] / sh[k][p] for k in wide for p in pages])} its contiguous "
+                       f"one where it had run at {span([kv[k]['contiguous'] / kv[k][p] for k in wide for p in pages])}; "
+                       f"with one warpgroup {span([kv[k][p] / sh[k][p] for k in kv if k not in wide for p in pages])}, "
+                       f"the same kernel")]
+
+    w = ab("ch11_wgmma_warpgroups_hybrid.csv")
+    one, two = w["one_warpgroup"], w["two_warpgroups"]
+    by = {}
+    for k in one:
+        by.setdefault(min(keys_two(k), 2048), []).append(k)
+    ratio = lambda ks, v: span([one[k][v] / two[k][v] for k in ks], unit="")
+    label = {256: "256", 512: "512", 1024: "1,024", 2048: "2,048–16,384"}
+    out += [(CH11_CASE, f"| {label[n]} | {len(by[n])} | {ratio(by[n], 'wgmma')} | {ratio(by[n], 'paged_16')} |")
+            for n in sorted(by)]
+    out.append((CH11, f"Two warpgroups a block ran {ratio(by[2048], 'wgmma')}× one where their splits read 2,048 keys "
+                      f"or more (one tile copy for 128 rows, presumably one's softmax under the other's products), and "
+                      f"{ratio(by[256], 'wgmma')}× at 256"))
+
+    r = ab("ch11_wgmma_rule_ab.csv")
+    first, now = r["splits_one_at_most_8"], r["keys_a_split_at_least_1024"]
+    gain = lambda pick, vs: span([first[k][v] / now[k][v] for k in first if pick(k) for v in vs])
+    to_one = lambda k: two_first(k) and not two_now(k)
+    to_two = lambda k: two_now(k) and not two_first(k)
+    out.append((CH11_CASE, f"opposite orders (`ch11_wgmma_rule_ab.csv`, {len(first)} shapes of 128 and 512 rows): "
+                           f"{gain(to_one, ['fastest'])} where it now takes one warpgroup, {gain(to_two, ['fastest'])} "
+                           f"where it now takes two (through pages {gain(to_two, pages)}), "
+                           f"{gain(lambda k: not to_one(k) and not to_two(k), ['fastest'])} where both choose alike"))
+
+    g = {}
+    for x in read_h100("ch11_grid_hybrid.csv"):
+        g.setdefault((int(x["batch"]), int(x["heads_kv"]), int(x["seq_len"]), int(x["len_kv"])), {})[x["variant"]] = float(x["ms"])
+    paged = lambda pick: span([g[k]["contiguous"] / g[k][p] for k in g if k[3] >= 32768 and "paged_16" in g[k]
+                               and pick(k) for p in pages])
+    out += [(CH11, f"Through pages it ran at {paged(lambda k: rows(k) <= 16)} its contiguous cache with up to 16 rows "
+                   f"and {paged(lambda k: rows(k) == 128)} with 128 (the appendix)"),
+            (CH11, f"the paged cache ran at {paged(lambda k: rows(k) <= 16)} with up to 16 rows, "
+                   f"{paged(lambda k: rows(k) == 32)} with 32 and {paged(lambda k: rows(k) == 128)} with 128 "
+                   f"(`ch11_grid_hybrid.csv`)"),
+            (CH11_CASE, f"the paged cache ran at {paged(lambda k: rows(k) == 128)} with 128 rows, "
+                        f"{paged(lambda k: rows(k) == 32)} with 32 and {paged(lambda k: rows(k) <= 16)} with 16 or fewer"),
+            (CH11_CASE, f"{paged(lambda k: rows(k) == 128 and k[0] == 1 and k[3] == 32768)} at\n32k keys, where one "
+                        f"warpgroup (256 keys a split) keeps `KvPages`, and "
+                        f"{g[(1, 1, 4, 131072)]['contiguous'] / g[(1, 1, 4, 131072)]['paged_16']:.2f}× at 128k keys through "
+                        f"pages of 16 tokens on two warpgroups "
+                        f"({g[(1, 1, 4, 131072)]['contiguous'] / g[(1, 1, 4, 131072)]['paged_64']:.2f}× and "
+                        f"{g[(1, 1, 4, 131072)]['contiguous'] / g[(1, 1, 4, 131072)]['paged_256']:.2f}× at 64 and 256)")]
     return out
 
 
@@ -1559,7 +1628,7 @@ def claims():
                       f"{vs_ratio('ch07_fastest', 'forward', LONG, 'ours', 'torch_flash', 3)} on the shapes "
                       f"with N ≥ 4096"),
     ]
-    out += ch06_precision_claims() + ch10_claims() + ch11_claims() + ch11_merge_claims() + ch11_merge_block_claims() + ch11_wgmma_claims() + ch11_short_cache_claims() + ch10_reverse_claims() + ch11_row_tile_claims() + ch11_short_split_claims() + ch10_stall_claims() + ch10_lean_claims() + ch10_walk_claims() + ch10_step9_claims() + ch12_claims()
+    out += ch06_precision_claims() + ch10_claims() + ch11_claims() + ch11_merge_claims() + ch11_merge_block_claims() + ch11_wgmma_claims() + ch11_hybrid_claims() + ch11_short_cache_claims() + ch10_reverse_claims() + ch11_row_tile_claims() + ch11_short_split_claims() + ch10_stall_claims() + ch10_lean_claims() + ch10_walk_claims() + ch10_step9_claims() + ch12_claims()
     fp16, bf16 = ch09_table("fp16"), ch09_table("bf16")
     worst = max(abs(fp16[k][i] / bf16[k][i] - 1) for k in bf16 for i in STEPS if i in bf16[k])
     out.append((ch09, f"fp16, in the same run, lands within {int(worst * 100) + 1}% of these"))

@@ -60,7 +60,7 @@ int keys_a_split(int len_kv, int splits);
 /// at once, which is what counts where a split is short. Measured at 128 rows (H100,
 /// ch11_wgmma_warpgroups_hybrid.csv), two against one: 0.85-0.93x at 256 keys a split,
 /// 0.97-1.01x at 512, 0.99-1.15x at 1,024 and 1.08-1.30x from 2,048; through pages of 16
-/// tokens 0.88-1.04x, 1.04-1.08x, 1.10-1.49x and 1.26-1.83x. So two past 64 rows where a
+/// tokens 0.88-1.04x, 1.04-1.08x, 1.10-1.49x and 1.26-1.82x. So two past 64 rows where a
 /// split of theirs reads at least 1,024 keys (kLeastKeysForTwoWarpgroups), on either cache;
 /// FT_CH11_WARPGROUPS's count when set.
 int wgmma_warpgroups(int64_t rows, int keys_a_split_two);
