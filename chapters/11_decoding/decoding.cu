@@ -39,16 +39,13 @@ namespace ch11 {
 /// blocks of 128 threads) and up to 212 with sixteen (2 blocks; ptxas, sm_90), so the guess
 /// overstates the splits of wide groups. A launch asks the runtime instead (blocks_per_sm).
 constexpr int kLedgerBlocksPerSm = 4;
-/// A split reads at least this many keys: below it the block's start and the merge's extra
-/// pass are a larger share than the parallelism they buy (two rounds of 4 warps × 32 keys).
-constexpr int kMinSplitKeys = 256;
 
-int choose_splits(int64_t blocks, int len_kv, int sms, int blocks_per_sm) {
-  if (blocks <= 0 || len_kv <= 0 || sms <= 0 || blocks_per_sm <= 0) return 1;
+int choose_splits(int64_t blocks, int len_kv, int sms, int blocks_per_sm, int min_split_keys) {
+  if (blocks <= 0 || len_kv <= 0 || sms <= 0 || blocks_per_sm <= 0 || min_split_keys <= 0) return 1;
   // Rounded down: one block more than the GPU holds at once waits for a second wave and
   // doubles the time (17 splits of 32 heads, 544 blocks, on 528 places: 0.58 of the read).
   const int64_t want = int64_t(blocks_per_sm) * sms / blocks;
-  const int64_t most = std::max(1, (len_kv + kMinSplitKeys - 1) / kMinSplitKeys);
+  const int64_t most = std::max(1, (len_kv + min_split_keys - 1) / min_split_keys);
   return int(std::max<int64_t>(1, std::min<int64_t>({want, most, kMaxSplits})));
 }
 
@@ -153,9 +150,9 @@ using Compiled = ft::Instances<ft::DTypes<ft::DType::BFloat16, ft::DType::Float1
 int64_t rows_a_head(const ft::Problem& p, bool grouped) { return int64_t(grouped ? p.group() : 1) * p.len_q; }
 
 /// The most splits a launch may take for these keys, whatever the GPU: the workspace is sized
-/// before any GPU is asked. One block tile (kTileKeys) a split at the least, below
-/// choose_splits' kMinSplitKeys, so that a forced count (FT_CH11_SPLITS) can measure the
-/// splits the heuristic does not choose at short caches.
+/// before any GPU is asked. One block tile (kTileKeys) a split at the least: the tensor-core
+/// steps' own minimum, below steps 2-4's kMinSplitKeys, so that a forced count
+/// (FT_CH11_SPLITS) can measure every split count at short caches.
 int max_splits(int len_kv) { return std::min(kMaxSplits, std::max(1, (len_kv + kTileKeys - 1) / kTileKeys)); }
 
 /// The environment variable that overrides choose_splits for the measurement of the
@@ -284,7 +281,7 @@ void launch_chunks(const ft::Problem& p, Params<T> params, int splits, cudaStrea
   ft::allow_dynamic_smem(kernel, smem, who);
   if (splits == kAutoSplits)
     splits = choose_splits(heads * chunks, p.len_kv, ft::sm_count(),
-                           blocks_per_sm(reinterpret_cast<const void*>(kernel), smem, threads));
+                           blocks_per_sm(reinterpret_cast<const void*>(kernel), smem, threads), kTileKeys);
   check_splits(p, splits);
   params.splits = splits;
   params.keys_per_split = keys_a_split(p.len_kv, splits);
@@ -309,7 +306,7 @@ int splits_one_tile(const ft::Problem& p) {
   const size_t smem = mma_smem_bytes<D, 1>();
   ft::allow_dynamic_smem(kernel, smem, "chapter 11's decode_mma");
   return choose_splits(p.kv_heads_total() * ((rows_a_head(p, true) + kMmaRows - 1) / kMmaRows), p.len_kv,
-                       ft::sm_count(), blocks_per_sm(reinterpret_cast<const void*>(kernel), smem));
+                       ft::sm_count(), blocks_per_sm(reinterpret_cast<const void*>(kernel), smem), kTileKeys);
 }
 
 template <class T, int D, bool kPaged = false>
@@ -338,7 +335,8 @@ void launch_wgmma(const ft::Problem& p, const Params<T>& params, int splits, cud
   ft::allow_dynamic_smem(two, wgmma_smem_bytes<D, 2>(), "chapter 11's decode_wgmma");
   const int splits_two = choose_splits(
       p.kv_heads_total() * ((rows + kMaxWarpgroups * kWgmmaRows - 1) / (kMaxWarpgroups * kWgmmaRows)), p.len_kv, ft::sm_count(),
-      blocks_per_sm(reinterpret_cast<const void*>(two), wgmma_smem_bytes<D, 2>(), kMaxWarpgroups * kThreads));
+      blocks_per_sm(reinterpret_cast<const void*>(two), wgmma_smem_bytes<D, 2>(), kMaxWarpgroups * kThreads),
+      kTileKeys);
   if (wgmma_warpgroups(rows, keys_a_split(p.len_kv, splits_two)) == 2)
     launch_wgmma_blocks<T, D, kPaged, 2>(p, params, splits, stream);
   else
@@ -449,7 +447,7 @@ std::vector<ft::KernelTraffic> traffic_chunks(const ft::Problem& p, int64_t bloc
   const int sms = int(ft::gpu_facts().sms);
   const int64_t chunks = (rows_a_head(p, true) + block_rows - 1) / block_rows;
   const double q = double(p.q_bytes()), o = double(p.q_bytes()), l = double(p.rows()) * ft::kFloatBytes;
-  const int splits = choose_splits(p.kv_heads_total() * chunks, p.len_kv, sms, per_sm);
+  const int splits = choose_splits(p.kv_heads_total() * chunks, p.len_kv, sms, per_sm, kTileKeys);
   const double part = splits > 1 ? double(splits) * double(p.rows()) * (p.head_dim + 1) * ft::kFloatBytes : 0.0;
   std::vector<ft::KernelTraffic> t{{kernel, q + kv * double(chunks), splits > 1 ? part : o + l, q + kv,
                                     splits > 1 ? part : o + l, p.forward_flops(), note}};
@@ -463,7 +461,8 @@ std::vector<ft::KernelTraffic> traffic_chunks(const ft::Problem& p, int64_t bloc
 std::vector<ft::KernelTraffic> traffic_mma(const ft::Problem& p) {
   const int sms = int(ft::gpu_facts().sms), per_sm = p.head_dim == 64 ? 3 : 1;
   const int64_t rows = rows_a_head(p, true);
-  const int splits_one = choose_splits(p.kv_heads_total() * ((rows + kMmaRows - 1) / kMmaRows), p.len_kv, sms, per_sm);
+  const int splits_one =
+      choose_splits(p.kv_heads_total() * ((rows + kMmaRows - 1) / kMmaRows), p.len_kv, sms, per_sm, kTileKeys);
   return traffic_chunks(p, int64_t(kMmaRows) * mma_row_tiles(rows, p.len_kv, splits_one), per_sm, "decode_mma",
                         "K and V read once for every 16 or 32 query rows that share them (L2 for the group's "
                         "other chunks)");
@@ -475,7 +474,7 @@ std::vector<ft::KernelTraffic> traffic_mma(const ft::Problem& p) {
 std::vector<ft::KernelTraffic> traffic_wgmma(const ft::Problem& p) {
   const int64_t rows = rows_a_head(p, true);
   const int splits_two = choose_splits(p.kv_heads_total() * ((rows + kMaxWarpgroups * kWgmmaRows - 1) / (kMaxWarpgroups * kWgmmaRows)),
-                                       p.len_kv, int(ft::gpu_facts().sms), 1);
+                                       p.len_kv, int(ft::gpu_facts().sms), 1, kTileKeys);
   const int warpgroups = wgmma_warpgroups(rows, keys_a_split(p.len_kv, splits_two));
   const int per_sm = p.head_dim == 64 && warpgroups == 1 ? 3 : 1;
   return traffic_chunks(p, int64_t(kWgmmaRows) * warpgroups, per_sm, "decode_wgmma",
