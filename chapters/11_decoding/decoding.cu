@@ -108,6 +108,12 @@ bool wgmma_pays(int64_t rows) { return rows >= kWgmmaMinRows; }
 /// ch11_wgmma_warpgroups.csv) and the tests. Unset or empty in every other use.
 constexpr const char* kWarpgroupsEnv = "FT_CH11_WARPGROUPS";
 
+/// Step 6 splits the keys down to one block tile a split, where steps 2-5 stop at
+/// kMinSplitKeys (256): at B = 1 with 32 heads on one, 1,024 to 4,096 keys, the tile's
+/// splits ran 1.08-1.17x faster and elsewhere 1.00-1.06x (H100, ch11_split_minimum_ab.csv),
+/// where step 5 at B = 16 had run 1.39x slower with them (H200, ch11_short_splits.csv).
+constexpr int kMinWgmmaSplitKeys = kTileKeys;
+
 /// Two warpgroups pay where each split of their grid reads at least this many keys (8 block
 /// tiles): below it a block's start (Q and two tiles in flight) is a large share of its
 /// time, and one warpgroup's grid computes a split's two halves of the rows on two SMs at
@@ -150,9 +156,9 @@ using Compiled = ft::Instances<ft::DTypes<ft::DType::BFloat16, ft::DType::Float1
 int64_t rows_a_head(const ft::Problem& p, bool grouped) { return int64_t(grouped ? p.group() : 1) * p.len_q; }
 
 /// The most splits a launch may take for these keys, whatever the GPU: the workspace is sized
-/// before any GPU is asked. One block tile (kTileKeys) a split at the least: the tensor-core
-/// steps' own minimum, below steps 2-4's kMinSplitKeys, so that a forced count
-/// (FT_CH11_SPLITS) can measure every split count at short caches.
+/// before any GPU is asked. One block tile (kTileKeys) a split at the least: step 6's own
+/// minimum, below steps 2-5's kMinSplitKeys, so that a forced count (FT_CH11_SPLITS) can
+/// measure every split count at short caches.
 int max_splits(int len_kv) { return std::min(kMaxSplits, std::max(1, (len_kv + kTileKeys - 1) / kTileKeys)); }
 
 /// The environment variable that overrides choose_splits for the measurement of the
@@ -273,7 +279,8 @@ void launch(const ft::Problem& p, Params<T> params, int splits, cudaStream_t str
 /// from device memory once and from L2 for the other chunks.
 template <class T, int D>
 void launch_chunks(const ft::Problem& p, Params<T> params, int splits, cudaStream_t stream, void (*kernel)(Params<T>),
-                   size_t smem, int block_rows, const char* who, int threads = kThreads) {
+                   size_t smem, int block_rows, const char* who, int threads = kThreads,
+                   int min_split_keys = kMinSplitKeys) {
   const int64_t rows = rows_a_head(p, true);
   const int64_t heads = p.kv_heads_total();
   if (heads > 65535) throw ft::Unsupported("chapter 11: more than 65535 heads in one launch");
@@ -281,7 +288,7 @@ void launch_chunks(const ft::Problem& p, Params<T> params, int splits, cudaStrea
   ft::allow_dynamic_smem(kernel, smem, who);
   if (splits == kAutoSplits)
     splits = choose_splits(heads * chunks, p.len_kv, ft::sm_count(),
-                           blocks_per_sm(reinterpret_cast<const void*>(kernel), smem, threads), kTileKeys);
+                           blocks_per_sm(reinterpret_cast<const void*>(kernel), smem, threads), min_split_keys);
   check_splits(p, splits);
   params.splits = splits;
   params.keys_per_split = keys_a_split(p.len_kv, splits);
@@ -306,7 +313,7 @@ int splits_one_tile(const ft::Problem& p) {
   const size_t smem = mma_smem_bytes<D, 1>();
   ft::allow_dynamic_smem(kernel, smem, "chapter 11's decode_mma");
   return choose_splits(p.kv_heads_total() * ((rows_a_head(p, true) + kMmaRows - 1) / kMmaRows), p.len_kv,
-                       ft::sm_count(), blocks_per_sm(reinterpret_cast<const void*>(kernel), smem), kTileKeys);
+                       ft::sm_count(), blocks_per_sm(reinterpret_cast<const void*>(kernel), smem));
 }
 
 template <class T, int D, bool kPaged = false>
@@ -321,7 +328,7 @@ template <class T, int D, bool kPaged, int kWarpgroups>
 void launch_wgmma_blocks(const ft::Problem& p, const Params<T>& params, int splits, cudaStream_t stream) {
   launch_chunks<T, D>(p, params, splits, stream, decode_wgmma<T, D, kPaged, kWarpgroups>,
                       wgmma_smem_bytes<D, kWarpgroups>(), kWgmmaRows * kWarpgroups, "chapter 11's decode_wgmma",
-                      kThreads * kWarpgroups);
+                      kThreads * kWarpgroups, kMinWgmmaSplitKeys);
 }
 
 /// Step 6's kernel (decode_wgmma: 64 rows of a key/value head a warpgroup on wgmma, one or
@@ -336,7 +343,7 @@ void launch_wgmma(const ft::Problem& p, const Params<T>& params, int splits, cud
   const int splits_two = choose_splits(
       p.kv_heads_total() * ((rows + kMaxWarpgroups * kWgmmaRows - 1) / (kMaxWarpgroups * kWgmmaRows)), p.len_kv, ft::sm_count(),
       blocks_per_sm(reinterpret_cast<const void*>(two), wgmma_smem_bytes<D, 2>(), kMaxWarpgroups * kThreads),
-      kTileKeys);
+      kMinWgmmaSplitKeys);
   if (wgmma_warpgroups(rows, keys_a_split(p.len_kv, splits_two)) == 2)
     launch_wgmma_blocks<T, D, kPaged, 2>(p, params, splits, stream);
   else
@@ -441,13 +448,13 @@ std::vector<ft::KernelTraffic> traffic(const ft::Problem& p) {
 /// group (the chunks of a split run side by side: from device memory once, the others from
 /// L2), Q read and O written once, the splits' partial results as in traffic(); `per_sm`
 /// blocks a SM.
-std::vector<ft::KernelTraffic> traffic_chunks(const ft::Problem& p, int64_t block_rows, int per_sm,
+std::vector<ft::KernelTraffic> traffic_chunks(const ft::Problem& p, int64_t block_rows, int per_sm, int min_split_keys,
                                               const std::string& kernel, const std::string& note) {
   const double kv = 2.0 * double(p.kv_bytes());
   const int sms = int(ft::gpu_facts().sms);
   const int64_t chunks = (rows_a_head(p, true) + block_rows - 1) / block_rows;
   const double q = double(p.q_bytes()), o = double(p.q_bytes()), l = double(p.rows()) * ft::kFloatBytes;
-  const int splits = choose_splits(p.kv_heads_total() * chunks, p.len_kv, sms, per_sm, kTileKeys);
+  const int splits = choose_splits(p.kv_heads_total() * chunks, p.len_kv, sms, per_sm, min_split_keys);
   const double part = splits > 1 ? double(splits) * double(p.rows()) * (p.head_dim + 1) * ft::kFloatBytes : 0.0;
   std::vector<ft::KernelTraffic> t{{kernel, q + kv * double(chunks), splits > 1 ? part : o + l, q + kv,
                                     splits > 1 ? part : o + l, p.forward_flops(), note}};
@@ -461,9 +468,9 @@ std::vector<ft::KernelTraffic> traffic_chunks(const ft::Problem& p, int64_t bloc
 std::vector<ft::KernelTraffic> traffic_mma(const ft::Problem& p) {
   const int sms = int(ft::gpu_facts().sms), per_sm = p.head_dim == 64 ? 3 : 1;
   const int64_t rows = rows_a_head(p, true);
-  const int splits_one =
-      choose_splits(p.kv_heads_total() * ((rows + kMmaRows - 1) / kMmaRows), p.len_kv, sms, per_sm, kTileKeys);
-  return traffic_chunks(p, int64_t(kMmaRows) * mma_row_tiles(rows, p.len_kv, splits_one), per_sm, "decode_mma",
+  const int splits_one = choose_splits(p.kv_heads_total() * ((rows + kMmaRows - 1) / kMmaRows), p.len_kv, sms, per_sm);
+  return traffic_chunks(p, int64_t(kMmaRows) * mma_row_tiles(rows, p.len_kv, splits_one), per_sm, kMinSplitKeys,
+                        "decode_mma",
                         "K and V read once for every 16 or 32 query rows that share them (L2 for the group's "
                         "other chunks)");
 }
@@ -474,10 +481,10 @@ std::vector<ft::KernelTraffic> traffic_mma(const ft::Problem& p) {
 std::vector<ft::KernelTraffic> traffic_wgmma(const ft::Problem& p) {
   const int64_t rows = rows_a_head(p, true);
   const int splits_two = choose_splits(p.kv_heads_total() * ((rows + kMaxWarpgroups * kWgmmaRows - 1) / (kMaxWarpgroups * kWgmmaRows)),
-                                       p.len_kv, int(ft::gpu_facts().sms), 1, kTileKeys);
+                                       p.len_kv, int(ft::gpu_facts().sms), 1, kMinWgmmaSplitKeys);
   const int warpgroups = wgmma_warpgroups(rows, keys_a_split(p.len_kv, splits_two));
   const int per_sm = p.head_dim == 64 && warpgroups == 1 ? 3 : 1;
-  return traffic_chunks(p, int64_t(kWgmmaRows) * warpgroups, per_sm, "decode_wgmma",
+  return traffic_chunks(p, int64_t(kWgmmaRows) * warpgroups, per_sm, kMinWgmmaSplitKeys, "decode_wgmma",
                         "K and V read once for every 64 or 128 query rows that share them (L2 for the group's "
                         "other chunks)");
 }

@@ -22,7 +22,7 @@ const ft::ForwardImpl& fastest();
 /// The staircase, one idea a step, then fastest.
 std::vector<ft::ForwardImpl> forward_impls();
 
-/// A split of steps 2-4 reads at least this many keys: below it the block's start and the
+/// A split of steps 2-5 reads at least this many keys: below it the block's start and the
 /// merge's extra pass are a larger share than the parallelism they buy (two rounds of 4
 /// warps × 32 keys).
 constexpr int kMinSplitKeys = 256;
@@ -30,9 +30,7 @@ constexpr int kMinSplitKeys = 256;
 /// Splits of the keys for `blocks` blocks of work over `len_kv` keys on `sms` SMs that each
 /// hold `blocks_per_sm` blocks at once: as many as fill those places once and no more (a
 /// block past them waits for a second wave), none under `min_split_keys` keys, at most
-/// kMaxSplits. The tensor-core steps (5 and 6) take their splits in whole 128-key block
-/// tiles and pass one tile: at B = 1 with 32 heads on one and 1,024 keys, 8 splits of 128 keys
-/// ran 1.12-1.15x the 4 of 256 (H100, ch11_wgmma_splits.csv).
+/// kMaxSplits. Step 6 passes one 128-key block tile (kMinWgmmaSplitKeys in decoding.cu).
 int choose_splits(int64_t blocks, int len_kv, int sms, int blocks_per_sm, int min_split_keys = kMinSplitKeys);
 
 /// Step 5's m16 row tiles a block (1 or 2), for a key/value head of `rows` rows over `len_kv`

@@ -124,7 +124,7 @@ TEST(Ch11, SplitsFollowTheGpuAndTheKeys) {
   EXPECT_EQ(ch11::choose_splits(32, 100000, 132, 4), 16);          // 512 blocks: 17 would make 544
   EXPECT_EQ(ch11::choose_splits(32, 100000, 132, 5), 20);          // 5 a SM: 640 of 660 places
   EXPECT_EQ(ch11::choose_splits(8, 1000, 132, 4), 4);              // at most one split a 256 keys
-  EXPECT_EQ(ch11::choose_splits(8, 1000, 132, 4, 128), 8);         // the tensor-core steps: a 128-key tile
+  EXPECT_EQ(ch11::choose_splits(8, 1000, 132, 4, 128), 8);         // step 6: one 128-key tile a split
   EXPECT_EQ(ch11::choose_splits(8, 1000, 132, 4, 0), 1);           // no minimum: no split
   EXPECT_EQ(ch11::choose_splits(1, 1 << 20, 132, 4), 128);         // at most 128
   EXPECT_EQ(ch11::choose_splits(1, 1, 132, 4), 1);
