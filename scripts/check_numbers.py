@@ -884,20 +884,68 @@ def ch11_hybrid_claims():
 
 
 def ch11_short_cache_claims():
-    """Three repeats of PyTorch beside step 6 at 1024 keys (ch11_short_caches_vs_pytorch.csv,
-    an H100): the lesson appendix's sentence."""
-    pt = {}
-    for r in read_h100("ch11_short_caches_vs_pytorch.csv"):
-        if r["status"] == "ok":
-            pt.setdefault((r["repeat"], int(r["batch"]), int(r["heads_kv"]), int(r["len_q"]), int(r["len_kv"])),
-                          {})[r["impl"]] = float(r["ms"])
+    """PyTorch beside step 6 at 1024 keys, three repeats each, with step 6's splits of 256 keys
+    (ch11_short_caches_vs_pytorch_hybrid.csv) and of one tile (ch11_short_caches_vs_pytorch_tile.csv,
+    an H100): the lesson appendix's sentence and the case study's."""
+    def runs(name):
+        pt = {}
+        for r in read_h100(name):
+            if r["status"] == "ok":
+                pt.setdefault((r["repeat"], int(r["batch"]), int(r["heads_kv"]), int(r["len_q"]), int(r["len_kv"])),
+                              {})[r["impl"]] = float(r["ms"])
+        return pt
+
     ratio = lambda x: min(v for i, v in x.items() if i.startswith("torch")) / x["ch11"]
-    of = lambda b, kv: [x for k, x in pt.items() if k[1:] == (b, kv, 1, 1024)]
+    of = lambda pt, b, kv: [x for k, x in pt.items() if k[1:] == (b, kv, 1, 1024)]
     us = lambda xs, impl: span([x[impl] * 1000 for x in xs], digits=1, unit="")
-    mqa = of(1, 1)
+    tile, before = runs("ch11_short_caches_vs_pytorch_tile.csv"), runs("ch11_short_caches_vs_pytorch_hybrid.csv")
+    mqa = of(tile, 1, 1)
     return [(CH11, f"{span([ratio(x) for x in mqa])} cuDNN at B = 1 with 32 heads on one ({us(mqa, 'ch11')} µs against "
-                   f"{us(mqa, 'torch_cudnn')}) and\n{span([ratio(x) for x in of(1, 8)])} with 32 on 8; at B = 16, "
-                   f"{span([ratio(x) for x in of(16, 8)])}")]
+                   f"{us(mqa, 'torch_cudnn')}) and {span([ratio(x) for x in of(tile, 1, 8)])} with 32 on 8 (step 5); at "
+                   f"B = 16, {span([ratio(x) for x in of(tile, 16, 8)])}"),
+            (CH11_CASE, f"runs): {span([ratio(x) for x in mqa])} at B = 1 with 32 heads on one and 1,024 keys, where 256 "
+                        f"keys a split had given {span([ratio(x) for x in of(before, 1, 1)])} "
+                        f"(`ch11_short_caches_vs_pytorch_hybrid.csv`): {us(mqa, 'ch11')} µs against cuDNN's "
+                        f"{us(mqa, 'torch_cudnn')}")]
+
+
+def ch11_wgmma_split_claims():
+    """Step 6's splits at short caches (an H100): the forced sweep (ch11_wgmma_splits.csv) and
+    the one-tile minimum against 256 keys (ch11_split_minimum_ab.csv), the case study's
+    paragraph and decoding.cu's comment."""
+    def ab(name):  # {setting without its round: {(B, H_kv, N_q, N_k): {variant: mean ms}}}
+        runs = {}
+        for r in read_h100(name):
+            key = (int(r["batch"]), int(r["heads_kv"]), int(r["seq_len"]), int(r["len_kv"]))
+            runs.setdefault((r["setting"].rsplit("_round", 1)[0], key, r["variant"]), []).append(float(r["ms"]))
+        out = {}
+        for (setting, key, variant), ms in runs.items():
+            out.setdefault(setting, {}).setdefault(key, {})[variant] = statistics.mean(ms)
+        return out
+
+    sw = ab("ch11_wgmma_splits.csv")
+    t = lambda n, k: sw[f"splits_{n}"][k]["fastest"]
+    short = [(1, 1, 1, 1024), (1, 1, 4, 1024)]
+    mid = [(1, 1, 1, 8192), (1, 1, 4, 8192)]
+    out = [(CH11_CASE, f"8 splits took\n{span([t(8, k) * 1e3 for k in short], digits=1, unit='')} µs against the "
+                       f"heuristic's 4 ({span([t('auto', k) * 1e3 for k in short], digits=1, unit='')} µs), "
+                       f"{span([t('auto', k) / t(8, k) for k in short])}; at 8,192 keys 64 splits\nbeat its 32 by "
+                       f"{span([t('auto', k) / t(66, k) for k in mid])}")]
+    counts = [n for n in ("auto", 2, 4, 8, 12, 16, 24, 32, 48, 66, 96, 128)]
+    rest = [k for k in sw["splits_auto"] if k[3] >= 32768 or k[0] == 16]
+    worst = max(t("auto", k) / min(t(n, k) for n in counts) for k in rest)
+    assert worst < 1.0105, f"the heuristic {worst:.3f}x the best forced count from 32k keys or at B = 16"
+    m = ab("ch11_split_minimum_ab.csv")
+    a, b = m["min_256_keys"], m["min_one_tile"]
+    wgmma = lambda k: 32 // k[1] * k[2] >= 16  # the shapes step 6 runs (fastest on Hopper from 16 rows)
+    g = lambda pick: span([a[k]["fastest"] / b[k]["fastest"] for k in a if wgmma(k) and pick(k)])
+    mqa1 = lambda k: k[0] == 1 and k[1] == 1
+    out += [(CH11_CASE, f"{g(lambda k: mqa1(k) and k[3] <= 4096)} at B = 1 with 32 heads on\none from 1,024 to 4,096 "
+                        f"keys, {g(lambda k: mqa1(k) and k[3] == 8192)} at 8,192, {g(lambda k: k[1] == 8)} with 32 on 8 "
+                        f"and four rows at\n1,024, {g(lambda k: k[0] >= 16)} at B ≥ 16"),
+            (CH11, f"1,024 keys, where 256 keys a split gave 4): {g(lambda k: mqa1(k) and k[3] <= 4096)} at B = 1 with "
+                   f"32 heads on one up to 4,096 keys")]
+    return out
 
 
 def ch10_reverse_claims():
@@ -1628,7 +1676,7 @@ def claims():
                       f"{vs_ratio('ch07_fastest', 'forward', LONG, 'ours', 'torch_flash', 3)} on the shapes "
                       f"with N ≥ 4096"),
     ]
-    out += ch06_precision_claims() + ch10_claims() + ch11_claims() + ch11_merge_claims() + ch11_merge_block_claims() + ch11_wgmma_claims() + ch11_hybrid_claims() + ch11_short_cache_claims() + ch10_reverse_claims() + ch11_row_tile_claims() + ch11_short_split_claims() + ch10_stall_claims() + ch10_lean_claims() + ch10_walk_claims() + ch10_step9_claims() + ch12_claims()
+    out += ch06_precision_claims() + ch10_claims() + ch11_claims() + ch11_merge_claims() + ch11_merge_block_claims() + ch11_wgmma_claims() + ch11_hybrid_claims() + ch11_short_cache_claims() + ch11_wgmma_split_claims() + ch10_reverse_claims() + ch11_row_tile_claims() + ch11_short_split_claims() + ch10_stall_claims() + ch10_lean_claims() + ch10_walk_claims() + ch10_step9_claims() + ch12_claims()
     fp16, bf16 = ch09_table("fp16"), ch09_table("bf16")
     worst = max(abs(fp16[k][i] / bf16[k][i] - 1) for k in bf16 for i in STEPS if i in bf16[k])
     out.append((ch09, f"fp16, in the same run, lands within {int(worst * 100) + 1}% of these"))
