@@ -645,6 +645,20 @@ def decode_times_by(name, column):
     return t
 
 
+def h100_ab(name):
+    """{setting without its round: {(B, H_kv, N_q, N_k): {variant: mean ms of the rounds}}} of
+    an A/B of chapter 11's program on an H100 (plots/results/h100/), its rounds told apart by
+    the `setting` column's _round suffix."""
+    runs = {}
+    for r in read_h100(name):
+        key = (int(r["batch"]), int(r["heads_kv"]), int(r["seq_len"]), int(r["len_kv"]))
+        runs.setdefault((r["setting"].rsplit("_round", 1)[0], key, r["variant"]), []).append(float(r["ms"]))
+    out = {}
+    for (setting, key, variant), ms in runs.items():
+        out.setdefault(setting, {}).setdefault(key, {})[variant] = statistics.mean(ms)
+    return out
+
+
 def ch11_merge_claims():
     """The merge's before and after (ch11_merge_ab.csv: the program from the code before the
     change, tree base, and after it, tree this): the case study's table and the lesson's
@@ -713,16 +727,6 @@ def ch11_wgmma_claims():
             t.setdefault(key, {})[r["variant"]] = float(r["ms"])
         return t
 
-    def ab(name):  # {setting without its round: {shape: {variant: mean ms of the rounds}}}
-        runs = {}
-        for r in read_h100(name):
-            key = (int(r["batch"]), int(r["heads_kv"]), int(r["seq_len"]), int(r["len_kv"]))
-            runs.setdefault((r["setting"].rsplit("_round", 1)[0], key, r["variant"]), []).append(float(r["ms"]))
-        out = {}
-        for (setting, key, variant), ms in runs.items():
-            out.setdefault(setting, {}).setdefault(key, {})[variant] = statistics.mean(ms)
-        return out
-
     g, first = times("ch11_wgmma_grid.csv"), times("ch11_wgmma_sweep.csv")
     rows = lambda k: 32 // k[1] * k[2]
     big = lambda k: k[3] >= 32768 and "stream_read" in g[k]
@@ -762,27 +766,27 @@ def ch11_wgmma_claims():
                                 f"{of_read(g, ex(1), 'wgmma'):.2f} of the read) and {g[ex(4)]['tensor_cores'] * 1e3:.1f} → "
                                 f"{g[ex(4)]['wgmma'] * 1e3:.1f} µs with four ({g[ex(4)]['tensor_cores'] / g[ex(4)]['wgmma']:.2f}×, "
                                 f"{of_read(g, ex(4), 'tensor_cores'):.2f} → {of_read(g, ex(4), 'wgmma'):.2f})")]
-    w = ab("ch11_wgmma_warpgroups.csv")
+    w = h100_ab("ch11_wgmma_warpgroups.csv")
     one, two = w["one_warpgroup"], w["two_warpgroups"]
     rd = lambda k: statistics.mean([one[k]["stream_read"], two[k]["stream_read"]])
     out += [(CH11_CASE, f"| {k[0]} | {k[3]:,} | {one[k]['wgmma'] * 1e3:.1f} | {two[k]['wgmma'] * 1e3:.1f} | "
                         f"{one[k]['wgmma'] / two[k]['wgmma']:.2f} | {rd(k) / one[k]['wgmma']:.2f} → "
                         f"{rd(k) / two[k]['wgmma']:.2f} |") for k in one]
-    st = ab("ch11_wgmma_stages.csv")
+    st = h100_ab("ch11_wgmma_stages.csv")
     out.append((CH11_CASE, "(`ch11_wgmma_stages.csv`): " + span([st["two_stages"][k]["wgmma"] / st["three_stages"][k]["wgmma"]
                                                               for k in st["two_stages"]]) + "."))
-    po = ab("ch11_pages_in_order.csv")
+    po = h100_ab("ch11_pages_in_order.csv")
     order = lambda s: span([po[s][k]["contiguous"] / po[s][k][p] for k in po[s] if k[1] == 1 and k[2] == 4
                             for p in ("paged_16", "paged_64", "paged_256")])
     out.append((CH11_CASE, f"{order('in_order')} the contiguous cache in order, {order('scattered')} scattered, with 128 rows"))
-    tl = ab("ch11_table_loads_ab.csv")
+    tl = h100_ab("ch11_table_loads_ab.csv")
     a, b = tl["loads_beside_copies"], tl["loads_under_pv"]
     moved = lambda p, pick: span([a[k][p] / b[k][p] for k in a if pick(k)])
     wide = lambda k: k[1] == 1 and k[2] == 4
     out.append((CH11_CASE, f"{moved('paged_256', wide)} with 128 rows at pages of\n256, {moved('paged_64', wide)} at 64, "
                            f"but {moved('paged_16', wide)} at pages of 16 and {moved('paged_16', lambda k: True)} over all "
                            f"shapes"))
-    rw = ab("ch11_paged_rows_ab.csv")
+    rw = h100_ab("ch11_paged_rows_ab.csv")
     a, b = rw["offsets_per_thread"], rw["offsets_in_shared_memory"]
     two = lambda k: k[1] == 1 and k[2] == 4 and k[0] >= 16  # two warpgroups a block
     pages = ("paged_16", "paged_64", "paged_256")
@@ -811,16 +815,6 @@ def ch11_hybrid_claims():
     split (plots/results/h100/): the A/B of the rows (ch11_paged_rows_hybrid.csv), one
     warpgroup against two (ch11_wgmma_warpgroups_hybrid.csv), the rule against the first
     one (ch11_wgmma_rule_ab.csv), the chapter's grid through fastest (ch11_grid_hybrid.csv)."""
-    def ab(name):  # {setting without its round: {(B, H_kv, N_q, N_k): {variant: mean ms}}}
-        runs = {}
-        for r in read_h100(name):
-            key = (int(r["batch"]), int(r["heads_kv"]), int(r["seq_len"]), int(r["len_kv"]))
-            runs.setdefault((r["setting"].rsplit("_round", 1)[0], key, r["variant"]), []).append(float(r["ms"]))
-        out = {}
-        for (setting, key, variant), ms in runs.items():
-            out.setdefault(setting, {}).setdefault(key, {})[variant] = statistics.mean(ms)
-        return out
-
     pages = ("paged_16", "paged_64", "paged_256")
     rows = lambda k: 32 // k[1] * k[2]
     # The committed heuristics, as the library computes them on 132 SMs at d = 128 (one block
@@ -830,7 +824,7 @@ def ch11_hybrid_claims():
     two_first = lambda k: rows(k) > 64 and splits(k[0] * -(-rows(k) // 64), k[3]) <= 8  # the first rule
     two_now = lambda k: rows(k) > 64 and keys_two(k) >= 1024
 
-    h = ab("ch11_paged_rows_hybrid.csv")
+    h = h100_ab("ch11_paged_rows_hybrid.csv")
     kv, sh = h["kvpages"], h["shared_rows_for_two_warpgroups"]
     wide = [k for k in kv if rows(k) == 128 and two_first(k)]  # two warpgroups in that run
     out = [(CH11_CASE, f"with two warpgroups {span([kv[k][p] / sh[k][p] for k in wide for p in pages])}, the paged "
@@ -839,7 +833,7 @@ def ch11_hybrid_claims():
                        f"with one warpgroup {span([kv[k][p] / sh[k][p] for k in kv if k not in wide for p in pages])}, "
                        f"the same kernel")]
 
-    w = ab("ch11_wgmma_warpgroups_hybrid.csv")
+    w = h100_ab("ch11_wgmma_warpgroups_hybrid.csv")
     one, two = w["one_warpgroup"], w["two_warpgroups"]
     by = {}
     for k in one:
@@ -852,7 +846,7 @@ def ch11_hybrid_claims():
                       f"or more (one tile copy for 128 rows, presumably one's softmax under the other's products), and "
                       f"{ratio(by[256], 'wgmma')}× at 256"))
 
-    r = ab("ch11_wgmma_rule_ab.csv")
+    r = h100_ab("ch11_wgmma_rule_ab.csv")
     first, now = r["splits_one_at_most_8"], r["keys_a_split_at_least_1024"]
     gain = lambda pick, vs: span([first[k][v] / now[k][v] for k in first if pick(k) for v in vs])
     to_one = lambda k: two_first(k) and not two_now(k)
@@ -913,17 +907,7 @@ def ch11_wgmma_split_claims():
     """Step 6's splits at short caches (an H100): the forced sweep (ch11_wgmma_splits.csv) and
     the one-tile minimum against 256 keys (ch11_split_minimum_ab.csv), the case study's
     paragraph and decoding.cu's comment."""
-    def ab(name):  # {setting without its round: {(B, H_kv, N_q, N_k): {variant: mean ms}}}
-        runs = {}
-        for r in read_h100(name):
-            key = (int(r["batch"]), int(r["heads_kv"]), int(r["seq_len"]), int(r["len_kv"]))
-            runs.setdefault((r["setting"].rsplit("_round", 1)[0], key, r["variant"]), []).append(float(r["ms"]))
-        out = {}
-        for (setting, key, variant), ms in runs.items():
-            out.setdefault(setting, {}).setdefault(key, {})[variant] = statistics.mean(ms)
-        return out
-
-    sw = ab("ch11_wgmma_splits.csv")
+    sw = h100_ab("ch11_wgmma_splits.csv")
     t = lambda n, k: sw[f"splits_{n}"][k]["fastest"]
     short = [(1, 1, 1, 1024), (1, 1, 4, 1024)]
     mid = [(1, 1, 1, 8192), (1, 1, 4, 8192)]
@@ -935,7 +919,7 @@ def ch11_wgmma_split_claims():
     rest = [k for k in sw["splits_auto"] if k[3] >= 32768 or k[0] == 16]
     worst = max(t("auto", k) / min(t(n, k) for n in counts) for k in rest)
     assert worst < 1.0105, f"the heuristic {worst:.3f}x the best forced count from 32k keys or at B = 16"
-    m = ab("ch11_split_minimum_ab.csv")
+    m = h100_ab("ch11_split_minimum_ab.csv")
     a, b = m["min_256_keys"], m["min_one_tile"]
     wgmma = lambda k: 32 // k[1] * k[2] >= 16  # the shapes step 6 runs (fastest on Hopper from 16 rows)
     g = lambda pick: span([a[k]["fastest"] / b[k]["fastest"] for k in a if wgmma(k) and pick(k)])
