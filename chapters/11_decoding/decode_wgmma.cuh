@@ -30,8 +30,9 @@
 namespace ch11 {
 
 constexpr int kWgmmaRows = ft::sm90::kMmaM;  ///< rows a warpgroup: wgmma's m64
-/// Warpgroups a block at most: two share each K/V tile between 128 rows, so that one's
-/// softmax runs while the other's products do (one warpgroup alone waits for each).
+/// Warpgroups a block at most: two share each K/V tile between 128 rows (one copy of it for
+/// them all), and one's softmax can run while the other's products do (one warpgroup alone
+/// waits for each).
 constexpr int kMaxWarpgroups = 2;
 
 /// The shapes chapter 09's tile functions read: the element, d, 128 keys a tile (S's wgmma is
@@ -47,7 +48,9 @@ struct WgmmaShape {
 
 /// Dynamic shared memory: 1024 bytes of slack to align the panels (the swizzle's period),
 /// Q's rows, then kMmaStages tiles of K and of V: at d = 128 145 KB with one warpgroup, 161
-/// KB with two (one block a SM); at d = 64 73 or 81 KB (two or three).
+/// KB with two (one block a SM); at d = 64 73 KB with one (three blocks a SM) or 81 KB with
+/// two (whose registers then hold a SM to one block). Two warpgroups through pages add 2 KB
+/// of static shared memory (row_offset).
 template <int D, int kWarpgroups = 1>
 constexpr size_t wgmma_smem_bytes() {
   using S = WgmmaShape<__nv_bfloat16, D, kWarpgroups>;

@@ -125,7 +125,7 @@ TEST(Ch11, SplitsFollowTheGpuAndTheKeys) {
   EXPECT_EQ(ch11::choose_splits(32, 100000, 132, 5), 20);          // 5 a SM: 640 of 660 places
   EXPECT_EQ(ch11::choose_splits(8, 1000, 132, 4), 4);              // at most one split a 256 keys
   EXPECT_EQ(ch11::choose_splits(8, 1000, 132, 4, 128), 8);         // step 6: one 128-key tile a split
-  EXPECT_EQ(ch11::choose_splits(8, 1000, 132, 4, 0), 1);           // no minimum: no split
+  EXPECT_EQ(ch11::choose_splits(8, 1000, 132, 4, 0), 1);           // a minimum of no keys: refused, one split
   EXPECT_EQ(ch11::choose_splits(1, 1 << 20, 132, 4), 128);         // at most 128
   EXPECT_EQ(ch11::choose_splits(1, 1, 132, 4), 1);
   EXPECT_EQ(ch11::choose_splits(8, 100000, 132, 0), 1);            // a kernel that cannot run: no split
