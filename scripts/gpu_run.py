@@ -892,28 +892,29 @@ def step_decode(run):
             one_row_decode(run, prog, shape, "batched_v", f"splits_{splits}", 10, 2,
                            {} if splits == "auto" else {"FT_CH11_SPLITS": str(splits)}, sweep, "splits", str(splits))
         run.say(f"split sweep b={shape[0]} kv={shape[1]} n={shape[2]}: decode_splits.csv")
-    # --decode-ab: tensor_cores on a few shapes, as built and under each NAME=VALUE setting
-    # (chapter 11's FT_CH11_* switches), each row tagged with it; the program adds its
-    # streaming read (and the paged cache) to every run.
+    # --decode-ab: --decode-ab-variant (tensor_cores unless told) on a few shapes at
+    # --decode-ab-query-rows query rows, as built and under each NAME=VALUE setting (chapter
+    # 11's FT_CH11_* switches), each row tagged with it; the program adds its streaming read
+    # (and the paged cache) to every run.
     ab = run.path("decode_ab.csv")
     run.remove(ab)
     for setting in ["built"] + run.args.decode_ab if run.args.decode_ab else ():
         env = {} if setting == "built" else dict([setting.split("=", 1)])
         for shape in DECODE_AB_SHAPES:
-            one_row_decode(run, prog, shape, "tensor_cores", "ab_" + setting.replace("=", "_"), 20, 3,
-                           env, ab, "setting", setting)
+            one_row_decode(run, prog, shape, run.args.decode_ab_variant, "ab_" + setting.replace("=", "_"), 20, 3,
+                           env, ab, "setting", setting, query_rows=run.args.decode_ab_query_rows)
         run.say(f"decode A/B {setting}: decode_ab.csv")
 
 
-def one_row_decode(run, prog, shape, variants, tag, iters, warmup, env, whole, column, value):
-    """Chapter 11's program on `variants` at one query row of a shape (B, key/value heads,
-    cached keys) under the environment `env`, no float64 check; its rows added to `whole`
-    with one more column, `column` = `value`."""
+def one_row_decode(run, prog, shape, variants, tag, iters, warmup, env, whole, column, value, query_rows=1):
+    """Chapter 11's program on `variants` at `query_rows` query rows (one unless told) of a
+    shape (B, key/value heads, cached keys) under the environment `env`, no float64 check; its
+    rows added to `whole` with one more column, `column` = `value`."""
     b, kv, n = shape
-    name = f"decode1_b{b}_kv{kv}_n{n}_{tag}"
+    name = f"decode{query_rows}_b{b}_kv{kv}_n{n}_{tag}"
     part = run.path("logs", name + ".csv")
     run.remove(part)
-    rc = run.sh([prog, "--batch", str(b), "--heads", "32", "--heads-kv", str(kv), "--seq-len", "1",
+    rc = run.sh([prog, "--batch", str(b), "--heads", "32", "--heads-kv", str(kv), "--seq-len", str(query_rows),
                  "--len-kv", str(n), "--head-dim", "128", "--dtype", "bf16", "--causal",
                  "--causal-align", "bottom-right", "--variant", variants, "--no-verify",
                  "--iters", str(iters), "--warmup", str(warmup), "--csv", part],
@@ -1458,6 +1459,11 @@ def parse_args(argv):
                     help="the decode step also runs tensor_cores and the streaming read on a few shapes "
                          "as built and under each environment setting (e.g. FT_CH11_EARLY_MERGE=0): "
                          "decode_ab.csv, its rows tagged (default: none)")
+    ap.add_argument("--decode-ab-variant", default="tensor_cores", metavar="VARIANT",
+                    help="the variant(s) --decode-ab runs, as the program's --variant takes them "
+                         "(e.g. wgmma or fastest for step 6's switches; default: tensor_cores)")
+    ap.add_argument("--decode-ab-query-rows", type=int, default=1, choices=range(1, 17), metavar="N_q",
+                    help="the query rows a sequence of --decode-ab's shapes, 1 to 16 (default: 1)")
     ap.add_argument("--decode-splits", nargs="*", type=int, default=list(DECODE_SPLITS), metavar="S",
                     help="the split counts the decode step's sweep forces on its few shapes; "
                          "--decode-splits with nothing after it: no sweep (default: "

@@ -161,6 +161,15 @@ class DryRun(unittest.TestCase):
         self.assertTrue(runs[0].startswith("timeout "), "as built: no setting")
         self.assertNotEqual(run(self.out, "--dry-run", "--decode-ab", "early=0").returncode, 0)
 
+    def test_decode_ab_takes_a_variant_and_query_rows(self):
+        lines = self.plan("--steps", "decode", "--decode-splits", "--no-decode-grid", "--decode-ab",
+                          "FT_CH11_WARPGROUPS=1", "--decode-ab-variant", "wgmma", "--decode-ab-query-rows", "4")
+        runs = self.commands(lines, "ch11_decoding")
+        self.assertEqual(len(runs), 2 * len(gpu_run.DECODE_AB_SHAPES))
+        self.assertTrue(all("--variant wgmma " in r and "--seq-len 4 " in r for r in runs))
+        self.assertTrue(all("/decode4_b" in r for r in runs), "the logs name the query rows")
+        self.assertNotEqual(run(self.out, "--dry-run", "--decode-ab-query-rows", "17").returncode, 0)
+
     def test_decode_asks_only_for_variants_chapter_11_has(self):
         """Every --variant the decode step passes names one of the program's (its registry in
         decoding.cu), or `all`: a name it lacks exits 2 and measures nothing."""
@@ -168,6 +177,8 @@ class DryRun(unittest.TestCase):
             known = set(re.findall(r'impl<[^>]*>\(\s*"(\w+)"', fh.read())) | {"all"}
         self.assertIn("tensor_cores", known)
         lines = self.plan("--steps", "decode", "--decode-ab", "FT_CH11_ROW_TILES=1")
+        lines += self.plan("--steps", "decode", "--no-decode-grid", "--decode-ab", "FT_CH11_WARPGROUPS=1",
+                           "--decode-ab-variant", "wgmma,fastest")
         asked = {v for r in self.commands(lines, "ch11_decoding") for m in re.findall(r"--variant (\S+)", r)
                  for v in m.split(",")}
         self.assertTrue(asked, "the decode step asked for no variant")
