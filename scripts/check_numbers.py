@@ -750,6 +750,9 @@ def ch11_wgmma_claims():
                           f"where `mma.sync` gave {frac(lambda k: k[1] == 1 and k[2] == 1, 'tensor_cores')} and "
                           f"{frac(lambda k: k[1] == 1 and k[2] == 4, 'tensor_cores')}"),
             (CH11_CASE, f"step 5 read at {frac(lambda k: rows(k) == 128, 'tensor_cores')} of the read at every batch"),
+            (CH11, f"rows each thread finding its own rows' pages had cost a third more instructions and\n"
+                   f"{paged(lambda k: rows(k) == 128)}"),
+            (CH11_CASE, f"With 128 rows it ran at {paged(lambda k: rows(k) == 128)} its contiguous"),
             (CH11_CASE, f"cache over the grid (`ch11_wgmma_grid.csv`), outside the chapter's 5%; with 32 rows "
                         f"{paged(lambda k: rows(k) == 32)}, with 16 or fewer {paged(lambda k: rows(k) <= 16)}"),
             (CH11_CASE, f"{gain(first, lambda k: rows(k) == 128)} with 128 rows, {gain(first, lambda k: rows(k) == 32)} "
@@ -805,8 +808,8 @@ def ch11_wgmma_claims():
     mq = lambda pick: span([ratio(k) for k in pt if k[1] == 1 and k[2] == 1 and k[3] >= 32768 and pick(k[0])])
     out.append((CH11, f"{mq(lambda b: b >= 16)} at B ≥ 16 and {mq(lambda b: b == 1)} at B = 1 from 32k keys; no shape "
                       f"below {math.floor(min(ratio(k) for k in pt if k[3] >= 8192) * 100) / 100:.2f}× from 8k keys up; "
-                      f"at 1k keys and B = 1, {ratio((1, 1, 1, 1024)):.2f}× with 32 on one and "
-                      f"{ratio((1, 8, 1, 1024)):.2f}× with 32\non 8"))
+                      f"at 1k keys and B = 1, {ratio((1, 1, 1, 1024)):.2f}× with 32 on one (0.93× with one-tile splits: the "
+                      f"appendix) and {ratio((1, 8, 1, 1024)):.2f}× with 32 on 8"))
     return out
 
 
@@ -817,8 +820,10 @@ def ch11_hybrid_claims():
     one (ch11_wgmma_rule_ab.csv), the chapter's grid through fastest (ch11_grid_hybrid.csv)."""
     pages = ("paged_16", "paged_64", "paged_256")
     rows = lambda k: 32 // k[1] * k[2]
-    # The committed heuristics, as the library computes them on 132 SMs at d = 128 (one block
-    # a SM either way): the splits of a grid, a split's keys in whole 128-key tiles.
+    # The heuristics as the library computed them when these files were measured, on 132 SMs
+    # at d = 128 (one block a SM either way): the splits of a grid (at least 256 keys a split
+    # then; step 6 now splits down to one tile, which changes no shape's warpgroups), a
+    # split's keys in whole 128-key tiles.
     splits = lambda blocks, n: max(1, min(132 // blocks, (n + 255) // 256, 128))
     keys_two = lambda k: -(-(-(-k[3] // splits(k[0] * -(-rows(k) // 128), k[3]))) // 128) * 128
     two_first = lambda k: rows(k) > 64 and splits(k[0] * -(-rows(k) // 64), k[3]) <= 8  # the first rule
@@ -843,7 +848,7 @@ def ch11_hybrid_claims():
     out += [(CH11_CASE, f"| {label[n]} | {len(by[n])} | {ratio(by[n], 'wgmma')} | {ratio(by[n], 'paged_16')} |")
             for n in sorted(by)]
     out.append((CH11, f"Two warpgroups a block ran {ratio(by[2048], 'wgmma')}× one where their splits read 2,048 keys "
-                      f"or more (one tile copy for 128 rows, presumably one's softmax under the other's products), and "
+                      f"or more (one tile copy for 128 rows; presumably one's softmax under the other's products), "
                       f"{ratio(by[256], 'wgmma')}× at 256"))
 
     r = h100_ab("ch11_wgmma_rule_ab.csv")
@@ -861,15 +866,15 @@ def ch11_hybrid_claims():
         g.setdefault((int(x["batch"]), int(x["heads_kv"]), int(x["seq_len"]), int(x["len_kv"])), {})[x["variant"]] = float(x["ms"])
     paged = lambda pick: span([g[k]["contiguous"] / g[k][p] for k in g if k[3] >= 32768 and "paged_16" in g[k]
                                and pick(k) for p in pages])
-    out += [(CH11, f"Through pages it ran at {paged(lambda k: rows(k) <= 16)} its contiguous cache with up to 16 rows "
-                   f"and {paged(lambda k: rows(k) == 128)} with 128 (the appendix)"),
+    out += [(CH11, f"Through pages: {paged(lambda k: rows(k) <= 16)} the contiguous cache up to 16 rows, "
+                   f"{paged(lambda k: rows(k) == 128)} at 128 (the appendix)"),
             (CH11, f"the paged cache ran at {paged(lambda k: rows(k) <= 16)} with up to 16 rows, "
                    f"{paged(lambda k: rows(k) == 32)} with 32 and {paged(lambda k: rows(k) == 128)} with 128 "
                    f"(`ch11_grid_hybrid.csv`)"),
             (CH11_CASE, f"the paged cache ran at {paged(lambda k: rows(k) == 128)} with 128 rows, "
                         f"{paged(lambda k: rows(k) == 32)} with 32 and {paged(lambda k: rows(k) <= 16)} with 16 or fewer"),
-            (CH11_CASE, f"{paged(lambda k: rows(k) == 128 and k[0] == 1 and k[3] == 32768)} at\n32k keys, where one "
-                        f"warpgroup (256 keys a split) keeps `KvPages`, and "
+            (CH11_CASE, f"{paged(lambda k: rows(k) == 128 and k[0] == 1 and k[3] == 32768)} at 32k keys, where one "
+                        f"warpgroup keeps `KvPages` (its grid 66 splits of 512 keys; two warpgroups' would have 256), and "
                         f"{g[(1, 1, 4, 131072)]['contiguous'] / g[(1, 1, 4, 131072)]['paged_16']:.2f}× at 128k keys through "
                         f"pages of 16 tokens on two warpgroups "
                         f"({g[(1, 1, 4, 131072)]['contiguous'] / g[(1, 1, 4, 131072)]['paged_64']:.2f}× and "
@@ -911,6 +916,7 @@ def ch11_wgmma_split_claims():
     t = lambda n, k: sw[f"splits_{n}"][k]["fastest"]
     short = [(1, 1, 1, 1024), (1, 1, 4, 1024)]
     mid = [(1, 1, 1, 8192), (1, 1, 4, 8192)]
+    # Forced counts past max_splits are clamped: at 8,192 keys `splits_66` ran 64 splits.
     out = [(CH11_CASE, f"8 splits took\n{span([t(8, k) * 1e3 for k in short], digits=1, unit='')} µs against the "
                        f"heuristic's 4 ({span([t('auto', k) * 1e3 for k in short], digits=1, unit='')} µs), "
                        f"{span([t('auto', k) / t(8, k) for k in short])}; at 8,192 keys 64 splits\nbeat its 32 by "

@@ -856,7 +856,7 @@ DECODE_BATCHES, DECODE_LENGTHS, DECODE_KV_HEADS, DECODE_QUERY_ROWS = (1, 16, 128
 # put choose_splits' choice beside every other.
 DECODE_SPLITS, DECODE_SPLIT_SHAPES = (1, 2, 4, 8, 16, 32, 64, 128), ((1, 8, 32768), (1, 8, 131072), (16, 8, 8192), (1, 1, 131072))
 # The shapes --decode-ab compares settings on (B, key/value heads, cached keys; one query
-# row): where the grid missed the read's 85% (B = 1 with grouped heads, 32 heads on one),
+# row unless --decode-ab-query-rows says otherwise): where the grid missed the read's 85% (B = 1 with grouped heads, 32 heads on one),
 # two short caches, where the launches and the merge are most of the time, one that met it,
 # as a control, and 32 heads on one at B = 1, 16 and 128 from 1k keys up, where it trails
 # cuDNN.
@@ -889,7 +889,7 @@ def step_decode(run):
     run.remove(sweep)
     for shape in DECODE_SPLIT_SHAPES if run.args.decode_splits else ():
         for splits in ["auto"] + run.args.decode_splits:
-            one_row_decode(run, prog, shape, "batched_v", f"splits_{splits}", 10, 2,
+            decode_on_shape(run, prog, shape, "batched_v", f"splits_{splits}", 10, 2,
                            {} if splits == "auto" else {"FT_CH11_SPLITS": str(splits)}, sweep, "splits", str(splits))
         run.say(f"split sweep b={shape[0]} kv={shape[1]} n={shape[2]}: decode_splits.csv")
     # --decode-ab: --decode-ab-variant (tensor_cores unless told) on a few shapes at
@@ -901,12 +901,12 @@ def step_decode(run):
     for setting in ["built"] + run.args.decode_ab if run.args.decode_ab else ():
         env = {} if setting == "built" else dict([setting.split("=", 1)])
         for shape in DECODE_AB_SHAPES:
-            one_row_decode(run, prog, shape, run.args.decode_ab_variant, "ab_" + setting.replace("=", "_"), 20, 3,
+            decode_on_shape(run, prog, shape, run.args.decode_ab_variant, "ab_" + setting.replace("=", "_"), 20, 3,
                            env, ab, "setting", setting, query_rows=run.args.decode_ab_query_rows)
         run.say(f"decode A/B {setting}: decode_ab.csv")
 
 
-def one_row_decode(run, prog, shape, variants, tag, iters, warmup, env, whole, column, value, query_rows=1):
+def decode_on_shape(run, prog, shape, variants, tag, iters, warmup, env, whole, column, value, query_rows=1):
     """Chapter 11's program on `variants` at `query_rows` query rows (one unless told) of a
     shape (B, key/value heads, cached keys) under the environment `env`, no float64 check; its
     rows added to `whole` with one more column, `column` = `value`."""
@@ -1456,9 +1456,9 @@ def parse_args(argv):
                          "sweep and --decode-ab)")
     ap.add_argument("--decode-ab", nargs="+", default=[], metavar="NAME=VALUE",
                     type=items(env_setting), action=Flatten,
-                    help="the decode step also runs tensor_cores and the streaming read on a few shapes "
-                         "as built and under each environment setting (e.g. FT_CH11_EARLY_MERGE=0): "
-                         "decode_ab.csv, its rows tagged (default: none)")
+                    help="the decode step also runs --decode-ab-variant (tensor_cores unless told) and the "
+                         "streaming read on a few shapes as built and under each environment setting (e.g. "
+                         "FT_CH11_PDL=0): decode_ab.csv, its rows tagged (default: none)")
     ap.add_argument("--decode-ab-variant", default="tensor_cores", metavar="VARIANT",
                     help="the variant(s) --decode-ab runs, as the program's --variant takes them "
                          "(e.g. wgmma or fastest for step 6's switches; default: tensor_cores)")
@@ -1483,6 +1483,9 @@ def parse_args(argv):
         return args
     if args.out_dir is None:
         ap.error("OUT_DIR is missing (the folder the results go to)")
+    if not args.decode_ab and (args.decode_ab_variant != "tensor_cores" or args.decode_ab_query_rows != 1):
+        ap.error("--decode-ab-variant and --decode-ab-query-rows shape --decode-ab's runs: "
+                 "add --decode-ab NAME=VALUE ...")
     return args
 
 

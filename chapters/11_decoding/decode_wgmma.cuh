@@ -95,8 +95,9 @@ __global__ void __launch_bounds__(kThreads * kWarpgroups, 1) decode_wgmma(const 
   // instructions than the contiguous cache, and 0.80-0.86x its time at 128 rows
   // (ch11_ncu_paged.txt, ch11_paged_rows_hybrid.csv); found once a row, 0.96-1.04x
   // (1.12-1.29x KvPages, the same file). With one warpgroup the same change measured
-  // 0.93-0.94x KvPages at pages of 16 tokens (ch11_paged_rows_ab.csv), so one keeps KvPages.
+  // 0.93-1.00x KvPages at pages of 16 tokens (ch11_paged_rows_ab.csv), so one keeps KvPages.
   constexpr bool kSharedRows = kPaged && kWarpgroups == 2;
+  static_assert(kTileKeys == kThreads, "a tile's rows found by the first warpgroup, a row a thread");
   __shared__ int64_t row_offset[2][kSharedRows ? kTileKeys : 1];  // [tile j % 2][row], -1: past k_end
   KvPages<D> pages;  // paged, one warpgroup: the next tile's table entries, as step 5 loads them
   if constexpr (kPaged && !kSharedRows) {

@@ -62,12 +62,12 @@ int keys_a_split(int len_kv, int splits);
 /// serve 128 rows (one copy into shared memory where one warpgroup's grid makes two, the
 /// second from L2), run one warpgroup's softmax while the other's products do and, through
 /// pages, find each row's offset once; one puts a split's two halves of the rows on two SMs
-/// at once, which is what counts where a split is short. Measured at 128 rows (H100,
-/// ch11_wgmma_warpgroups_hybrid.csv), two against one: 0.85-0.93x at 256 keys a split,
-/// 0.97-1.01x at 512, 0.99-1.15x at 1,024 and 1.08-1.30x from 2,048; through pages of 16
-/// tokens 0.88-1.04x, 1.04-1.08x, 1.10-1.49x and 1.26-1.82x. So two past 64 rows where a
-/// split of theirs reads at least 1,024 keys (kLeastKeysForTwoWarpgroups), on either cache;
-/// FT_CH11_WARPGROUPS's count when set.
+/// at once, presumably what counts where a split is short (not profiled). Measured at 128
+/// rows (H100, ch11_wgmma_warpgroups_hybrid.csv, splits of at least 256 keys then), two
+/// against one: 0.85-0.93x at 256 keys a split, 0.97-1.01x at 512, 0.99-1.15x at 1,024 and
+/// 1.08-1.30x from 2,048; through pages of 16 tokens 0.88-1.04x, 1.04-1.08x, 1.10-1.49x and
+/// 1.26-1.82x. So two past 64 rows where a split of theirs reads at least 1,024 keys
+/// (kLeastKeysForTwoWarpgroups), on either cache; FT_CH11_WARPGROUPS's count when set.
 int wgmma_warpgroups(int64_t rows, int keys_a_split_two);
 
 /// Query rows a block of the merge (decode_merge) takes for `splits` splits at head dimension

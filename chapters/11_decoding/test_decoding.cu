@@ -350,11 +350,15 @@ TEST(Ch11, WgmmaOrNotDecodeEveryLayout) {
               ft::testing::expect_forward_correct(ch11::fastest(), p);
             }
       }
-      for (int page_size : {1, 16, 256}) {
-        SCOPED_TRACE(setting + ", paged, pages of " + std::to_string(page_size));
-        expect_paged_correct(ft::DType::BFloat16, 128, 32, 1, 4, true, page_size, {4, 17, 1000, 300});
-        expect_paged_correct(ft::DType::Float16, 64, 32, 1, 2, false, page_size, {600, 2});
-      }
+      // Paged, with the heuristic's splits and with one (a block walks all eight tiles of a
+      // 1,000-key sequence: two warpgroups' row offsets in shared memory reused tile after tile).
+      for (const char* splits : {"", "1"})
+        for (int page_size : {1, 16, 256}) {
+          const ScopedEnv split_count("FT_CH11_SPLITS", splits);
+          SCOPED_TRACE(setting + ", paged, splits '" + splits + "', pages of " + std::to_string(page_size));
+          expect_paged_correct(ft::DType::BFloat16, 128, 32, 1, 4, true, page_size, {4, 17, 1000, 300});
+          expect_paged_correct(ft::DType::Float16, 64, 32, 1, 2, false, page_size, {600, 2});
+        }
     }
 }
 
@@ -376,7 +380,7 @@ TEST(Ch11, WgmmaFromSixteenRowsTwoWarpgroupsWhereSplitsAreLong) {
   EXPECT_EQ(ch11::wgmma_warpgroups(128, 1024), 2);    // B = 1 at 128k keys: 128 splits
   EXPECT_EQ(ch11::wgmma_warpgroups(128, 896), 1);
   EXPECT_EQ(ch11::wgmma_warpgroups(128, 512), 1);     // B = 16 at 4k keys
-  EXPECT_EQ(ch11::wgmma_warpgroups(128, 256), 1);     // B = 1 at 32k keys, B = 16 at 1k
+  EXPECT_EQ(ch11::wgmma_warpgroups(128, 256), 1);     // B = 1 at 32k keys
   EXPECT_EQ(ch11::wgmma_warpgroups(512, 4096), 2);
 }
 

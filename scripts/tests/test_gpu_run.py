@@ -169,6 +169,9 @@ class DryRun(unittest.TestCase):
         self.assertTrue(all("--variant wgmma " in r and "--seq-len 4 " in r for r in runs))
         self.assertTrue(all("/decode4_b" in r for r in runs), "the logs name the query rows")
         self.assertNotEqual(run(self.out, "--dry-run", "--decode-ab-query-rows", "17").returncode, 0)
+        alone = run(self.out, "--dry-run", "--decode-ab-variant", "wgmma")
+        self.assertNotEqual(alone.returncode, 0)
+        self.assertIn("add --decode-ab", alone.stderr)
 
     def test_decode_asks_only_for_variants_chapter_11_has(self):
         """Every --variant the decode step passes names one of the program's (its registry in
