@@ -855,11 +855,11 @@ DECODE_BATCHES, DECODE_LENGTHS, DECODE_KV_HEADS, DECODE_QUERY_ROWS = (1, 16, 128
 # The split counts forced (FT_CH11_SPLITS) on a few shapes, (B, H_kv, N_k), one query row, to
 # put choose_splits' choice beside every other.
 DECODE_SPLITS, DECODE_SPLIT_SHAPES = (1, 2, 4, 8, 16, 32, 64, 128), ((1, 8, 32768), (1, 8, 131072), (16, 8, 8192), (1, 1, 131072))
-# The shapes --decode-ab compares settings on (B, key/value heads, cached keys; one query
-# row unless --decode-ab-query-rows says otherwise): where the grid missed the read's 85% (B = 1 with grouped heads, 32 heads on one),
-# two short caches, where the launches and the merge are most of the time, one that met it,
-# as a control, and 32 heads on one at B = 1, 16 and 128 from 1k keys up, where it trails
-# cuDNN.
+# The shapes --decode-ab compares settings on (B, key/value heads, cached keys; one query row
+# unless --decode-ab-query-rows says otherwise): where the grid missed the read's 85% (B = 1
+# with grouped heads, 32 heads on one), two short caches, where the launches and the merge are
+# most of the time, one that met it, as a control, and 32 heads on one at B = 1, 16 and 128
+# from 1k keys up, where it trails cuDNN.
 DECODE_AB_SHAPES = ((1, 8, 32768), (1, 8, 131072), (1, 1, 32768), (16, 1, 32768), (128, 1, 32768), (16, 8, 32768),
                     (1, 1, 1024), (1, 8, 8192), (1, 1, 8192), (1, 1, 131072), (16, 1, 1024), (16, 1, 8192),
                     (128, 1, 1024), (128, 1, 8192))
@@ -890,7 +890,7 @@ def step_decode(run):
     for shape in DECODE_SPLIT_SHAPES if run.args.decode_splits else ():
         for splits in ["auto"] + run.args.decode_splits:
             decode_on_shape(run, prog, shape, "batched_v", f"splits_{splits}", 10, 2,
-                           {} if splits == "auto" else {"FT_CH11_SPLITS": str(splits)}, sweep, "splits", str(splits))
+                            {} if splits == "auto" else {"FT_CH11_SPLITS": str(splits)}, sweep, "splits", str(splits))
         run.say(f"split sweep b={shape[0]} kv={shape[1]} n={shape[2]}: decode_splits.csv")
     # --decode-ab: --decode-ab-variant (tensor_cores unless told) on a few shapes at
     # --decode-ab-query-rows query rows, as built and under each NAME=VALUE setting (chapter
@@ -901,8 +901,8 @@ def step_decode(run):
     for setting in ["built"] + run.args.decode_ab if run.args.decode_ab else ():
         env = {} if setting == "built" else dict([setting.split("=", 1)])
         for shape in DECODE_AB_SHAPES:
-            decode_on_shape(run, prog, shape, run.args.decode_ab_variant, "ab_" + setting.replace("=", "_"), 20, 3,
-                           env, ab, "setting", setting, query_rows=run.args.decode_ab_query_rows)
+            decode_on_shape(run, prog, shape, run.args.decode_ab_variant, "ab_" + setting.replace("=", "_"),
+                            20, 3, env, ab, "setting", setting, query_rows=run.args.decode_ab_query_rows)
         run.say(f"decode A/B {setting}: decode_ab.csv")
 
 

@@ -117,9 +117,10 @@ constexpr int kMinWgmmaSplitKeys = kTileKeys;
 /// Two warpgroups pay where each split of their grid reads at least this many keys (8 block
 /// tiles): below it, presumably (not profiled), a block's start (Q and two tiles in flight)
 /// is a large share of its time, and one warpgroup's grid computes a split's two halves of
-/// the rows on two SMs at once. Measured at 128 rows (H100, ch11_wgmma_warpgroups_hybrid.csv): wgmma_warpgroups in
-/// decoding.hpp. One count for both caches, so that the paged cache runs the contiguous
-/// one's kernel and grid (the program checks their outputs bit for bit).
+/// the rows on two SMs at once. Measured at 128 rows (H100,
+/// ch11_wgmma_warpgroups_hybrid.csv): wgmma_warpgroups in decoding.hpp. One count for both
+/// caches, so that the paged cache runs the contiguous one's kernel and grid (the program
+/// checks their outputs bit for bit).
 constexpr int kLeastKeysForTwoWarpgroups = 8 * kTileKeys;
 
 int keys_a_split(int len_kv, int splits) {
