@@ -23,6 +23,7 @@
 #pragma once
 
 #include "09_hopper_forward/forward_tile.cuh"  // ch09::issue_qk, softmax_tile, pack_p, issue_pv
+#include "11_decoding/decode_cluster.cuh"      // merge_in_cluster
 #include "11_decoding/decode_mma.cuh"          // KvRows, KvPages, kTileKeys, kMmaStages
 #include "sm90/smem_layout.hpp"
 #include "sm90/wgmma.cuh"
@@ -57,7 +58,10 @@ constexpr size_t wgmma_smem_bytes() {
   return size_t(ft::sm90::kAtomBytes) + S::QTile::kBytes + 2 * kMmaStages * size_t(S::KvTile::kBytes);
 }
 
-template <class T, int D, bool kPaged, int kWarpgroups = 1>
+/// kClusterMerge: the block is one of a cluster of p.splits, one a split, and the splits
+/// merge in shared memory (decode_cluster.cuh); else each split goes to the workspace for
+/// decode_merge.
+template <class T, int D, bool kPaged, int kWarpgroups = 1, bool kClusterMerge = false>
 __global__ void __launch_bounds__(kThreads * kWarpgroups, 1) decode_wgmma(const Params<T> p) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   using Shape = WgmmaShape<T, D, kWarpgroups>;
@@ -195,11 +199,25 @@ __global__ void __launch_bounds__(kThreads * kWarpgroups, 1) decode_wgmma(const 
   }
   if (num_tiles == 0) ft::tc::cp_async_wait<0>();  // Q landed, unused
 
-  // This thread's two rows: O / l and the lse (natural log), the split's into the workspace.
+  // This thread's two rows: O / l and the lse (natural log), the split's into the workspace,
+  // or (kClusterMerge) into the K/V stages, free after the last tile's barrier.
+  float* const part = reinterpret_cast<float*>(Ks);
+  static_assert(kClusterPartBytes<D, kRows> <= 2 * kMmaStages * size_t(KvTile::kBytes), "the part fits the stages");
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
     const float l = ft::quad_sum(row[h].l);
     if (r_of[h] >= rows) continue;
+    if constexpr (kClusterMerge) {
+      const float inv = l > 0.f ? 1.f / l : 0.f;
+#pragma unroll
+      for (int c = 0; c < kO / 4; ++c) {
+        const int i = 4 * c + 2 * h;
+        *reinterpret_cast<float2*>(part + r_of[h] * kPartStride<D> + ft::sm90::acc_col(t, i)) =
+            make_float2(o[i] * inv, o[i + 1] * inv);
+      }
+      if (t % 4 == 0) part[kRows * kPartStride<D> + r_of[h]] = l > 0.f ? ft::online_lse({row[h].m, l}) : -INFINITY;
+      continue;
+    }
     const int64_t out_row = first_row + r_of[h];
     const float inv = l > 0.f ? 1.f / l : 0.f;  // a row that saw no key: O = 0, lse = −∞
     const float lse = l > 0.f ? ft::online_lse({row[h].m, l}) : -INFINITY;
@@ -214,6 +232,7 @@ __global__ void __launch_bounds__(kThreads * kWarpgroups, 1) decode_wgmma(const 
     }
     if (t % 4 == 0) (p.splits == 1 ? p.lse[out_row] : p.lse_part[part_row]) = lse;
   }
+  if constexpr (kClusterMerge) merge_in_cluster<T, D, kRows, kThreads * kWarpgroups>(p, part, first_row, rows, split);
 #else
   __trap();  // built without sm_90a: the host never launches it there (uses_wgmma)
 #endif

@@ -134,6 +134,24 @@ int wgmma_warpgroups(int64_t rows, int keys_a_split_two) {
   return rows > kWgmmaRows && keys_a_split_two >= kLeastKeysForTwoWarpgroups ? kMaxWarpgroups : 1;
 }
 
+/// The environment variable that overrides merges_in_cluster for the measurement of the
+/// cluster's merge against decode_merge and the tests: 0 never, 1 wherever the splits are
+/// few enough (2 to kMaxClusterSplits) and a cluster fits the GPU. Unset or empty in every
+/// other use.
+constexpr const char* kClusterEnv = "FT_CH11_CLUSTER";
+
+int cluster_rows_a_thread(int block_rows, int splits, int threads, int head_dim) {
+  const int rows_a_block = (block_rows + splits - 1) / splits;  // rows r ≡ split (mod splits)
+  const int rows_a_pass = threads / (head_dim / 4);              // d/4 threads a row, four columns each
+  return (rows_a_block + rows_a_pass - 1) / rows_a_pass;
+}
+
+bool merges_in_cluster(int splits, int64_t clusters, int active, int rows_a_thread) {
+  if (splits < 2 || splits > kMaxClusterSplits || active < 1) return false;
+  if (const char* forced = std::getenv(kClusterEnv); forced && *forced) return std::atoi(forced) != 0;
+  return clusters <= active && rows_a_thread == 1;
+}
+
 bool uses_wgmma(const ft::Problem& p) {
   if (ft::device_sm() != 90) return false;  // sm_90a machine code runs on Hopper alone
   if (const char* forced = std::getenv(kWgmmaEnv); forced && *forced) return std::atoi(forced) != 0;
@@ -273,15 +291,39 @@ void launch(const ft::Problem& p, Params<T> params, int splits, cudaStream_t str
   merge_splits<T, D>(p, params, stream);
 }
 
+/// Clusters of `splits` blocks of `kernel` that the GPU runs at once (the runtime's answer,
+/// once a kernel and cluster size): a cluster's blocks share a GPC, so this is not the SMs'
+/// blocks over `splits` when a GPC's SMs are not a multiple of them.
+int active_clusters(const void* kernel, size_t smem, int threads, int splits) {
+  static std::mutex lock;
+  static std::map<std::tuple<const void*, size_t, int>, int> known;
+  const std::lock_guard<std::mutex> hold(lock);
+  auto [at, fresh] = known.try_emplace({kernel, smem, splits}, 0);
+  if (fresh) {
+    cudaLaunchConfig_t config{};
+    config.gridDim = dim3(1, unsigned(splits), 1);
+    config.blockDim = dim3(unsigned(threads));
+    config.dynamicSmemBytes = smem;
+    cudaLaunchAttribute cluster{};
+    cluster.id = cudaLaunchAttributeClusterDimension;
+    cluster.val.clusterDim.x = 1, cluster.val.clusterDim.y = unsigned(splits), cluster.val.clusterDim.z = 1;
+    config.attrs = &cluster, config.numAttrs = 1;
+    CUDA_CHECK(cudaOccupancyMaxActiveClusters(&at->second, kernel, &config));
+  }
+  return at->second;
+}
+
 /// A decode kernel's grid over chunks of `block_rows` rows of each key/value head, and the
 /// merge: the splits as launch's, each a whole number of 128-key block tiles (a split past
 /// the keys is empty: its lse −∞ weighs nothing in the merge). The grid is (chunks, splits,
 /// heads): a group's chunks of one split run side by side, so that the group reads its keys
-/// from device memory once and from L2 for the other chunks.
+/// from device memory once and from L2 for the other chunks. With `in_cluster` (step 6's
+/// kernel built to merge in a cluster) where merges_in_cluster says so, that kernel instead,
+/// launched as clusters of a (chunk, head)'s splits, and no decode_merge.
 template <class T, int D>
 void launch_chunks(const ft::Problem& p, Params<T> params, int splits, cudaStream_t stream, void (*kernel)(Params<T>),
                    size_t smem, int block_rows, const char* who, int threads = kThreads,
-                   int min_split_keys = kMinSplitKeys) {
+                   int min_split_keys = kMinSplitKeys, void (*in_cluster)(Params<T>) = nullptr) {
   const int64_t rows = rows_a_head(p, true);
   const int64_t heads = p.kv_heads_total();
   if (heads > 65535) throw ft::Unsupported("chapter 11: more than 65535 heads in one launch");
@@ -294,7 +336,26 @@ void launch_chunks(const ft::Problem& p, Params<T> params, int splits, cudaStrea
   params.splits = splits;
   params.keys_per_split = keys_a_split(p.len_kv, splits);
   params.rows = int(rows);
-  kernel<<<dim3(unsigned(chunks), unsigned(splits), unsigned(heads)), unsigned(threads), smem, stream>>>(params);
+  const dim3 grid{unsigned(chunks), unsigned(splits), unsigned(heads)};
+  if (in_cluster && splits >= 2 && splits <= kMaxClusterSplits) {  // the runtime refuses other cluster sizes
+    ft::allow_dynamic_smem(in_cluster, smem, who);
+    const int active = active_clusters(reinterpret_cast<const void*>(in_cluster), smem, threads, splits);
+    const int rows_a_thread = cluster_rows_a_thread(int(std::min<int64_t>(block_rows, rows)), splits, threads, D);
+    if (merges_in_cluster(splits, chunks * heads, active, rows_a_thread)) {
+      cudaLaunchConfig_t config{};
+      config.gridDim = grid, config.blockDim = dim3(unsigned(threads));
+      config.dynamicSmemBytes = smem, config.stream = stream;
+      cudaLaunchAttribute cluster{};
+      cluster.id = cudaLaunchAttributeClusterDimension;
+      cluster.val.clusterDim.x = 1, cluster.val.clusterDim.y = unsigned(splits), cluster.val.clusterDim.z = 1;
+      config.attrs = &cluster, config.numAttrs = 1;
+      const cudaError_t launched = cudaLaunchKernelEx(&config, in_cluster, params);
+      if (launched != cudaSuccess) (void)cudaGetLastError();  // reported here, not again by the next check
+      CUDA_CHECK(launched);
+      return;
+    }
+  }
+  kernel<<<grid, unsigned(threads), smem, stream>>>(params);
   CUDA_CHECK_LAUNCH();
   merge_splits<T, D>(p, params, stream);
 }
@@ -329,7 +390,7 @@ template <class T, int D, bool kPaged, int kWarpgroups>
 void launch_wgmma_blocks(const ft::Problem& p, const Params<T>& params, int splits, cudaStream_t stream) {
   launch_chunks<T, D>(p, params, splits, stream, decode_wgmma<T, D, kPaged, kWarpgroups>,
                       wgmma_smem_bytes<D, kWarpgroups>(), kWgmmaRows * kWarpgroups, "chapter 11's decode_wgmma",
-                      kThreads * kWarpgroups, kMinWgmmaSplitKeys);
+                      kThreads * kWarpgroups, kMinWgmmaSplitKeys, decode_wgmma<T, D, kPaged, kWarpgroups, true>);
 }
 
 /// Step 6's kernel (decode_wgmma: 64 rows of a key/value head a warpgroup on wgmma, one or
@@ -450,15 +511,28 @@ std::vector<ft::KernelTraffic> traffic(const ft::Problem& p) {
 /// L2), Q read and O written once, the splits' partial results as in traffic(); `per_sm`
 /// blocks a SM.
 std::vector<ft::KernelTraffic> traffic_chunks(const ft::Problem& p, int64_t block_rows, int per_sm, int min_split_keys,
-                                              const std::string& kernel, const std::string& note) {
+                                              const std::string& kernel, const std::string& note,
+                                              bool clusters = false) {
   const double kv = 2.0 * double(p.kv_bytes());
   const int sms = int(ft::gpu_facts().sms);
   const int64_t chunks = (rows_a_head(p, true) + block_rows - 1) / block_rows;
   const double q = double(p.q_bytes()), o = double(p.q_bytes()), l = double(p.rows()) * ft::kFloatBytes;
-  const int splits = choose_splits(p.kv_heads_total() * chunks, p.len_kv, sms, per_sm, min_split_keys);
+  int splits = choose_splits(p.kv_heads_total() * chunks, p.len_kv, sms, per_sm, min_split_keys);
+  // `clusters`: step 6 merges in a cluster where the grid's clusters all run at once, taken
+  // here as the SMs' blocks over the splits (the GPU's answer, a GPC at a time, may be fewer:
+  // an H100 runs 15 clusters of 8 blocks of 145 KB, not 16) and a row a thread.
+  // The splits' partial results then stay in shared memory: the kernel writes O and lse.
+  std::string what = note;
+  const int threads = int(block_rows / kWgmmaRows) * kThreads;  // step 6's: a warpgroup a 64 rows
+  if (clusters && merges_in_cluster(splits, p.kv_heads_total() * chunks, sms * per_sm / std::max(1, splits),
+                                    cluster_rows_a_thread(int(std::min(block_rows, rows_a_head(p, true))), splits,
+                                                          threads, p.head_dim))) {
+    what += "; its " + std::to_string(splits) + " splits merged in a cluster, in shared memory";
+    splits = 1;
+  }
   const double part = splits > 1 ? double(splits) * double(p.rows()) * (p.head_dim + 1) * ft::kFloatBytes : 0.0;
   std::vector<ft::KernelTraffic> t{{kernel, q + kv * double(chunks), splits > 1 ? part : o + l, q + kv,
-                                    splits > 1 ? part : o + l, p.forward_flops(), note}};
+                                    splits > 1 ? part : o + l, p.forward_flops(), what}};
   if (splits > 1)
     t.push_back({"decode_merge", part, o + l, part, o + l, 0.0, "each split's O and lse read once, O written once"});
   return t;
@@ -487,7 +561,8 @@ std::vector<ft::KernelTraffic> traffic_wgmma(const ft::Problem& p) {
   const int per_sm = p.head_dim == 64 && warpgroups == 1 ? 3 : 1;
   return traffic_chunks(p, int64_t(kWgmmaRows) * warpgroups, per_sm, kMinWgmmaSplitKeys, "decode_wgmma",
                         "K and V read once for every 64 or 128 query rows that share them (L2 for the group's "
-                        "other chunks)");
+                        "other chunks)",
+                        /*clusters=*/true);
 }
 
 /// The ledger of a tensor-core variant; the last step's as the model GPU (Hopper) would choose.

@@ -10,7 +10,8 @@
 // sequence against the float64 reference of its own contiguous problem; and the tables
 // check_paged refuses (no GPU needed). Step 6 (decode_wgmma, Hopper only) runs in every case
 // above as a variant, and under fastest and the paged cache with FT_CH11_WGMMA and
-// FT_CH11_WARPGROUPS forcing each form (WgmmaOrNotDecodeEveryLayout).
+// FT_CH11_WARPGROUPS forcing each form (WgmmaOrNotDecodeEveryLayout), and with its splits merged in
+// a cluster or through the workspace (FT_CH11_CLUSTER: ClusterOrWorkspaceMergeDecodeEveryLayout).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -382,6 +383,59 @@ TEST(Ch11, WgmmaFromSixteenRowsTwoWarpgroupsWhereSplitsAreLong) {
   EXPECT_EQ(ch11::wgmma_warpgroups(128, 512), 1);     // B = 16 at 4k keys
   EXPECT_EQ(ch11::wgmma_warpgroups(128, 256), 1);     // B = 1 at 32k keys
   EXPECT_EQ(ch11::wgmma_warpgroups(512, 4096), 2);
+}
+
+// Step 6's splits merged in a thread block cluster (FT_CH11_CLUSTER=1: wherever 2 to 8
+// splits and a cluster fits) or through the workspace and decode_merge (0), with the rule's
+// choice between them (unset): 1,000 keys in 2, 7 (three of them empty: 256 keys a split)
+// and 8 splits of one tile (the last 104 keys), 4 to 512 rows a key/value head (one to eight
+// blocks of one or two warpgroups a head), the contiguous cache and pages of mixed lengths.
+TEST(Ch11, ClusterOrWorkspaceMergeDecodeEveryLayout) {
+  REQUIRE_GPU();
+  if (ft::device_sm() != 90) GTEST_SKIP() << "step 6's wgmma runs on Hopper (sm_90) alone";
+  const ScopedEnv wgmma("FT_CH11_WGMMA", "1");
+  for (const char* cluster : {"1", "0", ""})
+    for (const char* warpgroups : {"1", "2"}) {
+      const ScopedEnv merge("FT_CH11_CLUSTER", cluster), blocks("FT_CH11_WARPGROUPS", warpgroups);
+      const std::string setting = std::string("FT_CH11_CLUSTER='") + cluster + "' FT_CH11_WARPGROUPS=" + warpgroups;
+      for (const char* splits : {"2", "7", "8", ""}) {
+        const ScopedEnv split_count("FT_CH11_SPLITS", splits);
+        for (int d : {64, 128})
+          for (int len_q : {1, 4, 16})
+            for (int heads_kv : {8, 1}) {
+              const ft::Problem p = decode_problem(1, 32, heads_kv, len_q, 1000, d, true, ft::DType::BFloat16);
+              SCOPED_TRACE(setting + ", splits '" + splits + "', " + p.describe());
+              ft::testing::expect_forward_correct(ch11::fastest(), p);
+            }
+        SCOPED_TRACE(setting + ", paged, splits '" + splits + "'");
+        expect_paged_correct(ft::DType::BFloat16, 128, 32, 1, 4, true, 16, {4, 17, 1000, 300});
+        expect_paged_correct(ft::DType::Float16, 64, 32, 8, 1, false, 1, {600, 2});
+      }
+    }
+}
+
+TEST(Ch11, MergesInAClusterFewSplitsWhereTheGridRunsAtOnce) {
+  // cluster_rows_a_thread(block rows, splits, threads, d)
+  EXPECT_EQ(ch11::cluster_rows_a_thread(32, 8, 128, 128), 1);   // 32 heads on one, one row: 4 rows a block
+  EXPECT_EQ(ch11::cluster_rows_a_thread(64, 8, 128, 128), 2);   // four rows: 8 a block, 4 a pass
+  EXPECT_EQ(ch11::cluster_rows_a_thread(64, 8, 128, 64), 1);    // d = 64: 8 a pass
+  EXPECT_EQ(ch11::cluster_rows_a_thread(128, 8, 256, 128), 2);  // two warpgroups: 16 a block, 8 a pass
+  EXPECT_EQ(ch11::cluster_rows_a_thread(1, 2, 128, 128), 1);
+  const ScopedEnv unset("FT_CH11_CLUSTER", "");
+  // merges_in_cluster(splits, clusters, active clusters, rows a thread)
+  EXPECT_FALSE(ch11::merges_in_cluster(1, 1, 16, 1));    // one split: nothing to merge
+  EXPECT_TRUE(ch11::merges_in_cluster(2, 1, 66, 1));
+  EXPECT_TRUE(ch11::merges_in_cluster(8, 15, 15, 1));    // as many clusters as run at once
+  EXPECT_FALSE(ch11::merges_in_cluster(8, 16, 15, 1));   // B = 16, 32 heads on one, 1,024 keys: a second wave
+  EXPECT_FALSE(ch11::merges_in_cluster(8, 1, 15, 2));    // two rows a thread
+  EXPECT_FALSE(ch11::merges_in_cluster(9, 1, 14, 1));    // past the portable cluster size
+  EXPECT_FALSE(ch11::merges_in_cluster(4, 1, 0, 1));     // no cluster fits the GPU
+  const ScopedEnv never("FT_CH11_CLUSTER", "0");
+  EXPECT_FALSE(ch11::merges_in_cluster(8, 1, 15, 1));
+  const ScopedEnv always("FT_CH11_CLUSTER", "1");
+  EXPECT_TRUE(ch11::merges_in_cluster(8, 16, 15, 2));    // forced: clusters in waves, rows in passes
+  EXPECT_FALSE(ch11::merges_in_cluster(9, 1, 14, 1));
+  EXPECT_FALSE(ch11::merges_in_cluster(4, 1, 0, 1));
 }
 
 // The merge launched while the decode kernel runs (the default on sm_90: programmatic
