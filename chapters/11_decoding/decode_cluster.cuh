@@ -14,8 +14,8 @@
 ///     the cluster: (chunk, head), splits s = 0 .. S-1 side by side (cluster dims 1 × S × 1)
 ///     block s:  its split's tiles ......... O_s / l_s and lse_s into its shared memory
 ///               cluster.sync() ............ every split's partial result written and visible
-///               rows r ≡ s (mod S): O = Σ_s' w_s' O_s' / Σ_s' w_s' (w_s' = e^(lse_s' − max)),
-///                                   read from block s''s shared memory
+///               rows r ≡ s (mod S): O = Σ_k w_k O_k / Σ_k w_k, w_k = e^(lse_k − max_k lse_k),
+///                                   O_k and lse_k read from block k's shared memory
 ///               cluster.sync() ............ no block leaves while another still reads it
 ///
 /// The merge is chapter 03's, once over S ≤ 8 partial results. A cluster's blocks must fit
@@ -26,7 +26,8 @@
 
 #include <cooperative_groups.h>
 
-#include "11_decoding/decode_kernels.cuh"  // Params, from_float
+#include "11_decoding/decode_kernels.cuh"  // Params
+#include "sm80/pack.cuh"                    // ft::tc::pack2
 
 namespace ch11 {
 
@@ -35,11 +36,14 @@ namespace ch11 {
 constexpr int kMaxClusterSplits = 8;
 
 /// A split's partial result in its block's shared memory: kRows rows of d floats (O / l),
-/// padded by four floats so that a warp's float2 stores from eight accumulator rows fall in
-/// distinct banks (a row of d floats would put all eight in the same ones), then kRows lse.
+/// each padded by eight floats, then kRows lse. A half warp stores float2s for four
+/// accumulator rows, 8 banks a row: rows 8 banks apart take the 32 banks once, where rows
+/// of d floats would all start on bank 0 (4-way conflicts) and d + 4 would overlap by half
+/// (2-way; 16 against 8.5 cycles a store instruction on an H100).
 template <int D>
-constexpr int kPartStride = D + 4;
+constexpr int kPartStride = D + 8;
 
+/// Shared memory a split's partial result takes (it reuses the K/V stages, free by then).
 template <int D, int kRows>
 constexpr size_t kClusterPartBytes = (size_t(kRows) * kPartStride<D> + kRows) * sizeof(float);
 
@@ -58,6 +62,7 @@ __device__ __forceinline__ void merge_in_cluster(const Params<T>& p, float* part
   static_assert(kBlockThreads % kGroups == 0, "whole rows a pass");
   cg::cluster_group cluster = cg::this_cluster();
   const int splits = p.splits;  // the cluster's blocks: rank s is split s (cluster dims 1 × S × 1)
+  if (cluster.num_blocks() != unsigned(splits)) __trap();  // launched otherwise: a host bug, never a wrong O
   cluster.sync();               // every split's part written (release), and seen here (acquire)
 
   const int group = threadIdx.x % kGroups;
@@ -82,9 +87,8 @@ __device__ __forceinline__ void merge_in_cluster(const Params<T>& p, float* part
       }
     }
     const float inv = l > 0.f ? 1.f / l : 0.f;  // a row no split saw: O = 0, lse = −∞
-    T* out = p.O + (first_row + r) * D + 4 * group;
-    out[0] = from_float<T>(acc.x * inv), out[1] = from_float<T>(acc.y * inv);
-    out[2] = from_float<T>(acc.z * inv), out[3] = from_float<T>(acc.w * inv);
+    *reinterpret_cast<uint2*>(p.O + (first_row + r) * D + 4 * group) =
+        make_uint2(ft::tc::pack2<T>(acc.x * inv, acc.y * inv), ft::tc::pack2<T>(acc.z * inv, acc.w * inv));
     if (group == 0) p.lse[first_row + r] = l > 0.f ? m + __logf(l) : -INFINITY;
   }
   cluster.sync();  // this block's part stays until every block of the cluster has read it

@@ -19,7 +19,9 @@
 /// before the barrier that publishes them. A tile is chapter 09's step 1: S = Q·Kᵀ (d/16
 /// wgmma m64n128k16, Q and K from shared memory), the mask, the online softmax on the
 /// accumulators, O += P·V (8 wgmma, P from registers, V MN-major), each waited for. A warp's rows are its own, over every key of
-/// the split: nothing to merge across warps, each thread writes its two rows from registers.
+/// the split: nothing to merge across warps, each thread writes its two rows from registers,
+/// to the workspace for decode_merge or, with kClusterMerge, into shared memory for the
+/// cluster's merge (decode_cluster.cuh).
 #pragma once
 
 #include "09_hopper_forward/forward_tile.cuh"  // ch09::issue_qk, softmax_tile, pack_p, issue_pv

@@ -308,7 +308,12 @@ int active_clusters(const void* kernel, size_t smem, int threads, int splits) {
     cluster.id = cudaLaunchAttributeClusterDimension;
     cluster.val.clusterDim.x = 1, cluster.val.clusterDim.y = unsigned(splits), cluster.val.clusterDim.z = 1;
     config.attrs = &cluster, config.numAttrs = 1;
-    CUDA_CHECK(cudaOccupancyMaxActiveClusters(&at->second, kernel, &config));
+    // A size the GPU refuses (past 8 without the non-portable opt-in) counts as none fitting:
+    // the launch takes the workspace, and the error is not left for the next check.
+    if (cudaOccupancyMaxActiveClusters(&at->second, kernel, &config) != cudaSuccess) {
+      (void)cudaGetLastError();
+      at->second = 0;
+    }
   }
   return at->second;
 }
@@ -319,11 +324,14 @@ int active_clusters(const void* kernel, size_t smem, int threads, int splits) {
 /// heads): a group's chunks of one split run side by side, so that the group reads its keys
 /// from device memory once and from L2 for the other chunks. With `in_cluster` (step 6's
 /// kernel built to merge in a cluster) where merges_in_cluster says so, that kernel instead,
-/// launched as clusters of a (chunk, head)'s splits, and no decode_merge.
+/// launched as clusters of a (chunk, head)'s splits, and no decode_merge. The clusters that
+/// fit are asked of `cluster_probe`, the contiguous cache's instance, so that the paged cache
+/// merges as the contiguous one does (the program compares the two bit for bit).
 template <class T, int D>
 void launch_chunks(const ft::Problem& p, Params<T> params, int splits, cudaStream_t stream, void (*kernel)(Params<T>),
                    size_t smem, int block_rows, const char* who, int threads = kThreads,
-                   int min_split_keys = kMinSplitKeys, void (*in_cluster)(Params<T>) = nullptr) {
+                   int min_split_keys = kMinSplitKeys, void (*in_cluster)(Params<T>) = nullptr,
+                   void (*cluster_probe)(Params<T>) = nullptr) {
   const int64_t rows = rows_a_head(p, true);
   const int64_t heads = p.kv_heads_total();
   if (heads > 65535) throw ft::Unsupported("chapter 11: more than 65535 heads in one launch");
@@ -339,7 +347,8 @@ void launch_chunks(const ft::Problem& p, Params<T> params, int splits, cudaStrea
   const dim3 grid{unsigned(chunks), unsigned(splits), unsigned(heads)};
   if (in_cluster && splits >= 2 && splits <= kMaxClusterSplits) {  // the runtime refuses other cluster sizes
     ft::allow_dynamic_smem(in_cluster, smem, who);
-    const int active = active_clusters(reinterpret_cast<const void*>(in_cluster), smem, threads, splits);
+    ft::allow_dynamic_smem(cluster_probe, smem, who);
+    const int active = active_clusters(reinterpret_cast<const void*>(cluster_probe), smem, threads, splits);
     const int rows_a_thread = cluster_rows_a_thread(int(std::min<int64_t>(block_rows, rows)), splits, threads, D);
     if (merges_in_cluster(splits, chunks * heads, active, rows_a_thread)) {
       cudaLaunchConfig_t config{};
@@ -390,7 +399,8 @@ template <class T, int D, bool kPaged, int kWarpgroups>
 void launch_wgmma_blocks(const ft::Problem& p, const Params<T>& params, int splits, cudaStream_t stream) {
   launch_chunks<T, D>(p, params, splits, stream, decode_wgmma<T, D, kPaged, kWarpgroups>,
                       wgmma_smem_bytes<D, kWarpgroups>(), kWgmmaRows * kWarpgroups, "chapter 11's decode_wgmma",
-                      kThreads * kWarpgroups, kMinWgmmaSplitKeys, decode_wgmma<T, D, kPaged, kWarpgroups, true>);
+                      kThreads * kWarpgroups, kMinWgmmaSplitKeys, decode_wgmma<T, D, kPaged, kWarpgroups, true>,
+                      decode_wgmma<T, D, false, kWarpgroups, true>);
 }
 
 /// Step 6's kernel (decode_wgmma: 64 rows of a key/value head a warpgroup on wgmma, one or

@@ -389,7 +389,8 @@ TEST(Ch11, WgmmaFromSixteenRowsTwoWarpgroupsWhereSplitsAreLong) {
 // splits and a cluster fits) or through the workspace and decode_merge (0), with the rule's
 // choice between them (unset): 1,000 keys in 2, 7 (three of them empty: 256 keys a split)
 // and 8 splits of one tile (the last 104 keys), 4 to 512 rows a key/value head (one to eight
-// blocks of one or two warpgroups a head), the contiguous cache and pages of mixed lengths.
+// blocks of one or two warpgroups a head), the contiguous cache and pages of mixed lengths,
+// and a grid of more clusters than the GPU runs at once.
 TEST(Ch11, ClusterOrWorkspaceMergeDecodeEveryLayout) {
   REQUIRE_GPU();
   if (ft::device_sm() != 90) GTEST_SKIP() << "step 6's wgmma runs on Hopper (sm_90) alone";
@@ -410,6 +411,14 @@ TEST(Ch11, ClusterOrWorkspaceMergeDecodeEveryLayout) {
         SCOPED_TRACE(setting + ", paged, splits '" + splits + "'");
         expect_paged_correct(ft::DType::BFloat16, 128, 32, 1, 4, true, 16, {4, 17, 1000, 300});
         expect_paged_correct(ft::DType::Float16, 64, 32, 8, 1, false, 1, {600, 2});
+      }
+      // More clusters than run at once (256 of 8; an H100 holds 15 to 45): forced, they run in
+      // waves; by the rule, through the workspace.
+      const ScopedEnv split_count("FT_CH11_SPLITS", "8");
+      for (int d : {64, 128}) {
+        const ft::Problem p = decode_problem(32, 32, 8, 4, 1000, d, false, ft::DType::BFloat16);
+        SCOPED_TRACE(setting + ", splits '8', " + p.describe());
+        ft::testing::expect_forward_correct(ch11::fastest(), p);
       }
     }
 }
