@@ -20,8 +20,9 @@
 ///
 /// The merge is chapter 03's, once over S ≤ 8 partial results. A cluster's blocks must fit
 /// the GPC together, and a grid's clusters fill the SMs less evenly than single blocks do, so
-/// the host takes this path only where every cluster of the grid runs at once
-/// (merges_in_cluster in decoding.cu).
+/// the host takes this path only where every cluster of the grid runs at once, and where a
+/// block's part is at most 16 KB (larger ones, read from the other SMs, lost to the
+/// workspace: merges_in_cluster in decoding.hpp).
 #pragma once
 
 #include <cooperative_groups.h>

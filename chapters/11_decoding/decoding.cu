@@ -140,16 +140,17 @@ int wgmma_warpgroups(int64_t rows, int keys_a_split_two) {
 /// other use.
 constexpr const char* kClusterEnv = "FT_CH11_CLUSTER";
 
-int cluster_rows_a_thread(int block_rows, int splits, int threads, int head_dim) {
-  const int rows_a_block = (block_rows + splits - 1) / splits;  // rows r ≡ split (mod splits)
-  const int rows_a_pass = threads / (head_dim / 4);              // d/4 threads a row, four columns each
-  return (rows_a_block + rows_a_pass - 1) / rows_a_pass;
-}
+/// The largest partial result a block may keep for the cluster's merge: the bytes every
+/// block then reads from the others' shared memory. Measured on an H100 at 1,024 keys
+/// (ch11_cluster_merge_rule_ab.csv): parts of 8 and 16 KB merged 1.02-1.11x faster in the
+/// cluster than through the workspace, parts of 32 KB 0.95-0.97x (presumably the reads
+/// between SMs; not profiled).
+constexpr size_t kMaxClusterPartBytes = 16 << 10;
 
-bool merges_in_cluster(int splits, int64_t clusters, int active, int rows_a_thread) {
+bool merges_in_cluster(int splits, int64_t clusters, int active, size_t part_bytes) {
   if (splits < 2 || splits > kMaxClusterSplits || active < 1) return false;
   if (const char* forced = std::getenv(kClusterEnv); forced && *forced) return std::atoi(forced) != 0;
-  return clusters <= active && rows_a_thread == 1;
+  return clusters <= active && part_bytes <= kMaxClusterPartBytes;
 }
 
 bool uses_wgmma(const ft::Problem& p) {
@@ -349,8 +350,8 @@ void launch_chunks(const ft::Problem& p, Params<T> params, int splits, cudaStrea
     ft::allow_dynamic_smem(in_cluster, smem, who);
     ft::allow_dynamic_smem(cluster_probe, smem, who);
     const int active = active_clusters(reinterpret_cast<const void*>(cluster_probe), smem, threads, splits);
-    const int rows_a_thread = cluster_rows_a_thread(int(std::min<int64_t>(block_rows, rows)), splits, threads, D);
-    if (merges_in_cluster(splits, chunks * heads, active, rows_a_thread)) {
+    const size_t part_bytes = size_t(std::min<int64_t>(block_rows, rows)) * D * sizeof(float);  // a block's O / l
+    if (merges_in_cluster(splits, chunks * heads, active, part_bytes)) {
       cudaLaunchConfig_t config{};
       config.gridDim = grid, config.blockDim = dim3(unsigned(threads));
       config.dynamicSmemBytes = smem, config.stream = stream;
@@ -530,13 +531,11 @@ std::vector<ft::KernelTraffic> traffic_chunks(const ft::Problem& p, int64_t bloc
   int splits = choose_splits(p.kv_heads_total() * chunks, p.len_kv, sms, per_sm, min_split_keys);
   // `clusters`: step 6 merges in a cluster where the grid's clusters all run at once, taken
   // here as the SMs' blocks over the splits (the GPU's answer, a GPC at a time, may be fewer:
-  // an H100 runs 15 clusters of 8 blocks of 145 KB, not 16) and a row a thread.
+  // an H100 runs 15 clusters of 8 blocks of 145 KB, not 16), with parts of at most 16 KB.
   // The splits' partial results then stay in shared memory: the kernel writes O and lse.
   std::string what = note;
-  const int threads = int(block_rows / kWgmmaRows) * kThreads;  // step 6's: a warpgroup a 64 rows
   if (clusters && merges_in_cluster(splits, p.kv_heads_total() * chunks, sms * per_sm / std::max(1, splits),
-                                    cluster_rows_a_thread(int(std::min(block_rows, rows_a_head(p, true))), splits,
-                                                          threads, p.head_dim))) {
+                                    size_t(std::min(block_rows, rows_a_head(p, true))) * p.head_dim * ft::kFloatBytes)) {
     what += "; its " + std::to_string(splits) + " splits merged in a cluster, in shared memory";
     splits = 1;
   }

@@ -70,23 +70,19 @@ int keys_a_split(int len_kv, int splits);
 /// (kLeastKeysForTwoWarpgroups), on either cache; FT_CH11_WARPGROUPS's count when set.
 int wgmma_warpgroups(int64_t rows, int keys_a_split_two);
 
-/// The rows each thread of a cluster's block merges (decode_cluster.cuh's passes): a block of
-/// `block_rows` rows (the head's, at most the block's 64 or 128) in `splits` splits merges
-/// every splits-th row, d/4 of its `threads` threads a row.
-int cluster_rows_a_thread(int block_rows, int splits, int threads, int head_dim);
-
 /// Whether step 6 merges its `splits` splits in thread block clusters (decode_cluster.cuh),
 /// one cluster of `splits` blocks a (chunk, head), rather than through the workspace and
 /// decode_merge: for 2 to 8 splits (kMaxClusterSplits) where all `clusters` of the grid
 /// run at once, `active` being how many the GPU holds (the runtime's occupancy for
-/// clusters), and each thread merges one row (`rows_a_thread`, cluster_rows_a_thread).
-/// A grid of more clusters would run in waves that leave SMs idle, where single blocks fill
-/// them. Measured on an H100 at 1,024 keys (ch11_cluster_merge_ab.csv): 1.07x the workspace
-/// with 32 heads on one and one query row (a row a thread), 1.12x with 32 on 8 and four
-/// rows, but 0.96x with 32 on one and four rows (64 rows in 8 splits: two a thread).
-/// FT_CH11_CLUSTER's choice when set (1: wherever the splits are few enough and a cluster
-/// fits, 0: never).
-bool merges_in_cluster(int splits, int64_t clusters, int active, int rows_a_thread);
+/// clusters), and a block's partial result (its rows' O, `part_bytes`) is at most 16 KB.
+/// More clusters than fit run in waves that leave SMs idle, where single blocks fill them:
+/// 0.76-0.78x the workspace at B = 16 with 32 heads on one and at B = 2 with 32 on 8 (16
+/// clusters of 8, where an H100 runs 15). Measured on an H100 at 1,024 keys, clusters that
+/// fit (ch11_cluster_merge_rule_ab.csv): 1.07-1.11x the workspace with 16 or 32 rows a
+/// block at d = 128 (8 and 16 KB parts), 1.02-1.04x with 32 and 64 rows at d = 64 (8 and
+/// 16 KB), 0.95-0.97x with 64 rows at d = 128 (32 KB). FT_CH11_CLUSTER's choice when set
+/// (1: wherever the splits are few enough and a cluster fits, 0: never).
+bool merges_in_cluster(int splits, int64_t clusters, int active, size_t part_bytes);
 
 /// Query rows a block of the merge (decode_merge) takes for `splits` splits at head dimension
 /// `head_dim`: 8, 4, 2 or 1, as many as leave each row's slots (256 threads / rows / (d/4)

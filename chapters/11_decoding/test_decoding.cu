@@ -424,27 +424,22 @@ TEST(Ch11, ClusterOrWorkspaceMergeDecodeEveryLayout) {
 }
 
 TEST(Ch11, MergesInAClusterFewSplitsWhereTheGridRunsAtOnce) {
-  // cluster_rows_a_thread(block rows, splits, threads, d)
-  EXPECT_EQ(ch11::cluster_rows_a_thread(32, 8, 128, 128), 1);   // 32 heads on one, one row: 4 rows a block
-  EXPECT_EQ(ch11::cluster_rows_a_thread(64, 8, 128, 128), 2);   // four rows: 8 a block, 4 a pass
-  EXPECT_EQ(ch11::cluster_rows_a_thread(64, 8, 128, 64), 1);    // d = 64: 8 a pass
-  EXPECT_EQ(ch11::cluster_rows_a_thread(128, 8, 256, 128), 2);  // two warpgroups: 16 a block, 8 a pass
-  EXPECT_EQ(ch11::cluster_rows_a_thread(1, 2, 128, 128), 1);
   const ScopedEnv unset("FT_CH11_CLUSTER", "");
-  // merges_in_cluster(splits, clusters, active clusters, rows a thread)
-  EXPECT_FALSE(ch11::merges_in_cluster(1, 1, 16, 1));    // one split: nothing to merge
-  EXPECT_TRUE(ch11::merges_in_cluster(2, 1, 66, 1));
-  EXPECT_TRUE(ch11::merges_in_cluster(8, 15, 15, 1));    // as many clusters as run at once
-  EXPECT_FALSE(ch11::merges_in_cluster(8, 16, 15, 1));   // B = 16, 32 heads on one, 1,024 keys: a second wave
-  EXPECT_FALSE(ch11::merges_in_cluster(8, 1, 15, 2));    // two rows a thread
-  EXPECT_FALSE(ch11::merges_in_cluster(9, 1, 14, 1));    // past the portable cluster size
-  EXPECT_FALSE(ch11::merges_in_cluster(4, 1, 0, 1));     // no cluster fits the GPU
+  constexpr size_t k16 = 16 << 10, k32 = 32 << 10;  // a block's part: 32 rows (64 at d = 64), 64 rows
+  // merges_in_cluster(splits, clusters, active clusters, part bytes)
+  EXPECT_FALSE(ch11::merges_in_cluster(1, 1, 16, k16));   // one split: nothing to merge
+  EXPECT_TRUE(ch11::merges_in_cluster(2, 1, 66, k16));
+  EXPECT_TRUE(ch11::merges_in_cluster(8, 15, 15, k16));   // as many clusters as run at once
+  EXPECT_FALSE(ch11::merges_in_cluster(8, 16, 15, k16));  // B = 16, 32 heads on one, 1,024 keys: a second wave
+  EXPECT_FALSE(ch11::merges_in_cluster(8, 1, 15, k32));   // 32 heads on one, four rows: 64 rows at d = 128
+  EXPECT_FALSE(ch11::merges_in_cluster(9, 1, 14, k16));   // past the portable cluster size
+  EXPECT_FALSE(ch11::merges_in_cluster(4, 1, 0, k16));    // no cluster fits the GPU
   const ScopedEnv never("FT_CH11_CLUSTER", "0");
-  EXPECT_FALSE(ch11::merges_in_cluster(8, 1, 15, 1));
+  EXPECT_FALSE(ch11::merges_in_cluster(8, 1, 15, k16));
   const ScopedEnv always("FT_CH11_CLUSTER", "1");
-  EXPECT_TRUE(ch11::merges_in_cluster(8, 16, 15, 2));    // forced: clusters in waves, rows in passes
-  EXPECT_FALSE(ch11::merges_in_cluster(9, 1, 14, 1));
-  EXPECT_FALSE(ch11::merges_in_cluster(4, 1, 0, 1));
+  EXPECT_TRUE(ch11::merges_in_cluster(8, 16, 15, k32));   // forced: clusters in waves, large parts
+  EXPECT_FALSE(ch11::merges_in_cluster(9, 1, 14, k16));
+  EXPECT_FALSE(ch11::merges_in_cluster(4, 1, 0, k16));
 }
 
 // The merge launched while the decode kernel runs (the default on sm_90: programmatic
