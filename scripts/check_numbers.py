@@ -806,10 +806,10 @@ def ch11_wgmma_claims():
             pt.setdefault((int(r["batch"]), int(r["heads_kv"]), int(r["len_q"]), int(r["len_kv"])), {})[r["impl"]] = float(r["ms"])
     ratio = lambda k: min(v for i, v in pt[k].items() if i.startswith("torch")) / pt[k]["ch11"]
     mq = lambda pick: span([ratio(k) for k in pt if k[1] == 1 and k[2] == 1 and k[3] >= 32768 and pick(k[0])])
-    out.append((CH11, f"{mq(lambda b: b >= 16)} at B ≥ 16 and {mq(lambda b: b == 1)} at B = 1 from 32k keys; no shape "
+    out += [(CH11, f"{mq(lambda b: b >= 16)} at B ≥ 16 and {mq(lambda b: b == 1)} at B = 1 from 32k keys; no shape "
                       f"below {math.floor(min(ratio(k) for k in pt if k[3] >= 8192) * 100) / 100:.2f}× from 8k keys up; "
-                      f"at 1k keys and B = 1, {ratio((1, 1, 1, 1024)):.2f}× with 32 on one (0.93× with one-tile splits: the "
-                      f"appendix) and {ratio((1, 8, 1, 1024)):.2f}× with 32 on 8"))
+                      f"at 1k keys and B = 1, {ratio((1, 1, 1, 1024)):.2f}× with 32 on one"),
+            (CH11, f"and {ratio((1, 8, 1, 1024)):.2f}× with 32 on 8.")]
     return out
 
 
@@ -885,7 +885,7 @@ def ch11_hybrid_claims():
 def ch11_short_cache_claims():
     """PyTorch beside step 6 at 1024 keys, three repeats each, with step 6's splits of 256 keys
     (ch11_short_caches_vs_pytorch_hybrid.csv) and of one tile (ch11_short_caches_vs_pytorch_tile.csv,
-    an H100): the lesson appendix's sentence and the case study's."""
+    an H100): the case study's sentence (the lesson's comes from ch11_cluster_claims)."""
     def runs(name):
         pt = {}
         for r in read_h100(name):
@@ -899,13 +899,99 @@ def ch11_short_cache_claims():
     us = lambda xs, impl: span([x[impl] * 1000 for x in xs], digits=1, unit="")
     tile, before = runs("ch11_short_caches_vs_pytorch_tile.csv"), runs("ch11_short_caches_vs_pytorch_hybrid.csv")
     mqa = of(tile, 1, 1)
-    return [(CH11, f"{span([ratio(x) for x in mqa])} cuDNN at B = 1 with 32 heads on one ({us(mqa, 'ch11')} µs against "
-                   f"{us(mqa, 'torch_cudnn')}) and {span([ratio(x) for x in of(tile, 1, 8)])} with 32 on 8 (step 5); at "
-                   f"B = 16, {span([ratio(x) for x in of(tile, 16, 8)])}"),
-            (CH11_CASE, f"runs): {span([ratio(x) for x in mqa])} at B = 1 with 32 heads on one and 1,024 keys, where 256 "
+    return [(CH11_CASE, f"runs): {span([ratio(x) for x in mqa])} at B = 1 with 32 heads on one and 1,024 keys, where 256 "
                         f"keys a split had given {span([ratio(x) for x in of(before, 1, 1)])} "
                         f"(`ch11_short_caches_vs_pytorch_hybrid.csv`): {us(mqa, 'ch11')} µs against cuDNN's "
                         f"{us(mqa, 'torch_cudnn')}")]
+
+
+def ch11_cluster_claims():
+    """Step 6's splits merged in a thread block cluster (plots/results/h100/): the first A/B
+    (ch11_cluster_merge_ab.csv), the forced cluster against the workspace by a block's part
+    (ch11_cluster_merge_rule_ab.csv), PyTorch beside the short caches
+    (ch11_short_caches_vs_pytorch_cluster.csv), the kernels of a step (ch11_ncu_short.txt), and
+    the grid on these kernels (ch11_grid_cluster.csv, ch11_decode_vs_pytorch_cluster.csv)."""
+    first = h100_ab("ch11_cluster_merge_ab.csv")
+    a, b = first["merged_in_cluster"], first["merged_by_decode_merge"]
+    gain = lambda k: b[k]["fastest"] / a[k]["fastest"]
+    out = [(CH11_CASE, f"opposite orders): {gain((1, 1, 1, 1024)):.2f}× with 32 heads on one and one query row "
+                       f"({b[(1, 1, 1, 1024)]['fastest'] * 1000:.1f} → {a[(1, 1, 1, 1024)]['fastest'] * 1000:.1f} µs), "
+                       f"{gain((1, 8, 4, 1024)):.2f}× with 32 on 8 and four rows, but {gain((1, 1, 4, 1024)):.2f}× with "
+                       f"32 on one and four rows"),
+           (CH11_CASE, f"B = 16 ran the workspace either way (16 clusters of 8, one more than fit), "
+                       f"{span([gain(k) for k in a if k[0] == 16])}.")]
+
+    t = {}
+    for r in read_h100("ch11_cluster_merge_rule_ab.csv"):
+        k = (int(r["batch"]), int(r["heads_kv"]), int(r["seq_len"]), int(r["len_kv"]), int(r["head_dim"]))
+        t.setdefault(r["setting"].rsplit("_round", 1)[0], {}).setdefault(k, {}).setdefault(r["variant"], []).append(
+            float(r["ms"]))
+    forced, workspace = t["cluster_forced"], t["workspace_and_decode_merge"]
+    ratio = lambda k: statistics.mean(workspace[k]["fastest"]) / statistics.mean(forced[k]["fastest"])
+    rows = lambda k: min(64, 32 // k[1] * k[2])  # one warpgroup a block at these lengths
+    part = lambda k: rows(k) * k[4] * 4 // 1024  # KB of O in float32
+    fits = [k for k in forced if k[0] * k[1] * -(-32 // k[1] * k[2] // 64) <= 15]  # clusters of 8 that run at once
+    waves = [k for k in forced if k not in fits]
+    keys = lambda k: "" if k[3] == 1024 else f" ({k[3]} keys, {k[3] // 128} splits)"
+    for k in sorted(fits, key=lambda k: (part(k) > 16, -ratio(k))):
+        out.append((CH11_CASE, f"| {k[0]}, {k[1]}, {k[2]}, {k[4]}{keys(k)} | {rows(k)} | {part(k)} KB | {ratio(k):.2f}× |"))
+    small, large = [k for k in fits if part(k) <= 16], [k for k in fits if part(k) > 16]
+    out += [(CH11_CASE, f"SMs idle: {span([ratio(k) for k in waves])} at B = 16 with 32 heads on one and at B = 2 "
+                        f"with 32 on 8"),
+            (CH11, f"{span([ratio(k) for k in small])} where a block's part is at most 16 KB, "
+                   f"{span([ratio(k) for k in large])} at 32 KB")]
+
+    pt = {}
+    for r in read_h100("ch11_short_caches_vs_pytorch_cluster.csv"):
+        if r["status"] == "ok":
+            pt.setdefault((r["repeat"], int(r["batch"]), int(r["heads_kv"]), int(r["len_q"]), int(r["len_kv"])),
+                          {})[r["impl"]] = float(r["ms"])
+    of = lambda b, kv: [x for k, x in pt.items() if k[1:] == (b, kv, 1, 1024)]
+    vs = lambda b, kv: span([min(v for i, v in x.items() if i.startswith("torch")) / x["ch11"] for x in of(b, kv)])
+    us = lambda xs, impl: span([x[impl] * 1000 for x in xs], digits=1, unit="")
+    out += [(CH11_CASE, f"at B = 1 with 32 heads on one, {vs(1, 1)} cuDNN ({us(of(1, 1), 'ch11')} µs against "
+                        f"{us(of(1, 1), 'torch_cudnn')}), where one-tile splits through the workspace had given 0.93×; "
+                        f"with 32 on 8, which step 5 runs through the workspace, {vs(1, 8)}; at B = 16, {vs(16, 8)} "
+                        f"with 32 on 8 and {vs(16, 1)} with 32 on one (the workspace: 16 clusters)."),
+            (CH11, f"({vs(1, 1)} with splits merged in a cluster: the appendix)"),
+            (CH11, f"{vs(1, 1)} cuDNN at B = 1 with 32 heads on one ({us(of(1, 1), 'ch11')} µs against "
+                   f"{us(of(1, 1), 'torch_cudnn')}) and {vs(1, 8)} with 32 on 8 (step 5, through the workspace); at "
+                   f"B = 16, {vs(16, 8)}")]
+
+    with open(os.path.join(H100, "ch11_ncu_short.txt")) as f:
+        lines = [l.split(" | ") for l in f if l.count(" | ") == 5 and l[0] == "B"]
+    k_us = lambda shape, who: span([float(l[5]) for l in lines if l[0] == shape and who in l[1]], digits=1, unit="")
+    one, eight = "B=1, 32 heads on 1, N_q=1", "B=1, 32 on 8, N_q=1"
+    out.append((CH11_CASE, f"{k_us(one, 'fprop')} µs and {k_us(one, 'lean_reduction')} at B = 1 with 32 heads on "
+                           f"one, where ours is one kernel of {k_us(one, 'decode_wgmma')} µs; with 32 on 8, "
+                           f"{k_us(eight, 'fprop')} and {k_us(eight, 'lean_reduction')} against step 5's "
+                           f"{k_us(eight, 'decode_mma')} and the merge's {k_us(eight, 'decode_merge')}. With four rows "
+                           f"it runs one kernel, a `wgmma` forward of {k_us('B=1, 32 on 1, N_q=4', 'fprop')} µs."))
+
+    g = {}
+    for x in read_h100("ch11_grid_cluster.csv"):
+        g.setdefault((int(x["batch"]), int(x["heads_kv"]), int(x["seq_len"]), int(x["len_kv"])), {})[x["variant"]] = float(x["ms"])
+    long = [k for k in g if k[3] >= 32768 and "stream_read" in g[k]]
+    read = lambda k: g[k]["stream_read"] / g[k]["fastest"]
+    low = min(long, key=read)
+    paged = [g[k]["contiguous"] / g[k][p] for k in long for p in ("paged_16", "paged_64", "paged_256")]
+    torch_ratio = {}
+    for r in read_h100("ch11_decode_vs_pytorch_cluster.csv"):
+        if r["status"] == "ok":
+            torch_ratio.setdefault((int(r["batch"]), int(r["heads_kv"]), int(r["len_q"]), int(r["len_kv"])), {})[r["impl"]] = float(r["ms"])
+    best = [min(v for i, v in x.items() if i.startswith("torch")) / x["ch11"] for k, x in torch_ratio.items()
+            if k[3] >= 8192 and "ch11" in x]
+    pages = ("paged_16", "paged_64", "paged_256")
+    misses = [(k, p) for k in long for p in pages if g[k]["contiguous"] / g[k][p] < 0.95]
+    assert all(k[1] == 1 and (p == "paged_16" or (k[0], k[3]) == (1, 32768)) for k, p in misses)
+    out.append((CH11_CASE, f"at N_k ≥ 32k, {span([read(k) for k in long if k != low], unit='')} of the read but for "
+                           f"B = 1 with 32 heads on one and four rows at 32k keys ({read(low):.2f}); the paged cache at "
+                           f"{span(paged)} its contiguous one, below 0.95× only with 32 heads on one, through pages of "
+                           f"16 tokens or at B = 1 and 32k keys "
+                           f"(down to {min(g[k]['contiguous'] / g[k][p] for k, p in misses):.2f}×); from 8,192 keys, "
+                           f"ours at no "
+                           f"less than {min(best):.2f}× PyTorch's fastest backend."))
+    return out
 
 
 def ch11_wgmma_split_claims():
@@ -1666,7 +1752,7 @@ def claims():
                       f"{vs_ratio('ch07_fastest', 'forward', LONG, 'ours', 'torch_flash', 3)} on the shapes "
                       f"with N ≥ 4096"),
     ]
-    out += ch06_precision_claims() + ch10_claims() + ch11_claims() + ch11_merge_claims() + ch11_merge_block_claims() + ch11_wgmma_claims() + ch11_hybrid_claims() + ch11_short_cache_claims() + ch11_wgmma_split_claims() + ch10_reverse_claims() + ch11_row_tile_claims() + ch11_short_split_claims() + ch10_stall_claims() + ch10_lean_claims() + ch10_walk_claims() + ch10_step9_claims() + ch12_claims()
+    out += ch06_precision_claims() + ch10_claims() + ch11_claims() + ch11_merge_claims() + ch11_merge_block_claims() + ch11_wgmma_claims() + ch11_hybrid_claims() + ch11_short_cache_claims() + ch11_cluster_claims() + ch11_wgmma_split_claims() + ch10_reverse_claims() + ch11_row_tile_claims() + ch11_short_split_claims() + ch10_stall_claims() + ch10_lean_claims() + ch10_walk_claims() + ch10_step9_claims() + ch12_claims()
     fp16, bf16 = ch09_table("fp16"), ch09_table("bf16")
     worst = max(abs(fp16[k][i] / bf16[k][i] - 1) for k in bf16 for i in STEPS if i in bf16[k])
     out.append((ch09, f"fp16, in the same run, lands within {int(worst * 100) + 1}% of these"))

@@ -76,7 +76,7 @@ int wgmma_warpgroups(int64_t rows, int keys_a_split_two);
 /// run at once, `active` being how many the GPU holds (the runtime's occupancy for
 /// clusters), and a block's partial result (its rows' O, `part_bytes`) is at most 16 KB.
 /// More clusters than fit run in waves that leave SMs idle, where single blocks fill them:
-/// 0.76-0.78x the workspace at B = 16 with 32 heads on one and at B = 2 with 32 on 8 (16
+/// 0.76-0.77x the workspace at B = 16 with 32 heads on one and at B = 2 with 32 on 8 (16
 /// clusters of 8, where an H100 runs 15). Measured on an H100 at 1,024 keys, clusters that
 /// fit (ch11_cluster_merge_rule_ab.csv): 1.07-1.11x the workspace with 16 or 32 rows a
 /// block at d = 128 (8 and 16 KB parts), 1.02-1.04x with 32 and 64 rows at d = 64 (8 and
