@@ -659,6 +659,26 @@ def h100_ab(name):
     return out
 
 
+def h100_grid(name):
+    """{(B, H_kv, N_q, N_k): {variant: ms}} of a run of chapter 11's program over a grid on an
+    H100 (plots/results/h100/)."""
+    g = {}
+    for x in read_h100(name):
+        g.setdefault((int(x["batch"]), int(x["heads_kv"]), int(x["seq_len"]), int(x["len_kv"])), {})[x["variant"]] = float(x["ms"])
+    return g
+
+
+def h100_pytorch(name, repeats=False):
+    """{(B, H_kv, N_q, N_k): {impl: ms}} of the implementations that ran in a
+    decode_vs_pytorch.py file on an H100; with `repeats`, keyed by (repeat, B, H_kv, N_q, N_k)."""
+    pt = {}
+    for r in read_h100(name):
+        if r["status"] == "ok":
+            key = (int(r["batch"]), int(r["heads_kv"]), int(r["len_q"]), int(r["len_kv"]))
+            pt.setdefault((r["repeat"],) + key if repeats else key, {})[r["impl"]] = float(r["ms"])
+    return pt
+
+
 def ch11_merge_claims():
     """The merge's before and after (ch11_merge_ab.csv: the program from the code before the
     change, tree base, and after it, tree this): the case study's table and the lesson's
@@ -704,10 +724,7 @@ def ch11_merge_block_claims():
                    f"{gain(m, b):.2f}× at 131,072 ({frac('base', b):.2f} → {frac('this', b):.2f})"),
             ("README.md", f"from {frac('base', a):.2f} to {frac('this', a):.2f} of the read at 32,768 keys and from "
                           f"{frac('base', b):.2f} to {frac('this', b):.2f} at 131,072")]
-    pt = {}
-    for r in read_h100("ch11_decode_vs_pytorch.csv"):
-        if r["status"] == "ok":
-            pt.setdefault((int(r["batch"]), int(r["heads_kv"]), int(r["len_q"]), int(r["len_kv"])), {})[r["impl"]] = float(r["ms"])
+    pt = h100_pytorch("ch11_decode_vs_pytorch.csv")
     cudnn = lambda n: pt[(1, 1, 1, n)]["torch_cudnn"] / pt[(1, 1, 1, n)]["ch11"]
     out.append((CH11_CASE, f"is {cudnn(1024):.2f} (1k keys), {cudnn(8192):.2f} (8k), {cudnn(32768):.2f} (32k) and "
                            f"{cudnn(131072):.2f} (128k)"))
@@ -800,10 +817,7 @@ def ch11_wgmma_claims():
                            f"{span([a[k][p] / b[k][p] for k in a if not two(k) for p in ('paged_64', 'paged_256')])} at pages "
                            f"of 64 and 256 tokens but\n{span([a[k]['paged_16'] / b[k]['paged_16'] for k in a if not two(k)])} "
                            f"at pages of 16"))
-    pt = {}
-    for r in read_h100("ch11_decode_vs_pytorch_wgmma.csv"):
-        if r["status"] == "ok":
-            pt.setdefault((int(r["batch"]), int(r["heads_kv"]), int(r["len_q"]), int(r["len_kv"])), {})[r["impl"]] = float(r["ms"])
+    pt = h100_pytorch("ch11_decode_vs_pytorch_wgmma.csv")
     ratio = lambda k: min(v for i, v in pt[k].items() if i.startswith("torch")) / pt[k]["ch11"]
     mq = lambda pick: span([ratio(k) for k in pt if k[1] == 1 and k[2] == 1 and k[3] >= 32768 and pick(k[0])])
     out += [(CH11, f"{mq(lambda b: b >= 16)} at B ≥ 16 and {mq(lambda b: b == 1)} at B = 1 from 32k keys; no shape "
@@ -861,9 +875,7 @@ def ch11_hybrid_claims():
                            f"where it now takes two (through pages {gain(to_two, pages)}), "
                            f"{gain(lambda k: not to_one(k) and not to_two(k), ['fastest'])} where both choose alike"))
 
-    g = {}
-    for x in read_h100("ch11_grid_hybrid.csv"):
-        g.setdefault((int(x["batch"]), int(x["heads_kv"]), int(x["seq_len"]), int(x["len_kv"])), {})[x["variant"]] = float(x["ms"])
+    g = h100_grid("ch11_grid_hybrid.csv")
     paged = lambda pick: span([g[k]["contiguous"] / g[k][p] for k in g if k[3] >= 32768 and "paged_16" in g[k]
                                and pick(k) for p in pages])
     out += [(CH11, f"Through pages: {paged(lambda k: rows(k) <= 16)} the contiguous cache up to 16 rows, "
@@ -886,18 +898,11 @@ def ch11_short_cache_claims():
     """PyTorch beside step 6 at 1024 keys, three repeats each, with step 6's splits of 256 keys
     (ch11_short_caches_vs_pytorch_hybrid.csv) and of one tile (ch11_short_caches_vs_pytorch_tile.csv,
     an H100): the case study's sentence (the lesson's comes from ch11_cluster_claims)."""
-    def runs(name):
-        pt = {}
-        for r in read_h100(name):
-            if r["status"] == "ok":
-                pt.setdefault((r["repeat"], int(r["batch"]), int(r["heads_kv"]), int(r["len_q"]), int(r["len_kv"])),
-                              {})[r["impl"]] = float(r["ms"])
-        return pt
-
     ratio = lambda x: min(v for i, v in x.items() if i.startswith("torch")) / x["ch11"]
     of = lambda pt, b, kv: [x for k, x in pt.items() if k[1:] == (b, kv, 1, 1024)]
     us = lambda xs, impl: span([x[impl] * 1000 for x in xs], digits=1, unit="")
-    tile, before = runs("ch11_short_caches_vs_pytorch_tile.csv"), runs("ch11_short_caches_vs_pytorch_hybrid.csv")
+    tile = h100_pytorch("ch11_short_caches_vs_pytorch_tile.csv", repeats=True)
+    before = h100_pytorch("ch11_short_caches_vs_pytorch_hybrid.csv", repeats=True)
     mqa = of(tile, 1, 1)
     return [(CH11_CASE, f"runs): {span([ratio(x) for x in mqa])} at B = 1 with 32 heads on one and 1,024 keys, where 256 "
                         f"keys a split had given {span([ratio(x) for x in of(before, 1, 1)])} "
@@ -941,11 +946,7 @@ def ch11_cluster_claims():
             (CH11, f"{span([ratio(k) for k in small])} where a block's part is at most 16 KB, "
                    f"{span([ratio(k) for k in large])} at 32 KB")]
 
-    pt = {}
-    for r in read_h100("ch11_short_caches_vs_pytorch_cluster.csv"):
-        if r["status"] == "ok":
-            pt.setdefault((r["repeat"], int(r["batch"]), int(r["heads_kv"]), int(r["len_q"]), int(r["len_kv"])),
-                          {})[r["impl"]] = float(r["ms"])
+    pt = h100_pytorch("ch11_short_caches_vs_pytorch_cluster.csv", repeats=True)
     of = lambda b, kv: [x for k, x in pt.items() if k[1:] == (b, kv, 1, 1024)]
     vs = lambda b, kv: span([min(v for i, v in x.items() if i.startswith("torch")) / x["ch11"] for x in of(b, kv)])
     us = lambda xs, impl: span([x[impl] * 1000 for x in xs], digits=1, unit="")
@@ -968,17 +969,12 @@ def ch11_cluster_claims():
                            f"{k_us(eight, 'decode_mma')} and the merge's {k_us(eight, 'decode_merge')}. With four rows "
                            f"it runs one kernel, a `wgmma` forward of {k_us('B=1, 32 on 1, N_q=4', 'fprop')} µs."))
 
-    g = {}
-    for x in read_h100("ch11_grid_cluster.csv"):
-        g.setdefault((int(x["batch"]), int(x["heads_kv"]), int(x["seq_len"]), int(x["len_kv"])), {})[x["variant"]] = float(x["ms"])
+    g = h100_grid("ch11_grid_cluster.csv")
     long = [k for k in g if k[3] >= 32768 and "stream_read" in g[k]]
     read = lambda k: g[k]["stream_read"] / g[k]["fastest"]
     low = min(long, key=read)
     paged = [g[k]["contiguous"] / g[k][p] for k in long for p in ("paged_16", "paged_64", "paged_256")]
-    torch_ratio = {}
-    for r in read_h100("ch11_decode_vs_pytorch_cluster.csv"):
-        if r["status"] == "ok":
-            torch_ratio.setdefault((int(r["batch"]), int(r["heads_kv"]), int(r["len_q"]), int(r["len_kv"])), {})[r["impl"]] = float(r["ms"])
+    torch_ratio = h100_pytorch("ch11_decode_vs_pytorch_cluster.csv")
     best = [min(v for i, v in x.items() if i.startswith("torch")) / x["ch11"] for k, x in torch_ratio.items()
             if k[3] >= 8192 and "ch11" in x]
     pages = ("paged_16", "paged_64", "paged_256")

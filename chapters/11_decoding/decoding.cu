@@ -292,6 +292,15 @@ void launch(const ft::Problem& p, Params<T> params, int splits, cudaStream_t str
   merge_splits<T, D>(p, params, stream);
 }
 
+/// The launch attribute that groups a (chunks, splits, heads) grid's blocks into clusters of
+/// one (chunk, head)'s `splits` splits.
+cudaLaunchAttribute clusters_of_splits(int splits) {
+  cudaLaunchAttribute cluster{};
+  cluster.id = cudaLaunchAttributeClusterDimension;
+  cluster.val.clusterDim.x = 1, cluster.val.clusterDim.y = unsigned(splits), cluster.val.clusterDim.z = 1;
+  return cluster;
+}
+
 /// Clusters of `splits` blocks of `kernel` that the GPU runs at once (the runtime's answer,
 /// once a kernel and cluster size): a cluster's blocks share a GPC, so this is not the SMs'
 /// blocks over `splits` when a GPC's SMs are not a multiple of them.
@@ -305,9 +314,7 @@ int active_clusters(const void* kernel, size_t smem, int threads, int splits) {
     config.gridDim = dim3(1, unsigned(splits), 1);
     config.blockDim = dim3(unsigned(threads));
     config.dynamicSmemBytes = smem;
-    cudaLaunchAttribute cluster{};
-    cluster.id = cudaLaunchAttributeClusterDimension;
-    cluster.val.clusterDim.x = 1, cluster.val.clusterDim.y = unsigned(splits), cluster.val.clusterDim.z = 1;
+    cudaLaunchAttribute cluster = clusters_of_splits(splits);
     config.attrs = &cluster, config.numAttrs = 1;
     // A size the GPU refuses (past 8 without the non-portable opt-in) counts as none fitting:
     // the launch takes the workspace, and the error is not left for the next check.
@@ -355,9 +362,7 @@ void launch_chunks(const ft::Problem& p, Params<T> params, int splits, cudaStrea
       cudaLaunchConfig_t config{};
       config.gridDim = grid, config.blockDim = dim3(unsigned(threads));
       config.dynamicSmemBytes = smem, config.stream = stream;
-      cudaLaunchAttribute cluster{};
-      cluster.id = cudaLaunchAttributeClusterDimension;
-      cluster.val.clusterDim.x = 1, cluster.val.clusterDim.y = unsigned(splits), cluster.val.clusterDim.z = 1;
+      cudaLaunchAttribute cluster = clusters_of_splits(splits);
       config.attrs = &cluster, config.numAttrs = 1;
       const cudaError_t launched = cudaLaunchKernelEx(&config, in_cluster, params);
       if (launched != cudaSuccess) (void)cudaGetLastError();  // reported here, not again by the next check
