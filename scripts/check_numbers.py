@@ -1014,7 +1014,7 @@ def ch11_wgmma_split_claims():
     assert worst < 1.0105, f"the heuristic {worst:.3f}x the best forced count from 32k keys or at B = 16"
     m = h100_ab("ch11_split_minimum_ab.csv")
     a, b = m["min_256_keys"], m["min_one_tile"]
-    wgmma = lambda k: 32 // k[1] * k[2] >= 16  # the shapes step 6 runs (fastest on Hopper from 16 rows)
+    wgmma = lambda k: 32 // k[1] * k[2] >= 16  # the shapes step 6 ran (fastest on Hopper then: from 16 rows)
     g = lambda pick: span([a[k]["fastest"] / b[k]["fastest"] for k in a if wgmma(k) and pick(k)])
     mqa1 = lambda k: k[0] == 1 and k[1] == 1
     out += [(CH11_CASE, f"{g(lambda k: mqa1(k) and k[3] <= 4096)} at B = 1 with 32 heads on\none from 1,024 to 4,096 "

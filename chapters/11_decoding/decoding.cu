@@ -98,10 +98,23 @@ constexpr const char* kWgmmaEnv = "FT_CH11_WGMMA";
 /// Step 6 from this many rows a key/value head (its 64 rows a block then partly zero
 /// queries, computed and dropped). Measured beside step 5 on the chapter's grid (H100, d = 128,
 /// ch11_wgmma_grid.csv): 0.98-3.20x with 128 rows, 1.00-1.24x with 32, 0.99-1.17x with 16
-/// (ahead at short caches, level at long ones), 0.95-1.01x with one or four.
+/// (ahead at short caches, level at long ones).
 constexpr int64_t kWgmmaMinRows = 16;
 
-bool wgmma_pays(int64_t rows) { return rows >= kWgmmaMinRows; }
+/// With fewer rows step 6 pays where the cache is short: forced against step 5 (H100,
+/// ch11_wgmma_four_rows_ab.csv, ch11_wgmma_rows_ab.csv; K and V together) it ran 1.00-1.24x
+/// with 4 rows and 1.08-1.26x with 8 on caches of 2 to 32 MB, where a decode step lasts a few
+/// launches' latency and step 6's one-tile splits and merge in a cluster shorten it; 0.98-1.00x
+/// with 4 or 8 rows from 64 MB to 4 GB, and 0.97-0.98x with 1 or 2 rows on caches of 8-64 MB.
+constexpr int64_t kWgmmaMinRowsShortCache = 4;
+constexpr int64_t kShortCacheBytes = int64_t(32) << 20;
+
+bool wgmma_pays(int64_t rows, int64_t cache_bytes) {
+  return rows >= kWgmmaMinRows || (rows >= kWgmmaMinRowsShortCache && cache_bytes <= kShortCacheBytes);
+}
+
+/// The bytes of K and V that wgmma_pays weighs: the whole cache, as a decode step reads it.
+static int64_t kv_cache_bytes(const ft::Problem& p) { return 2 * int64_t(p.kv_bytes()); }
 
 /// The environment variable that sets decode_wgmma's warpgroups a block (1 or 2) for the
 /// measurement of one against the other (the program with --variant wgmma:
@@ -156,7 +169,7 @@ bool merges_in_cluster(int splits, int64_t clusters, int active, size_t part_byt
 bool uses_wgmma(const ft::Problem& p) {
   if (ft::device_sm() != 90) return false;  // sm_90a machine code runs on Hopper alone
   if (const char* forced = std::getenv(kWgmmaEnv); forced && *forced) return std::atoi(forced) != 0;
-  return wgmma_pays(int64_t(p.group()) * p.len_q);  // the group's rows, as the grouped variants pack them
+  return wgmma_pays(int64_t(p.group()) * p.len_q, kv_cache_bytes(p));  // the group's rows, as the grouped variants pack them
 }
 
 int merge_rows(int splits, int head_dim) {
@@ -582,7 +595,7 @@ std::vector<ft::KernelTraffic> traffic_wgmma(const ft::Problem& p) {
 /// The ledger of a tensor-core variant; the last step's as the model GPU (Hopper) would choose.
 template <Tc kTc>
 std::vector<ft::KernelTraffic> traffic_tc(const ft::Problem& p) {
-  const bool wgmma = kTc == Tc::kWgmma || (kTc == Tc::kBest && wgmma_pays(rows_a_head(p, true)));
+  const bool wgmma = kTc == Tc::kWgmma || (kTc == Tc::kBest && wgmma_pays(rows_a_head(p, true), kv_cache_bytes(p)));
   return wgmma ? traffic_wgmma(p) : traffic_mma(p);
 }
 
@@ -598,13 +611,14 @@ ft::ForwardImpl impl(const std::string& variant, const std::string& what) {
 }  // namespace
 
 const ft::ForwardImpl& fastest() {
-  // wgmma from 16 rows a key/value head on Hopper (uses_wgmma): 0.98-3.20x tensor_cores with
-  // 128 rows, 1.00-1.24x with 32, 0.99-1.17x with 16 (H100, bf16, d = 128:
-  // plots/results/h100/ch11_wgmma_grid.csv).
+  // wgmma on Hopper from 16 rows a key/value head, and from 4 on caches of at most 32 MB
+  // (uses_wgmma): 0.98-3.20x tensor_cores with 128 rows, 1.00-1.24x with 32, 0.99-1.17x with 16
+  // (H100, bf16, d = 128: plots/results/h100/ch11_wgmma_grid.csv), 1.00-1.26x with 4 or 8 on
+  // those short caches (ch11_wgmma_four_rows_ab.csv, ch11_wgmma_rows_ab.csv).
   // tensor_cores below, and on other GPUs: 1.71x batched_v at B = 1, 32 heads on 8, one
   // query row, 32k keys; 4.16x at B = 16 with four rows (H200; plots/results/h200/decode.csv).
   static const ft::ForwardImpl i =
-      impl<true, true, false, Tc::kBest>("fastest", "wgmma from 16 rows a key/value head on Hopper, else tensor_cores");
+      impl<true, true, false, Tc::kBest>("fastest", "wgmma from 16 rows a key/value head (4 on caches up to 32 MB) on Hopper, else tensor_cores");
   return i;
 }
 

@@ -47,10 +47,13 @@ int mma_row_tiles(int64_t rows, int len_kv, int splits_one);
 
 /// Whether the last step (and the paged decode) runs step 6's kernel, decode_wgmma, rather
 /// than step 5's: on Hopper (sm_90, whose wgmma no other GPU runs) for a key/value head of
-/// `rows` rows (the group's query heads × N_q) from 16 on (wgmma_pays: step 6 measured
-/// 0.98-3.20x step 5 there, 0.95-1.01x below, ch11_wgmma_grid.csv); FT_CH11_WGMMA's choice
-/// when that is set (1: wherever the GPU runs it, 0: never).
-bool wgmma_pays(int64_t rows);
+/// `rows` rows (the group's query heads × N_q) from 16 on, and from 4 on where K and V
+/// together hold at most 32 MB (`cache_bytes`): wgmma_pays. Step 6 measured 0.98-3.20x step 5
+/// from 16 rows (ch11_wgmma_grid.csv); with 4 or 8 rows 1.00-1.26x on caches of 2-32 MB and
+/// 0.98-1.00x on longer ones, with 1 or 2 rows 0.97-0.98x (ch11_wgmma_four_rows_ab.csv,
+/// ch11_wgmma_rows_ab.csv); FT_CH11_WGMMA's choice when that is set (1: wherever the GPU
+/// runs it, 0: never).
+bool wgmma_pays(int64_t rows, int64_t cache_bytes);
 bool uses_wgmma(const ft::Problem& problem);
 
 /// The keys each of `splits` splits of `len_kv` keys reads: a whole number of 128-key block

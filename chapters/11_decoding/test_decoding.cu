@@ -363,13 +363,20 @@ TEST(Ch11, WgmmaOrNotDecodeEveryLayout) {
     }
 }
 
-TEST(Ch11, WgmmaFromSixteenRowsTwoWarpgroupsWhereSplitsAreLong) {
-  EXPECT_FALSE(ch11::wgmma_pays(1));
-  EXPECT_FALSE(ch11::wgmma_pays(4));    // 32 heads on 8, one query row: step 5
-  EXPECT_TRUE(ch11::wgmma_pays(16));    // 32 heads on 8, four query rows
-  EXPECT_TRUE(ch11::wgmma_pays(32));    // 32 heads on one, one query row
-  EXPECT_TRUE(ch11::wgmma_pays(64));    // a warpgroup's 64 rows
-  EXPECT_TRUE(ch11::wgmma_pays(128));   // 32 heads on one, four query rows
+TEST(Ch11, WgmmaFromSixteenRowsFromFourOnShortCachesTwoWarpgroupsWhereSplitsAreLong) {
+  // K and V of B sequences of H_kv heads and n keys at d = 128 in bf16: 2·B·H_kv·n·128·2 bytes.
+  auto cache = [](int64_t batch, int64_t heads_kv, int64_t keys) { return 2 * batch * heads_kv * keys * 128 * 2; };
+  EXPECT_FALSE(ch11::wgmma_pays(1, cache(1, 32, 128)));  // one row: step 5 on any cache
+  EXPECT_FALSE(ch11::wgmma_pays(2, cache(1, 16, 256)));  // 2 rows (32 heads on 16), 2 MB
+  EXPECT_TRUE(ch11::wgmma_pays(4, cache(1, 8, 1024)));   // 32 heads on 8, one query row: 4 MB
+  EXPECT_TRUE(ch11::wgmma_pays(4, cache(8, 8, 1024)));   // 32 MB, the largest short cache
+  EXPECT_FALSE(ch11::wgmma_pays(4, cache(16, 8, 1024)));  // 64 MB: step 5
+  EXPECT_TRUE(ch11::wgmma_pays(8, cache(16, 4, 1024)));   // 32 heads on 4, 32 MB
+  EXPECT_FALSE(ch11::wgmma_pays(8, cache(16, 4, 32768)));
+  EXPECT_TRUE(ch11::wgmma_pays(16, cache(128, 8, 131072)));  // 32 heads on 8, four query rows
+  EXPECT_TRUE(ch11::wgmma_pays(32, cache(1, 1, 1024)));   // 32 heads on one, one query row
+  EXPECT_TRUE(ch11::wgmma_pays(64, cache(1, 1, 1)));      // a warpgroup's 64 rows
+  EXPECT_TRUE(ch11::wgmma_pays(128, cache(128, 1, 131072)));  // 32 heads on one, four query rows
   EXPECT_EQ(ch11::keys_a_split(131072, 128), 1024);
   EXPECT_EQ(ch11::keys_a_split(1000, 7), 256);  // 143 keys, rounded up to whole tiles
   EXPECT_EQ(ch11::keys_a_split(1, 1), 128);
