@@ -1025,6 +1025,87 @@ def ch11_wgmma_split_claims():
     return out
 
 
+def ch10_profile(who, d):
+    """Nsight Compute's sections of one backward kernel on an H100
+    (plots/results/h100/profiles/ch10_profile_{cudnn,persistent}_d{64,128}.txt): each stall
+    reason's cycles a warp waits per instruction it issues, and the sections' figures."""
+    out = {}
+    with open(os.path.join(H100, "profiles", f"ch10_profile_{who}_d{d}.txt")) as f:
+        for line in f:
+            m = re.match(r"\s+smsp__average_warps_issue_stalled_(\w+)_per_issue_active\.ratio\s+inst\s+([\d.,]+)", line)
+            if m:
+                out[m.group(1)] = float(m.group(2).replace(",", ""))
+            m = re.match(r"\s+(Issued Instructions|Duration|Issue Slots Busy|Executed Ipc Active|"
+                         r"Warp Cycles Per Issued Instruction)\s+\S+\s+([\d.,]+)", line)
+            if m:
+                out[m.group(1)] = float(m.group(2).replace(",", ""))
+    return out
+
+
+def ch10_cudnn_kernel_claims():
+    """cuDNN's backward kernel beside step 9 under Nsight Compute on an H100, B = 4, N = 4096,
+    no mask: the launch figures (ch10_ncu_cudnn_launch.csv) and the stall reasons (profiles/),
+    each reason's cycles a warp waits per issued instruction times the instructions issued
+    (billions of warp-cycles), so that the two kernels compare although they issue different
+    counts."""
+    launch = {}
+    for r in read_h100("ch10_ncu_cudnn_launch.csv"):
+        if "bprop" in r["kernel"] or "specialized_backward" in r["kernel"]:
+            launch.setdefault((r["source"], int(r["head_dim"])), []).append(r)
+    first = lambda who, d, col: float(launch[(who, d)][0][col])
+    ms = lambda who, d: statistics.mean(float(r["ns"]) for r in launch[(who, d)]) / 1e6
+    out = []
+    for d in (128, 64):
+        c, o = ("cudnn", d), ("ours", d)
+        out.append((CH10_CASE, f"| d = {d} | {ms(*c):.2f} ms | {ms(*o):.2f} ms | {ms(*c) / ms(*o):.2f}× | "
+                               f"{first(*c, 'instructions') / 1e6:,.0f} M | {first(*o, 'instructions') / 1e6:,.0f} M | "
+                               f"{first(*c, 'dram_bytes') / 1e6:,.0f} MB | {first(*o, 'dram_bytes') / 1e6:,.0f} MB | "
+                               f"{first(*c, 'smem_dynamic_bytes') / 1024:.0f} KB | {first(*o, 'smem_dynamic_bytes') / 1024:.0f} KB |"))
+        assert first(*c, "l2_reduction_sectors") == first(*o, "l2_reduction_sectors"), "dQ's reductions differ"
+        assert first(*c, "grid") == first(*o, "grid") == 132 and first(*c, "block") == first(*o, "block") == 384
+    reasons = [("barrier", "a barrier (ours: the consumers meeting)"), ("long_scoreboard", "long scoreboard"),
+               ("wait", "a fixed-latency wait"), ("mio_throttle", "MIO throttle (the shared-memory queue)"),
+               ("lg_throttle", "LG throttle (the global-memory queue)")]
+    p = {(w, d): ch10_profile(w, d) for w in ("cudnn", "persistent") for d in (128, 64)}
+    cyc = lambda w, d, k: p[(w, d)][k] * p[(w, d)]["Issued Instructions"] / 1e9
+    for k, name in reasons:
+        out.append((CH10_CASE, f"| {name} | {cyc('cudnn', 128, k):.2f} | {cyc('persistent', 128, k):.2f} | "
+                               f"{cyc('cudnn', 64, k):.2f} | {cyc('persistent', 64, k):.2f} |"))
+    tot = lambda w, d: p[(w, d)]["Warp Cycles Per Issued Instruction"] * p[(w, d)]["Issued Instructions"] / 1e9
+    out.append((CH10_CASE, f"| all reasons | {tot('cudnn', 128):.2f} | {tot('persistent', 128):.2f} | "
+                           f"{tot('cudnn', 64):.2f} | {tot('persistent', 64):.2f} |"))
+    ipc = lambda w, d: p[(w, d)]["Executed Ipc Active"]
+    out.append((CH10_CASE, f"{ipc('cudnn', 128):.2f} instructions a cycle an SM against {ipc('persistent', 128):.2f} at "
+                           f"d = 128 and {ipc('cudnn', 64):.2f} against {ipc('persistent', 64):.2f} at d = 64"))
+    return out
+
+
+def ch11_rows_claims():
+    """Step 6 forced against step 5 where a key/value head has fewer than 16 rows (H100:
+    ch11_wgmma_four_rows_ab.csv against the rule of the time, step 5 at these shapes;
+    ch11_wgmma_rows_ab.csv against step 5 forced), by the cache's bytes (K and V, d = 128, bf16)."""
+    four, rows = h100_ab("ch11_wgmma_four_rows_ab.csv"), h100_ab("ch11_wgmma_rows_ab.csv")
+    gain = {}
+    for s6, s5 in ((four["step6_forced"], four["rule"]), (rows["step6_forced"], rows["step5_forced"])):
+        for k in s6:
+            gain[k] = s5[k]["fastest"] / s6[k]["fastest"]
+    n_rows = lambda k: 32 // k[1] * k[2]
+    mb = lambda k: 2 * k[0] * k[1] * k[3] * 128 * 2 / 2 ** 20
+    pick = lambda r, short: [g for k, g in gain.items() if n_rows(k) in r and (mb(k) <= 32) == short]
+    paged = {}
+    for s6, s5 in ((four["step6_forced"], four["rule"]), (rows["step6_forced"], rows["step5_forced"])):
+        for k in s6:
+            paged[k] = s5[k]["paged_16"] / s6[k]["paged_16"]
+    table = [(CH11_CASE, f"| {k[0]} | {k[1]} | {k[2]} | {k[3]:,} | {n_rows(k)} | {mb(k):,.0f} MB | {gain[k]:.2f}× | "
+                         f"{paged[k]:.2f}× |")
+             for k in sorted(gain, key=lambda k: (n_rows(k), mb(k), k))]
+    return table + [
+            (CH11, f"step 6 ran {span(pick((4,), True))} with four rows and {span(pick((8,), True))} with eight on "
+                   f"caches of 2–32 MB"),
+            (CH11, f"{span(pick((4, 8), False))} on caches of 64 MB to 4 GB, and {span([g for k, g in gain.items() if n_rows(k) < 4])} with one "
+                   f"or two rows (8–64 MB)")]
+
+
 def ch10_reverse_claims():
     """Step 9 before step 8 in each shape (ch10_order_reverse.csv, an H100): the case study's
     paragraph."""
@@ -1753,7 +1834,7 @@ def claims():
                       f"{vs_ratio('ch07_fastest', 'forward', LONG, 'ours', 'torch_flash', 3)} on the shapes "
                       f"with N ≥ 4096"),
     ]
-    out += ch06_precision_claims() + ch10_claims() + ch11_claims() + ch11_merge_claims() + ch11_merge_block_claims() + ch11_wgmma_claims() + ch11_hybrid_claims() + ch11_short_cache_claims() + ch11_cluster_claims() + ch11_wgmma_split_claims() + ch10_reverse_claims() + ch11_row_tile_claims() + ch11_short_split_claims() + ch10_stall_claims() + ch10_lean_claims() + ch10_walk_claims() + ch10_step9_claims() + ch12_claims()
+    out += ch06_precision_claims() + ch10_claims() + ch11_claims() + ch11_merge_claims() + ch11_merge_block_claims() + ch11_wgmma_claims() + ch11_hybrid_claims() + ch11_short_cache_claims() + ch11_cluster_claims() + ch11_wgmma_split_claims() + ch10_reverse_claims() + ch10_cudnn_kernel_claims() + ch11_rows_claims() + ch11_row_tile_claims() + ch11_short_split_claims() + ch10_stall_claims() + ch10_lean_claims() + ch10_walk_claims() + ch10_step9_claims() + ch12_claims()
     fp16, bf16 = ch09_table("fp16"), ch09_table("bf16")
     worst = max(abs(fp16[k][i] / bf16[k][i] - 1) for k in bf16 for i in STEPS if i in bf16[k])
     out.append((ch09, f"fp16, in the same run, lands within {int(worst * 100) + 1}% of these"))

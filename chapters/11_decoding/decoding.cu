@@ -105,7 +105,7 @@ constexpr int64_t kWgmmaMinRows = 16;
 /// ch11_wgmma_four_rows_ab.csv, ch11_wgmma_rows_ab.csv; K and V together) it ran 1.00-1.24x
 /// with 4 rows and 1.08-1.26x with 8 on caches of 2 to 32 MB, where a decode step lasts a few
 /// launches' latency and step 6's one-tile splits and merge in a cluster shorten it; 0.98-1.00x
-/// with 4 or 8 rows from 64 MB to 4 GB, and 0.97-0.98x with 1 or 2 rows on caches of 8-64 MB.
+/// with 4 or 8 rows from 64 MB to 4 GB, and 0.98x with 1 or 2 rows on caches of 8-64 MB.
 constexpr int64_t kWgmmaMinRowsShortCache = 4;
 constexpr int64_t kShortCacheBytes = int64_t(32) << 20;
 

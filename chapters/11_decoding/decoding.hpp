@@ -50,7 +50,7 @@ int mma_row_tiles(int64_t rows, int len_kv, int splits_one);
 /// `rows` rows (the group's query heads × N_q) from 16 on, and from 4 on where K and V
 /// together hold at most 32 MB (`cache_bytes`): wgmma_pays. Step 6 measured 0.98-3.20x step 5
 /// from 16 rows (ch11_wgmma_grid.csv); with 4 or 8 rows 1.00-1.26x on caches of 2-32 MB and
-/// 0.98-1.00x on longer ones, with 1 or 2 rows 0.97-0.98x (ch11_wgmma_four_rows_ab.csv,
+/// 0.98-1.00x on longer ones, with 1 or 2 rows 0.98x (ch11_wgmma_four_rows_ab.csv,
 /// ch11_wgmma_rows_ab.csv); FT_CH11_WGMMA's choice when that is set (1: wherever the GPU
 /// runs it, 0: never).
 bool wgmma_pays(int64_t rows, int64_t cache_bytes);
