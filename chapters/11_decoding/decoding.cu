@@ -169,7 +169,8 @@ bool merges_in_cluster(int splits, int64_t clusters, int active, size_t part_byt
 bool uses_wgmma(const ft::Problem& p) {
   if (ft::device_sm() != 90) return false;  // sm_90a machine code runs on Hopper alone
   if (const char* forced = std::getenv(kWgmmaEnv); forced && *forced) return std::atoi(forced) != 0;
-  return wgmma_pays(int64_t(p.group()) * p.len_q, kv_cache_bytes(p));  // the group's rows, as the grouped variants pack them
+  // The group's rows, as the grouped variants pack them, and the cache they read.
+  return wgmma_pays(int64_t(p.group()) * p.len_q, kv_cache_bytes(p));
 }
 
 int merge_rows(int splits, int head_dim) {
@@ -595,7 +596,8 @@ std::vector<ft::KernelTraffic> traffic_wgmma(const ft::Problem& p) {
 /// The ledger of a tensor-core variant; the last step's as the model GPU (Hopper) would choose.
 template <Tc kTc>
 std::vector<ft::KernelTraffic> traffic_tc(const ft::Problem& p) {
-  const bool wgmma = kTc == Tc::kWgmma || (kTc == Tc::kBest && wgmma_pays(rows_a_head(p, true), kv_cache_bytes(p)));
+  const bool wgmma =
+      kTc == Tc::kWgmma || (kTc == Tc::kBest && wgmma_pays(rows_a_head(p, true), kv_cache_bytes(p)));
   return wgmma ? traffic_wgmma(p) : traffic_mma(p);
 }
 
@@ -618,7 +620,8 @@ const ft::ForwardImpl& fastest() {
   // tensor_cores below, and on other GPUs: 1.71x batched_v at B = 1, 32 heads on 8, one
   // query row, 32k keys; 4.16x at B = 16 with four rows (H200; plots/results/h200/decode.csv).
   static const ft::ForwardImpl i =
-      impl<true, true, false, Tc::kBest>("fastest", "wgmma from 16 rows a key/value head (4 on caches up to 32 MB) on Hopper, else tensor_cores");
+      impl<true, true, false, Tc::kBest>("fastest", "wgmma from 16 rows a key/value head (4 on caches up to 32 MB) "
+                                                    "on Hopper, else tensor_cores");
   return i;
 }
 
