@@ -1064,8 +1064,8 @@ def ch10_cudnn_kernel_claims():
         assert first(*c, "l2_reduction_sectors") == first(*o, "l2_reduction_sectors"), "dQ's reductions differ"
         assert first(*c, "grid") == first(*o, "grid") == 132 and first(*c, "block") == first(*o, "block") == 384
     reasons = [("barrier", "a barrier (ours: the consumers meeting)"), ("long_scoreboard", "long scoreboard"),
-               ("wait", "a fixed-latency wait"), ("mio_throttle", "MIO throttle (the shared-memory queue)"),
-               ("lg_throttle", "LG throttle (the global-memory queue)")]
+               ("wait", "a fixed-latency wait"), ("mio_throttle", "MIO throttle (shared memory, special functions)"),
+               ("lg_throttle", "LG throttle (global and local memory)")]
     p = {(w, d): ch10_profile(w, d) for w in ("cudnn", "persistent") for d in (128, 64)}
     cyc = lambda w, d, k: p[(w, d)][k] * p[(w, d)]["Issued Instructions"] / 1e9
     for k, name in reasons:
@@ -1074,6 +1074,12 @@ def ch10_cudnn_kernel_claims():
     tot = lambda w, d: p[(w, d)]["Warp Cycles Per Issued Instruction"] * p[(w, d)]["Issued Instructions"] / 1e9
     out.append((CH10_CASE, f"| all reasons | {tot('cudnn', 128):.2f} | {tot('persistent', 128):.2f} | "
                            f"{tot('cudnn', 64):.2f} | {tot('persistent', 64):.2f} |"))
+    more = lambda d: first("cudnn", d, "instructions") / first("ours", d, "instructions")
+    out += [(CH10_CASE, f"cuDNN executes {more(128):.2f}× and\n{more(64):.2f}× step 9's instructions"),
+            (CH10_CASE, f"({first('cudnn', 128, 'l2_reduction_sectors'):,.0f} at both d;"),
+            (CH10_CASE, f"384 threads (three warpgroups), {first('cudnn', 128, 'registers'):.0f} registers a thread")]
+    assert all(abs(first("cudnn", d, "dram_bytes") / first("ours", d, "dram_bytes") - 1) < 0.01 for d in (64, 128))
+    assert first("cudnn", 64, "registers") == first("cudnn", 128, "registers")
     ipc = lambda w, d: p[(w, d)]["Executed Ipc Active"]
     out.append((CH10_CASE, f"{ipc('cudnn', 128):.2f} instructions a cycle an SM against {ipc('persistent', 128):.2f} at "
                            f"d = 128 and {ipc('cudnn', 64):.2f} against {ipc('persistent', 64):.2f} at d = 64"))
@@ -1102,15 +1108,19 @@ def ch11_rows_claims():
     # Step 6 forced beside PyTorch, 32 heads on 8, one row, 1,024 keys (two repeats).
     pt = h100_pytorch("ch11_short_caches_vs_pytorch_step6.csv", repeats=True)
     of = lambda b: [x for k, x in pt.items() if k[1:] == (b, 8, 1, 1024)]
-    vs = lambda b: span([min(v for i, v in x.items() if i.startswith("torch")) / x["ch11"] for x in of(b)])
+    vs = lambda b: span([x["torch_cudnn"] / x["ch11"] for x in of(b)])
+    assert all(min(v for i, v in x.items() if i.startswith("torch")) == x["torch_cudnn"] for x in of(1) + of(16))
     us = lambda b, impl: span([x[impl] * 1000 for x in of(b)], digits=1, unit="")
+    size = lambda keys: f"{min(mb(k) for k in keys):,.0f}–{max(mb(k) for k in keys):,.0f} MB"
+    few = [k for k in gain if n_rows(k) < 4]
+    assert size([k for k in gain if n_rows(k) >= 4 and mb(k) > 32]) == "64–4,096 MB", "the prose's 64 MB to 4 GB"
     return table + [
             (CH11, f"step 6 ran {span(pick((4,), True))} with four rows and {span(pick((8,), True))} with eight on "
-                   f"caches of 2–32 MB"),
+                   f"caches of {size([k for k in gain if n_rows(k) >= 4 and mb(k) <= 32])}"),
             (CH11, f"that is {vs(1)} cuDNN ({us(1, 'ch11')} µs against {us(1, 'torch_cudnn')},"),
-            (CH11, f"step 5) step 6 forced gave {vs(16)} as well."),
+            (CH11, f"step 5) step 6 forced gave {vs(16)} cuDNN, as step 5's"),
             (CH11, f"{span(pick((4, 8), False))} on caches of 64 MB to 4 GB, and {span([g for k, g in gain.items() if n_rows(k) < 4])} with one "
-                   f"or two rows (8–64 MB)")]
+                   f"or two rows ({size(few)})")]
 
 
 def ch10_reverse_claims():

@@ -101,8 +101,8 @@ constexpr const char* kWgmmaEnv = "FT_CH11_WGMMA";
 /// (ahead at short caches, level at long ones).
 constexpr int64_t kWgmmaMinRows = 16;
 
-/// With fewer rows step 6 pays where the cache is short: forced against step 5 (H100,
-/// ch11_wgmma_four_rows_ab.csv, ch11_wgmma_rows_ab.csv; K and V together) it ran 1.00-1.24x
+/// With fewer rows step 6 pays where the cache is short: forced against step 5 (H100, d = 128,
+/// bf16, ch11_wgmma_four_rows_ab.csv, ch11_wgmma_rows_ab.csv; K and V together) it ran 1.00-1.24x
 /// with 4 rows and 1.08-1.26x with 8 on caches of 2 to 32 MB, where a decode step lasts a few
 /// launches' latency and step 6's one-tile splits and merge in a cluster shorten it; 0.98-1.00x
 /// with 4 or 8 rows from 64 MB to 4 GB, and 0.98x with 1 or 2 rows on caches of 8-64 MB.
@@ -113,7 +113,9 @@ bool wgmma_pays(int64_t rows, int64_t cache_bytes) {
   return rows >= kWgmmaMinRows || (rows >= kWgmmaMinRowsShortCache && cache_bytes <= kShortCacheBytes);
 }
 
-/// The bytes of K and V that wgmma_pays weighs: the whole cache, as a decode step reads it.
+/// The bytes of K and V that wgmma_pays weighs: the whole cache, as a decode step reads it (a
+/// paged batch as if every sequence were its longest, N_k). The limit is in bytes, measured at
+/// d = 128: at d = 64 the same bytes hold twice the keys, unmeasured.
 static int64_t kv_cache_bytes(const ft::Problem& p) { return 2 * int64_t(p.kv_bytes()); }
 
 /// The environment variable that sets decode_wgmma's warpgroups a block (1 or 2) for the
