@@ -42,6 +42,18 @@ ft::Problem decode_problem(int batch, int heads, int heads_kv, int len_q, int le
                      ft::CausalAlign::BottomRight);
 }
 
+// `fastest` against the float64 reference on every layout the env-forced tests sweep: d = 64
+// and 128, 1, 4 and 16 query rows, 8 key/value heads and one (32 query heads), 1,000 keys.
+void expect_fastest_every_layout(int batch, const std::string& setting) {
+  for (int d : {64, 128})
+    for (int len_q : {1, 4, 16})
+      for (int heads_kv : {8, 1}) {
+        const ft::Problem p = decode_problem(batch, 32, heads_kv, len_q, 1000, d, true, ft::DType::BFloat16);
+        SCOPED_TRACE(setting + ", " + p.describe());
+        ft::testing::expect_forward_correct(ch11::fastest(), p);
+      }
+}
+
 // One test a variant (ctest runs them side by side: the whole grid at once took 186 s on the
 // H200 machine, most of it the float64 references).
 class Ch11Variant : public ::testing::TestWithParam<std::string> {};
@@ -343,13 +355,7 @@ TEST(Ch11, WgmmaOrNotDecodeEveryLayout) {
       const std::string setting = std::string("FT_CH11_WGMMA=") + wgmma + " FT_CH11_WARPGROUPS='" + warpgroups + "'";
       for (const char* splits : {"", "7", "128"}) {
         const ScopedEnv split_count("FT_CH11_SPLITS", splits);
-        for (int d : {64, 128})
-          for (int len_q : {1, 4, 16})
-            for (int heads_kv : {8, 1}) {
-              const ft::Problem p = decode_problem(2, 32, heads_kv, len_q, 1000, d, true, ft::DType::BFloat16);
-              SCOPED_TRACE(setting + ", splits '" + splits + "', " + p.describe());
-              ft::testing::expect_forward_correct(ch11::fastest(), p);
-            }
+        expect_fastest_every_layout(2, setting + ", splits '" + splits + "'");
       }
       // Paged, with the heuristic's splits and with one (a block walks all eight tiles of a
       // 1,000-key sequence: two warpgroups' row offsets in shared memory reused tile after tile).
@@ -408,13 +414,7 @@ TEST(Ch11, ClusterOrWorkspaceMergeDecodeEveryLayout) {
       const std::string setting = std::string("FT_CH11_CLUSTER='") + cluster + "' FT_CH11_WARPGROUPS=" + warpgroups;
       for (const char* splits : {"2", "7", "8", ""}) {
         const ScopedEnv split_count("FT_CH11_SPLITS", splits);
-        for (int d : {64, 128})
-          for (int len_q : {1, 4, 16})
-            for (int heads_kv : {8, 1}) {
-              const ft::Problem p = decode_problem(1, 32, heads_kv, len_q, 1000, d, true, ft::DType::BFloat16);
-              SCOPED_TRACE(setting + ", splits '" + splits + "', " + p.describe());
-              ft::testing::expect_forward_correct(ch11::fastest(), p);
-            }
+        expect_fastest_every_layout(1, setting + ", splits '" + splits + "'");
         SCOPED_TRACE(setting + ", paged, splits '" + splits + "'");
         expect_paged_correct(ft::DType::BFloat16, 128, 32, 1, 4, true, 16, {4, 17, 1000, 300});
         expect_paged_correct(ft::DType::Float16, 64, 32, 8, 1, false, 1, {600, 2});
