@@ -8,6 +8,7 @@
 
 #include "core/strides.hpp"
 #include "cuda_core/exp2.cuh"
+#include "sm80/fragment.hpp"
 #include "sm80/pack.cuh"
 #include "sm90/smem_layout.hpp"
 #include "sm90/wgmma.cuh"
@@ -70,20 +71,31 @@ FT_TC_HD inline bool needs_mask(const P& p, int key_base, int q0) {
 /// or lies past N_q (L = −∞), weighs nothing; without it (a tile needs_mask clears) no element
 /// is checked. kScaleDs false (step 8): dSᵀ = Pᵀ∘(dPᵀ − D), the scale left to dK's store and
 /// dQ's conversion, once an element of the result instead of once a score.
-template <bool kWithDs = true, bool kMasked = true, bool kScaleDs = true, int kRegs, class P>
+///
+/// kPairedStats (step 8): a thread's columns come in adjacent pairs (acc_col(t, 4j) even,
+/// acc_col(t, 4j + 1) the next; registers 4j + 2 and 4j + 3 the same two columns 8 rows down),
+/// so L and D are read a pair at a time, one 64-bit load for two columns: half the loads.
+template <bool kWithDs = true, bool kMasked = true, bool kScaleDs = true, bool kPairedStats = false, int kRegs,
+          class P>
 __device__ __forceinline__ void probabilities_and_ds(const float (&st)[kRegs], const float (&dpt)[kRegs],
                                                      float (&pt)[kRegs], float (&dst)[kRegs], const P& p,
                                                      int key_base, int q0, int t, const float* Ls, const float* Dsm) {
+  float2 l_pair{}, d_pair{};  // kPairedStats: L and D of columns acc_col(t, 4j) and + 1
 #pragma unroll
   for (int i = 0; i < kRegs; ++i) {
     const int key = key_base + ft::sm90::acc_row(t, i);
     const int col = ft::sm90::acc_col(t, i);
-    const float l = Ls[col];
+    if (kPairedStats && i % 4 == 0) {  // col is even, and Ls and Dsm 8-byte aligned
+      l_pair = *reinterpret_cast<const float2*>(Ls + col);
+      if constexpr (kWithDs) d_pair = *reinterpret_cast<const float2*>(Dsm + col);
+    }
+    const float l = kPairedStats ? (i % 2 ? l_pair.y : l_pair.x) : Ls[col];
     const bool visible = !kMasked || (key < p.Nk && l != -INFINITY && (!p.causal || key <= q0 + col + p.causal_offset));
     const float prob = visible ? ft::exp2_ftz(fmaf(st[i], p.scale_log2, -l)) : 0.f;
     pt[i] = prob;
     if constexpr (kWithDs) {
-      const float ds = prob * (dpt[i] - Dsm[col]);
+      const float d = kPairedStats ? (i % 2 ? d_pair.y : d_pair.x) : Dsm[col];
+      const float ds = prob * (dpt[i] - d);
       dst[i] = kScaleDs ? p.scale * ds : ds;
     }
   }
@@ -106,9 +118,9 @@ __device__ __forceinline__ void tile_probabilities_and_ds(float (&st)[kRegs], fl
                                                           const float* Dsm) {
   if constexpr (Tr::kLean) {
     if (needs_mask<Tr::Br>(p, key_base, q0))
-      probabilities_and_ds<true, true, false>(st, dpt, st, dpt, p, key_base, q0, t, Ls, Dsm);
+      probabilities_and_ds<true, true, false, true>(st, dpt, st, dpt, p, key_base, q0, t, Ls, Dsm);
     else
-      probabilities_and_ds<true, false, false>(st, dpt, st, dpt, p, key_base, q0, t, Ls, Dsm);
+      probabilities_and_ds<true, false, false, true>(st, dpt, st, dpt, p, key_base, q0, t, Ls, Dsm);
   } else {
     probabilities_and_ds(st, dpt, p, key_base, q0, t, Ls, Dsm);
   }
@@ -215,6 +227,28 @@ __device__ __forceinline__ void store_ds(T* dSs, const uint32_t (&dsa)[kSteps][4
   for (int i = 0; i < kSteps * 8; i += 2) {
     const int row = wg * ft::sm90::kMmaM + ft::sm90::acc_row(t, i);
     *reinterpret_cast<uint32_t*>(dSs + DsTile::offset(row, ft::sm90::acc_col(t, i))) = dsa[i / 8][i % 8 / 2];
+  }
+}
+
+/// Where `lane` points stmatrix for k-step kk of its warp's dSᵀ rows: (row, column) in the
+/// warp's 16 rows × Br queries. dsa[kk] is an A fragment, register q its 8×8 block
+/// a_block(q), each lane's pair in mma.sync's place: what stmatrix stores from register q, to
+/// the rows lanes 8q to 8q + 7 name. So the lanes name the rows ldmatrix reads A from.
+FT_TC_HD constexpr ft::tc::RowCol stmatrix_ds_row(int lane, int kk) {
+  return ft::tc::ldmatrix_src_a(lane) + ft::tc::RowCol{0, kk * ft::sm90::kMmaK};
+}
+
+/// The same stores by stmatrix (step 8): one instruction a k-step, four 32-bit stores' worth
+/// a lane. Every row address starts an 8-column block, 16 bytes that the 128-byte swizzle
+/// keeps together.
+template <class DsTile, class T, int kSteps>
+__device__ __forceinline__ void store_ds_stmatrix(T* dSs, const uint32_t (&dsa)[kSteps][4], int wg, int t) {
+  const int warp_row = wg * ft::sm90::kMmaM + t / 32 * 16;
+  const uint32_t base = uint32_t(__cvta_generic_to_shared(dSs));
+#pragma unroll
+  for (int kk = 0; kk < kSteps; ++kk) {
+    const ft::tc::RowCol at = stmatrix_ds_row(t % 32, kk);
+    ft::sm90::stmatrix_x4(base + uint32_t(DsTile::offset(warp_row + at.row, at.col) * sizeof(T)), dsa[kk]);
   }
 }
 

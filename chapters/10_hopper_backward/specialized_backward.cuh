@@ -51,8 +51,9 @@
 ///
 /// Step 8 (`lean`, Tr::kLean; step 3's structure at d = 128, step 6's at d = 64) spends fewer
 /// instructions between the products: a tile that needs_mask clears computes P and dS with no
-/// check (tile_probabilities_and_ds), its dQ atomics go out unchecked, and dS stays unscaled
-/// (the scale multiplies dK at its store and dQ in its conversion).
+/// check (tile_probabilities_and_ds), its dQ atomics go out unchecked, dS stays unscaled
+/// (the scale multiplies dK at its store and dQ in its conversion), L and D are read two
+/// columns a load, and dSᵀ goes to shared memory by stmatrix, a k-step an instruction.
 #pragma once
 
 #include <cuda/ptx>
@@ -233,9 +234,12 @@ __device__ __forceinline__ void add_dq(const Params<typename Tr::T>& p, const fl
 /// reads through. Called between dV's issue and dK's (issue_dv, issue_dk): dK reads the
 /// same registers (dsa) as its A operand, and the PTX ISA leaves reading a register an
 /// issued wgmma still reads, before the wait that covers it, undefined.
-template <class DsTile, class T, int kSteps>
+template <class DsTile, bool kStmatrix = false, class T, int kSteps>
 __device__ __forceinline__ void share_ds(T* dSs, const uint32_t (&dsa)[kSteps][4], int c, int t) {
-  store_ds<DsTile>(dSs, dsa, c, t);
+  if constexpr (kStmatrix)
+    store_ds_stmatrix<DsTile>(dSs, dsa, c, t);  // step 8
+  else
+    store_ds<DsTile>(dSs, dsa, c, t);
   ft::sm90::fence_proxy_async();
 }
 
@@ -443,7 +447,7 @@ __global__ void __launch_bounds__(Tr::kThreads, 1)
             pack_a<T>(dsa, dpt);
             issue_dv<Tr>(dv, pa, do_addr);
           }
-          share_ds<DsTile>(dSs, dsa, c, t);
+          share_ds<DsTile, Tr::kLean>(dSs, dsa, c, t);
           issue_dk<Tr>(dk, dsa, q_addr);
 
           float dq[Tr::kDqCols / 2];

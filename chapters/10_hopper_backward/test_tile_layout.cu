@@ -48,6 +48,27 @@ TEST(Ch10Layout, SharesCoverTheTileOnce) {
       SpecializedBackwardTraits<__nv_bfloat16, 64, DqAdd::kBulk, false, ch10::Schedule::kInOrder, 128>>();
 }
 
+// Step 8 stores dSᵀ by stmatrix: register q of lane l goes to row l/4, columns 2·(l%4) and
+// + 1, of the matrix whose rows lanes 8q to 8q + 7 name (stmatrix_ds_row). Every element must
+// land where the 32-bit stores of steps 2-7 put it (acc_row, acc_col of register pair
+// i = 8·kk + 2q), and every row address must start a 16-byte block of the swizzled tile.
+TEST(Ch10Layout, StmatrixStoresDsWhereTheStoresDid) {
+  using ft::sm90::acc_col;
+  using ft::sm90::acc_row;
+  for (int lane = 0; lane < 32; ++lane)
+    for (int kk = 0; kk < 128 / ft::sm90::kMmaK; ++kk) {  // up to step 6's 128 queries
+      const ft::tc::RowCol named = ch10::stmatrix_ds_row(lane, kk);
+      EXPECT_EQ(named.col % 8, 0) << "lane " << lane << " names a row mid-block";
+      for (int q = 0; q < 4; ++q)
+        for (int j = 0; j < 2; ++j) {
+          const int i = 8 * kk + 2 * q + j;
+          const ft::tc::RowCol row = ch10::stmatrix_ds_row(8 * q + lane / 4, kk);
+          EXPECT_EQ(row.row, acc_row(lane, i)) << "lane " << lane << " k-step " << kk << " register " << q;
+          EXPECT_EQ(row.col + 2 * (lane % 4) + j, acc_col(lane, i)) << "lane " << lane << " register " << q;
+        }
+    }
+}
+
 // Step 8 computes P with no check on a tile that needs_mask clears: every (query, key) pair
 // of such a tile must be visible, and so every query's L finite. Walked as the kernels walk
 // them (a block of 128 keys, its two warpgroups, the query tiles from the first that sees the
