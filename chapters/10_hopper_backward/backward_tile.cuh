@@ -72,7 +72,7 @@ FT_TC_HD inline bool needs_mask(const P& p, int key_base, int q0) {
 /// is checked. kScaleDs false (step 8): dSᵀ = Pᵀ∘(dPᵀ − D), the scale left to dK's store and
 /// dQ's conversion, once an element of the result instead of once a score.
 ///
-/// kPairedStats (step 8): a thread's columns come in adjacent pairs (acc_col(t, 4j) even,
+/// kPairedStats (step 8 at d = 128): a thread's columns come in adjacent pairs (acc_col(t, 4j) even,
 /// acc_col(t, 4j + 1) the next; registers 4j + 2 and 4j + 3 the same two columns 8 rows down),
 /// so L and D are read a pair at a time, one 64-bit load for two columns: half the loads.
 template <bool kWithDs = true, bool kMasked = true, bool kScaleDs = true, bool kPairedStats = false, int kRegs,
@@ -118,9 +118,9 @@ __device__ __forceinline__ void tile_probabilities_and_ds(float (&st)[kRegs], fl
                                                           const float* Dsm) {
   if constexpr (Tr::kLean) {
     if (needs_mask<Tr::Br>(p, key_base, q0))
-      probabilities_and_ds<true, true, false, true>(st, dpt, st, dpt, p, key_base, q0, t, Ls, Dsm);
+      probabilities_and_ds<true, true, false, Tr::kWideShared>(st, dpt, st, dpt, p, key_base, q0, t, Ls, Dsm);
     else
-      probabilities_and_ds<true, false, false, true>(st, dpt, st, dpt, p, key_base, q0, t, Ls, Dsm);
+      probabilities_and_ds<true, false, false, Tr::kWideShared>(st, dpt, st, dpt, p, key_base, q0, t, Ls, Dsm);
   } else {
     probabilities_and_ds(st, dpt, p, key_base, q0, t, Ls, Dsm);
   }
@@ -238,9 +238,9 @@ FT_TC_HD constexpr ft::tc::RowCol stmatrix_ds_row(int lane, int kk) {
   return ft::tc::ldmatrix_src_a(lane) + ft::tc::RowCol{0, kk * ft::sm90::kMmaK};
 }
 
-/// The same stores by stmatrix (step 8): one instruction a k-step, four 32-bit stores' worth
-/// a lane. Every row address starts an 8-column block, 16 bytes that the 128-byte swizzle
-/// keeps together.
+/// The same stores by stmatrix (step 8 at d = 128): one instruction a k-step, four 32-bit
+/// stores' worth a lane. Every row address starts an 8-column block, 16 bytes that the
+/// 128-byte swizzle keeps together.
 template <class DsTile, class T, int kSteps>
 __device__ __forceinline__ void store_ds_stmatrix(T* dSs, const uint32_t (&dsa)[kSteps][4], int wg, int t) {
   const int warp_row = wg * ft::sm90::kMmaM + t / 32 * 16;

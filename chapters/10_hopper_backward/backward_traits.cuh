@@ -84,6 +84,10 @@ struct SpecializedBackwardTraits {
   /// (query, key) pair are masked, and dSᵀ is left unscaled: the softmax scale multiplies dK
   /// once at its store and dQ once in its conversion, not every score gradient.
   static constexpr bool kLean = kLean_;
+  /// Step 8 at d = 128 also reads L and D two columns a 64-bit load and stores dSᵀ a k-step
+  /// an stmatrix: half the shared-memory instructions around P and dS. At d = 64 (128-query
+  /// tiles) the same change measured slower (the chapter's case study), so there it is off.
+  static constexpr bool kWideShared = kLean && D == 128;
   /// Step 9: one block an SM, each taking key blocks from a counter until none is left (the
   /// kernel's walk over work items, which the other steps take one step of: a block an item).
   /// Once the consumers have added the item's last dQ and arrive on kv_empty, the producer

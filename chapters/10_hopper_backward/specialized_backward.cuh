@@ -52,8 +52,9 @@
 /// Step 8 (`lean`, Tr::kLean; step 3's structure at d = 128, step 6's at d = 64) spends fewer
 /// instructions between the products: a tile that needs_mask clears computes P and dS with no
 /// check (tile_probabilities_and_ds), its dQ atomics go out unchecked, dS stays unscaled
-/// (the scale multiplies dK at its store and dQ in its conversion), L and D are read two
-/// columns a load, and dSᵀ goes to shared memory by stmatrix, a k-step an instruction.
+/// (the scale multiplies dK at its store and dQ in its conversion), and at d = 128 (kWideShared)
+/// L and D are read two columns a load and dSᵀ goes to shared memory by stmatrix, a k-step an
+/// instruction.
 #pragma once
 
 #include <cuda/ptx>
@@ -447,7 +448,7 @@ __global__ void __launch_bounds__(Tr::kThreads, 1)
             pack_a<T>(dsa, dpt);
             issue_dv<Tr>(dv, pa, do_addr);
           }
-          share_ds<DsTile, Tr::kLean>(dSs, dsa, c, t);
+          share_ds<DsTile, Tr::kWideShared>(dSs, dsa, c, t);
           issue_dk<Tr>(dk, dsa, q_addr);
 
           float dq[Tr::kDqCols / 2];
