@@ -13,6 +13,8 @@ here until text and source agree. README.md's results section has its own genera
 (scripts/update_readme.py --check).
 """
 import csv
+import gzip
+import io
 import math
 import os
 import re
@@ -186,7 +188,7 @@ def ch10_unchecked_gain():
             if r["variant"] == "lean" and (r["seq_len"], r["causal"]) in before]
 
 
-NUMBER_WORDS = {3: "three", 5: "five", 10: "ten"}  # the counts the pages spell out; any other reads as digits
+NUMBER_WORDS = {3: "three", 5: "five", 10: "ten", 12: "twelve"}  # the counts the pages spell out; any other reads as digits
 number_word = lambda n: NUMBER_WORDS.get(n, str(n))
 
 
@@ -336,9 +338,9 @@ def ch10_claims():
         (CH10, f"the best step runs at {ch10_span(lambda x, d: fast(x, d) / x['torch_cudnn'], at(128), LATEST)} cuDNN "
                f"at d = 128 and {ch10_span(lambda x, d: fast(x, d) / x['torch_cudnn'], at(64), LATEST)} at d = 64 "
                f"(`{LATEST}`)"),
-        (CH10, f"with its unchecked atomics, in a later run (`{LATEST}`), "
+        (CH10, f"(`{LATEST}`, with its unchecked atomics: "
                f"{ch10_span(lambda x, d: fast(x, d) / x['torch_cudnn'], at(128), LATEST)} and "
-               f"{ch10_span(lambda x, d: fast(x, d) / x['torch_cudnn'], at(64), LATEST)}"),
+               f"{ch10_span(lambda x, d: fast(x, d) / x['torch_cudnn'], at(64), LATEST)})"),
         (CH10, f"those ends cost {fit['block']:.1f} µs a block, {fit['share']:.0f}% of one at N = 4096"),
         (CH10_CASE, f"on the H100, {fit['ms'][0]:.2f}, {fit['ms'][1]:.2f} and {fit['ms'][2]:.2f} ms"),
         (CH10_CASE, f"has a slope of {fit['slope']:.2f} µs a tile and an intercept of {fit['intercept']:.2f} ms. The two "
@@ -464,7 +466,6 @@ def ch10_step9_claims():
     busy = [r for r in read_h100("ch10_clocks_n16384.csv") if r["program_variant"] and float(r["power_w"]) > 300]
     mhz = [int(r["sm_mhz"]) for r in busy]
     mean = lambda v, f: statistics.mean(float(r[f]) for r in busy if r["program_variant"] == v)
-    both = span(step9("128") + step9("64"))
     ratios = {k: x["ch10_lean"] / x["ch10_persistent"] for k, x in ch10_h100_table(FASTEST_RUN).items()
               if "ch10_persistent" in x}
     slower = {k: r for k, r in ratios.items() if r < LEVEL}
@@ -472,9 +473,6 @@ def ch10_step9_claims():
         (CH10, f"{ch10_counter(lambda k: k[2] == 1024, files=COUNTER_RUNS + (FASTEST_RUN,))} step 8 at\nN = 1024 and "
                f"{ch10_counter(lambda k: k[2] == 4096, files=COUNTER_RUNS + (FASTEST_RUN,))} at 4096, causal or not; "
                f"{ch10_counter(lambda k: k[2] == 16384, files=COUNTER_RUNS + (FASTEST_RUN,))} at 16384"),
-        (CH10, f"timed them {both} apart"),
-        (CH10, f"{one(lambda k: k[2] >= 4096, num='torch_cudnn')} cuDNN at N ≥ 4096 in one run where step 8 ran "
-               f"{one(lambda k: k[2] >= 4096, num='torch_cudnn', den='ch10_lean')}"),
         (CH10_CASE, f"{one(lambda k: k[2] == 1024)} step 8 at N = 1024 "
                     f"({one(lambda k: k[:2] == (8, 12))} at the training model's shape"),
         (CH10_CASE, f"{one(lambda k: k[2] == 4096)} at 4096, "
@@ -495,8 +493,6 @@ def ch10_step9_claims():
         ("docs/methodology.md", f"both drew over 500 W on average ({mean('lean', 'power_w'):.0f} and "
                                 f"{mean('persistent', 'power_w'):.0f}) and ran between {min(mhz):,} and {max(mhz):,} MHz, "
                                 f"averaging {mean('lean', 'sm_mhz'):,.0f} and {mean('persistent', 'sm_mhz'):,.0f}"),
-        ("docs/use_in_your_model.md", f"step 9, `fastest` since, "
-                                      f"{one(lambda k: k[2] >= 4096 and k[3] == 128, num='torch_cudnn')} on an H100"),
     ]
 
 
@@ -1083,6 +1079,89 @@ def ch10_cudnn_kernel_claims():
     ipc = lambda w, d: p[(w, d)]["Executed Ipc Active"]
     out.append((CH10_CASE, f"{ipc('cudnn', 128):.2f} instructions a cycle an SM against {ipc('persistent', 128):.2f} at "
                            f"d = 128 and {ipc('cudnn', 64):.2f} against {ipc('persistent', 64):.2f} at d = 64"))
+    return out
+
+
+def ch10_wide_claims():
+    """Step 8's wider shared-memory accesses at d = 128 (H100): the A/B against the kernels
+    before (ch10_wide_shared_ab.csv), each half alone (ch10_wide_shared_split.csv), Nsight
+    Compute before and after (profiles/ch10_profile_persistent{,_wide}_d128.txt), where the
+    MIO-throttle samples sat before (profiles/source_10_lean_d128.csv.gz), and steps 8 and 9
+    beside PyTorch after (ch10_wide_vs_pytorch.csv)."""
+    def runs(name):
+        t = {}
+        for r in read_h100(name):
+            k = (int(r["batch"]), int(r["heads"]), int(r["seq_len"]), int(r["head_dim"]), int(r["causal"]))
+            t.setdefault((k, r["variant"]), {})[(r["build"], r["round"])] = float(r["ms"])
+        return t
+    ab = runs("ch10_wide_shared_ab.csv")
+    gain = lambda key: [x[("before", i)] / x[("paired_stmatrix", i)] for i in "12" for x in [ab[key]]]
+    pick = lambda keep: [g for key in ab if keep(key[0]) for g in gain(key)]
+    out = []
+    for k in sorted({key[0] for key in ab}, key=lambda k: (-k[3], k[2], k[4])):
+        out.append((CH10_CASE, f"| {k[0]}, {k[1]}, {k[2]:,}, {k[3]} | {'yes' if k[4] else 'no'} | "
+                               f"{span(gain((k, 'lean')))} | {span(gain((k, 'persistent')))} |"))
+    out.append((CH10, f"{span(pick(lambda k: k[3] == 128 and k[2] == 4096))} at d = 128 (level at 16,384); "
+                      f"{span(pick(lambda k: k[3] == 64))}\nat d = 64"))
+    assert span(pick(lambda k: k[2] == 16384)) == "0.99–1.01×", "level at 16,384"
+    split = runs("ch10_wide_shared_split.csv")
+    alone = lambda halves, d: span([x[("paired_stmatrix_d128_only", i)] / x[(half, i)] for (k, v), x in split.items()
+                                    for half in halves if k[3] == d and k[2] == 4096 for i in "12"])
+    out.append((CH10_CASE, f"at d = 64 the paired loads alone ran {alone(['paired_only'], 64)} and `stmatrix` alone "
+                           f"{alone(['stmatrix_only'], 64)} the speed of neither; at d = 128 each half alone ran "
+                           f"{alone(['paired_only', 'stmatrix_only'], 128)} the speed of both"))
+    before, after, cudnn = (ch10_profile(w, 128) for w in ("persistent", "persistent_wide", "cudnn"))
+    cyc = lambda p, k: p[k] * p["Issued Instructions"] / 1e9
+    fewer = round(100 * (1 - after["Issued Instructions"] / before["Issued Instructions"]))
+    times = round(cyc(before, "mio_throttle") / cyc(cudnn, "mio_throttle"))
+    out += [(CH10_CASE, f"{cyc(after, 'mio_throttle'):.2f} billion warp-cycles of MIO throttle against "
+                        f"{cyc(before, 'mio_throttle'):.2f} before, and {after['Issued Instructions'] / 1e6:.0f} M "
+                        f"instructions issued against {before['Issued Instructions'] / 1e6:.0f} M: the gain is in the "
+                        f"instructions ({fewer}% fewer)"),
+            (CH10, f"shared-memory queue {number_word(times)} times as long as cuDNN's"),
+            (CH10, f"The queue stayed full: {fewer}% fewer instructions did it.")]
+    # Where the MIO-throttle samples sat, step 8 before the change (its source page).
+    with gzip.open(os.path.join(H100, "profiles", "source_10_lean_d128.csv.gz"), "rt") as f:
+        lines = f.read().splitlines()
+    head = next(i for i, line in enumerate(lines) if line.startswith('"Address"'))
+    mio = {}
+    for r in csv.DictReader(io.StringIO("\n".join(lines[head:]))):
+        words = r["Source"].split()
+        op = words[1] if words[0].startswith("@") else words[0]
+        if op.startswith("HGMMA"):
+            op = "dQ HGMMA" if "tnspA" in r["Source"] else ("S dP HGMMA" if "64x64" in op else "dV dK HGMMA")
+        mio[op] = mio.get(op, 0.0) + (float(r["stall_mio"]) if r["stall_mio"] not in ("", "-") else 0.0)
+    total = sum(mio.values())
+    pct = lambda op, digits=0: f"{100 * mio[op] / total:.{digits}f}%"
+    out += [(CH10_CASE, f"| Sᵀ's and dPᵀ's `HGMMA` (m64n64k16) | {pct('S dP HGMMA')} |"),
+            (CH10_CASE, f"| dQ's `HGMMA` (m64n64k16, both operands transposed) | {pct('dQ HGMMA')} |"),
+            (CH10_CASE, f"| the exponentials (`MUFU.EX2`) | {pct('MUFU.EX2')} |"),
+            (CH10_CASE, f"| dQ's share into its buffer (`STS.64`) | {pct('STS.64')} |"),
+            (CH10_CASE, f"| dSᵀ's 32-bit stores (`STS`) | {pct('STS')} |"),
+            (CH10_CASE, f"| L and D (`LDS`) | {pct('LDS', 1)} |")]
+    # Steps 8 and 9 beside PyTorch after the change.
+    vs = {}
+    for r in read_h100("ch10_wide_vs_pytorch.csv"):
+        if r["pass"] == "backward":
+            k = (int(r["batch"]), int(r["heads"]), int(r["seq_len"]), int(r["head_dim"]), int(r["causal"]))
+            vs.setdefault(k, {})[r["impl"]] = r
+    ms = lambda x, i: float(x[i]["ms"])
+    for k, x in vs.items():
+        tf = lambda i: float(x[i]["tflops"])
+        out.append((CH10, f"| {k[0]} | {k[1]} | {k[2]} | {k[3]} | {'yes' if k[4] else 'no'} | {tf('ch10_lean'):.0f} | "
+                          f"{tf('ch10_persistent'):.0f} | {tf('torch_flash'):.0f} | {tf('torch_cudnn'):.0f} | "
+                          f"{ms(x, 'torch_cudnn') / ms(x, 'ch10_lean'):.2f}× | "
+                          f"{ms(x, 'torch_cudnn') / ms(x, 'ch10_persistent'):.2f}× | "
+                          f"{ms(x, 'torch_flash') / ms(x, 'ch10_persistent'):.2f}× |"))
+    vs_of = lambda impl, d, ref="torch_cudnn": span([ms(x, ref) / ms(x, impl) for k, x in vs.items()
+                                                    if k[3] == d and k[2] >= 4096])
+    fa2 = span([ms(x, "torch_flash") / ms(x, i) for x in vs.values() for i in ("ch10_lean", "ch10_persistent")])
+    out += [(CH10, f"step 9 ran {vs_of('ch10_persistent', 128)} cuDNN\nat d = 128 and {vs_of('ch10_persistent', 64)} at "
+                   f"d = 64, step 8 {vs_of('ch10_lean', 128)} and {vs_of('ch10_lean', 64)}, both {fa2}\nFlashAttention-2"),
+            (CH10_CASE, f"d = 128 ({ms(vs[(4, 16, 4096, 128, 0)], 'torch_cudnn') / ms(vs[(4, 16, 4096, 128, 0)], 'ch10_persistent'):.2f}× "
+                        f"at N = 4096 without the mask, `ch10_wide_vs_pytorch.csv`)"),
+            ("docs/use_in_your_model.md", f"step 9, `fastest` since, {vs_of('ch10_persistent', 128)} on an H100"),
+            (CH10, f"its step takes {training_ratio(read_h100('training.csv')):.2f}× cuDNN's time on an H100")]
     return out
 
 
@@ -1851,7 +1930,7 @@ def claims():
                       f"{vs_ratio('ch07_fastest', 'forward', LONG, 'ours', 'torch_flash', 3)} on the shapes "
                       f"with N ≥ 4096"),
     ]
-    out += ch06_precision_claims() + ch10_claims() + ch11_claims() + ch11_merge_claims() + ch11_merge_block_claims() + ch11_wgmma_claims() + ch11_hybrid_claims() + ch11_short_cache_claims() + ch11_cluster_claims() + ch11_wgmma_split_claims() + ch10_reverse_claims() + ch10_cudnn_kernel_claims() + ch11_rows_claims() + ch11_row_tile_claims() + ch11_short_split_claims() + ch10_stall_claims() + ch10_lean_claims() + ch10_walk_claims() + ch10_step9_claims() + ch12_claims()
+    out += ch06_precision_claims() + ch10_claims() + ch11_claims() + ch11_merge_claims() + ch11_merge_block_claims() + ch11_wgmma_claims() + ch11_hybrid_claims() + ch11_short_cache_claims() + ch11_cluster_claims() + ch11_wgmma_split_claims() + ch10_reverse_claims() + ch10_cudnn_kernel_claims() + ch10_wide_claims() + ch11_rows_claims() + ch11_row_tile_claims() + ch11_short_split_claims() + ch10_stall_claims() + ch10_lean_claims() + ch10_walk_claims() + ch10_step9_claims() + ch12_claims()
     fp16, bf16 = ch09_table("fp16"), ch09_table("bf16")
     worst = max(abs(fp16[k][i] / bf16[k][i] - 1) for k in bf16 for i in STEPS if i in bf16[k])
     out.append((ch09, f"fp16, in the same run, lands within {int(worst * 100) + 1}% of these"))
