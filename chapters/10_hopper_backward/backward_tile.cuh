@@ -72,9 +72,9 @@ FT_TC_HD inline bool needs_mask(const P& p, int key_base, int q0) {
 /// is checked. kScaleDs false (step 8): dSᵀ = Pᵀ∘(dPᵀ − D), the scale left to dK's store and
 /// dQ's conversion, once an element of the result instead of once a score.
 ///
-/// kPairedStats (step 8 at d = 128): a thread's columns come in adjacent pairs (acc_col(t, 4j) even,
-/// acc_col(t, 4j + 1) the next; registers 4j + 2 and 4j + 3 the same two columns 8 rows down),
-/// so L and D are read a pair at a time, one 64-bit load for two columns: half the loads.
+/// kPairedStats (step 8 at d = 128): a thread's columns come in adjacent pairs (acc_col(t, 4j)
+/// even, acc_col(t, 4j + 1) the next; registers 4j + 2 and 4j + 3 the same two columns 8 rows
+/// down), so L and D are read a pair at a time, one 64-bit load for two columns: half the loads.
 template <bool kWithDs = true, bool kMasked = true, bool kScaleDs = true, bool kPairedStats = false, int kRegs,
           class P>
 __device__ __forceinline__ void probabilities_and_ds(const float (&st)[kRegs], const float (&dpt)[kRegs],

@@ -238,7 +238,7 @@ __device__ __forceinline__ void add_dq(const Params<typename Tr::T>& p, const fl
 template <class DsTile, bool kStmatrix = false, class T, int kSteps>
 __device__ __forceinline__ void share_ds(T* dSs, const uint32_t (&dsa)[kSteps][4], int c, int t) {
   if constexpr (kStmatrix)
-    store_ds_stmatrix<DsTile>(dSs, dsa, c, t);  // step 8
+    store_ds_stmatrix<DsTile>(dSs, dsa, c, t);  // step 8 at d = 128
   else
     store_ds<DsTile>(dSs, dsa, c, t);
   ft::sm90::fence_proxy_async();
