@@ -1140,25 +1140,21 @@ def ch10_wide_claims():
             (CH10_CASE, f"| dSᵀ's 32-bit stores (`STS`) | {pct('STS')} |"),
             (CH10_CASE, f"| L and D (`LDS`) | {pct('LDS', 1)} |")]
     # Steps 8 and 9 beside PyTorch after the change.
-    vs = {}
-    for r in read_h100("ch10_wide_vs_pytorch.csv"):
-        if r["pass"] == "backward":
-            k = (int(r["batch"]), int(r["heads"]), int(r["seq_len"]), int(r["head_dim"]), int(r["causal"]))
-            vs.setdefault(k, {})[r["impl"]] = r
-    ms = lambda x, i: float(x[i]["ms"])
+    vs = ch10_h100_table("ch10_wide_vs_pytorch.csv")
+    tflops = ch10_table(rows=read_h100("ch10_wide_vs_pytorch.csv"))
     for k, x in vs.items():
-        tf = lambda i: float(x[i]["tflops"])
+        tf = lambda i: tflops[k][i]
         out.append((CH10, f"| {k[0]} | {k[1]} | {k[2]} | {k[3]} | {'yes' if k[4] else 'no'} | {tf('ch10_lean'):.0f} | "
                           f"{tf('ch10_persistent'):.0f} | {tf('torch_flash'):.0f} | {tf('torch_cudnn'):.0f} | "
-                          f"{ms(x, 'torch_cudnn') / ms(x, 'ch10_lean'):.2f}× | "
-                          f"{ms(x, 'torch_cudnn') / ms(x, 'ch10_persistent'):.2f}× | "
-                          f"{ms(x, 'torch_flash') / ms(x, 'ch10_persistent'):.2f}× |"))
-    vs_of = lambda impl, d, ref="torch_cudnn": span([ms(x, ref) / ms(x, impl) for k, x in vs.items()
+                          f"{x['torch_cudnn'] / x['ch10_lean']:.2f}× | {x['torch_cudnn'] / x['ch10_persistent']:.2f}× | "
+                          f"{x['torch_flash'] / x['ch10_persistent']:.2f}× |"))
+    vs_of = lambda impl, d, ref="torch_cudnn": span([x[ref] / x[impl] for k, x in vs.items()
                                                     if k[3] == d and k[2] >= 4096])
-    fa2 = span([ms(x, "torch_flash") / ms(x, i) for x in vs.values() for i in ("ch10_lean", "ch10_persistent")])
+    base = vs[(4, 16, 4096, 128, 0)]  # N = 4096, d = 128, no mask
+    fa2 = span([x["torch_flash"] / x[i] for x in vs.values() for i in ("ch10_lean", "ch10_persistent")])
     out += [(CH10, f"step 9 ran {vs_of('ch10_persistent', 128)} cuDNN\nat d = 128 and {vs_of('ch10_persistent', 64)} at "
                    f"d = 64, step 8 {vs_of('ch10_lean', 128)} and {vs_of('ch10_lean', 64)}, both {fa2}\nFlashAttention-2"),
-            (CH10_CASE, f"d = 128 (step 9 at {ms(vs[(4, 16, 4096, 128, 0)], 'torch_cudnn') / ms(vs[(4, 16, 4096, 128, 0)], 'ch10_persistent'):.2f}× "
+            (CH10_CASE, f"d = 128 (step 9 at {base['torch_cudnn'] / base['ch10_persistent']:.2f}× "
                         f"at N = 4096 without the mask,\n`ch10_wide_vs_pytorch.csv`)"),
             ("docs/use_in_your_model.md", f"step 9, `fastest` since, {vs_of('ch10_persistent', 128)} on an H100"),
             (CH10, f"its step takes {training_ratio(read_h100('training.csv')):.2f}× cuDNN's time on an H100")]
