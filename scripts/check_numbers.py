@@ -13,8 +13,6 @@ here until text and source agree. README.md's results section has its own genera
 (scripts/update_readme.py --check).
 """
 import csv
-import gzip
-import io
 import math
 import os
 import re
@@ -338,7 +336,7 @@ def ch10_claims():
         (CH10, f"the best step runs at {ch10_span(lambda x, d: fast(x, d) / x['torch_cudnn'], at(128), LATEST)} cuDNN "
                f"at d = 128 and {ch10_span(lambda x, d: fast(x, d) / x['torch_cudnn'], at(64), LATEST)} at d = 64 "
                f"(`{LATEST}`)"),
-        (CH10, f"(`{LATEST}`, with its unchecked atomics: "
+        (CH10, f"(later, with its unchecked atomics, `{LATEST}`: "
                f"{ch10_span(lambda x, d: fast(x, d) / x['torch_cudnn'], at(128), LATEST)} and "
                f"{ch10_span(lambda x, d: fast(x, d) / x['torch_cudnn'], at(64), LATEST)})"),
         (CH10, f"those ends cost {fit['block']:.1f} µs a block, {fit['share']:.0f}% of one at N = 4096"),
@@ -1101,14 +1099,16 @@ def ch10_wide_claims():
     for k in sorted({key[0] for key in ab}, key=lambda k: (-k[3], k[2], k[4])):
         out.append((CH10_CASE, f"| {k[0]}, {k[1]}, {k[2]:,}, {k[3]} | {'yes' if k[4] else 'no'} | "
                                f"{span(gain((k, 'lean')))} | {span(gain((k, 'persistent')))} |"))
-    out.append((CH10, f"{span(pick(lambda k: k[3] == 128 and k[2] == 4096))} at d = 128 (level at 16,384); "
-                      f"{span(pick(lambda k: k[3] == 64))}\nat d = 64"))
+    at_4096 = lambda v: [g for i in ("1", "2") for (k, var), x in ab.items() if var == v and k[3] == 128 and k[2] == 4096
+                         for g in [x[("before", i)] / x[("paired_stmatrix", i)]]]
+    out.append((CH10, f"step 9 {span(at_4096('persistent'))}, step 8 {span(at_4096('lean'))} at d = 128;\n"
+                      f"{span(pick(lambda k: k[3] == 64))} at d = 64"))
     assert span(pick(lambda k: k[2] == 16384)) == "0.99–1.01×", "level at 16,384"
     split = runs("ch10_wide_shared_split.csv")
     alone = lambda halves, d: span([x[("paired_stmatrix_d128_only", i)] / x[(half, i)] for (k, v), x in split.items()
                                     for half in halves if k[3] == d and k[2] == 4096 for i in "12"])
-    out.append((CH10_CASE, f"at d = 64 the paired loads alone ran {alone(['paired_only'], 64)} and `stmatrix` alone "
-                           f"{alone(['stmatrix_only'], 64)} the speed of neither; at d = 128 each half alone ran "
+    out.append((CH10_CASE, f"the paired loads alone ran {alone(['paired_only'], 64)} and `stmatrix` alone "
+                           f"{alone(['stmatrix_only'], 64)} the speed of neither. At d = 128 each half alone ran "
                            f"{alone(['paired_only', 'stmatrix_only'], 128)} the speed of both"))
     before, after, cudnn = (ch10_profile(w, 128) for w in ("persistent", "persistent_wide", "cudnn"))
     cyc = lambda p, k: p[k] * p["Issued Instructions"] / 1e9
@@ -1116,21 +1116,19 @@ def ch10_wide_claims():
     times = round(cyc(before, "mio_throttle") / cyc(cudnn, "mio_throttle"))
     out += [(CH10_CASE, f"{cyc(after, 'mio_throttle'):.2f} billion warp-cycles of MIO throttle against "
                         f"{cyc(before, 'mio_throttle'):.2f} before, and {after['Issued Instructions'] / 1e6:.0f} M "
-                        f"instructions issued against {before['Issued Instructions'] / 1e6:.0f} M: the gain is in the "
-                        f"instructions ({fewer}% fewer)"),
-            (CH10, f"shared-memory queue {number_word(times)} times as long as cuDNN's"),
-            (CH10, f"The queue stayed full: {fewer}% fewer instructions did it.")]
+                        f"instructions issued against {before['Issued Instructions'] / 1e6:.0f} M: the queue stayed as "
+                        f"full, and the gain fits the instructions ({fewer}% fewer)"),
+            (CH10, f"MIO queue (shared\nmemory, exponentials) {number_word(times)} times as long as cuDNN"),
+            (CH10, f"The queue stayed full; {fewer}%\nfewer instructions fit the gain.")]
     # Where the MIO-throttle samples sat, step 8 before the change (its source page).
-    with gzip.open(os.path.join(H100, "profiles", "source_10_lean_d128.csv.gz"), "rt") as f:
-        lines = f.read().splitlines()
-    head = next(i for i, line in enumerate(lines) if line.startswith('"Address"'))
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import stall_phases
     mio = {}
-    for r in csv.DictReader(io.StringIO("\n".join(lines[head:]))):
-        words = r["Source"].split()
-        op = words[1] if words[0].startswith("@") else words[0]
-        if op.startswith("HGMMA"):
-            op = "dQ HGMMA" if "tnspA" in r["Source"] else ("S dP HGMMA" if "64x64" in op else "dV dK HGMMA")
-        mio[op] = mio.get(op, 0.0) + (float(r["stall_mio"]) if r["stall_mio"] not in ("", "-") else 0.0)
+    for op, _, _, reasons, text in stall_phases.read_rows(os.path.join(H100, "profiles", "source_10_lean_d128.csv.gz")):
+        name = text.split()[0] if text else ""
+        if op == "HGMMA":
+            name = "dQ HGMMA" if "tnspA" in text else ("S dP HGMMA" if "64x64" in text else "dV dK HGMMA")
+        mio[name] = mio.get(name, 0.0) + reasons["mio"]
     total = sum(mio.values())
     pct = lambda op, digits=0: f"{100 * mio[op] / total:.{digits}f}%"
     out += [(CH10_CASE, f"| Sᵀ's and dPᵀ's `HGMMA` (m64n64k16) | {pct('S dP HGMMA')} |"),

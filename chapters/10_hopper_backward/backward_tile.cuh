@@ -9,6 +9,7 @@
 #include "core/strides.hpp"
 #include "cuda_core/exp2.cuh"
 #include "sm80/fragment.hpp"
+#include "sm80/ldmatrix.cuh"  // ft::tc::stmatrix_x4
 #include "sm80/pack.cuh"
 #include "sm90/smem_layout.hpp"
 #include "sm90/wgmma.cuh"
@@ -244,11 +245,10 @@ FT_TC_HD constexpr ft::tc::RowCol stmatrix_ds_row(int lane, int kk) {
 template <class DsTile, class T, int kSteps>
 __device__ __forceinline__ void store_ds_stmatrix(T* dSs, const uint32_t (&dsa)[kSteps][4], int wg, int t) {
   const int warp_row = wg * ft::sm90::kMmaM + t / 32 * 16;
-  const uint32_t base = uint32_t(__cvta_generic_to_shared(dSs));
 #pragma unroll
   for (int kk = 0; kk < kSteps; ++kk) {
     const ft::tc::RowCol at = stmatrix_ds_row(t % 32, kk);
-    ft::sm90::stmatrix_x4(base + uint32_t(DsTile::offset(warp_row + at.row, at.col) * sizeof(T)), dsa[kk]);
+    ft::tc::stmatrix_x4(dSs + DsTile::offset(warp_row + at.row, at.col), dsa[kk]);
   }
 }
 

@@ -48,10 +48,28 @@ TEST(Ch10Layout, SharesCoverTheTileOnce) {
       SpecializedBackwardTraits<__nv_bfloat16, 64, DqAdd::kBulk, false, ch10::Schedule::kInOrder, 128>>();
 }
 
+// Step 8 at d = 128 reads L and D a 64-bit pair at a time (probabilities_and_ds, kPairedStats):
+// in every n-block of 8 columns, a thread's registers 4j and 4j + 1 must be an even column and
+// the next, and 4j + 2, 4j + 3 the same two columns (8 rows down), for both accumulator widths.
+TEST(Ch10Layout, AccumulatorColumnsComeInAlignedPairs) {
+  using ft::sm90::acc_col;
+  using ft::sm90::acc_row;
+  for (int t = 0; t < ft::sm90::kWarpgroupThreads; ++t)
+    for (int j = 0; j < 128 / 8; ++j) {  // up to Br = 128 columns: 16 n-blocks
+      const int i = 4 * j;
+      EXPECT_EQ(acc_col(t, i) % 2, 0) << "thread " << t << " register " << i;
+      EXPECT_EQ(acc_col(t, i + 1), acc_col(t, i) + 1) << "thread " << t << " register " << i + 1;
+      EXPECT_EQ(acc_col(t, i + 2), acc_col(t, i)) << "thread " << t << " register " << i + 2;
+      EXPECT_EQ(acc_col(t, i + 3), acc_col(t, i) + 1) << "thread " << t << " register " << i + 3;
+      EXPECT_EQ(acc_row(t, i + 2), acc_row(t, i) + 8) << "thread " << t << " register " << i + 2;
+    }
+}
+
 // Step 8 stores dSᵀ by stmatrix: register q of lane l goes to row l/4, columns 2·(l%4) and
 // + 1, of the matrix whose rows lanes 8q to 8q + 7 name (stmatrix_ds_row). Every element must
 // land where the 32-bit stores of steps 2-7 put it (acc_row, acc_col of register pair
-// i = 8·kk + 2q), and every row address must start a 16-byte block of the swizzled tile.
+// i = 8·kk + 2q), and every row address must start an 8-column block (16 bytes, which the
+// 128-byte swizzle moves whole).
 TEST(Ch10Layout, StmatrixStoresDsWhereTheStoresDid) {
   using ft::sm90::acc_col;
   using ft::sm90::acc_row;

@@ -1,7 +1,8 @@
 /// @file ldmatrix.cuh
 /// @brief `ldmatrix.sync.aligned.m8n8.{x2,x4}{.trans}.shared.b16`: a warp loads 8×8 matrices
 /// of 16-bit elements from shared memory straight into mma fragments (sm_75+; used on sm_80+),
-/// and the loaders that point each lane at its row of a Q, K or V tile.
+/// and the loaders that point each lane at its row of a Q, K or V tile; and `stmatrix` (sm_90),
+/// the same matrices stored back.
 ///
 /// Who hands in which row address, and who receives which elements, is drawn and computed in
 /// sm80/fragment.hpp (ldmatrix_src_*, ldmatrix_received); sm80/swizzle.hpp says where a row is.
@@ -39,6 +40,17 @@ __device__ __forceinline__ void ldmatrix_x2(uint32_t (&r)[2], const void* row) {
 __device__ __forceinline__ void ldmatrix_x2_trans(uint32_t (&r)[2], const void* row) {
   asm volatile("ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16 {%0, %1}, [%2];\n"
                : "=r"(r[0]), "=r"(r[1]) : "r"(shared_address(row)));
+}
+
+/// ldmatrix_x4's inverse, `stmatrix.sync.aligned.m8n8.x4.shared.b16` (sm_90 only): the warp
+/// stores four 8×8 matrices of 16-bit elements, register q of lane l its pair of matrix q (row
+/// l/4, columns 2·(l%4) and + 1: the fragment layout ldmatrix delivers), to the rows lanes 8q
+/// to 8q + 7 hand in, 16 bytes each, 16-byte aligned. One instruction where a lane's 16 bytes
+/// take four 32-bit stores.
+__device__ __forceinline__ void stmatrix_x4(void* row, const uint32_t (&r)[4]) {
+  asm volatile("stmatrix.sync.aligned.m8n8.x4.shared.b16 [%0], {%1, %2, %3, %4};\n" ::"r"(shared_address(row)),
+               "r"(r[0]), "r"(r[1]), "r"(r[2]), "r"(r[3])
+               : "memory");
 }
 
 /// This lane's row address in a tile of layout Tile (sm80/swizzle.hpp) whose fragment has its

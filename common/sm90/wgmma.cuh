@@ -50,16 +50,6 @@ __device__ __forceinline__ void wait() {
 __device__ __forceinline__ void fence_proxy_async() {
   asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
 }
-/// stmatrix.sync.aligned.m8n8.x4.shared.b16 (sm_90): the warp stores four 8×8 matrices of
-/// 16-bit elements, one a register: register q of lane l holds its pair of matrix q, row l/4,
-/// columns 2·(l%4) and +1 (mma.sync's fragment layout, as ldmatrix delivers it), and lanes 8q
-/// to 8q + 7 hand in the addresses of matrix q's rows 0-7, 16 bytes each, 16-byte aligned.
-/// One instruction where the same 32 bytes a lane take four 32-bit stores.
-__device__ __forceinline__ void stmatrix_x4(uint32_t row_addr, const uint32_t (&r)[4]) {
-  asm volatile("stmatrix.sync.aligned.m8n8.x4.shared.b16 [%0], {%1, %2, %3, %4};\n" ::"r"(row_addr), "r"(r[0]),
-               "r"(r[1]), "r"(r[2]), "r"(r[3])
-               : "memory");
-}
 /// Keeps the compiler from moving reads or writes of these registers across a wgmma that
 /// is still running (the asm above does not name them).
 template <int kRegs>
