@@ -65,11 +65,11 @@ TEST(Ch10Layout, AccumulatorColumnsComeInAlignedPairs) {
     }
 }
 
-// Step 8 stores dSᵀ by stmatrix: register q of lane l goes to row l/4, columns 2·(l%4) and
-// + 1, of the matrix whose rows lanes 8q to 8q + 7 name (stmatrix_ds_row). Every element must
-// land where the 32-bit stores of steps 2-7 put it (acc_row, acc_col of register pair
-// i = 8·kk + 2q), and every row address must start an 8-column block (16 bytes, which the
-// 128-byte swizzle moves whole).
+// Step 8 at d = 128 stores dSᵀ by stmatrix: register q of lane l goes to row l/4, columns 2·(l%4)
+// and + 1, of the matrix whose rows lanes 8q to 8q + 7 name (stmatrix_ds_row). Every element must
+// land where the 32-bit stores of steps 2-7 put it (acc_row, acc_col of register pair i = 8·kk +
+// 2q), and every row address must start an 8-column block (16 bytes, which the 128-byte swizzle
+// moves whole).
 TEST(Ch10Layout, StmatrixStoresDsWhereTheStoresDid) {
   using ft::sm90::acc_col;
   using ft::sm90::acc_row;
