@@ -1156,6 +1156,21 @@ def ch10_wide_claims():
                         f"at N = 4096 without the mask,\n`ch10_wide_vs_pytorch.csv`)"),
             ("docs/use_in_your_model.md", f"step 9, `fastest` since, {vs_of('ch10_persistent', 128)} on an H100"),
             (CH10, f"its step takes {training_ratio(read_h100('training.csv')):.2f}× cuDNN's time on an H100")]
+    # The reverse order (step 9 right after PyTorch's, then step 8), four shapes without the mask.
+    rev = ch10_h100_table("ch10_wide_vs_pytorch_reverse.csv")
+    shape = lambda n, d: (1 if n == 16384 else 4, 16 if d == 128 else 32, n, d, 0)  # the runs' shapes
+    vs_cudnn = lambda n, d: rev[shape(n, d)]["torch_cudnn"] / rev[shape(n, d)]["ch10_persistent"]
+    # A kernel run third (step 9 in the forward order, step 8 in the reverse) over the same run second.
+    third = lambda impl, d, late, early: late[shape(16384, d)][impl] / early[shape(16384, d)][impl]
+    fast = rev[shape(16384, 128)]
+    out += [(CH10_CASE, f"gave step 9 {vs_cudnn(16384, 128):.2f}× cuDNN at N = 16384, d = 128 "
+                        f"({fast['ch10_persistent']:.2f} against {fast['torch_cudnn']:.2f}\nms)"),
+            (CH10_CASE, f"and {vs_cudnn(16384, 64):.2f}× at d = 64; at\nN = 4096, {vs_cudnn(4096, 128):.2f}× and "
+                        f"{vs_cudnn(4096, 64):.2f}× (d = 128, 64)"),
+            (CH10_CASE, f"step 9 took {third('ch10_persistent', 128, vs, rev):.2f}× and\n"
+                        f"{third('ch10_persistent', 64, vs, rev):.2f}× as long at N = 16384 (d = 128, 64) and step 8 "
+                        f"{third('ch10_lean', 128, rev, vs):.2f}× and {third('ch10_lean', 64, rev, vs):.2f}×"),
+            (CH10, f"step 9 ran\n{vs_cudnn(16384, 128):.2f}× cuDNN at N = 16384, d = 128")]
     return out
 
 
