@@ -1084,8 +1084,7 @@ def ch10_wide_claims():
     """Step 8's wider shared-memory accesses at d = 128 (H100): the A/B against the kernels
     before (ch10_wide_shared_ab.csv), each half alone (ch10_wide_shared_split.csv), Nsight
     Compute before and after (profiles/ch10_profile_persistent{,_wide}_d128.txt), where the
-    MIO-throttle samples sat before (profiles/source_10_lean_d128.csv.gz), and steps 8 and 9
-    beside PyTorch after (ch10_wide_vs_pytorch.csv)."""
+    MIO-throttle samples sat before (profiles/source_10_lean_d128.csv.gz)."""
     def runs(name):
         t = {}
         for r in read_h100(name):
@@ -1093,14 +1092,13 @@ def ch10_wide_claims():
             t.setdefault((k, r["variant"]), {})[(r["build"], r["round"])] = float(r["ms"])
         return t
     ab = runs("ch10_wide_shared_ab.csv")
-    gain = lambda key: [x[("before", i)] / x[("paired_stmatrix", i)] for i in "12" for x in [ab[key]]]
+    gain = lambda key: [ab[key][("before", i)] / ab[key][("paired_stmatrix", i)] for i in "12"]
     pick = lambda keep: [g for key in ab if keep(key[0]) for g in gain(key)]
     out = []
     for k in sorted({key[0] for key in ab}, key=lambda k: (-k[3], k[2], k[4])):
         out.append((CH10_CASE, f"| {k[0]}, {k[1]}, {k[2]:,}, {k[3]} | {'yes' if k[4] else 'no'} | "
                                f"{span(gain((k, 'lean')))} | {span(gain((k, 'persistent')))} |"))
-    at_4096 = lambda v: [g for i in ("1", "2") for (k, var), x in ab.items() if var == v and k[3] == 128 and k[2] == 4096
-                         for g in [x[("before", i)] / x[("paired_stmatrix", i)]]]
+    at_4096 = lambda v: [g for key in ab if key[1] == v and key[0][3] == 128 and key[0][2] == 4096 for g in gain(key)]
     out.append((CH10, f"step 9 {span(at_4096('persistent'))}, step 8 {span(at_4096('lean'))} at d = 128;\n"
                       f"{span(pick(lambda k: k[3] == 64))} at d = 64"))
     assert span(pick(lambda k: k[2] == 16384)) == "0.99–1.01×", "level at 16,384"
@@ -1137,7 +1135,13 @@ def ch10_wide_claims():
             (CH10_CASE, f"| dQ's share into its buffer (`STS.64`) | {pct('STS.64')} |"),
             (CH10_CASE, f"| dSᵀ's 32-bit stores (`STS`) | {pct('STS')} |"),
             (CH10_CASE, f"| L and D (`LDS`) | {pct('LDS', 1)} |")]
-    # Steps 8 and 9 beside PyTorch after the change.
+    return out
+
+
+def ch10_wide_vs_pytorch_claims():
+    """Steps 8 and 9, with the wider accesses, beside PyTorch on an H100: in the registry's
+    order (ch10_wide_vs_pytorch.csv) and in the reverse one (ch10_wide_vs_pytorch_reverse.csv)."""
+    out = []
     vs = ch10_h100_table("ch10_wide_vs_pytorch.csv")
     tflops = ch10_table(rows=read_h100("ch10_wide_vs_pytorch.csv"))
     for k, x in vs.items():
@@ -1939,7 +1943,7 @@ def claims():
                       f"{vs_ratio('ch07_fastest', 'forward', LONG, 'ours', 'torch_flash', 3)} on the shapes "
                       f"with N ≥ 4096"),
     ]
-    out += ch06_precision_claims() + ch10_claims() + ch11_claims() + ch11_merge_claims() + ch11_merge_block_claims() + ch11_wgmma_claims() + ch11_hybrid_claims() + ch11_short_cache_claims() + ch11_cluster_claims() + ch11_wgmma_split_claims() + ch10_reverse_claims() + ch10_cudnn_kernel_claims() + ch10_wide_claims() + ch11_rows_claims() + ch11_row_tile_claims() + ch11_short_split_claims() + ch10_stall_claims() + ch10_lean_claims() + ch10_walk_claims() + ch10_step9_claims() + ch12_claims()
+    out += ch06_precision_claims() + ch10_claims() + ch11_claims() + ch11_merge_claims() + ch11_merge_block_claims() + ch11_wgmma_claims() + ch11_hybrid_claims() + ch11_short_cache_claims() + ch11_cluster_claims() + ch11_wgmma_split_claims() + ch10_reverse_claims() + ch10_cudnn_kernel_claims() + ch10_wide_claims() + ch10_wide_vs_pytorch_claims() + ch11_rows_claims() + ch11_row_tile_claims() + ch11_short_split_claims() + ch10_stall_claims() + ch10_lean_claims() + ch10_walk_claims() + ch10_step9_claims() + ch12_claims()
     fp16, bf16 = ch09_table("fp16"), ch09_table("bf16")
     worst = max(abs(fp16[k][i] / bf16[k][i] - 1) for k in bf16 for i in STEPS if i in bf16[k])
     out.append((ch09, f"fp16, in the same run, lands within {int(worst * 100) + 1}% of these"))
