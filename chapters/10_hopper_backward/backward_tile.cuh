@@ -252,18 +252,6 @@ __device__ __forceinline__ void store_ds_stmatrix(T* dSs, const uint32_t (&dsa)[
   }
 }
 
-/// dQ's atomics four floats wide (Tr::kDqAtomicsV4). In every 8-column block of the
-/// accumulator a thread holds two adjacent columns of row r (registers i, i + 1) and the same
-/// two of row r + 8 (i + 2, i + 3), and lane t ^ 1 the two columns beside them. The pair swap
-/// one pair: the even lane adds four columns of row r, the odd lane four of row r + 8, each
-/// from a 16-byte boundary. Element e of lane t's four comes from lane dq_quad_lane(t, e),
-/// register i + dq_quad_reg(t, e), and lands at (dq_quad_row(t), dq_quad_col(t) + e) of
-/// the block's rows and columns (columns 8·(i/4) further for block i/4).
-FT_TC_HD constexpr int dq_quad_row(int t) { return ft::sm90::acc_row(t, 0) + t % 2 * 8; }
-FT_TC_HD constexpr int dq_quad_col(int t) { return ft::sm90::acc_col(t, 0) - t % 2 * 2; }
-FT_TC_HD constexpr int dq_quad_lane(int t, int e) { return e / 2 == t % 2 ? t : t ^ 1; }
-FT_TC_HD constexpr int dq_quad_reg(int t, int e) { return t % 2 * 2 + e % 2; }
-
 /// dK and dV of one warpgroup's 64 keys (keys key_base on) of key/value head kv_head
 /// (b·H_kv + h), written once: contiguous, or (Tr::kViews) where their strides say.
 template <class Tr, int kRegs>

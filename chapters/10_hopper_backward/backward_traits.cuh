@@ -88,22 +88,6 @@ struct SpecializedBackwardTraits {
   /// an stmatrix: half the shared-memory instructions around P and dS. At d = 64 (128-query
   /// tiles) the same change measured slower (the chapter's case study), so there it is off.
   static constexpr bool kWideShared = kLean && D == 128;
-  /// dSᵀ buffers. With one, the consumers meet twice a tile: before dQ's product (both
-  /// halves of dSᵀ written) and after it (so that neither writes the next tile's half while
-  /// the other's product may still read this one). Step 8 at d = 64 (128-query tiles, 131 KB
-  /// of shared memory) has room for a second: tile it's dSᵀ goes to buffer it % 2, and the
-  /// second meeting goes, because a consumer writes buffer it % 2 again (tile it + 2) only
-  /// after meeting the other before tile it + 1's dQ, which that consumer reaches after
-  /// waiting for tile it's. At d = 128 the dQ buffers leave no room (16 KB more: 230 KB).
-  static constexpr int kDsBuffers = kLean && Br == 128 ? 2 : 1;
-  /// The second meeting as a split barrier instead (ds_free, an mbarrier): each consumer
-  /// warp arrives once its dQ product is done and goes on; a consumer waits for the tile's
-  /// phase only before it writes the next tile's dSᵀ, a tile's scores and softmax later.
-  static constexpr bool kDsFree = kLean && kDsBuffers == 1;
-  /// Step 8's atomics (d = 64): the two lanes that hold adjacent column pairs swap a pair
-  /// (a shuffle a float), so that each holds four adjacent floats of one row and adds them
-  /// with one 16-byte atomic (red.global.add.v4.f32, sm_90): half the float2 atomics.
-  static constexpr bool kDqAtomicsV4 = kLean && kDq_ == DqAdd::kAtomics;
   /// Step 9: one block an SM, each taking key blocks from a counter until none is left (the
   /// kernel's walk over work items, which the other steps take one step of: a block an item).
   /// Once the consumers have added the item's last dQ and arrive on kv_empty, the producer
@@ -145,15 +129,13 @@ struct SpecializedBackwardTraits {
   static constexpr int kDqRowFloats = D + 8;
   static constexpr size_t kDqBytes = kDq == DqAdd::kBulk ? 2 * size_t(Br) * kDqRowFloats * sizeof(float) : 0;
   /// K and V's full and empty barriers, a full and an empty barrier a stage, and a full and
-  /// an empty barrier a dQ buffer (kBulk's; allotted always, 32 bytes), dSᵀ free (kDsFree's,
-  /// allotted always).
-  static constexpr int kBarriers = 2 + 2 * kStages + 2 * 2 + 1;
-  /// 1024 bytes to align the first tile, K, V, the stages' Q and dO, dSᵀ's buffers, the
-  /// stages' L and D, the dQ buffers, the barriers, step 9's next key block (an int, allotted
-  /// always).
+  /// an empty barrier a dQ buffer (kBulk's; allotted always, 32 bytes).
+  static constexpr int kBarriers = 2 + 2 * kStages + 2 * 2;
+  /// 1024 bytes to align the first tile, K, V, the stages' Q and dO, dSᵀ, the stages' L and
+  /// D, the dQ buffers, the barriers, step 9's next key block (an int, allotted always).
   static constexpr size_t kSmemBytes = size_t(ft::sm90::kAtomBytes) + 2 * KvTile::kBytes +
-                                       kStages * (2 * size_t(QTile::kBytes) + kRowStatsBytes) +
-                                       kDsBuffers * DsTile::kBytes + kDqBytes + kBarriers * sizeof(uint64_t) + sizeof(int);
+                                       kStages * (2 * size_t(QTile::kBytes) + kRowStatsBytes) + DsTile::kBytes +
+                                       kDqBytes + kBarriers * sizeof(uint64_t) + sizeof(int);
 
   static_assert(D == 64 || D == 128, "dV's and dK's wgmma is m64n{d}k16, dQ's m64n{d/2}k16 or m64n{d}k16");
   static_assert(Br == 64 || (Br == 128 && D == 64 && !kOverlap),

@@ -187,10 +187,9 @@ __device__ void produce(const Params<typename Tr::T>& p, const BlockWork& w, int
 }
 
 /// The consumer's dQ share (dq: 64 rows, the tile's queries row0 on; columns col0 on) into
-/// the float32 accumulator, as Tr::kDq says; then, with one dSᵀ buffer, the consumers meet,
-/// so that neither writes the next tile's dSᵀ while the other's dQ product may still read
-/// this one's (Tr::kDsBuffers). kBulk: into buffer `it` % 2 of dQs once the adder has
-/// emptied it (dq_empty), announced on dq_full.
+/// the float32 accumulator, as Tr::kDq says; then the consumers meet, so that neither writes
+/// the next tile's dSᵀ while the other's dQ product may still read this one's. kBulk: into
+/// buffer `it` % 2 of dQs once the adder has emptied it (dq_empty), announced on dq_full.
 template <class Tr>
 __device__ __forceinline__ void add_dq(const Params<typename Tr::T>& p, const float (&dq)[Tr::kDqCols / 2],
                                        float* dq_acc, float* dQs, uint64_t* dq_full, uint64_t* dq_empty, int it,
@@ -207,22 +206,7 @@ __device__ __forceinline__ void add_dq(const Params<typename Tr::T>& p, const fl
       atomicAdd(reinterpret_cast<float2*>(at + ft::sm90::acc_row(0, i) * Tr::D + ft::sm90::acc_col(0, i)),
                 make_float2(dq[i], dq[i + 1]));
     };
-    if constexpr (Tr::kDqAtomicsV4) {
-      // Lanes t and t ^ 1 swap a pair (dq_quad_*): the even lane gives its row r + 8 pair
-      // and takes the odd lane's row r pair, the odd lane the reverse.
-      const bool even = t % 2 == 0;
-      const int row = q0 + row0 + dq_quad_row(t);
-      float* const at4 = dq_acc + int64_t(row) * Tr::D + col0 + dq_quad_col(t);
-      const bool full = q0 + Tr::Br <= p.Nq;
-#pragma unroll
-      for (int i = 0; i < Tr::kDqCols / 2; i += 4) {
-        const float give0 = even ? dq[i + 2] : dq[i], give1 = even ? dq[i + 3] : dq[i + 1];
-        const float take0 = __shfl_xor_sync(0xffffffffu, give0, 1), take1 = __shfl_xor_sync(0xffffffffu, give1, 1);
-        const float4 v =
-            even ? make_float4(dq[i], dq[i + 1], take0, take1) : make_float4(take0, take1, dq[i + 2], dq[i + 3]);
-        if (full || row < p.Nq) atomicAdd(reinterpret_cast<float4*>(at4 + ft::sm90::acc_col(0, i)), v);
-      }
-    } else if (Tr::kLean && q0 + Tr::Br <= p.Nq) {
+    if (Tr::kLean && q0 + Tr::Br <= p.Nq) {
       // Step 8: every row of the tile lies before N_q, so no atomic is checked, and none
       // sits in a branch of its own, where the compiler computed its address anew.
 #pragma unroll
@@ -244,7 +228,7 @@ __device__ __forceinline__ void add_dq(const Params<typename Tr::T>& p, const fl
     __syncwarp();
     if (t % 32 == 0) ft::sm90::arrive(&dq_full[b]);
   }
-  if constexpr (Tr::kDsBuffers == 1 && !Tr::kDsFree) ft::sm90::named_sync(kConsumersMeet, Tr::kConsumers * ft::sm90::kWarpgroupThreads);
+  ft::sm90::named_sync(kConsumersMeet, Tr::kConsumers * ft::sm90::kWarpgroupThreads);
 }
 
 /// A consumer's dSᵀ rows into shared memory for dQ, fenced for the async proxy that wgmma
@@ -352,14 +336,13 @@ __global__ void __launch_bounds__(Tr::kThreads, 1)
   constexpr int kO = D / 2;   // dK's and dV's: 64 keys × d
   constexpr int kQElems = QTile::kBytes / sizeof(T);
 
-  // Shared memory: K, V, the stages' (Q, dO), dSᵀ's buffers — tiles on 1024-byte boundaries —
-  // then the stages' L and D, the dQ buffers, the barriers.
+  // Shared memory: K, V, the stages' (Q, dO), dSᵀ — tiles on 1024-byte boundaries — then the
+  // stages' L and D, the dQ buffers, the barriers.
   extern __shared__ uint8_t smem_raw[];
   T* const Ks = reinterpret_cast<T*>(ft::sm90::align_shared(smem_raw));
   T* const Qs = Ks + 2 * KvTile::kBytes / sizeof(T);  // stage s: Q at Qs + 2s·kQElems, dO after it
   T* const dSs = Qs + Tr::kStages * 2 * kQElems;
-  constexpr int kDsElems = DsTile::kBytes / sizeof(T);
-  float* const stats = reinterpret_cast<float*>(dSs + Tr::kDsBuffers * kDsElems);  // stage s: L, then D
+  float* const stats = reinterpret_cast<float*>(dSs + DsTile::kBytes / sizeof(T));  // stage s: L, then D
   float* const dQs = stats + Tr::kStages * 2 * Br;
   uint64_t* const kv_full = reinterpret_cast<uint64_t*>(reinterpret_cast<uint8_t*>(dQs) + Tr::kDqBytes);
   uint64_t* const kv_empty = kv_full + 1;      // step 9: K, V and `next` read (each reader arrives)
@@ -367,8 +350,7 @@ __global__ void __launch_bounds__(Tr::kThreads, 1)
   uint64_t* const empty = full + Tr::kStages;  // a stage is free again: one arrival a consumer thread
   uint64_t* const dq_full = empty + Tr::kStages;  // kBulk: a dQ buffer is written, one arrival a consumer warp
   uint64_t* const dq_empty = dq_full + 2;         // kBulk: a dQ buffer is read by the copy engine
-  uint64_t* const ds_free = dq_empty + 2;                  // kDsFree: both consumers' dQ products done
-  int* const next = reinterpret_cast<int*>(ds_free + 1);  // step 9: the key block handed out next
+  int* const next = reinterpret_cast<int*>(dq_empty + 2);  // step 9: the key block handed out next
 
   const int wg = ft::sm90::warpgroup_index();  // 0: producer; 1, 2: consumers
   const BlockWork first = block_work<Tr>(p, blockIdx.x);  // the block's own key block
@@ -386,7 +368,6 @@ __global__ void __launch_bounds__(Tr::kThreads, 1)
       ft::sm90::barrier_init(&dq_full[b], Tr::kConsumerWarps);
       ft::sm90::barrier_init(&dq_empty[b], 1);
     }
-    ft::sm90::barrier_init(ds_free, Tr::kConsumerWarps);
   }
   __syncthreads();  // the last barrier over the whole block: the roles split here
 
@@ -467,22 +448,15 @@ __global__ void __launch_bounds__(Tr::kThreads, 1)
             pack_a<T>(dsa, dpt);
             issue_dv<Tr>(dv, pa, do_addr);
           }
-          const int ds_buf = it % Tr::kDsBuffers;
-          if constexpr (Tr::kDsFree)
-            if (it > 0) ft::sm90::wait(ds_free, (it - 1) & 1);  // the other's dQ product of tile it − 1 read dSᵀ
-          share_ds<DsTile, Tr::kWideShared>(dSs + ds_buf * kDsElems, dsa, c, t);
+          share_ds<DsTile, Tr::kWideShared>(dSs, dsa, c, t);
           issue_dk<Tr>(dk, dsa, q_addr);
 
           float dq[Tr::kDqCols / 2];
-          meet_issue_dq<Tr, DsTile, KvTile>(dq, ds_addr + uint32_t(ds_buf * DsTile::kBytes), k_cols_addr);
+          meet_issue_dq<Tr, DsTile, KvTile>(dq, ds_addr, k_cols_addr);
           ft::sm90::wait<0>();
           ft::sm90::fence_registers(dq);
           ft::sm90::fence_registers(dk);
           ft::sm90::fence_registers(dv);
-          if constexpr (Tr::kDsFree) {
-            __syncwarp();
-            if (t % 32 == 0) ft::sm90::arrive(ds_free);  // this warp's part of dQ's product is done
-          }
 
           // Q, dO, L and D of this stage are read: every consumer thread's arrival frees it for
           // the producer. L and D were read by ordinary loads, each thread its own, and the copy

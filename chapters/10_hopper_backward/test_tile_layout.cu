@@ -87,32 +87,6 @@ TEST(Ch10Layout, StmatrixStoresDsWhereTheStoresDid) {
     }
 }
 
-// Step 8 at d = 64 adds dQ four floats at a time (kDqAtomicsV4): lanes t and t ^ 1 swap a pair.
-// Element e of lane t's four, taken from lane dq_quad_lane(t, e) and register 4j +
-// dq_quad_reg(t, e), must be the accumulator's element at row dq_quad_row(t), column
-// dq_quad_col(t) + 8j + e; the partner must be in the same warp (a shuffle), the four must
-// start on a 16-byte boundary, and the warpgroup's fours must cover its 64 × d share once.
-TEST(Ch10Layout, FourWideDqAddsCoverTheShareOnce) {
-  using ft::sm90::acc_col;
-  using ft::sm90::acc_row;
-  using Tr = ch10::SpecializedBackwardTraits<__nv_bfloat16, 64, ch10::DqAdd::kAtomics, false,
-                                             ch10::Schedule::kInOrder, 128, /*lean=*/true>;
-  static_assert(Tr::kDqAtomicsV4, "step 8 at d = 64 adds four floats at a time");
-  std::vector<int> seen(size_t(ft::sm90::kMmaM) * Tr::kDqCols, 0);
-  for (int t = 0; t < ft::sm90::kWarpgroupThreads; ++t) {
-    EXPECT_EQ(ch10::dq_quad_col(t) % 4, 0) << "thread " << t << " starts mid-16 bytes";
-    for (int j = 0; j < Tr::kDqCols / 8; ++j)
-      for (int e = 0; e < 4; ++e) {
-        const int s = ch10::dq_quad_lane(t, e), i = 4 * j + ch10::dq_quad_reg(t, e);
-        ASSERT_EQ(s / 32, t / 32) << "thread " << t << " takes from another warp";
-        EXPECT_EQ(acc_row(s, i), ch10::dq_quad_row(t)) << "thread " << t << " element " << e;
-        EXPECT_EQ(acc_col(s, i), ch10::dq_quad_col(t) + 8 * j + e) << "thread " << t << " element " << e;
-        ++seen[size_t(acc_row(s, i)) * Tr::kDqCols + acc_col(s, i)];
-      }
-  }
-  EXPECT_EQ(std::count(seen.begin(), seen.end(), 1), std::ptrdiff_t(seen.size()));
-}
-
 // Step 8 computes P with no check on a tile that needs_mask clears: every (query, key) pair
 // of such a tile must be visible, and so every query's L finite. Walked as the kernels walk
 // them (a block of 128 keys, its two warpgroups, the query tiles from the first that sees the
