@@ -1080,17 +1080,22 @@ def ch10_cudnn_kernel_claims():
     return out
 
 
+def ab_runs(name):
+    """An A/B file of plots/results/h100 (the chapter's program run from several libraries,
+    `build` and `round` columns) as {((B, H, N, d, causal), variant): {(build, round): ms}}."""
+    t = {}
+    for r in read_h100(name):
+        k = (int(r["batch"]), int(r["heads"]), int(r["seq_len"]), int(r["head_dim"]), int(r["causal"]))
+        t.setdefault((k, r["variant"]), {})[(r["build"], r["round"])] = float(r["ms"])
+    return t
+
+
 def ch10_wide_claims():
     """Step 8's wider shared-memory accesses at d = 128 (H100): the A/B against the kernels
     before (ch10_wide_shared_ab.csv), each half alone (ch10_wide_shared_split.csv), Nsight
     Compute before and after (profiles/ch10_profile_persistent{,_wide}_d128.txt), where the
     MIO-throttle samples sat before (profiles/source_10_lean_d128.csv.gz)."""
-    def runs(name):
-        t = {}
-        for r in read_h100(name):
-            k = (int(r["batch"]), int(r["heads"]), int(r["seq_len"]), int(r["head_dim"]), int(r["causal"]))
-            t.setdefault((k, r["variant"]), {})[(r["build"], r["round"])] = float(r["ms"])
-        return t
+    runs = ab_runs
     ab = runs("ch10_wide_shared_ab.csv")
     gain = lambda key: [ab[key][("before", i)] / ab[key][("paired_stmatrix", i)] for i in "12"]
     pick = lambda keep: [g for key in ab if keep(key[0]) for g in gain(key)]
@@ -1135,6 +1140,67 @@ def ch10_wide_claims():
             (CH10_CASE, f"| dQ's share into its buffer (`STS.64`) | {pct('STS.64')} |"),
             (CH10_CASE, f"| dSᵀ's 32-bit stores (`STS`) | {pct('STS')} |"),
             (CH10_CASE, f"| L and D (`LDS`) | {pct('LDS', 1)} |")]
+    return out
+
+
+def ch10_meeting_claims():
+    """Four changes aimed at step 9's meetings and dQ's adds (H100), each a library timed
+    against the chapter's code in two rounds (ch10_second_meeting_ab.csv,
+    ch10_dq_adder_stages_ab.csv), and where step 9's stall samples sit at d = 64
+    (profiles/source_10_persistent_d64.csv.gz; the L2's share from its details page)."""
+    changes = [("ch10_second_meeting_ab.csv", "two_ds_buffers", 64, "second meeting gone, two dSᵀ buffers"),
+               ("ch10_second_meeting_ab.csv", "ds_free_barrier", 64, "second meeting as an mbarrier"),
+               ("ch10_second_meeting_ab.csv", "ds_free_barrier", 128, "second meeting as an mbarrier"),
+               ("ch10_second_meeting_ab.csv", "four_wide_adds", 64, "adds four floats wide"),
+               ("ch10_second_meeting_ab.csv", "two_ds_buffers_four_wide", 64, "both (two buffers, four wide)"),
+               ("ch10_dq_adder_stages_ab.csv", "other_dq_adder", 64, "the other adder (`bulk_dq`)"),
+               ("ch10_dq_adder_stages_ab.csv", "other_dq_adder", 128, "the other adder (atomics)"),
+               ("ch10_dq_adder_stages_ab.csv", "three_stages", 64, "a third stage")]
+    out, step9 = [], []
+    for name, build, d, label in changes:
+        ab = ab_runs(name)
+        gain = lambda v: [x[("before", i)] / x[(build, i)] for (k, var), x in ab.items()
+                          if var == v and k[3] == d for i in "12" if (build, i) in x]
+        assert len(gain("persistent")) >= 6, (build, d)
+        step9 += gain("persistent")
+        out.append((CH10_CASE, f"| {label} | {d} | {span(gain('lean'))} | {span(gain('persistent'))} |"))
+    out.append((CH10, f"the copy engine's adds and a third stage ran {span(step9)} step 9"))
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import stall_phases
+    rows = stall_phases.read_rows(os.path.join(H100, "profiles", "source_10_persistent_d64.csv.gz"))
+    total = sum(r[2] for r in rows)
+    tile = max(r[1] for r in rows if r[0] == "HGMMA")  # a consumer warp's instructions, once a tile
+    share = lambda idx: sum(rows[i][2] for i in idx) / total
+    pct = lambda x, digits=0: f"{100 * x:.{digits}f}%"
+    meet = [i for i, r in enumerate(rows) if r[4].startswith("BAR.SYNC") and r[1] == tile]
+    waits = [i for i, r in enumerate(rows) if "DEPBAR" in r[4] and r[1] == tile]
+    tries = [i for i, r in enumerate(rows) if "TRYWAIT" in r[4]]
+    stage = [i for i in tries if rows[i][1] == tile]              # a consumer's, once a tile
+    # The producer's wait for a free stage: its one warp's spin, the most sampled of the rest.
+    producer = [max((i for i in tries if i not in stage), key=lambda i: rows[i + 1][2])]
+    assert len(meet) == 2 and len(waits) == 2 and len(stage) == 1 and len(producer) == 1
+    # The first non-tensor-core instruction of a tile with more than 3% of the samples: the
+    # register the last atomic's address was in, written again.
+    reuse = [i for i, r in enumerate(rows) if r[1] == tile and r[0] not in ("HGMMA", "WARPGROUP", "BRA")
+             and r[2] / total > 0.03]
+    assert len(reuse) == 1 and rows[reuse[0]][3]["long_sb"] > 0.9 * rows[reuse[0]][2]
+    adds = share([i for i, r in enumerate(rows) if r[0] == "REDG"])
+    second = share(range(meet[1] + 1, meet[1] + 4))  # the loop's closing branch waits for it
+    out += [(CH10_CASE, f"| the atomics (`REDG.E.ADD.F32x2`), waiting on the queue into L2 | {pct(adds)} |"),
+            (CH10_CASE, f"| the top of the next tile, writing a register the last atomic has not yet read | "
+                        f"{pct(share(reuse), 1)} |"),
+            (CH10_CASE, f"| the second meeting, after the adds | {pct(second, 1)} |"),
+            (CH10_CASE, f"| the first meeting, before dQ's product | {pct(share([meet[0] + 1]), 1)} |"),
+            (CH10_CASE, f"| the waits for the products (Sᵀ and dPᵀ; dV, dK and dQ) | {pct(share(waits))} |"),
+            (CH10_CASE, f"| a consumer's wait for its stage | {pct(share([stage[0] + 1]), 1)} |"),
+            (CH10_CASE, f"| the producer's one warp, waiting for a free stage (idle by design) | "
+                        f"{pct(share([producer[0] + 1]), 1)} |")]
+    quarter = adds + share(reuse) + second
+    assert 0.23 < quarter < 0.27, quarter
+    with open(os.path.join(H100, "profiles", "ch10_profile_persistent_d64_source.txt"), encoding="utf-8") as f:
+        l2 = re.search(r"L2 Cache Throughput\s+%\s+([\d.]+)", f.read()).group(1)
+    out += [(CH10_CASE, f"L2 is the busiest unit, at\n{float(l2):.0f}% of its peak"),
+            (CH10, f"with L2 at {float(l2):.0f}% of its peak")]
     return out
 
 
@@ -1943,7 +2009,7 @@ def claims():
                       f"{vs_ratio('ch07_fastest', 'forward', LONG, 'ours', 'torch_flash', 3)} on the shapes "
                       f"with N ≥ 4096"),
     ]
-    out += ch06_precision_claims() + ch10_claims() + ch11_claims() + ch11_merge_claims() + ch11_merge_block_claims() + ch11_wgmma_claims() + ch11_hybrid_claims() + ch11_short_cache_claims() + ch11_cluster_claims() + ch11_wgmma_split_claims() + ch10_reverse_claims() + ch10_cudnn_kernel_claims() + ch10_wide_claims() + ch10_wide_vs_pytorch_claims() + ch11_rows_claims() + ch11_row_tile_claims() + ch11_short_split_claims() + ch10_stall_claims() + ch10_lean_claims() + ch10_walk_claims() + ch10_step9_claims() + ch12_claims()
+    out += ch06_precision_claims() + ch10_claims() + ch11_claims() + ch11_merge_claims() + ch11_merge_block_claims() + ch11_wgmma_claims() + ch11_hybrid_claims() + ch11_short_cache_claims() + ch11_cluster_claims() + ch11_wgmma_split_claims() + ch10_reverse_claims() + ch10_cudnn_kernel_claims() + ch10_wide_claims() + ch10_meeting_claims() + ch10_wide_vs_pytorch_claims() + ch11_rows_claims() + ch11_row_tile_claims() + ch11_short_split_claims() + ch10_stall_claims() + ch10_lean_claims() + ch10_walk_claims() + ch10_step9_claims() + ch12_claims()
     fp16, bf16 = ch09_table("fp16"), ch09_table("bf16")
     worst = max(abs(fp16[k][i] / bf16[k][i] - 1) for k in bf16 for i in STEPS if i in bf16[k])
     out.append((ch09, f"fp16, in the same run, lands within {int(worst * 100) + 1}% of these"))
