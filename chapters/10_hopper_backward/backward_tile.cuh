@@ -28,7 +28,7 @@ struct Params {
   const T* dO;
   const float* L2;    ///< [B, H_q, stats_rows]: the forward's log-sum-exp · log2(e); −∞ past N_q
   const float* Drow;  ///< [B, H_q, stats_rows]: rowsum(dO∘O); 0 past N_q
-  float* dq_acc;      ///< [B, H_q, N_q, d] float32, zero on entry
+  float* dq_acc;      ///< [B, H_q, N_q, d] float32, zero on entry (kDqTiles: stats_rows·d a head, in tiles)
   T* dK;
   T* dV;
   int Nq;
@@ -250,6 +250,23 @@ __device__ __forceinline__ void store_ds_stmatrix(T* dSs, const uint32_t (&dsa)[
     const ft::tc::RowCol at = stmatrix_ds_row(t % 32, kk);
     ft::tc::stmatrix_x4(dSs + DsTile::offset(warp_row + at.row, at.col), dsa[kk]);
   }
+}
+
+/// Where dQ's float32 accumulator keeps element (row, column) of a query tile when it is laid
+/// out in the consumers' register order (Tr::kDqTiles): a consumer's 64 × 64 share is 1024
+/// float4, j·128 + t for thread t's registers 4j to 4j + 3 (rows r and r + 8, columns c and
+/// c + 1: acc_row, acc_col), so that a warp's float4 stores are 512 contiguous bytes; the
+/// shares follow one another, consumer 0's first. `share` is the consumer, (t, i) the thread
+/// and register; the inverse, for the conversion, is dq_tile_element.
+FT_TC_HD constexpr int dq_tile_offset(int share, int t, int i) {
+  return share * 4096 + ((i / 4) * ft::sm90::kWarpgroupThreads + t) * 4 + i % 4;
+}
+/// The consumer thread and register whose element lies at `offset` of a share (0-4095).
+struct DqTileElement {
+  int t, i;
+};
+FT_TC_HD constexpr DqTileElement dq_tile_element(int offset) {
+  return {offset / 4 % ft::sm90::kWarpgroupThreads, offset / (4 * ft::sm90::kWarpgroupThreads) * 4 + offset % 4};
 }
 
 /// dK and dV of one warpgroup's 64 keys (keys key_base on) of key/value head kv_head

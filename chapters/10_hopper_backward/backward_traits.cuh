@@ -27,6 +27,7 @@ struct WgmmaBackwardTraits {
   static constexpr bool kViews = false;        ///< contiguous tensors (ft::Views<...> reads views)
   static constexpr bool kLean = false;         ///< every element masked, dSᵀ scaled (step 8 changes both)
   static constexpr int kDqShares = kWarpgroups;  ///< dQ adds a block a query tile: one a warpgroup
+  static constexpr bool kDqTiles = false;        ///< dQ's accumulator row by row (see SpecializedBackwardTraits)
   using KvTile = ft::sm90::Sw128Tile<Bc, D>;  ///< K and V: a row a key
   using QTile = ft::sm90::Sw128Tile<Br, D>;   ///< Q and dO: a row a query
   using DsTile = ft::sm90::Sw128Tile<Bc, Br>;  ///< dSᵀ: a row a key, one 64-query panel
@@ -127,7 +128,15 @@ struct SpecializedBackwardTraits {
   /// those 4 rows start 8 banks apart and their 8-bank spans fill the 32 banks once; with
   /// 16 bytes of padding (4 banks apart) the spans overlap by half: a 2-way conflict.
   static constexpr int kDqRowFloats = D + 8;
-  static constexpr size_t kDqBytes = kDq == DqAdd::kBulk ? 2 * size_t(Br) * kDqRowFloats * sizeof(float) : 0;
+  /// Steps 8 and 9 with the copy engine's adds: dQ's float32 accumulator is laid out a query
+  /// tile at a time in the consumers' register order (dq_tile_offset, backward_tile.cuh), the
+  /// buffer exactly so, and the adder hands the engine a whole tile with one bulk add instead
+  /// of a row at a time; convert_dq_tiles reads that order back. The consumers store four
+  /// floats at once (their registers 4j to 4j + 3 lie together), a warp 512 contiguous bytes.
+  static constexpr bool kDqTiles = kLean && kDq == DqAdd::kBulk;
+  static constexpr size_t kDqBytes = kDq != DqAdd::kBulk ? 0
+                                     : kDqTiles      ? 2 * size_t(Br) * D * sizeof(float)
+                                                     : 2 * size_t(Br) * kDqRowFloats * sizeof(float);
   /// K and V's full and empty barriers, a full and an empty barrier a stage, and a full and
   /// an empty barrier a dQ buffer (kBulk's; allotted always, 32 bytes).
   static constexpr int kBarriers = 2 + 2 * kStages + 2 * 2;
@@ -147,6 +156,8 @@ struct SpecializedBackwardTraits {
                 "(ptxas serializes the wgmmas and spills: the case study)");
   static_assert(kDqRowFloats * sizeof(float) % 16 == 0, "the copy engine's bulk adds read 16-byte aligned rows");
   static_assert(!kDeterministic || kDq == DqAdd::kBulk, "the ordered adds are the adder warp's (kBulk)");
+  static_assert(!kDqTiles || (ft::sm90::kMmaM * kDqCols == 4096 && !kDeterministic),
+                "a consumer's share of a tile's dQ is 64 × 64 floats, 8 float4 a thread (dq_tile_offset)");
   static_assert(!kPersistent || (kLean && !kOverlap && !kDeterministic),
                 "step 9 walks step 8's kernel (step 5 counts its tiles from 0 a block, step 4 orders blocks)");
   static_assert(!kLean || kSchedule == Schedule::kInOrder, "step 8's unmasked tiles are the in-order schedule's");

@@ -88,8 +88,9 @@ using ft::tc::unpack2;
 /// across the row's threads sum in float32), L2 = lse·log2(e) (the kernels' exponentials are
 /// base 2), and its float32 dQ accumulator cleared on the way; a padding row gets L2 = −∞
 /// and D = 0, which weigh nothing; and step 9's counter of key blocks set to 0. kViews: O
-/// and dO where their strides say.
-template <class T, int D, bool kViews>
+/// and dO where their strides say. kDqTiles: the accumulator is laid out in whole tiles
+/// (padded rows included), and every padded row's d floats of it are cleared.
+template <class T, int D, bool kViews, bool kDqTiles>
 __global__ void prepare_backward(const T* O, const T* dO, ft::Strides so, ft::Strides sdo, int heads,
                                  const float* lse, float* L2, float* Drow, float* dq_acc, int* next_work,
                                  int64_t padded_rows, int stats_rows, int Nq) {
@@ -115,7 +116,13 @@ __global__ void prepare_backward(const T* O, const T* dO, ft::Strides so, ft::St
       const float2 a = unpack2<T>(oa[i]), b = unpack2<T>(ga[i]);
       sum = fmaf(a.x, b.x, fmaf(a.y, b.y, sum));
     }
-    float4* acc = reinterpret_cast<float4*>(dq_acc + row * D + col);
+    if (!kDqTiles) {
+      float4* acc = reinterpret_cast<float4*>(dq_acc + row * D + col);
+      acc[0] = acc[1] = make_float4(0.f, 0.f, 0.f, 0.f);
+    }
+  }
+  if (kDqTiles && prow < padded_rows) {
+    float4* acc = reinterpret_cast<float4*>(dq_acc + prow * D + col);
     acc[0] = acc[1] = make_float4(0.f, 0.f, 0.f, 0.f);
   }
   // Every thread of the warp shuffles (a padding row's add 0): the row's kLanes threads sum.
@@ -149,6 +156,36 @@ __global__ void convert_dq(const float* dq_acc, T* dQ, ft::Strides sdq, int head
   }
 }
 
+/// dQ = scale · its float32 accumulator laid out a query tile at a time in the consumers'
+/// register order (Tr::kDqTiles; dq_tile_offset), rounded once. A thread reads one float4, a
+/// consumer thread's registers 4j to 4j + 3, and writes them as two pairs, rows r and r + 8
+/// of the tile (those before N_q). Tr: the step's tiles (Br, kDqByRows, kDqCols).
+template <class Tr, bool kViews>
+__global__ void convert_dq_tiles(const float* dq_acc, typename Tr::T* dQ, ft::Strides sdq, int heads, int Nq,
+                                 int stats_rows, int64_t quads, float scale) {
+  using T = typename Tr::T;
+  constexpr int D = Tr::D;
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < quads; i += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t at = 4 * i;                         // the float4's first float
+    const int64_t bh = at / (int64_t(stats_rows) * D);  // b·H + h
+    const int in_head = int(at % (int64_t(stats_rows) * D));
+    const int q0 = in_head / (Tr::Br * D) * Tr::Br;   // the tile's first query
+    const int in_tile = in_head % (Tr::Br * D), share = in_tile / 4096;
+    const DqTileElement e = dq_tile_element(in_tile % 4096);
+    const int row = Tr::dq_row0(share) + ft::sm90::acc_row(e.t, e.i);  // rows row and row + 8
+    const int col = Tr::dq_col0(share) + ft::sm90::acc_col(e.t, e.i);  // columns col and col + 1
+    const float4 v = *reinterpret_cast<const float4*>(dq_acc + at);
+    const float2 pair[2] = {{v.x, v.y}, {v.z, v.w}};
+    for (int h = 0; h < 2; ++h) {
+      const int q = q0 + row + 8 * h;
+      if (q >= Nq) continue;
+      T* out = kViews ? dQ + ft::head_start(sdq, bh, heads) + int64_t(q) * sdq.row + col
+                      : dQ + (bh * Nq + q) * D + col;
+      *reinterpret_cast<uint32_t*>(out) = pack2<T>(scale * pair[h].x, scale * pair[h].y);
+    }
+  }
+}
+
 /// Rows of the statistics a query head: N_q padded to whole query tiles of kStatsTile rows
 /// (the tallest step's Br), so that a kernel reads a whole tile's L2 and D with no bound
 /// check (the padding weighs nothing), and dQ's accumulator after them starts 256-byte aligned.
@@ -166,11 +203,15 @@ int64_t q_tiles(const ft::Problem& p) {
   return (p.len_q + kBr - 1) / kBr;
 }
 
+/// Floats of the dQ accumulator: d a padded row, so that it holds whole tiles (kDqTiles);
+/// the other steps use its first N_q rows a head.
+int64_t dq_acc_floats(const ft::Problem& p) { return padded_rows(p) * p.head_dim; }
+
 /// The workspace: L2 and Drow (a float a padded row each), the float32 dQ accumulator, then
 /// a counter a query tile (step 4's order of adds; allotted always, an int a tile) and step
 /// 9's counter of key blocks.
 size_t workspace_bytes(const ft::Problem& p) {
-  return (2 * size_t(padded_rows(p)) + size_t(p.elems())) * sizeof(float) +
+  return (2 * size_t(padded_rows(p)) + size_t(dq_acc_floats(p))) * sizeof(float) +
          size_t(q_tiles(p) * p.heads_total() + 1) * sizeof(int);
 }
 
@@ -196,11 +237,11 @@ void launch_on(const ft::Problem& p, const ft::BackwardArgs& a, const ft::Layout
   float* L2 = static_cast<float*>(a.workspace);
   float* Drow = L2 + prows;
   float* dq_acc = Drow + prows;
-  int* dq_turn = reinterpret_cast<int*>(dq_acc + p.elems());
+  int* dq_turn = reinterpret_cast<int*>(dq_acc + dq_acc_floats(p));
   int* next_work = dq_turn + q_tiles(p) * p.heads_total();
 
   constexpr int kPrepRows = kSmallBlock / (Tr::D / kChunk);  // prepare_backward's rows a block
-  prepare_backward<T, Tr::D, kViews><<<int((prows + kPrepRows - 1) / kPrepRows), kSmallBlock, 0, stream>>>(
+  prepare_backward<T, Tr::D, kViews, Tr::kDqTiles><<<int((prows + kPrepRows - 1) / kPrepRows), kSmallBlock, 0, stream>>>(
       a.O.as<T>(), a.dO.as<T>(), layout.O, layout.dO, p.heads_q, a.lse, L2, Drow, dq_acc, next_work, prows,
       stats_rows(p), p.len_q);
   CUDA_CHECK_LAUNCH();
@@ -228,10 +269,18 @@ void launch_on(const ft::Problem& p, const ft::BackwardArgs& a, const ft::Layout
   }
   CUDA_CHECK_LAUNCH();
 
-  const int64_t chunks = p.elems() / kChunk;
-  const int c_blocks = int(std::min<int64_t>((chunks + kSmallBlock - 1) / kSmallBlock, 1 << 16));
-  convert_dq<T, Tr::D, kViews><<<c_blocks, kSmallBlock, 0, stream>>>(
-      dq_acc, a.dQ.as<T>(), layout.dQ, p.heads_q, p.len_q, chunks, Tr::kLean ? p.softmax_scale() : 1.f);
+  const float scale = Tr::kLean ? p.softmax_scale() : 1.f;
+  if constexpr (Tr::kDqTiles) {
+    const int64_t quads = dq_acc_floats(p) / 4;
+    const int c_blocks = int(std::min<int64_t>((quads + kSmallBlock - 1) / kSmallBlock, 1 << 16));
+    convert_dq_tiles<Tr, kViews><<<c_blocks, kSmallBlock, 0, stream>>>(dq_acc, a.dQ.as<T>(), layout.dQ, p.heads_q,
+                                                                       p.len_q, stats_rows(p), quads, scale);
+  } else {
+    const int64_t chunks = p.elems() / kChunk;
+    const int c_blocks = int(std::min<int64_t>((chunks + kSmallBlock - 1) / kSmallBlock, 1 << 16));
+    convert_dq<T, Tr::D, kViews><<<c_blocks, kSmallBlock, 0, stream>>>(dq_acc, a.dQ.as<T>(), layout.dQ, p.heads_q,
+                                                                       p.len_q, chunks, scale);
+  }
   CUDA_CHECK_LAUNCH();
 }
 

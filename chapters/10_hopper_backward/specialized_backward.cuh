@@ -219,11 +219,20 @@ __device__ __forceinline__ void add_dq(const Params<typename Tr::T>& p, const fl
   } else {
     const int b = it % 2;
     if (it >= 2) ft::sm90::wait(&dq_empty[b], (it / 2 - 1) & 1);  // the adds of tile it − 2 have read it
-    float* buf = dQs + b * Tr::Br * Tr::kDqRowFloats;
+    if constexpr (Tr::kDqTiles) {
+      // The tile in the registers' order (dq_tile_offset): four registers a float4.
+      float* buf = dQs + b * Tr::Br * Tr::D;
+      const int share = Tr::kDqByRows ? row0 / ft::sm90::kMmaM : col0 / Tr::kDqCols;
 #pragma unroll
-    for (int i = 0; i < Tr::kDqCols / 2; i += 2)
-      *reinterpret_cast<float2*>(buf + (row0 + ft::sm90::acc_row(t, i)) * Tr::kDqRowFloats + col0 +
-                                 ft::sm90::acc_col(t, i)) = make_float2(dq[i], dq[i + 1]);
+      for (int i = 0; i < Tr::kDqCols / 2; i += 4)
+        *reinterpret_cast<float4*>(buf + dq_tile_offset(share, t, i)) = make_float4(dq[i], dq[i + 1], dq[i + 2], dq[i + 3]);
+    } else {
+      float* buf = dQs + b * Tr::Br * Tr::kDqRowFloats;
+#pragma unroll
+      for (int i = 0; i < Tr::kDqCols / 2; i += 2)
+        *reinterpret_cast<float2*>(buf + (row0 + ft::sm90::acc_row(t, i)) * Tr::kDqRowFloats + col0 +
+                                   ft::sm90::acc_col(t, i)) = make_float2(dq[i], dq[i + 1]);
+    }
     ft::sm90::fence_proxy_async();  // the generic writes, before the copy engine reads them
     __syncwarp();
     if (t % 32 == 0) ft::sm90::arrive(&dq_full[b]);
@@ -291,7 +300,8 @@ __device__ void add_dq_rows(const Params<typename Tr::T>& p, const BlockWork& w,
   const int lane = threadIdx.x % 32;
   const int kv_tile = w.k0 / Tr::Bc;
   for (int g = 0; g < p.group; ++g) {
-    float* dq_acc = p.dq_acc + int64_t(w.first_head + g) * p.Nq * Tr::D;
+    // Rows of the accumulator a head: N_q, or (kDqTiles) whole tiles, stats_rows.
+    float* dq_acc = p.dq_acc + int64_t(w.first_head + g) * (Tr::kDqTiles ? p.stats_rows : p.Nq) * Tr::D;
     for (int qt = w.first_q_tile; qt < p.num_q_tiles; ++qt, ++it) {
       const int b = it % 2, q0 = qt * Tr::Br;
       int* turn = dq_turn + int64_t(w.first_head + g) * p.num_q_tiles + qt;
@@ -302,10 +312,18 @@ __device__ void add_dq_rows(const Params<typename Tr::T>& p, const BlockWork& w,
         __syncwarp();
         cuda::ptx::fence_proxy_async(cuda::ptx::space_global);  // the earlier blocks' adds, before ours
       }
-      for (int r = lane; r < Tr::Br && q0 + r < p.Nq; r += 32)
-        cuda::ptx::cp_reduce_async_bulk(cuda::ptx::space_global, cuda::ptx::space_shared, cuda::ptx::op_add,
-                                        dq_acc + int64_t(q0 + r) * Tr::D, dQs + (b * Tr::Br + r) * Tr::kDqRowFloats,
-                                        uint32_t(Tr::D * sizeof(float)));
+      if constexpr (Tr::kDqTiles) {
+        // The whole tile, one add (its rows past N_q too: zeros, never converted).
+        if (lane == 0)
+          cuda::ptx::cp_reduce_async_bulk(cuda::ptx::space_global, cuda::ptx::space_shared, cuda::ptx::op_add,
+                                          dq_acc + int64_t(q0) * Tr::D, dQs + b * Tr::Br * Tr::D,
+                                          uint32_t(Tr::Br * Tr::D * sizeof(float)));
+      } else {
+        for (int r = lane; r < Tr::Br && q0 + r < p.Nq; r += 32)
+          cuda::ptx::cp_reduce_async_bulk(cuda::ptx::space_global, cuda::ptx::space_shared, cuda::ptx::op_add,
+                                          dq_acc + int64_t(q0 + r) * Tr::D, dQs + (b * Tr::Br + r) * Tr::kDqRowFloats,
+                                          uint32_t(Tr::D * sizeof(float)));
+      }
       cuda::ptx::cp_async_bulk_commit_group();
       if constexpr (Tr::kDeterministic) {
         cuda::ptx::cp_async_bulk_wait_group(cuda::ptx::n32_t<0>{});  // our adds performed, not only read

@@ -87,6 +87,35 @@ TEST(Ch10Layout, StmatrixStoresDsWhereTheStoresDid) {
     }
 }
 
+// Steps 8 and 9 at d = 128 lay dQ's accumulator out a tile at a time in the consumers'
+// register order (kDqTiles): every (thread, register) of a share gets its own place, a thread's
+// registers 4j to 4j + 3 lie together on a 16-byte boundary, a warp's four-float stores fill
+// 512 contiguous bytes, and dq_tile_element, which the conversion reads the tile back with,
+// names the thread and register whose element lies at each place.
+TEST(Ch10Layout, TileOrderedDqIsOneToOne) {
+  constexpr int kShare = 64 * 64;  // a consumer's 64 rows × 64 columns of a tile's dQ
+  std::vector<int> seen(2 * kShare, 0);
+  for (int share = 0; share < 2; ++share)
+    for (int t = 0; t < ft::sm90::kWarpgroupThreads; ++t)
+      for (int i = 0; i < kShare / ft::sm90::kWarpgroupThreads; ++i) {
+        const int at = ch10::dq_tile_offset(share, t, i);
+        ASSERT_TRUE(at >= 0 && at < 2 * kShare) << "thread " << t << " register " << i;
+        ++seen[at];
+        if (i % 4 == 0) {
+          EXPECT_EQ(at % 4, 0) << "thread " << t << " register " << i << " starts mid-16 bytes";
+          EXPECT_EQ(ch10::dq_tile_offset(share, t, i) - ch10::dq_tile_offset(share, t / 32 * 32, i), 4 * (t % 32))
+              << "a warp's stores are not contiguous";
+        }
+        const ch10::DqTileElement e = ch10::dq_tile_element(at % kShare);
+        EXPECT_EQ(e.t, t);
+        EXPECT_EQ(e.i, i);
+      }
+  EXPECT_EQ(std::count(seen.begin(), seen.end(), 1), std::ptrdiff_t(seen.size()));
+  using Tr = ch10::SpecializedBackwardTraits<__nv_bfloat16, 128, ch10::DqAdd::kBulk, false, ch10::Schedule::kInOrder,
+                                             64, /*lean=*/true>;
+  static_assert(Tr::kDqTiles && Tr::kDqBytes == 2 * 64 * 128 * sizeof(float), "two unpadded tiles of dQ");
+}
+
 // Step 8 computes P with no check on a tile that needs_mask clears: every (query, key) pair
 // of such a tile must be visible, and so every query's L finite. Walked as the kernels walk
 // them (a block of 128 keys, its two warpgroups, the query tiles from the first that sees the
