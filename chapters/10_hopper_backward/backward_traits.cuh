@@ -58,7 +58,8 @@ enum class Schedule {
 /// Steps 2 onwards (specialized_backward.cuh): warpgroup 0 the producer, warpgroups 1 and 2
 /// the consumers, 64 keys each; query tiles through a ring of stages.
 template <class Element, int D_, DqAdd kDq_, bool kDeterministic_ = false,
-          Schedule kSchedule_ = Schedule::kInOrder, int Br_ = 64, bool kLean_ = false, bool kPersistent_ = false>
+          Schedule kSchedule_ = Schedule::kInOrder, int Br_ = 64, bool kLean_ = false, bool kPersistent_ = false,
+          bool kDqTiles_ = false>
 struct SpecializedBackwardTraits {
   using T = Element;
   static constexpr int D = D_;
@@ -128,12 +129,12 @@ struct SpecializedBackwardTraits {
   /// those 4 rows start 8 banks apart and their 8-bank spans fill the 32 banks once; with
   /// 16 bytes of padding (4 banks apart) the spans overlap by half: a 2-way conflict.
   static constexpr int kDqRowFloats = D + 8;
-  /// Steps 8 and 9 with the copy engine's adds: dQ's float32 accumulator is laid out a query
-  /// tile at a time in the consumers' register order (dq_tile_offset, backward_tile.cuh), the
-  /// buffer exactly so, and the adder hands the engine a whole tile with one bulk add instead
-  /// of a row at a time; convert_dq_tiles reads that order back. The consumers store four
-  /// floats at once (their registers 4j to 4j + 3 lie together), a warp 512 contiguous bytes.
-  static constexpr bool kDqTiles = kLean && kDq == DqAdd::kBulk;
+  /// Step 10: dQ's float32 accumulator laid out a query tile at a time in the consumers'
+  /// register order (dq_tile_offset, backward_tile.cuh), the buffer exactly so, and the adder
+  /// hands the copy engine a whole tile with one bulk add instead of a row at a time;
+  /// convert_dq_tiles reads that order back. The consumers store four floats at once (their
+  /// registers 4j to 4j + 3 lie together), a warp 512 contiguous bytes.
+  static constexpr bool kDqTiles = kDqTiles_;
   static constexpr size_t kDqBytes = kDq != DqAdd::kBulk ? 0
                                      : kDqTiles      ? 2 * size_t(Br) * D * sizeof(float)
                                                      : 2 * size_t(Br) * kDqRowFloats * sizeof(float);
@@ -156,7 +157,9 @@ struct SpecializedBackwardTraits {
                 "(ptxas serializes the wgmmas and spills: the case study)");
   static_assert(kDqRowFloats * sizeof(float) % 16 == 0, "the copy engine's bulk adds read 16-byte aligned rows");
   static_assert(!kDeterministic || kDq == DqAdd::kBulk, "the ordered adds are the adder warp's (kBulk)");
-  static_assert(!kDqTiles || (ft::sm90::kMmaM * kDqCols == 4096 && !kDeterministic),
+  static_assert(!kDqTiles || (kDq == DqAdd::kBulk && kLean && !kDeterministic),
+                "step 10 is step 9 with the copy engine's adds a tile at a time");
+  static_assert(!kDqTiles || ft::sm90::kMmaM * kDqCols == 4096,
                 "a consumer's share of a tile's dQ is 64 × 64 floats, 8 float4 a thread (dq_tile_offset)");
   static_assert(!kPersistent || (kLean && !kOverlap && !kDeterministic),
                 "step 9 walks step 8's kernel (step 5 counts its tiles from 0 a block, step 4 orders blocks)");

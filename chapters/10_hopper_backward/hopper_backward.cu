@@ -62,14 +62,23 @@ using Persistent =
     std::conditional_t<D == 128,
                        SpecializedBackwardTraits<T, D, DqAdd::kBulk, false, Schedule::kInOrder, 64, true, true>,
                        SpecializedBackwardTraits<T, D, DqAdd::kAtomics, false, Schedule::kInOrder, 128, true, true>>;
-// fastest: step 9. On an H100, in one run beside step 8 and PyTorch's backends
+// Step 10, tile_dq: step 9 with dQ's accumulator laid out a query tile at a time in the
+// consumers' register order, so that the copy engine adds a whole tile with one bulk add; at
+// d = 64 the adds go to the copy engine too (step 6's `tall_bulk` tiles), not the atomics.
+template <class T, int D>
+using TileDq = SpecializedBackwardTraits<T, D, DqAdd::kBulk, false, Schedule::kInOrder, D == 128 ? 64 : 128,
+                                         /*lean=*/true, /*persistent=*/true, /*dq_tiles=*/true>;
+// fastest: step 10. On an H100, against step 9's libraries in one process (two rounds in
+// opposite orders, plots/results/h100/ch10_tile_dq_ab.csv, bf16): 1.02-1.08x at d = 128 and
+// 1.15-1.17x at d = 64 from N = 4096, 0.99x and 1.04x at N = 1024 under the mask.
+// Step 9 held the title before: on an H100, in one run beside step 8 and PyTorch's backends
 // (plots/results/h100/ch10_fastest.csv, bf16), it ran 1.00-1.07x step 8 at N <= 4096 (1.04x at
 // the training model's shape, B = 8, 12 heads, N = 1024, d = 64, causal), 0.97-1.00x at
 // N >= 16384 under the mask and 0.93-0.98x at N = 16384 without it, where the chapter's
 // program, alternating the two, timed them 1.00-1.01x apart (ch10_counter_program.csv).
 // Step 8 held the title before: 1.03-1.21x steps 3 and 6 on the H200
 // (plots/results/h200/ch10_vs_pytorch.csv).
-template <class T, int D> using Fastest = Persistent<T, D>;
+template <class T, int D> using Fastest = TileDq<T, D>;
 
 constexpr int kSmallBlock = 256;  ///< threads of the small kernels
 /// Elements a thread moves at a time in the small kernels: 8, one 16-byte load of bf16/fp16
@@ -346,7 +355,7 @@ ft::BackwardImpl impl(const std::string& variant, const std::string& what) {
 }  // namespace
 
 const ft::BackwardImpl& fastest() {
-  static const ft::BackwardImpl i = impl<Fastest>("fastest", "persistent: lean on a block an SM taking key blocks from a counter");
+  static const ft::BackwardImpl i = impl<Fastest>("fastest", "tile_dq: persistent with one bulk add of dQ a query tile");
   return i;
 }
 
@@ -361,6 +370,7 @@ std::vector<ft::BackwardImpl> backward_impls() {
           impl<PUnderDp>("p_under_dp", "bulk_dq with P's exponentials and dV's product under dPᵀ's product"),
           impl<Lean>("lean", "bulk_dq (d = 128) or tall (d = 64) with only the tiles that need it masked and dS unscaled"),
           impl<Persistent>("persistent", "lean on a block an SM, each taking key blocks from a counter"),
+          impl<TileDq>("tile_dq", "persistent with dQ's accumulator in tiles: one bulk add a query tile, at d = 64 too"),
           fastest()};
 }
 

@@ -157,7 +157,7 @@ TEST(Ch10Deterministic, SameBitsEveryRun) {
     }
 }
 
-// Step 9 (`persistent`): more key blocks than any Hopper has SMs, so that blocks walk
+// Steps 9 and 10 (`persistent`, `tile_dq`): more key blocks than any Hopper has SMs, so that blocks walk
 // several, against the float64 reference: causal and not; an odd number of query tiles a key
 // block, so that items start on either stage and dQ buffer; grouped heads over a longer
 // cache with the causal diagonal top-left, where the last key blocks see no query (items
@@ -166,25 +166,28 @@ TEST(Ch10Deterministic, SameBitsEveryRun) {
 TEST(Ch10Persistent, EveryBlockWalksSeveralKeyBlocks) {
   REQUIRE_HOPPER();
   const auto impls = ch10::backward_impls();
-  const auto it = std::find_if(impls.begin(), impls.end(), [](const ft::BackwardImpl& i) { return i.variant == "persistent"; });
-  ASSERT_NE(it, impls.end());
-  for (int d : {64, 128})
-    for (bool causal : {false, true}) {
-      // 16 key tiles × 32 heads = 512 items; 3 × 128 = 384 of 5 query tiles (d = 128) or 3
-      // (d = 64) each; 8 × 32 = 256 with 4 query heads a key/value head; 9 × 24 = 216 over
-      // ragged lengths.
-      const ft::Problem problems[] = {
-          ft::make_problem(4, 8, 2048, d, causal, ft::DType::BFloat16),
-          ft::make_problem(8, 16, 320, d, causal, ft::DType::BFloat16),
-          ft::with_kv(ft::make_problem(8, 16, 300, d, causal, ft::DType::BFloat16), 1000, 4, ft::CausalAlign::TopLeft),
-          ft::with_kv(ft::make_problem(3, 8, 1000, d, causal, ft::DType::BFloat16), 1100, 8,
-                      ft::CausalAlign::BottomRight)};
-      for (const ft::Problem& q : problems) {
-        SCOPED_TRACE(q.describe());
-        ft::testing::expect_backward_correct(*it, q, ft::InputKind::Uniform, ft::testing::kDtypeTolerance,
-                                             PSource::kFromLse);
+  for (const char* variant : {"persistent", "tile_dq"}) {  // steps 9 and 10
+    SCOPED_TRACE(variant);
+    const auto it = std::find_if(impls.begin(), impls.end(), [&](const ft::BackwardImpl& i) { return i.variant == variant; });
+    ASSERT_NE(it, impls.end());
+    for (int d : {64, 128})
+      for (bool causal : {false, true}) {
+        // 16 key tiles × 32 heads = 512 items; 3 × 128 = 384 of 5 query tiles (d = 128) or 3
+        // (d = 64) each; 8 × 32 = 256 with 4 query heads a key/value head; 9 × 24 = 216 over
+        // ragged lengths.
+        const ft::Problem problems[] = {
+            ft::make_problem(4, 8, 2048, d, causal, ft::DType::BFloat16),
+            ft::make_problem(8, 16, 320, d, causal, ft::DType::BFloat16),
+            ft::with_kv(ft::make_problem(8, 16, 300, d, causal, ft::DType::BFloat16), 1000, 4, ft::CausalAlign::TopLeft),
+            ft::with_kv(ft::make_problem(3, 8, 1000, d, causal, ft::DType::BFloat16), 1100, 8,
+                        ft::CausalAlign::BottomRight)};
+        for (const ft::Problem& q : problems) {
+          SCOPED_TRACE(q.describe());
+          ft::testing::expect_backward_correct(*it, q, ft::InputKind::Uniform, ft::testing::kDtypeTolerance,
+                                               PSource::kFromLse);
+        }
       }
-    }
+  }
 }
 
 // Refused before any launch (no GPU needed): float32, other head dims.

@@ -87,8 +87,8 @@ TEST(Ch10Layout, StmatrixStoresDsWhereTheStoresDid) {
     }
 }
 
-// Steps 8 and 9 at d = 128 lay dQ's accumulator out a tile at a time in the consumers'
-// register order (kDqTiles): every (thread, register) of a share gets its own place, a thread's
+// Step 10 lays dQ's accumulator out a tile at a time in the consumers' register order
+// (kDqTiles): every (thread, register) of a share gets its own place, a thread's
 // registers 4j to 4j + 3 lie together on a 16-byte boundary, a warp's four-float stores fill
 // 512 contiguous bytes, and dq_tile_element, which the conversion reads the tile back with,
 // names the thread and register whose element lies at each place.
@@ -112,7 +112,7 @@ TEST(Ch10Layout, TileOrderedDqIsOneToOne) {
       }
   EXPECT_EQ(std::count(seen.begin(), seen.end(), 1), std::ptrdiff_t(seen.size()));
   using Tr = ch10::SpecializedBackwardTraits<__nv_bfloat16, 128, ch10::DqAdd::kBulk, false, ch10::Schedule::kInOrder,
-                                             64, /*lean=*/true>;
+                                             64, /*lean=*/true, /*persistent=*/true, /*dq_tiles=*/true>;
   static_assert(Tr::kDqTiles && Tr::kDqBytes == 2 * 64 * 128 * sizeof(float), "two unpadded tiles of dQ");
 }
 
