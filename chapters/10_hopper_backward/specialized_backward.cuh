@@ -1,5 +1,5 @@
 /// @file specialized_backward.cuh
-/// @brief Chapter 10, steps 2 to 8: the backward with its roles split (a producer and two
+/// @brief Chapter 10, steps 2 to 10: the backward with its roles split (a producer and two
 /// consumers, as chapter 09's forward), dQ computed once a block, two ways of adding it into
 /// device memory, and the variations of steps 4 to 7 on that structure.
 ///
@@ -54,7 +54,12 @@
 /// check (tile_probabilities_and_ds), its dQ atomics go out unchecked, dS stays unscaled
 /// (the scale multiplies dK at its store and dQ in its conversion), and at d = 128 (kWideShared)
 /// L and D are read two columns a load and dSᵀ goes to shared memory by stmatrix, a k-step an
-/// instruction.
+/// instruction. Step 9 (`persistent`) walks key blocks from a counter (for_each_item).
+///
+/// Step 10 (`tile_dq`, Tr::kDqTiles) is step 9 with dQ's accumulator laid out a query tile at
+/// a time in the consumers' register order (dq_tile_offset): each consumer stores its share
+/// into the buffer four floats at a time, and the adder hands the copy engine the whole tile
+/// with one bulk add, at d = 64 too (step 6's tall_bulk tiles), where step 9 used atomics.
 #pragma once
 
 #include <cuda/ptx>
