@@ -333,12 +333,9 @@ def ch10_claims():
                f"{span(small('16384'), 1, '%')} at N = 16384, but {span(small('1024'), 1, '%')} at N = 1024"),
         (CH10, f"computes the same gradients {ch10_span(lambda x, d: x['torch_cudnn'] / x['ch08_fastest'], long_, digits=1)} "
                f"faster (`ch10_vs_pytorch.csv`, bf16, N ≥ 4096)"),
-        (CH10, f"the best step runs at {ch10_span(lambda x, d: fast(x, d) / x['torch_cudnn'], at(128), LATEST)} cuDNN "
-               f"at d = 128 and {ch10_span(lambda x, d: fast(x, d) / x['torch_cudnn'], at(64), LATEST)} at d = 64 "
-               f"(`{LATEST}`)"),
-        (CH10, f"(later, with its unchecked atomics, `{LATEST}`: "
+        (CH10, f"on the H200, where steps 1–8 were\nmeasured, the best step ran at "
                f"{ch10_span(lambda x, d: fast(x, d) / x['torch_cudnn'], at(128), LATEST)} and "
-               f"{ch10_span(lambda x, d: fast(x, d) / x['torch_cudnn'], at(64), LATEST)})"),
+               f"{ch10_span(lambda x, d: fast(x, d) / x['torch_cudnn'], at(64), LATEST)} (`{LATEST}`)"),
         (CH10, f"those ends cost {fit['block']:.1f} µs a block, {fit['share']:.0f}% of one at N = 4096"),
         (CH10_CASE, f"on the H100, {fit['ms'][0]:.2f}, {fit['ms'][1]:.2f} and {fit['ms'][2]:.2f} ms"),
         (CH10_CASE, f"has a slope of {fit['slope']:.2f} µs a tile and an intercept of {fit['intercept']:.2f} ms. The two "
@@ -1204,6 +1201,56 @@ def ch10_meeting_claims():
     return out
 
 
+def ch10_tile_dq_claims():
+    """Step 10 against step 9 (H100): libraries with dQ's accumulator in tiles at d = 128
+    (tiles_d128) and at both d (tiles_both) timed against step 9's (before) in one process, two
+    rounds in opposite orders (ch10_tile_dq_ab.csv)."""
+    ab = ab_runs("ch10_tile_dq_ab.csv")
+    after = lambda k: "tiles_d128" if k[3] == 128 else "tiles_both"
+    gain = lambda k: [ab[(k, "persistent")][("before", i)] / ab[(k, "persistent")][(after(k), i)] for i in "12"]
+    shapes = sorted({k for k, v in ab if v == "persistent"}, key=lambda k: (-k[3], k[2], k[4]))
+    pick = lambda keep: [g for k in shapes if keep(k) for g in gain(k)]
+    out = [(CH10_CASE, f"| {k[0]}, {k[1]}, {k[2]:,}, {k[3]} | {'yes' if k[4] else 'no'} | {span(gain(k))} |")
+           for k in shapes]
+    long_ = lambda d: pick(lambda k: k[3] == d and k[2] >= 4096)
+    short = lambda d: pick(lambda k: k[3] == d and k[2] == 1024)
+    out += [(CH10, f"{span(long_(128))} step 9 at d = 128 and {span(long_(64))} at\n"
+                   f"d = 64 from N = 4096; {span(short(128))} and {span(short(64))} at N = 1024 under "
+                   f"the mask"),
+            (CH10_CASE, f"held at d = 128 without the\nmask from N = 4096, fell short under it "
+                        f"({span(pick(lambda k: k[3] == 128 and k[2] >= 4096 and k[4]))})"),
+            (CH10_CASE, f"d = 128 is level ({span(short(128))})")]
+    assert min(long_(128)) > 1 and min(long_(64)) > 1.1
+    return out
+
+
+def ch10_tile_dq_vs_pytorch_claims():
+    """Step 10 (and step 9) beside PyTorch on an H100: PyTorch's first, then ours
+    (ch10_tile_dq_vs_pytorch.csv), and ours first (ch10_tile_dq_vs_pytorch_reverse.csv)."""
+    vs = ch10_h100_table("ch10_tile_dq_vs_pytorch.csv")
+    rev = ch10_h100_table("ch10_tile_dq_vs_pytorch_reverse.csv")
+    tflops = ch10_table(rows=read_h100("ch10_tile_dq_vs_pytorch.csv"))
+    out = []
+    for k, x in vs.items():
+        tf = lambda i: tflops[k][i]
+        out.append((CH10, f"| {k[0]} | {k[1]} | {k[2]} | {k[3]} | {'yes' if k[4] else 'no'} | {tf('ch10_persistent'):.0f} | "
+                          f"{tf('ch10_tile_dq'):.0f} | {tf('torch_flash'):.0f} | {tf('torch_cudnn'):.0f} | "
+                          f"{x['torch_cudnn'] / x['ch10_persistent']:.2f}× | {x['torch_cudnn'] / x['ch10_tile_dq']:.2f}× | "
+                          f"{x['torch_flash'] / x['ch10_tile_dq']:.2f}× | "
+                          f"{rev[k]['torch_cudnn'] / rev[k]['ch10_tile_dq']:.2f}× |"))
+    of = lambda t, impl, d, ref="torch_cudnn": span([x[ref] / x[impl] for k, x in t.items() if k[3] == d])
+    fa2 = span([x["torch_flash"] / x["ch10_tile_dq"] for x in vs.values()])
+    assert all(k[2] >= 4096 for k in vs)
+    out += [(CH10, f"step 10 runs at\n{of(vs, 'ch10_tile_dq', 128)} cuDNN at d = 128 and {of(vs, 'ch10_tile_dq', 64)} at "
+                   f"d = 64 in one run"),
+            (CH10, f"step 10 ran {of(vs, 'ch10_tile_dq', 128)} cuDNN at d = 128 and\n{of(vs, 'ch10_tile_dq', 64)} at "
+                   f"d = 64, {fa2} FlashAttention-2, where step 9 ran {of(vs, 'ch10_persistent', 128)} and\n"
+                   f"{of(vs, 'ch10_persistent', 64)}; with ours first (`--order reverse`), "
+                   f"{of(rev, 'ch10_tile_dq', 128)} and {of(rev, 'ch10_tile_dq', 64)}"),
+            ("docs/use_in_your_model.md", f"step 10, `fastest` since, {of(vs, 'ch10_tile_dq', 128)}: the lesson")]
+    return out
+
+
 def ch10_wide_vs_pytorch_claims():
     """Steps 8 and 9, with the wider accesses, beside PyTorch on an H100: in the registry's
     order (ch10_wide_vs_pytorch.csv) and in the reverse one (ch10_wide_vs_pytorch_reverse.csv)."""
@@ -1224,7 +1271,7 @@ def ch10_wide_vs_pytorch_claims():
                    f"d = 64, step 8 {vs_of('ch10_lean', 128)} and {vs_of('ch10_lean', 64)}, both {fa2}\nFlashAttention-2"),
             (CH10_CASE, f"d = 128 (step 9 at {base['torch_cudnn'] / base['ch10_persistent']:.2f}× "
                         f"at N = 4096 without the mask,\n`ch10_wide_vs_pytorch.csv`)"),
-            ("docs/use_in_your_model.md", f"step 9, `fastest` since, {vs_of('ch10_persistent', 128)} on an H100"),
+            ("docs/use_in_your_model.md", f"step 9 {vs_of('ch10_persistent', 128)} on an H100"),
             (CH10, f"its step takes {training_ratio(read_h100('training.csv')):.2f}× cuDNN's time on an H100")]
     # The reverse order (step 9 right after PyTorch's, then step 8), four shapes without the mask.
     rev = ch10_h100_table("ch10_wide_vs_pytorch_reverse.csv")
@@ -2009,7 +2056,7 @@ def claims():
                       f"{vs_ratio('ch07_fastest', 'forward', LONG, 'ours', 'torch_flash', 3)} on the shapes "
                       f"with N ≥ 4096"),
     ]
-    out += ch06_precision_claims() + ch10_claims() + ch11_claims() + ch11_merge_claims() + ch11_merge_block_claims() + ch11_wgmma_claims() + ch11_hybrid_claims() + ch11_short_cache_claims() + ch11_cluster_claims() + ch11_wgmma_split_claims() + ch10_reverse_claims() + ch10_cudnn_kernel_claims() + ch10_wide_claims() + ch10_meeting_claims() + ch10_wide_vs_pytorch_claims() + ch11_rows_claims() + ch11_row_tile_claims() + ch11_short_split_claims() + ch10_stall_claims() + ch10_lean_claims() + ch10_walk_claims() + ch10_step9_claims() + ch12_claims()
+    out += ch06_precision_claims() + ch10_claims() + ch11_claims() + ch11_merge_claims() + ch11_merge_block_claims() + ch11_wgmma_claims() + ch11_hybrid_claims() + ch11_short_cache_claims() + ch11_cluster_claims() + ch11_wgmma_split_claims() + ch10_reverse_claims() + ch10_cudnn_kernel_claims() + ch10_wide_claims() + ch10_meeting_claims() + ch10_tile_dq_claims() + ch10_tile_dq_vs_pytorch_claims() + ch10_wide_vs_pytorch_claims() + ch11_rows_claims() + ch11_row_tile_claims() + ch11_short_split_claims() + ch10_stall_claims() + ch10_lean_claims() + ch10_walk_claims() + ch10_step9_claims() + ch12_claims()
     fp16, bf16 = ch09_table("fp16"), ch09_table("bf16")
     worst = max(abs(fp16[k][i] / bf16[k][i] - 1) for k in bf16 for i in STEPS if i in bf16[k])
     out.append((ch09, f"fp16, in the same run, lands within {int(worst * 100) + 1}% of these"))

@@ -70,7 +70,7 @@ using TileDq = SpecializedBackwardTraits<T, D, DqAdd::kBulk, false, Schedule::kI
                                          /*lean=*/true, /*persistent=*/true, /*dq_tiles=*/true>;
 // fastest: step 10. On an H100, against step 9's libraries in one process (two rounds in
 // opposite orders, plots/results/h100/ch10_tile_dq_ab.csv, bf16): 1.02-1.08x at d = 128 and
-// 1.15-1.17x at d = 64 from N = 4096, 0.99x and 1.04x at N = 1024 under the mask.
+// 1.15-1.17x at d = 64 from N = 4096, 0.99-1.00x and 1.04-1.05x at N = 1024 under the mask.
 // Step 9 held the title before: on an H100, in one run beside step 8 and PyTorch's backends
 // (plots/results/h100/ch10_fastest.csv, bf16), it ran 1.00-1.07x step 8 at N <= 4096 (1.04x at
 // the training model's shape, B = 8, 12 heads, N = 1024, d = 64, causal), 0.97-1.00x at
