@@ -430,7 +430,7 @@ def ch10_claims():
                             f"{ch10_counter(lambda k: k[2] == 16384 and k[4] == 1 and k[3] == 128)} step 8 on an H100"),
         ("README.md", f"cuDNN backward ({ch10_span(lambda x, d: fast(x, d) / x['torch_cudnn'], long_, LATEST)} in a "
                       f"later run with step 8's unchecked atomics; step 9, on an H100, "
-                      f"{ch10_counter(lambda k: k[2] >= 4096, files=(FASTEST_RUN,), num='torch_cudnn')})"),
+                      f"{ch10_counter(lambda k: k[2] >= 4096, files=(FASTEST_RUN,), num='torch_cudnn')}; step 10"),
         *[(page, f"with step 8, {training_ratio(read_h100('training_step8.csv')):.3f}× cuDNN")
           for page in ("README.md", CH10, "docs/mainpage.md")],
         *[(page, f"with steps 3 and 6{tail}, it was {training_ratio(read('training.csv')):.3f}× cuDNN")
@@ -1219,7 +1219,9 @@ def ch10_tile_dq_claims():
                    f"the mask"),
             (CH10_CASE, f"held at d = 128 without the\nmask from N = 4096, fell short under it "
                         f"({span(pick(lambda k: k[3] == 128 and k[2] >= 4096 and k[4]))})"),
-            (CH10_CASE, f"d = 128 is level ({span(short(128))})")]
+            (CH10_CASE, f"d = 128 is level ({span(short(128))})"),
+            ("README.md", f"adds {span(long_(128))} at d = 128 and\n  {span(long_(64))} at d = 64 from N = 4096 (step 10, "
+                          f"the chapter's `fastest`)")]
     assert min(long_(128)) > 1 and min(long_(64)) > 1.1
     return out
 
@@ -1247,7 +1249,10 @@ def ch10_tile_dq_vs_pytorch_claims():
                    f"d = 64, {fa2} FlashAttention-2, where step 9 ran {of(vs, 'ch10_persistent', 128)} and\n"
                    f"{of(vs, 'ch10_persistent', 64)}; with ours first (`--order reverse`), "
                    f"{of(rev, 'ch10_tile_dq', 128)} and {of(rev, 'ch10_tile_dq', 64)}"),
-            ("docs/use_in_your_model.md", f"step 10, `fastest` since, {of(vs, 'ch10_tile_dq', 128)}: the lesson")]
+            ("docs/use_in_your_model.md", f"step 10, `fastest` since, {of(vs, 'ch10_tile_dq', 128)}: the lesson"),
+            ("README.md", f"step 10, on an H100, {of(vs, 'ch10_tile_dq', 128)} at d = 128 and "
+                          f"{of(vs, 'ch10_tile_dq', 64)} at d = 64): not memory"),
+            ("README.md", f"step 10 on an H100, {span([x['torch_cudnn'] / x['ch10_tile_dq'] for x in vs.values()])} cuDNN |")]
     return out
 
 
