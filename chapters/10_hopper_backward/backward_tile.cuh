@@ -14,6 +14,8 @@
 #include "sm90/smem_layout.hpp"
 #include "sm90/wgmma.cuh"
 
+#include "10_hopper_backward/backward_traits.cuh"  // kDqShareFloats
+
 namespace ch10 {
 
 /// The kernel's arguments: the tensors' base pointers, contiguous [B][H][N][d] for the
@@ -259,9 +261,9 @@ __device__ __forceinline__ void store_ds_stmatrix(T* dSs, const uint32_t (&dsa)[
 /// shares follow one another, consumer 0's first. `share` is the consumer, (t, i) the thread
 /// and register; the inverse, for the conversion, is dq_tile_element.
 FT_TC_HD constexpr int dq_tile_offset(int share, int t, int i) {
-  return share * 4096 + ((i / 4) * ft::sm90::kWarpgroupThreads + t) * 4 + i % 4;
+  return share * kDqShareFloats + ((i / 4) * ft::sm90::kWarpgroupThreads + t) * 4 + i % 4;
 }
-/// The consumer thread and register whose element lies at `offset` of a share (0-4095).
+/// The consumer thread and register whose element lies at `offset` of a share (below kDqShareFloats).
 struct DqTileElement {
   int t, i;
 };

@@ -11,6 +11,11 @@
 
 namespace ch10 {
 
+/// Step 10: a consumer's share of a query tile's dQ, 64 rows (wgmma's M) × 64 columns (d/2 at
+/// d = 128, split by columns; all of d = 64, split by rows): 32 floats a thread of the
+/// warpgroup, laid out by dq_tile_offset (backward_tile.cuh).
+constexpr int kDqShareFloats = ft::sm90::kMmaM * 64;
+
 template <class Element, int D_>
 struct WgmmaBackwardTraits {
   using T = Element;  ///< __nv_bfloat16 or __half
@@ -159,7 +164,7 @@ struct SpecializedBackwardTraits {
   static_assert(!kDeterministic || kDq == DqAdd::kBulk, "the ordered adds are the adder warp's (kBulk)");
   static_assert(!kDqTiles || (kDq == DqAdd::kBulk && kLean && !kDeterministic),
                 "step 10 is step 9 with the copy engine's adds a tile at a time");
-  static_assert(!kDqTiles || ft::sm90::kMmaM * kDqCols == 4096,
+  static_assert(!kDqTiles || ft::sm90::kMmaM * kDqCols == kDqShareFloats,
                 "a consumer's share of a tile's dQ is 64 × 64 floats, 8 float4 a thread (dq_tile_offset)");
   static_assert(!kPersistent || (kLean && !kOverlap && !kDeterministic),
                 "step 9 walks step 8's kernel (step 5 counts its tiles from 0 a block, step 4 orders blocks)");

@@ -93,7 +93,7 @@ TEST(Ch10Layout, StmatrixStoresDsWhereTheStoresDid) {
 // 512 contiguous bytes, and dq_tile_element, which the conversion reads the tile back with,
 // names the thread and register whose element lies at each place.
 TEST(Ch10Layout, TileOrderedDqIsOneToOne) {
-  constexpr int kShare = 64 * 64;  // a consumer's 64 rows × 64 columns of a tile's dQ
+  constexpr int kShare = ch10::kDqShareFloats;
   std::vector<int> seen(2 * kShare, 0);
   for (int share = 0; share < 2; ++share)
     for (int t = 0; t < ft::sm90::kWarpgroupThreads; ++t)
