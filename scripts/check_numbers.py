@@ -1087,13 +1087,20 @@ def ab_runs(name):
     return t
 
 
+def source_page(folder, name):
+    """Nsight Compute's source page profiles/NAME under FOLDER, read as scripts/stall_phases.py
+    reads it: (opcode, executed, samples, {reason: samples}, text) an instruction."""
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import stall_phases
+    return stall_phases.read_rows(os.path.join(folder, "profiles", name))
+
+
 def ch10_wide_claims():
     """Step 8's wider shared-memory accesses at d = 128 (H100): the A/B against the kernels
     before (ch10_wide_shared_ab.csv), each half alone (ch10_wide_shared_split.csv), Nsight
     Compute before and after (profiles/ch10_profile_persistent{,_wide}_d128.txt), where the
     MIO-throttle samples sat before (profiles/source_10_lean_d128.csv.gz)."""
-    runs = ab_runs
-    ab = runs("ch10_wide_shared_ab.csv")
+    ab = ab_runs("ch10_wide_shared_ab.csv")
     gain = lambda key: [ab[key][("before", i)] / ab[key][("paired_stmatrix", i)] for i in "12"]
     pick = lambda keep: [g for key in ab if keep(key[0]) for g in gain(key)]
     out = []
@@ -1104,7 +1111,7 @@ def ch10_wide_claims():
     out.append((CH10, f"step 9 {span(at_4096('persistent'))}, step 8 {span(at_4096('lean'))} at d = 128;\n"
                       f"{span(pick(lambda k: k[3] == 64))} at d = 64"))
     assert span(pick(lambda k: k[2] == 16384)) == "0.99–1.01×", "level at 16,384"
-    split = runs("ch10_wide_shared_split.csv")
+    split = ab_runs("ch10_wide_shared_split.csv")
     alone = lambda halves, d: span([x[("paired_stmatrix_d128_only", i)] / x[(half, i)] for (k, v), x in split.items()
                                     for half in halves if k[3] == d and k[2] == 4096 for i in "12"])
     out.append((CH10_CASE, f"the paired loads alone ran {alone(['paired_only'], 64)} and `stmatrix` alone "
@@ -1121,10 +1128,8 @@ def ch10_wide_claims():
             (CH10, f"MIO queue (shared\nmemory, exponentials) {number_word(times)} times as long as cuDNN"),
             (CH10, f"The queue stayed full; {fewer}%\nfewer instructions fit the gain.")]
     # Where the MIO-throttle samples sat, step 8 before the change (its source page).
-    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-    import stall_phases
     mio = {}
-    for op, _, _, reasons, text in stall_phases.read_rows(os.path.join(H100, "profiles", "source_10_lean_d128.csv.gz")):
+    for op, _, _, reasons, text in source_page(H100, "source_10_lean_d128.csv.gz"):
         name = text.split()[0] if text else ""
         if op == "HGMMA":
             name = "dQ HGMMA" if "tnspA" in text else ("S dP HGMMA" if "64x64" in text else "dV dK HGMMA")
@@ -1162,9 +1167,7 @@ def ch10_meeting_claims():
         step9 += gain("persistent")
         out.append((CH10_CASE, f"| {label} | {d} | {span(gain('lean'))} | {span(gain('persistent'))} |"))
     out.append((CH10, f"the copy engine's adds and a third stage ran {span(step9)} step 9"))
-    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-    import stall_phases
-    rows = stall_phases.read_rows(os.path.join(H100, "profiles", "source_10_persistent_d64.csv.gz"))
+    rows = source_page(H100, "source_10_persistent_d64.csv.gz")
     total = sum(r[2] for r in rows)
     tile = max(r[1] for r in rows if r[0] == "HGMMA")  # a consumer warp's instructions, once a tile
     share = lambda idx: sum(rows[i][2] for i in idx) / total
@@ -1366,11 +1369,8 @@ def ch11_row_tile_claims():
 def ch10_stall_claims():
     """The case study's per-instruction waits (profiles/source_10_*.csv.gz, Nsight Compute's
     source pages, read as scripts/stall_phases.py reads them)."""
-    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-    import stall_phases
-
     def page_of(name):
-        rows = stall_phases.read_rows(os.path.join(RESULTS, "profiles", name))
+        rows = source_page(RESULTS, name)
         total = sum(r[2] for r in rows)
         loop = max(r[1] for r in rows if r[0] == "HGMMA")  # a consumer warp's products, every tile
         in_loop = lambda r: abs(r[1] - loop) <= 0.1 * loop
@@ -1445,11 +1445,8 @@ def ch10_lean_claims():
     """The case study's and the lesson's counts for step 8: instructions a tile and where the
     samples sit (the source pages of steps 3 and 6 on the H200, of step 8 on the H100), the
     atomics' A/B and step 8's traffic on the H100."""
-    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-    import stall_phases
-
     def page_of(folder, name):
-        rows = stall_phases.read_rows(os.path.join(folder, "profiles", name))
+        rows = source_page(folder, name)
         total = sum(r[2] for r in rows)
         loop = max(r[1] for r in rows if r[0] == "HGMMA")
         in_loop = [r for r in rows if abs(r[1] - loop) <= 0.02 * loop]
@@ -1460,7 +1457,7 @@ def ch10_lean_claims():
     _, _, n6, w6 = page_of(RESULTS, "source_10_tall_d64.csv.gz")
     l128, p128, n8, w8 = page_of(H100, "source_10_lean_d128.csv.gz")
     l64, p64, m8, v8 = page_of(H100, "source_10_lean_d64.csv.gz")
-    rows128 = stall_phases.read_rows(os.path.join(H100, "profiles", "source_10_lean_d128.csv.gz"))
+    rows128 = source_page(H100, "source_10_lean_d128.csv.gz")
     loop128 = max(r[1] for r in rows128 if r[0] == "HGMMA")
     dq_empty = max(p128(r[2]) for r in rows128 if r[0] == "BRA" and abs(r[1] - loop128) <= 0.1 * loop128)
     wide = p64(sum(r[2] for r in l64 if r[4].startswith("IMAD.WIDE")))
