@@ -64,7 +64,7 @@ enum class Schedule {
 /// the consumers, 64 keys each; query tiles through a ring of stages.
 template <class Element, int D_, DqAdd kDq_, bool kDeterministic_ = false,
           Schedule kSchedule_ = Schedule::kInOrder, int Br_ = 64, bool kLean_ = false, bool kPersistent_ = false,
-          bool kDqTiles_ = false>
+          bool kDqTiles_ = false, bool kDkLast_ = false>
 struct SpecializedBackwardTraits {
   using T = Element;
   static constexpr int D = D_;
@@ -140,6 +140,10 @@ struct SpecializedBackwardTraits {
   /// convert_dq_tiles reads that order back. The consumers store four floats at once (their
   /// registers 4j to 4j + 3 lie together), a warp 512 contiguous bytes.
   static constexpr bool kDqTiles = kDqTiles_;
+  /// Step 11: dK's product issued after dQ's, not before, so that it runs on the tensor cores
+  /// while the consumer stores its dQ share and meets the other (wait<1> covers dV and dQ);
+  /// the stage is released once dK, the last reader of its Q, is waited for.
+  static constexpr bool kDkLast = kDkLast_;
   static constexpr size_t kDqBytes = kDq != DqAdd::kBulk ? 0
                                      : kDqTiles      ? 2 * size_t(Br) * D * sizeof(float)
                                                      : 2 * size_t(Br) * kDqRowFloats * sizeof(float);
@@ -166,6 +170,7 @@ struct SpecializedBackwardTraits {
                 "step 10 is step 9 with the copy engine's adds a tile at a time");
   static_assert(!kDqTiles || ft::sm90::kMmaM * kDqCols == kDqShareFloats,
                 "a consumer's share of a tile's dQ is 64 × 64 floats, 8 float4 a thread (dq_tile_offset)");
+  static_assert(!kDkLast || kDqTiles, "step 11 is step 10 with dK's product after dQ's");
   static_assert(!kPersistent || (kLean && !kOverlap && !kDeterministic),
                 "step 9 walks step 8's kernel (step 5 counts its tiles from 0 a block, step 4 orders blocks)");
   static_assert(!kLean || kSchedule == Schedule::kInOrder, "step 8's unmasked tiles are the in-order schedule's");

@@ -68,6 +68,11 @@ using Persistent =
 template <class T, int D>
 using TileDq = SpecializedBackwardTraits<T, D, DqAdd::kBulk, false, Schedule::kInOrder, D == 128 ? 64 : 128,
                                          /*lean=*/true, /*persistent=*/true, /*dq_tiles=*/true>;
+// Step 11, dk_last: step 10 with dK's product issued after dQ's, so that it runs on the
+// tensor cores while the consumer stores its dQ share and meets the other.
+template <class T, int D>
+using DkLast = SpecializedBackwardTraits<T, D, DqAdd::kBulk, false, Schedule::kInOrder, D == 128 ? 64 : 128,
+                                         /*lean=*/true, /*persistent=*/true, /*dq_tiles=*/true, /*dk_last=*/true>;
 // fastest: step 10. On an H100, against step 9's libraries in one process (two rounds in
 // opposite orders, plots/results/h100/ch10_tile_dq_ab.csv, bf16): 1.02-1.08x at d = 128 and
 // 1.15-1.17x at d = 64 from N = 4096, 0.99-1.00x and 1.04-1.05x at N = 1024 under the mask.
@@ -371,6 +376,7 @@ std::vector<ft::BackwardImpl> backward_impls() {
           impl<Lean>("lean", "bulk_dq (d = 128) or tall (d = 64) with only the tiles that need it masked and dS unscaled"),
           impl<Persistent>("persistent", "lean on a block an SM, each taking key blocks from a counter"),
           impl<TileDq>("tile_dq", "persistent with dQ's accumulator in tiles: one bulk add a query tile, at d = 64 too"),
+          impl<DkLast>("dk_last", "tile_dq with dK's product issued after dQ's, under dQ's store and the meeting"),
           fastest()};
 }
 

@@ -472,9 +472,25 @@ __global__ void __launch_bounds__(Tr::kThreads, 1)
             issue_dv<Tr>(dv, pa, do_addr);
           }
           share_ds<DsTile, Tr::kWideShared>(dSs, dsa, c, t);
+          float dq[Tr::kDqCols / 2];
+          if constexpr (Tr::kDkLast) {
+            // Step 11: dV, dQ, dK as three groups. Once dV's and dQ's are done, dQ is stored
+            // and the consumers meet while dK's product runs; then the stage is released.
+            ft::sm90::commit();
+            meet_issue_dq<Tr, DsTile, KvTile>(dq, ds_addr, k_cols_addr);
+            issue_dk<Tr>(dk, dsa, q_addr);
+            ft::sm90::wait<1>();
+            ft::sm90::fence_registers(dq);
+            ft::sm90::fence_registers(dv);
+            add_dq<Tr>(p, dq, dq_acc, dQs, dq_full, dq_empty, it, q0, dq_row0, col0, t);
+            ft::sm90::wait<0>();
+            ft::sm90::fence_registers(dk);
+            ft::sm90::fence_proxy_async();  // as below: each reader of L and D releases its own reads
+            ft::sm90::arrive(&empty[s]);
+            continue;
+          }
           issue_dk<Tr>(dk, dsa, q_addr);
 
-          float dq[Tr::kDqCols / 2];
           meet_issue_dq<Tr, DsTile, KvTile>(dq, ds_addr, k_cols_addr);
           ft::sm90::wait<0>();
           ft::sm90::fence_registers(dq);

@@ -157,7 +157,7 @@ TEST(Ch10Deterministic, SameBitsEveryRun) {
     }
 }
 
-// Steps 9 and 10 (`persistent`, `tile_dq`): more key blocks than any Hopper has SMs, so that blocks walk
+// Steps 9 to 11 (`persistent`, `tile_dq`, `dk_last`): more key blocks than any Hopper has SMs, so that blocks walk
 // several, against the float64 reference: causal and not; an odd number of query tiles a key
 // block, so that items start on either stage and dQ buffer; grouped heads over a longer
 // cache with the causal diagonal top-left, where the last key blocks see no query (items
@@ -166,7 +166,7 @@ TEST(Ch10Deterministic, SameBitsEveryRun) {
 TEST(Ch10Persistent, EveryBlockWalksSeveralKeyBlocks) {
   REQUIRE_HOPPER();
   const auto impls = ch10::backward_impls();
-  for (const char* variant : {"persistent", "tile_dq"}) {  // steps 9 and 10
+  for (const char* variant : {"persistent", "tile_dq", "dk_last"}) {  // steps 9 to 11
     SCOPED_TRACE(variant);
     const auto it = std::find_if(impls.begin(), impls.end(), [&](const ft::BackwardImpl& i) { return i.variant == variant; });
     ASSERT_NE(it, impls.end());
