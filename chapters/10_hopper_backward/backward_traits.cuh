@@ -64,7 +64,7 @@ enum class Schedule {
 /// the consumers, 64 keys each; query tiles through a ring of stages.
 template <class Element, int D_, DqAdd kDq_, bool kDeterministic_ = false,
           Schedule kSchedule_ = Schedule::kInOrder, int Br_ = 64, bool kLean_ = false, bool kPersistent_ = false,
-          bool kDqTiles_ = false, bool kDkLast_ = false>
+          bool kDqTiles_ = false, bool kDqTurns_ = false>
 struct SpecializedBackwardTraits {
   using T = Element;
   static constexpr int D = D_;
@@ -108,10 +108,19 @@ struct SpecializedBackwardTraits {
   /// dQ's columns c·d/2 on (wgmma m64n{d/2}k16). A 128-query tile (step 6) is split by rows:
   /// consumer c computes queries 64c on, all d columns (m64n{d}k16).
   static constexpr bool kDqByRows = Br == kConsumers * ft::sm90::kMmaM;
-  static constexpr int kDqCols = kDqByRows ? D : D / kConsumers;
+  /// Step 11 (d = 128): the consumers take turns at dQ. Consumer it % 2 computes the whole of
+  /// query tile it's dQ (m64n{d}k16 over all 128 keys, 64 registers a thread), once the other
+  /// has arrived with its dSᵀ rows; the other goes on to the next tile's products meanwhile.
+  /// dSᵀ gets two buffers, one a turn, so that a tile's dSᵀ is written while the last one's
+  /// dQ product still reads the other. One meeting a tile, which only the turn's consumer
+  /// waits at, where steps 2-10 had both wait twice.
+  static constexpr bool kDqTurns = kDqTurns_;
+  static constexpr int kDqCols = kDqByRows || kDqTurns ? D : D / kConsumers;
+  /// dSᵀ buffers: one, or one a turn.
+  static constexpr int kDsBuffers = kDqTurns ? 2 : 1;
   /// Consumer c's part of a tile's dQ: its first row (of the tile's queries) and column.
   FT_TC_HD static constexpr int dq_row0(int c) { return kDqByRows ? c * ft::sm90::kMmaM : 0; }
-  FT_TC_HD static constexpr int dq_col0(int c) { return kDqByRows ? 0 : c * kDqCols; }
+  FT_TC_HD static constexpr int dq_col0(int c) { return kDqByRows || kDqTurns ? 0 : c * kDqCols; }
   static constexpr int kDqShares = 1;  ///< dQ adds a block a query tile
   /// Registers after setmaxnreg, as chapter 09: the producer 24, each consumer 240 (dK, dV:
   /// 2·d/2; Sᵀ, dPᵀ: 2·Br/2; dQ: 64·kDqCols/128); 128·(24 + 2·240) = 64512 of the launch's
@@ -140,21 +149,18 @@ struct SpecializedBackwardTraits {
   /// convert_dq_tiles reads that order back. The consumers store four floats at once (their
   /// registers 4j to 4j + 3 lie together), a warp 512 contiguous bytes.
   static constexpr bool kDqTiles = kDqTiles_;
-  /// Step 11: dK's product issued after dQ's, not before, so that it runs on the tensor cores
-  /// while the consumer stores its dQ share and meets the other (wait<1> covers dV and dQ);
-  /// the stage is released once dK, the last reader of its Q, is waited for.
-  static constexpr bool kDkLast = kDkLast_;
   static constexpr size_t kDqBytes = kDq != DqAdd::kBulk ? 0
                                      : kDqTiles      ? 2 * size_t(Br) * D * sizeof(float)
                                                      : 2 * size_t(Br) * kDqRowFloats * sizeof(float);
   /// K and V's full and empty barriers, a full and an empty barrier a stage, and a full and
   /// an empty barrier a dQ buffer (kBulk's; allotted always, 32 bytes).
   static constexpr int kBarriers = 2 + 2 * kStages + 2 * 2;
-  /// 1024 bytes to align the first tile, K, V, the stages' Q and dO, dSᵀ, the stages' L and
-  /// D, the dQ buffers, the barriers, step 9's next key block (an int, allotted always).
+  /// 1024 bytes to align the first tile, K, V, the stages' Q and dO, dSᵀ (kDsBuffers), the
+  /// stages' L and D, the dQ buffers, the barriers, step 9's next key block (an int, allotted always).
   static constexpr size_t kSmemBytes = size_t(ft::sm90::kAtomBytes) + 2 * KvTile::kBytes +
-                                       kStages * (2 * size_t(QTile::kBytes) + kRowStatsBytes) + DsTile::kBytes +
-                                       kDqBytes + kBarriers * sizeof(uint64_t) + sizeof(int);
+                                       kStages * (2 * size_t(QTile::kBytes) + kRowStatsBytes) +
+                                       kDsBuffers * size_t(DsTile::kBytes) + kDqBytes + kBarriers * sizeof(uint64_t) +
+                                       sizeof(int);
 
   static_assert(D == 64 || D == 128, "dV's and dK's wgmma is m64n{d}k16, dQ's m64n{d/2}k16 or m64n{d}k16");
   static_assert(Br == 64 || (Br == 128 && D == 64 && !kOverlap),
@@ -168,9 +174,12 @@ struct SpecializedBackwardTraits {
   static_assert(!kDeterministic || kDq == DqAdd::kBulk, "the ordered adds are the adder warp's (kBulk)");
   static_assert(!kDqTiles || (kDq == DqAdd::kBulk && kLean && !kDeterministic),
                 "step 10 is step 9 with the copy engine's adds a tile at a time");
-  static_assert(!kDqTiles || ft::sm90::kMmaM * kDqCols == kDqShareFloats,
-                "a consumer's share of a tile's dQ is 64 × 64 floats, 8 float4 a thread (dq_tile_offset)");
-  static_assert(!kDkLast || kDqTiles, "step 11 is step 10 with dK's product after dQ's");
+  static_assert(!kDqTiles || ft::sm90::kMmaM * kDqCols == (kDqTurns ? 2 : 1) * kDqShareFloats,
+                "a consumer's share of a tile's dQ is 64 × 64 floats, 8 float4 a thread (dq_tile_offset); "
+                "step 11's turn is both shares, 16 float4 a thread");
+  static_assert(!kDqTurns || (kDqTiles && D == 128),
+                "step 11 is step 10 at d = 128, where a tile's dQ is 64 registers a thread: at d = 64 (128-query "
+                "tiles) it would be two products of 64 rows, and two 32 KB dSᵀ buffers leave no room");
   static_assert(!kPersistent || (kLean && !kOverlap && !kDeterministic),
                 "step 9 walks step 8's kernel (step 5 counts its tiles from 0 a block, step 4 orders blocks)");
   static_assert(!kLean || kSchedule == Schedule::kInOrder, "step 8's unmasked tiles are the in-order schedule's");

@@ -28,6 +28,14 @@ constexpr int kSm = 90;
 
 using Compiled = ft::Instances<ft::DTypes<ft::DType::BFloat16, ft::DType::Float16>, ft::HeadDims<64, 128>>;
 using CompiledD64 = ft::Instances<ft::DTypes<ft::DType::BFloat16, ft::DType::Float16>, ft::HeadDims<64>>;
+using CompiledD128 = ft::Instances<ft::DTypes<ft::DType::BFloat16, ft::DType::Float16>, ft::HeadDims<128>>;
+/// The first head dimension a set compiles: the traits' d where what they hold is the same at
+/// every d (the ledger's tiles, whether the loads are the copy engine's).
+template <class Set> struct FirstHeadDim;
+template <ft::DType... Ts, int D0, int... Ds>
+struct FirstHeadDim<ft::Instances<ft::DTypes<Ts...>, ft::HeadDims<D0, Ds...>>> {
+  static constexpr int value = D0;
+};
 
 // Step 1, wgmma: the five products on warpgroup instructions, cp.async loads.
 template <class T, int D> using Wgmma = WgmmaBackwardTraits<T, D>;
@@ -68,11 +76,12 @@ using Persistent =
 template <class T, int D>
 using TileDq = SpecializedBackwardTraits<T, D, DqAdd::kBulk, false, Schedule::kInOrder, D == 128 ? 64 : 128,
                                          /*lean=*/true, /*persistent=*/true, /*dq_tiles=*/true>;
-// Step 11, dk_last: step 10 with dK's product issued after dQ's, so that it runs on the
-// tensor cores while the consumer stores its dQ share and meets the other.
+// Step 11, dq_turns (d = 128): step 10 with the consumers taking turns at dQ, a whole tile's
+// each, so that one goes on to the next tile's products while the other computes dQ; dSᵀ in
+// two buffers, one meeting a tile.
 template <class T, int D>
-using DkLast = SpecializedBackwardTraits<T, D, DqAdd::kBulk, false, Schedule::kInOrder, D == 128 ? 64 : 128,
-                                         /*lean=*/true, /*persistent=*/true, /*dq_tiles=*/true, /*dk_last=*/true>;
+using DqTurns = SpecializedBackwardTraits<T, D, DqAdd::kBulk, false, Schedule::kInOrder, 64, /*lean=*/true,
+                                          /*persistent=*/true, /*dq_tiles=*/true, /*dq_turns=*/true>;
 // fastest: step 10. On an H100, against step 9's libraries in one process (two rounds in
 // opposite orders, plots/results/h100/ch10_tile_dq_ab.csv, bf16): 1.02-1.08x at d = 128 and
 // 1.15-1.17x at d = 64 from N = 4096, 0.99-1.00x and 1.04-1.05x at N = 1024 under the mask.
@@ -324,9 +333,9 @@ void run(const ft::Problem& p, const ft::BackwardArgs& a, cudaStream_t stream) {
 /// The ledger: three kernels, as chapter 08's. The key-block kernel reads K and V once and
 /// every query tile it visits (Q, dO, L, D), adds a float32 dQ share for each (Tr::kDqShares:
 /// step 1 two, one a warpgroup; steps 2-3 one), and writes dK and dV once.
-template <template <class, int> class Shape>
+template <template <class, int> class Shape, class Set>
 std::vector<ft::KernelTraffic> traffic(const ft::Problem& p) {
-  using Tr = Shape<__nv_bfloat16, 64>;  // the tiles are the same at every (T, d)
+  using Tr = Shape<__nv_bfloat16, FirstHeadDim<Set>::value>;  // Bc and the dQ shares are the same at every (T, d)
   const double fb = ft::kFloatBytes, eb = double(ft::dtype_bytes(p.dtype)), d = p.head_dim;
   const double prep_in = 2 * double(p.q_bytes()) + double(p.rows()) * fb;
   const double prep_out = 2 * double(padded_rows(p)) * fb + double(p.elems()) * fb;
@@ -350,9 +359,9 @@ std::vector<ft::KernelTraffic> traffic(const ft::Problem& p) {
 template <template <class, int> class Shape, class Set = Compiled>
 ft::BackwardImpl impl(const std::string& variant, const std::string& what) {
   // Views: read by the copy engine's tensor maps, so by steps 2 onwards (step 1 copies with cp.async).
-  const bool strided = Shape<__half, 64>::kSpecialized;
+  const bool strided = Shape<__half, FirstHeadDim<Set>::value>::kSpecialized;
   ft::BackwardImpl b{"10", variant, what, Set::head_dims(), workspace_bytes, ch09::fastest().run,
-                     run<Shape, Set>, traffic<Shape>, Set::dtypes(), kSm, strided,
+                     run<Shape, Set>, traffic<Shape, Set>, Set::dtypes(), kSm, strided,
                      ft::Features{/*lengths=*/true, /*grouped=*/true}};
   return b;
 }
@@ -376,7 +385,7 @@ std::vector<ft::BackwardImpl> backward_impls() {
           impl<Lean>("lean", "bulk_dq (d = 128) or tall (d = 64) with only the tiles that need it masked and dS unscaled"),
           impl<Persistent>("persistent", "lean on a block an SM, each taking key blocks from a counter"),
           impl<TileDq>("tile_dq", "persistent with dQ's accumulator in tiles: one bulk add a query tile, at d = 64 too"),
-          impl<DkLast>("dk_last", "tile_dq with dK's product issued after dQ's, under dQ's store and the meeting"),
+          impl<DqTurns, CompiledD128>("dq_turns", "tile_dq with the consumers taking turns at a whole tile's dQ (d = 128)"),
           fastest()};
 }
 

@@ -76,6 +76,10 @@ namespace ch10 {
 
 /// Named barrier 1: the two consumers' 256 threads (0 is __syncthreads).
 constexpr int kConsumersMeet = 1;
+/// Step 11: named barriers 2 and 3, turn 0's and turn 1's meeting (the 256 consumer threads:
+/// the turn's consumer waits, the other only arrives). Two, so that a consumer that arrives for
+/// tile it and runs ahead to tile it + 1, where it waits, never counts into tile it's meeting.
+constexpr int kTurnMeet = 2;
 
 /// Which K/V tile a block owns and which query tiles it visits: every query head of its
 /// key/value head's group, each from the first query tile that sees the block's first key
@@ -193,7 +197,8 @@ __device__ void produce(const Params<typename Tr::T>& p, const BlockWork& w, int
 
 /// The consumer's dQ share (dq: 64 rows, the tile's queries row0 on; columns col0 on) into
 /// the float32 accumulator, as Tr::kDq says; then the consumers meet, so that neither writes
-/// the next tile's dSᵀ while the other's dQ product may still read this one's. kBulk: into
+/// the next tile's dSᵀ while the other's dQ product may still read this one's (not step 11,
+/// whose next tile's dSᵀ goes to the other buffer). kBulk: into
 /// buffer `it` % 2 of dQs once the adder has emptied it (dq_empty), announced on dq_full.
 template <class Tr>
 __device__ __forceinline__ void add_dq(const Params<typename Tr::T>& p, const float (&dq)[Tr::kDqCols / 2],
@@ -227,6 +232,7 @@ __device__ __forceinline__ void add_dq(const Params<typename Tr::T>& p, const fl
     if constexpr (Tr::kDqTiles) {
       // The tile in the registers' order (dq_tile_offset): four registers a float4.
       float* buf = dQs + b * Tr::Br * Tr::D;
+      // Step 11's turn: registers 32 on are the second share's (dq_tile_offset runs on into it).
       const int share = Tr::kDqByRows ? row0 / ft::sm90::kMmaM : col0 / Tr::kDqCols;
 #pragma unroll
       for (int i = 0; i < Tr::kDqCols / 2; i += 4)
@@ -242,7 +248,8 @@ __device__ __forceinline__ void add_dq(const Params<typename Tr::T>& p, const fl
     __syncwarp();
     if (t % 32 == 0) ft::sm90::arrive(&dq_full[b]);
   }
-  ft::sm90::named_sync(kConsumersMeet, Tr::kConsumers * ft::sm90::kWarpgroupThreads);
+  // Step 11 has no second meeting: the next tile's dSᵀ goes to the other buffer (kDsBuffers).
+  if constexpr (!Tr::kDqTurns) ft::sm90::named_sync(kConsumersMeet, Tr::kConsumerThreads);
 }
 
 /// A consumer's dSᵀ rows into shared memory for dQ, fenced for the async proxy that wgmma
@@ -264,10 +271,11 @@ __device__ __forceinline__ void share_ds(T* dSs, const uint32_t (&dsa)[kSteps][4
 /// transposed (ds_addr: the 64-query panel of its rows), B = K's columns col0 on
 /// (k_cols_addr), MN-major (k = keys).
 template <class Tr, class DsTile, class KvTile>
-__device__ __forceinline__ void meet_issue_dq(float (&dq)[Tr::kDqCols / 2], uint32_t ds_addr, uint32_t k_cols_addr) {
+__device__ __forceinline__ void meet_issue_dq(float (&dq)[Tr::kDqCols / 2], uint32_t ds_addr, uint32_t k_cols_addr,
+                                              int meeting = kConsumersMeet) {
   const uint64_t ds = ft::sm90::mn_major_descriptor<DsTile>(ds_addr, 0);
   const uint64_t k = ft::sm90::mn_major_descriptor<KvTile>(k_cols_addr, 0);
-  ft::sm90::named_sync(kConsumersMeet, Tr::kConsumers * ft::sm90::kWarpgroupThreads);
+  ft::sm90::named_sync(meeting, Tr::kConsumerThreads);
   ft::sm90::fence();
 #pragma unroll
   for (int kk = 0; kk < Tr::Bc / ft::sm90::kMmaK; ++kk)
@@ -364,8 +372,9 @@ __global__ void __launch_bounds__(Tr::kThreads, 1)
   extern __shared__ uint8_t smem_raw[];
   T* const Ks = reinterpret_cast<T*>(ft::sm90::align_shared(smem_raw));
   T* const Qs = Ks + 2 * KvTile::kBytes / sizeof(T);  // stage s: Q at Qs + 2s·kQElems, dO after it
-  T* const dSs = Qs + Tr::kStages * 2 * kQElems;
-  float* const stats = reinterpret_cast<float*>(dSs + DsTile::kBytes / sizeof(T));  // stage s: L, then D
+  T* const dSs = Qs + Tr::kStages * 2 * kQElems;  // step 11: turn u's at dSs + u·kDsElems
+  constexpr int kDsElems = DsTile::kBytes / sizeof(T);
+  float* const stats = reinterpret_cast<float*>(dSs + Tr::kDsBuffers * kDsElems);  // stage s: L, then D
   float* const dQs = stats + Tr::kStages * 2 * Br;
   uint64_t* const kv_full = reinterpret_cast<uint64_t*>(reinterpret_cast<uint8_t*>(dQs) + Tr::kDqBytes);
   uint64_t* const kv_empty = kv_full + 1;      // step 9: K, V and `next` read (each reader arrives)
@@ -388,7 +397,8 @@ __global__ void __launch_bounds__(Tr::kThreads, 1)
       ft::sm90::barrier_init(&empty[s], Tr::kConsumerThreads);
     }
     for (int b = 0; b < 2; ++b) {
-      ft::sm90::barrier_init(&dq_full[b], Tr::kConsumerWarps);
+      // Every consumer warp writes its part of the buffer; step 11: the turn's four warps, the whole.
+      ft::sm90::barrier_init(&dq_full[b], Tr::kDqTurns ? Tr::kConsumerWarps / Tr::kConsumers : Tr::kConsumerWarps);
       ft::sm90::barrier_init(&dq_empty[b], 1);
     }
   }
@@ -471,26 +481,32 @@ __global__ void __launch_bounds__(Tr::kThreads, 1)
             pack_a<T>(dsa, dpt);
             issue_dv<Tr>(dv, pa, do_addr);
           }
-          share_ds<DsTile, Tr::kWideShared>(dSs, dsa, c, t);
-          float dq[Tr::kDqCols / 2];
-          if constexpr (Tr::kDkLast) {
-            // Step 11: dV, dQ, dK as three groups. Once dV's and dQ's are done, dQ is stored
-            // and the consumers meet while dK's product runs; then the stage is released.
-            ft::sm90::commit();
-            meet_issue_dq<Tr, DsTile, KvTile>(dq, ds_addr, k_cols_addr);
+          if constexpr (Tr::kDqTurns) {
+            // Step 11: this tile's dQ is consumer `turn`'s, from dSᵀ buffer `turn`.
+            // dV's and dK's products are waited for before the turn's branch: no product is in
+            // flight across it (ptxas spilled 1.5 KB a thread where dQ's was issued inside it).
+            const int turn = it % 2;
+            share_ds<DsTile, Tr::kWideShared>(dSs + turn * kDsElems, dsa, c, t);
+            if (c != turn) ft::sm90::named_arrive(kTurnMeet + turn, Tr::kConsumerThreads);  // its dSᵀ rows are in
             issue_dk<Tr>(dk, dsa, q_addr);
-            ft::sm90::wait<1>();
-            ft::sm90::fence_registers(dq);
-            ft::sm90::fence_registers(dv);
-            add_dq<Tr>(p, dq, dq_acc, dQs, dq_full, dq_empty, it, q0, dq_row0, col0, t);
             ft::sm90::wait<0>();
             ft::sm90::fence_registers(dk);
+            ft::sm90::fence_registers(dv);
             ft::sm90::fence_proxy_async();  // as below: each reader of L and D releases its own reads
             ft::sm90::arrive(&empty[s]);
+            if (c == turn) {
+              float dq[Tr::kDqCols / 2];
+              meet_issue_dq<Tr, DsTile, KvTile>(dq, ds_addr + turn * DsTile::kBytes, k_cols_addr, kTurnMeet + turn);
+              ft::sm90::wait<0>();
+              ft::sm90::fence_registers(dq);
+              add_dq<Tr>(p, dq, dq_acc, dQs, dq_full, dq_empty, it, q0, dq_row0, col0, t);
+            }
             continue;
           }
+          share_ds<DsTile, Tr::kWideShared>(dSs, dsa, c, t);
           issue_dk<Tr>(dk, dsa, q_addr);
 
+          float dq[Tr::kDqCols / 2];
           meet_issue_dq<Tr, DsTile, KvTile>(dq, ds_addr, k_cols_addr);
           ft::sm90::wait<0>();
           ft::sm90::fence_registers(dq);

@@ -157,7 +157,7 @@ TEST(Ch10Deterministic, SameBitsEveryRun) {
     }
 }
 
-// Steps 9 to 11 (`persistent`, `tile_dq`, `dk_last`): more key blocks than any Hopper has SMs, so that blocks walk
+// Steps 9 to 11 (`persistent`, `tile_dq`, `dq_turns`): more key blocks than any Hopper has SMs, so that blocks walk
 // several, against the float64 reference: causal and not; an odd number of query tiles a key
 // block, so that items start on either stage and dQ buffer; grouped heads over a longer
 // cache with the causal diagonal top-left, where the last key blocks see no query (items
@@ -166,11 +166,11 @@ TEST(Ch10Deterministic, SameBitsEveryRun) {
 TEST(Ch10Persistent, EveryBlockWalksSeveralKeyBlocks) {
   REQUIRE_HOPPER();
   const auto impls = ch10::backward_impls();
-  for (const char* variant : {"persistent", "tile_dq", "dk_last"}) {  // steps 9 to 11
+  for (const char* variant : {"persistent", "tile_dq", "dq_turns"}) {  // steps 9 to 11
     SCOPED_TRACE(variant);
     const auto it = std::find_if(impls.begin(), impls.end(), [&](const ft::BackwardImpl& i) { return i.variant == variant; });
     ASSERT_NE(it, impls.end());
-    for (int d : {64, 128})
+    for (int d : it->head_dims)  // step 11: d = 128 only
       for (bool causal : {false, true}) {
         // 16 key tiles × 32 heads = 512 items; 3 × 128 = 384 of 5 query tiles (d = 128) or 3
         // (d = 64) each; 8 × 32 = 256 with 4 query heads a key/value head; 9 × 24 = 216 over
@@ -194,9 +194,13 @@ TEST(Ch10Persistent, EveryBlockWalksSeveralKeyBlocks) {
 TEST(Ch10, RefusesWhatItDoesNotCompute) {
   for (const auto& impl : ch10::backward_impls()) {
     // Step 5 (overlap) holds two tiles' scores, step 6 (tall, tall_bulk) a 128-query tile's,
-    // at d = 64 only; every other step takes both.
+    // at d = 64 only; step 11 (dq_turns) a whole tile's dQ a consumer at d = 128 only; every
+    // other step takes both.
     const bool d64_only = impl.variant == "overlap" || impl.variant == "tall" || impl.variant == "tall_bulk";
-    const std::vector<int> dims = d64_only ? std::vector<int>{64} : std::vector<int>{64, 128};
+    const bool d128_only = impl.variant == "dq_turns";
+    const std::vector<int> dims = d64_only    ? std::vector<int>{64}
+                                  : d128_only ? std::vector<int>{128}
+                                              : std::vector<int>{64, 128};
     EXPECT_EQ(impl.head_dims, dims) << impl.variant;
     EXPECT_EQ(impl.min_sm, 90) << impl.variant;
     ft::Problem p = ft::make_problem(1, 1, 16, 64, false, ft::DType::Float32);
