@@ -1204,6 +1204,70 @@ def ch10_meeting_claims():
     return out
 
 
+def ch10_dk_last_claims():
+    """dk_last (dK's product after dQ's) against step 10 (H100): both variants in one process a
+    shape, the order swapped between two rounds (ch10_dk_last_ab.csv); both loops' instruction
+    counts at d = 128 (ch10_loop_counts_d128.csv) and the tensor pipe's share of the cycles
+    (profiles/ch10_profile_{tile_dq_d128,cudnn_d128_details}.txt)."""
+    t = {}
+    for r in read_h100("ch10_dk_last_ab.csv"):
+        k = (int(r["batch"]), int(r["heads"]), int(r["seq_len"]), int(r["head_dim"]), int(r["causal"]))
+        t.setdefault(k, {}).setdefault(r["round"], {})[r["variant"]] = float(r["ms"])
+    gain = lambda keep: [x["tile_dq"] / x["dk_last"] for k, rounds in t.items() if keep(k) for x in rounds.values()]
+    out = [(CH10_CASE, f"{span(gain(lambda k: k[:4] == (4, 16, 4096, 128) and not k[4]))} at B = 4, N = 4096, "
+                       f"d = 128\nwithout the mask"),
+           (CH10_CASE, f"{span(gain(lambda k: k[:4] == (4, 16, 4096, 128) and k[4]))} there under the mask, "
+                       f"{span(gain(lambda k: k[2] == 16384 and k[3] == 128 and not k[4]))} at\nN = 16,384 without it, "
+                       f"{span(gain(lambda k: k[2] == 16384 and k[3] == 128 and k[4]))} with it; "
+                       f"{span(gain(lambda k: k[3] == 64))} at d = 64")]
+    counts = {(r["kernel"], r["opcode"], int(r["times_executed"])): int(r["instructions"])
+              for r in read_h100("ch10_loop_counts_d128.csv")}
+    every, half = 1048576, 524288
+    assert every == 64 * 32 * 64 * 8  # heads x key blocks x query tiles x consumer warps
+    c = lambda op, n=every: counts.get(("cudnn", op, n), 0)
+    assert (c("HGMMA.64x64x16.F32.BF16"), c("HGMMA.64x128x16.F32.BF16"), c("MUFU.EX2"), c("LDS.64"),
+            c("STSM.16.M88.4"), c("BAR.SYNC.DEFER_BLOCKING")) == (16, 8, 32, 16, 4, 1)
+    assert (c("HGMMA.64x128x16.F32.BF16", half), c("STS.128", half), c("BAR.SYNC.DEFER_BLOCKING", half)) == (8, 16, 2)
+    assert counts[("tile_dq", "BAR.SYNC.DEFER_BLOCKING", every)] == 2
+    out.append((CH10_CASE, "each instruction of either\nkernel's loop runs 1,048,576 times"))
+    pipe = {}
+    for kernel, name in (("tile_dq", "ch10_profile_tile_dq_d128.txt"), ("cudnn", "ch10_profile_cudnn_d128_details.txt")):
+        with open(os.path.join(H100, "profiles", name), encoding="utf-8") as f:
+            text = f.read()
+        pipe[kernel] = (float(re.search(r"SM Busy\s+%\s+([\d.]+)", text).group(1)),
+                        float(re.search(r"Executed Ipc Active\s+inst/cycle\s+([\d.]+)", text).group(1)))
+    out.append((CH10_CASE, f"busy {pipe['tile_dq'][0]:.1f}% of the\ncycles in step 10 and {pipe['cudnn'][0]:.1f}% in "
+                           f"cuDNN; step 10 issued {pipe['tile_dq'][1]:.2f} instructions a cycle, cuDNN "
+                           f"{pipe['cudnn'][1]:.2f}"))
+    return out
+
+
+def ch11_b1_rows128_claims():
+    """Chapter 11 at B = 1, 32 heads on one, four rows, 32k keys: the split count and warpgroups
+    forced around the chapter's choice, two rounds (ch11_b1_mqa_rows128_sweep.csv), and each
+    kernel under Nsight Compute (ch11_ncu_b1_mqa_rows128.txt)."""
+    t = {}
+    for r in read_h100("ch11_b1_mqa_rows128_sweep.csv"):
+        if r["variant"] in ("fastest", "contiguous", "stream_read"):
+            key = r["variant"] if r["variant"] == "stream_read" else "ours"
+            t.setdefault((r["forced_warpgroups"], r["forced_splits"], key), []).append(1000 * float(r["ms"]))
+    us = lambda xs: f"{min(xs):.1f}–{max(xs):.1f} µs"
+    chosen = t[("auto", "auto", "ours")]
+    # Every other grid (the choice is one warpgroup and 66 splits, which forcing either repeats).
+    others = [min(v) for (wg, sp, key), v in t.items()
+              if key == "ours" and not (wg in ("auto", "1") and sp in ("auto", "66"))]
+    assert max(chosen) < min(others)  # the chapter's own choice is the sweep's fastest
+    split33 = [x for (wg, sp, key), v in t.items() if key == "ours" and sp == "33" for x in v]
+    reads = [x for (wg, sp, key), v in t.items() if key == "stream_read" for x in v]
+    with open(os.path.join(H100, "ch11_ncu_b1_mqa_rows128.txt"), encoding="utf-8") as f:
+        durations = [float(x) for x in re.findall(r"Duration\s+us\s+([\d.]+)", f.read())]
+    decode, merge = [durations[0], durations[2]], durations[1]
+    return [(CH11_CASE, f"The chapter's\nchoice, one warpgroup and 66 splits of 512 keys, ran {us(chosen)}, the fastest of the\nsweep; "
+                        f"the next, two warpgroups with their own choice of splits, {us(t[('2', 'auto', 'ours')])}; "
+                        f"33 splits,\n{us(split33)}. The streaming read of the same bytes took {us(reads)}"),
+            (CH11_CASE, f"the decode kernel takes {min(decode):.1f}–{max(decode):.1f} µs and the merge {merge:.1f} µs")]
+
+
 def ch10_tile_dq_claims():
     """Step 10 against step 9 (H100): libraries with dQ's accumulator in tiles at d = 128
     (tiles_d128) and at both d (tiles_both) timed against step 9's (before) in one process, two
@@ -2058,7 +2122,7 @@ def claims():
                       f"{vs_ratio('ch07_fastest', 'forward', LONG, 'ours', 'torch_flash', 3)} on the shapes "
                       f"with N ≥ 4096"),
     ]
-    out += ch06_precision_claims() + ch10_claims() + ch11_claims() + ch11_merge_claims() + ch11_merge_block_claims() + ch11_wgmma_claims() + ch11_hybrid_claims() + ch11_short_cache_claims() + ch11_cluster_claims() + ch11_wgmma_split_claims() + ch10_reverse_claims() + ch10_cudnn_kernel_claims() + ch10_wide_claims() + ch10_meeting_claims() + ch10_tile_dq_claims() + ch10_tile_dq_vs_pytorch_claims() + ch10_wide_vs_pytorch_claims() + ch11_rows_claims() + ch11_row_tile_claims() + ch11_short_split_claims() + ch10_stall_claims() + ch10_lean_claims() + ch10_walk_claims() + ch10_step9_claims() + ch12_claims()
+    out += ch06_precision_claims() + ch10_claims() + ch11_claims() + ch11_merge_claims() + ch11_merge_block_claims() + ch11_wgmma_claims() + ch11_hybrid_claims() + ch11_short_cache_claims() + ch11_cluster_claims() + ch11_wgmma_split_claims() + ch10_reverse_claims() + ch10_cudnn_kernel_claims() + ch10_wide_claims() + ch10_meeting_claims() + ch10_tile_dq_claims() + ch10_tile_dq_vs_pytorch_claims() + ch10_dk_last_claims() + ch11_b1_rows128_claims() + ch10_wide_vs_pytorch_claims() + ch11_rows_claims() + ch11_row_tile_claims() + ch11_short_split_claims() + ch10_stall_claims() + ch10_lean_claims() + ch10_walk_claims() + ch10_step9_claims() + ch12_claims()
     fp16, bf16 = ch09_table("fp16"), ch09_table("bf16")
     worst = max(abs(fp16[k][i] / bf16[k][i] - 1) for k in bf16 for i in STEPS if i in bf16[k])
     out.append((ch09, f"fp16, in the same run, lands within {int(worst * 100) + 1}% of these"))
