@@ -270,6 +270,14 @@ struct DqTileElement {
 FT_TC_HD constexpr DqTileElement dq_tile_element(int offset) {
   return {offset / 4 % ft::sm90::kWarpgroupThreads, offset / (4 * ft::sm90::kWarpgroupThreads) * 4 + offset % 4};
 }
+/// The (row, column) of a query tile's dQ whose float lies at `in_tile` of the accumulator's
+/// tile: what convert_dq_tiles writes where (its share's place, then dq_tile_element).
+template <class Tr>
+FT_TC_HD constexpr ft::tc::RowCol dq_tile_place(int in_tile) {
+  const int share = in_tile / kDqShareFloats;
+  const DqTileElement e = dq_tile_element(in_tile % kDqShareFloats);
+  return {Tr::share_row0(share) + ft::sm90::acc_row(e.t, e.i), Tr::share_col0(share) + ft::sm90::acc_col(e.t, e.i)};
+}
 
 /// dK and dV of one warpgroup's 64 keys (keys key_base on) of key/value head kv_head
 /// (b·H_kv + h), written once: contiguous, or (Tr::kViews) where their strides say.

@@ -193,10 +193,8 @@ __global__ void convert_dq_tiles(const float* dq_acc, typename Tr::T* dQ, ft::St
     const int64_t bh = at / (int64_t(stats_rows) * D);  // b·H + h
     const int in_head = int(at % (int64_t(stats_rows) * D));
     const int q0 = in_head / (Tr::Br * D) * Tr::Br;   // the tile's first query
-    const int in_tile = in_head % (Tr::Br * D), share = in_tile / kDqShareFloats;
-    const DqTileElement e = dq_tile_element(in_tile % kDqShareFloats);
-    const int row = Tr::dq_row0(share) + ft::sm90::acc_row(e.t, e.i);  // rows row and row + 8
-    const int col = Tr::dq_col0(share) + ft::sm90::acc_col(e.t, e.i);  // columns col and col + 1
+    const ft::tc::RowCol at_tile = dq_tile_place<Tr>(in_head % (Tr::Br * D));
+    const int row = at_tile.row, col = at_tile.col;  // rows row and row + 8, columns col and col + 1
     const float4 v = *reinterpret_cast<const float4*>(dq_acc + at);
     const float2 pair[2] = {{v.x, v.y}, {v.z, v.w}};
     for (int h = 0; h < 2; ++h) {

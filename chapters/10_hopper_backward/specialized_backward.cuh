@@ -233,7 +233,7 @@ __device__ __forceinline__ void add_dq(const Params<typename Tr::T>& p, const fl
       // The tile in the registers' order (dq_tile_offset): four registers a float4.
       float* buf = dQs + b * Tr::Br * Tr::D;
       // Step 11's turn: registers 32 on are the second share's (dq_tile_offset runs on into it).
-      const int share = Tr::kDqByRows ? row0 / ft::sm90::kMmaM : col0 / Tr::kDqCols;
+      const int share = Tr::first_share(row0, col0);
 #pragma unroll
       for (int i = 0; i < Tr::kDqCols / 2; i += 4)
         *reinterpret_cast<float4*>(buf + dq_tile_offset(share, t, i)) = make_float4(dq[i], dq[i + 1], dq[i + 2], dq[i + 3]);

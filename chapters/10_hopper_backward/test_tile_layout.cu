@@ -116,6 +116,37 @@ TEST(Ch10Layout, TileOrderedDqIsOneToOne) {
   static_assert(Tr::kDqTiles && Tr::kDqBytes == 2 * 64 * 128 * sizeof(float), "two unpadded tiles of dQ");
 }
 
+// What the consumers store (add_dq: consumer c's registers from its first share on, at
+// dq_tile_offset) is what the conversion reads back (dq_tile_place): every element of a query
+// tile's dQ once, in its place. Steps 10 at both d and step 11, whose turn's one consumer
+// holds the whole tile (64 registers, columns 64 on from register 32).
+template <class Tr>
+void expect_conversion_reads_back_the_stores(const std::vector<int>& writers) {
+  std::vector<int> seen(Tr::Br * Tr::D, 0);
+  for (int c : writers) {
+    const int row0 = Tr::dq_row0(c), col0 = Tr::dq_col0(c), share = Tr::first_share(row0, col0);
+    for (int t = 0; t < ft::sm90::kWarpgroupThreads; ++t)
+      for (int i = 0; i < Tr::kDqCols / 2; ++i) {
+        const int at = ch10::dq_tile_offset(share, t, i);
+        ASSERT_TRUE(at >= 0 && at < Tr::Br * Tr::D) << "consumer " << c << " thread " << t << " register " << i;
+        ++seen[at];
+        const ft::tc::RowCol place = ch10::dq_tile_place<Tr>(at);
+        EXPECT_EQ(place.row, row0 + ft::sm90::acc_row(t, i)) << "consumer " << c << " thread " << t << " register " << i;
+        EXPECT_EQ(place.col, col0 + ft::sm90::acc_col(t, i)) << "consumer " << c << " thread " << t << " register " << i;
+      }
+  }
+  EXPECT_EQ(std::count(seen.begin(), seen.end(), 1), std::ptrdiff_t(seen.size()));
+}
+template <int D, int Br, bool kTurns>
+using TileTraits = ch10::SpecializedBackwardTraits<__nv_bfloat16, D, ch10::DqAdd::kBulk, false, ch10::Schedule::kInOrder,
+                                                   Br, /*lean=*/true, /*persistent=*/true, /*dq_tiles=*/true, kTurns>;
+TEST(Ch10Layout, ConversionReadsBackWhatTheConsumersStored) {
+  expect_conversion_reads_back_the_stores<TileTraits<128, 64, false>>({0, 1});  // step 10, d = 128: by columns
+  expect_conversion_reads_back_the_stores<TileTraits<64, 128, false>>({0, 1});  // step 10, d = 64: by rows
+  expect_conversion_reads_back_the_stores<TileTraits<128, 64, true>>({0});      // step 11: turn 0's consumer
+  expect_conversion_reads_back_the_stores<TileTraits<128, 64, true>>({1});      // step 11: turn 1's
+}
+
 // Step 8 computes P with no check on a tile that needs_mask clears: every (query, key) pair
 // of such a tile must be visible, and so every query's L finite. Walked as the kernels walk
 // them (a block of 128 keys, its two warpgroups, the query tiles from the first that sees the
