@@ -174,6 +174,7 @@ TEST(CApiKeyValue, TheListingSaysWhoTakesTwoLengthsAndGroupedHeads) {
     const bool backward = std::string(info.pass) == "backward";
     for (ft_problem p : {lengths, grouped}) {
       p.dtype = (info.dtypes >> FT_DTYPE_FLOAT32) & 1 ? FT_DTYPE_FLOAT32 : FT_DTYPE_BF16;
+      if (info.num_head_dims > 0) p.head_dim = info.head_dims[0];  // one it computes (chapter 10's step 11: 128)
       const size_t bytes = backward ? ft_backward_workspace_bytes(info.name, p)
                                     : ft_forward_workspace_bytes(info.name, p);
       if (info.lengths) {
