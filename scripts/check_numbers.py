@@ -1338,6 +1338,8 @@ def ch10_tile_dq_vs_pytorch_claims():
             ("docs/use_in_your_model.md", f"step 10, `fastest` since, {of(vs, 'ch10_tile_dq', 128)}: the lesson"),
             ("README.md", f"step 10, on an H100, {of(vs, 'ch10_tile_dq', 128)} at d = 128 and "
                           f"{of(vs, 'ch10_tile_dq', 64)} at d = 64): not memory"),
+            ("README.md", f"On the H200\n  step 10 runs {of(h200, 'ch10_tile_dq', 128)} cuDNN at d = 128 and "
+                          f"{of(h200, 'ch10_tile_dq', 64)} at d = 64, short only at B = 4,\n  N = 4096, d = 128"),
             ("README.md", f"step 10, {span([x['torch_cudnn'] / x['ch10_tile_dq'] for x in h200.values()])} cuDNN on the H200 "
                           f"and {span([x['torch_cudnn'] / x['ch10_tile_dq'] for x in vs.values()])} on an H100 |")]
     return out
