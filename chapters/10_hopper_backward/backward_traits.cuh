@@ -121,14 +121,14 @@ struct SpecializedBackwardTraits {
   /// Consumer c's part of a tile's dQ: its first row (of the tile's queries) and column.
   FT_TC_HD static constexpr int dq_row0(int c) { return kDqByRows ? c * ft::sm90::kMmaM : 0; }
   FT_TC_HD static constexpr int dq_col0(int c) { return kDqByRows || kDqTurns ? 0 : c * kDqCols; }
-  /// Share s (a 64 × 64 block) of a tile's dQ in the accumulator's layout (dq_tile_offset): its
-  /// first row and column, where steps 2-10's consumer s computes it. Step 11's turn computes
-  /// both shares, its registers 32 on being the second; the layout, and so the conversion
-  /// (dq_tile_place), stay the same.
   /// The share a consumer's registers start at, its part of dQ starting at (row0, col0).
   FT_TC_HD static constexpr int first_share(int row0, int col0) {
     return kDqByRows ? row0 / ft::sm90::kMmaM : col0 / kDqCols;
   }
+  /// Share s (a 64 × 64 block) of a tile's dQ in the accumulator's layout (dq_tile_offset): its
+  /// first row and column, where steps 2-10's consumer s computes it. Step 11's turn computes
+  /// both shares, its registers 32 on being the second; the layout, and so the conversion
+  /// (dq_tile_place), stay the same.
   FT_TC_HD static constexpr int share_row0(int s) { return kDqByRows ? s * ft::sm90::kMmaM : 0; }
   FT_TC_HD static constexpr int share_col0(int s) { return kDqByRows ? 0 : s * (D / kConsumers); }
   static constexpr int kDqShares = 1;  ///< dQ adds a block a query tile

@@ -1,5 +1,5 @@
 /// @file specialized_backward.cuh
-/// @brief Chapter 10, steps 2 to 10: the backward with its roles split (a producer and two
+/// @brief Chapter 10, steps 2 to 11: the backward with its roles split (a producer and two
 /// consumers, as chapter 09's forward), dQ computed once a block, two ways of adding it into
 /// device memory, and the variations of steps 4 to 7 on that structure.
 ///
@@ -60,6 +60,10 @@
 /// a time in the consumers' register order (dq_tile_offset): each consumer stores its share
 /// into the buffer four floats at a time, and the adder hands the copy engine the whole tile
 /// with one bulk add, at d = 64 too (step 6's tall_bulk tiles), where step 9 used atomics.
+///
+/// Step 11 (`dq_turns`, Tr::kDqTurns, d = 128; in progress) is step 10 with the consumers taking
+/// turns at dQ: tile it's whole dQ is consumer it % 2's (m64n128k16 over the 128 keys), from dSᵀ
+/// buffer it % 2, after one meeting the other consumer only arrives at; the other goes on.
 #pragma once
 
 #include <cuda/ptx>
