@@ -1084,6 +1084,16 @@ def ab_runs(name):
     return t
 
 
+def variant_rounds(rows):
+    """An A/B file of two variants timed in one process a shape (`variant` and `round` columns)
+    as {(B, H, N, d, causal): {round: {variant: ms}}}."""
+    t = {}
+    for r in rows:
+        k = (int(r["batch"]), int(r["heads"]), int(r["seq_len"]), int(r["head_dim"]), int(r["causal"]))
+        t.setdefault(k, {}).setdefault(r["round"], {})[r["variant"]] = float(r["ms"])
+    return t
+
+
 def source_page(folder, name):
     """Nsight Compute's source page profiles/NAME under FOLDER, read as scripts/stall_phases.py
     reads it: (opcode, executed, samples, {reason: samples}, text) an instruction."""
@@ -1206,10 +1216,7 @@ def ch10_dk_last_claims():
     shape, the order swapped between two rounds (ch10_dk_last_ab.csv); both loops' instruction
     counts at d = 128 (ch10_loop_counts_d128.csv) and the tensor pipe's share of the cycles
     (profiles/ch10_profile_{tile_dq_d128,cudnn_d128_details}.txt)."""
-    t = {}
-    for r in read_h100("ch10_dk_last_ab.csv"):
-        k = (int(r["batch"]), int(r["heads"]), int(r["seq_len"]), int(r["head_dim"]), int(r["causal"]))
-        t.setdefault(k, {}).setdefault(r["round"], {})[r["variant"]] = float(r["ms"])
+    t = variant_rounds(read_h100("ch10_dk_last_ab.csv"))
     gain = lambda keep: [x["tile_dq"] / x["dk_last"] for k, rounds in t.items() if keep(k) for x in rounds.values()]
     out = [(CH10_CASE, f"{span(gain(lambda k: k[:4] == (4, 16, 4096, 128) and not k[4]))} at B = 4, N = 4096, "
                        f"d = 128\nwithout the mask"),
@@ -1242,10 +1249,7 @@ def ch10_dk_last_claims():
 def ch10_dq_turns_claims():
     """Step 11's first run against step 10 on the H200 (its dQ misplaced by the conversion, a
     kernel of its own): both in one process a shape, two rounds (ch10_dq_turns_first_run_ab.csv)."""
-    t = {}
-    for r in read("ch10_dq_turns_first_run_ab.csv"):
-        k = (int(r["batch"]), int(r["heads"]), int(r["seq_len"]), int(r["head_dim"]), int(r["causal"]))
-        t.setdefault(k, {}).setdefault(r["round"], {})[r["variant"]] = float(r["ms"])
+    t = variant_rounds(read("ch10_dq_turns_first_run_ab.csv"))
     gain = lambda keep: [x["tile_dq"] / x["dq_turns"] for k, rounds in t.items() if keep(k) for x in rounds.values()]
     late = lambda k: k[2] == 16384 and k[4]
     assert len([k for k in t if not late(k)]) == 7
