@@ -82,7 +82,11 @@ using TileDq = SpecializedBackwardTraits<T, D, DqAdd::kBulk, false, Schedule::kI
 template <class T, int D>
 using DqTurns = SpecializedBackwardTraits<T, D, DqAdd::kBulk, false, Schedule::kInOrder, 64, /*lean=*/true,
                                           /*persistent=*/true, /*dq_tiles=*/true, /*dq_turns=*/true>;
-// fastest: step 10. On an H100, against step 9's libraries in one process (two rounds in
+// fastest: step 11 at d = 128, step 10 at d = 64 (step 11 computes d = 128 only). On an H100,
+// in the chapter's program (one process a shape, two rounds in opposite orders,
+// plots/results/h100/ch10_dq_turns_ab.csv, bf16), step 11 ran 1.05-1.12x step 10 on all eight
+// d = 128 shapes, N = 1024 to 32768, causal and not.
+// Step 10 held the title before: against step 9's libraries in one process (two rounds in
 // opposite orders, plots/results/h100/ch10_tile_dq_ab.csv, bf16): 1.02-1.08x at d = 128 and
 // 1.15-1.17x at d = 64 from N = 4096, 0.99-1.00x and 1.04-1.05x at N = 1024 under the mask.
 // Step 9 held the title before: on an H100, in one run beside step 8 and PyTorch's backends
@@ -92,7 +96,7 @@ using DqTurns = SpecializedBackwardTraits<T, D, DqAdd::kBulk, false, Schedule::k
 // program, alternating the two, timed them 1.00-1.01x apart (ch10_counter_program.csv).
 // Step 8 held the title before: 1.03-1.21x steps 3 and 6 on the H200
 // (plots/results/h200/ch10_vs_pytorch.csv).
-template <class T, int D> using Fastest = TileDq<T, D>;
+template <class T, int D> using Fastest = std::conditional_t<D == 128, DqTurns<T, D>, TileDq<T, D>>;
 
 constexpr int kSmallBlock = 256;  ///< threads of the small kernels
 /// Elements a thread moves at a time in the small kernels: 8, one 16-byte load of bf16/fp16
@@ -367,7 +371,7 @@ ft::BackwardImpl impl(const std::string& variant, const std::string& what) {
 }  // namespace
 
 const ft::BackwardImpl& fastest() {
-  static const ft::BackwardImpl i = impl<Fastest>("fastest", "tile_dq: persistent with one bulk add of dQ a query tile");
+  static const ft::BackwardImpl i = impl<Fastest>("fastest", "dq_turns at d = 128, tile_dq at d = 64");
   return i;
 }
 
