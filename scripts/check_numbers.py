@@ -399,8 +399,7 @@ def ch10_claims():
                f"and {ch10_span(lambda x, d: fast(x, d) / x['torch_cudnn'], at(128))} and "
                f"{ch10_span(lambda x, d: fast(x, d) / x['torch_cudnn'], at(64))} cuDNN"),
         (CH10, f"Step 8 runs at up to {max(fast(x, k[3]) for k, x in ch10_table().items() if k[2] >= 4096) / probe_tflops() * 100:.0f}% "
-               f"of the `wgmma` probe's {probe_tflops():.0f} TFLOP/s "
-               f"({max(fast(x, k[3]) for k, x in ch10_table().items() if k[2] >= 4096):.0f} of them); cuDNN, at d = 128, at "
+               f"of the H200's `wgmma`\nprobe ({probe_tflops():.0f} TFLOP/s); cuDNN, at d = 128, at "
                f"{span([x['torch_cudnn'] / probe_tflops() * 100 for k, x in ch10_table().items() if k[2] >= 4096 and k[3] == 128], 0, '%')}"),
         ("README.md", f"fewer instructions between the products (the mask only on the tiles that need it, the softmax "
                       f"scale once on dK and dQ instead of on every dS) add "
@@ -427,7 +426,7 @@ def ch10_claims():
                             f"{ch10_counter(lambda k: k[2] == 16384 and k[4] == 1 and k[3] == 128)} step 8 on an H100"),
         ("README.md", f"cuDNN backward ({ch10_span(lambda x, d: fast(x, d) / x['torch_cudnn'], long_, LATEST)} in a "
                       f"later run with step 8's unchecked atomics; step 9, on an H100, "
-                      f"{ch10_counter(lambda k: k[2] >= 4096, files=(FASTEST_RUN,), num='torch_cudnn')}; step 10"),
+                      f"{ch10_counter(lambda k: k[2] >= 4096, files=(FASTEST_RUN,), num='torch_cudnn')}; `fastest`"),
         *[(page, f"with step 8, {training_ratio(read_h100('training_step8.csv')):.3f}× cuDNN")
           for page in ("README.md", CH10, "docs/mainpage.md")],
         *[(page, f"with steps 3 and 6{tail}, it was {training_ratio(read('training.csv')):.3f}× cuDNN")
@@ -1257,6 +1256,67 @@ def ch10_dq_turns_claims():
                         f"shapes from N = 1024 to 32,768,\nand {span(gain(late))} at N = 16,384 under the mask")]
 
 
+def ch10_fastest_h100_claims():
+    """`fastest` (step 11 at d = 128, step 10 at d = 64) on an H100: steps 10 and 11 in the
+    chapter's program, two rounds (ch10_dq_turns_ab.csv), and beside PyTorch, PyTorch first
+    (ch10_dq_turns_vs_pytorch.csv) and ours first (ch10_dq_turns_vs_pytorch_reverse.csv)."""
+    t = variant_rounds(read_h100("ch10_dq_turns_ab.csv"))
+    gain = span([x["tile_dq"] / x["dq_turns"] for rounds in t.values() for x in rounds.values()])
+    assert len(t) == 8 and all(k[3] == 128 for k in t)
+    vs = ch10_h100_table("ch10_dq_turns_vs_pytorch.csv")
+    rev = ch10_h100_table("ch10_dq_turns_vs_pytorch_reverse.csv")
+    tflops = ch10_table(rows=read_h100("ch10_dq_turns_vs_pytorch.csv"))
+    fast = lambda x, d: x["ch10_dq_turns"] if d == 128 else x["ch10_tile_dq"]
+    of = lambda t, d, ref="torch_cudnn", impl=fast: span([x[ref] / impl(x, k[3]) for k, x in t.items() if k[3] == d])
+    fa2 = span([x["torch_flash"] / fast(x, k[3]) for k, x in vs.items()])
+    assert all(k[2] >= 4096 for k in vs)
+    out = []
+    for k, x in vs.items():
+        tf = lambda i: f"{tflops[k][i]:.0f}" if i in tflops[k] else "—"
+        out.append((CH10, f"| {k[0]} | {k[1]} | {k[2]} | {k[3]} | {'yes' if k[4] else 'no'} | {tf('ch10_tile_dq')} | "
+                          f"{tf('ch10_dq_turns')} | {tf('torch_flash')} | {tf('torch_cudnn')} | "
+                          f"{x['torch_cudnn'] / fast(x, k[3]):.2f}× | {x['torch_flash'] / fast(x, k[3]):.2f}× | "
+                          f"{rev[k]['torch_cudnn'] / fast(rev[k], k[3]):.2f}× |"))
+    d128 = [tflops[k]["ch10_dq_turns"] for k in vs if k[3] == 128]
+    step10 = lambda x, d: x["ch10_tile_dq"]
+    out += [(CH10, f"runs at {of(vs, 128)} cuDNN at d = 128 and {of(vs, 64)} at d = 64 on an H100"),
+            (CH10, f"`fastest` ran {of(vs, 128)} cuDNN at d = 128 and {of(vs, 64)} at d = 64,\n{fa2} FlashAttention-2"),
+            (CH10, f"**{gain} step 10**"),
+            (CH10_CASE, f"timed step 11 at **{gain} step 10** a round"),
+            ("README.md", f"`fastest` (step 11 at d = 128), {span([x['torch_cudnn'] / fast(x, k[3]) for k, x in vs.items()])} "
+                          f"on an H100 |"),
+            ("README.md", f"`fastest`, on an H100, {of(vs, 128)} at d = 128 and {of(vs, 64)} at d = 64): not memory"),
+            ("README.md", f"adds {gain} at\n  d = 128 (step 11, on an H100"),
+            ("docs/use_in_your_model.md", f"step 11, `fastest` at d = 128 since, {of(vs, 128)}: the lesson"),
+            *ch10_training_step10_claims(),
+            (CH10_CASE, f"it ran {of(vs, 128)} cuDNN at the\nfour d = 128 shapes with N ≥ 4096, {min(d128):.0f}–{max(d128):.0f} "
+                        f"TFLOP/s, where step 10 ran {of(vs, 128, impl=step10)}; with ours first\n"
+                        f"(`ch10_dq_turns_vs_pytorch_reverse.csv`), {of(rev, 128)}")]
+    return out
+
+
+def ch10_training_step10_claims():
+    """The small GPT trained with step 10 at its d = 64 on an H100, one run of each attention
+    and seed (training_step10.csv), beside every seed-1 PyTorch run of that file and of step 9's
+    (training.csv)."""
+    rows = read_h100("training_step10.csv")
+    loss, _, of = training_runs(rows)
+    ms = median_steps(rows)
+    torch_seed = lambda seed, files: [v for f in files for k, v in training_runs(read_h100(f))[0].items()
+                                      if k[0] != "flashtut" and k[1] == seed]
+    here = lambda seed: torch_seed(seed, ["training_step10.csv"])
+    both = torch_seed("1", ["training_step10.csv", "training.csv"])
+    (s0,), (s1,) = of("flashtut", loss, "0"), of("flashtut", loss, "1")
+    assert min(here("0")) <= s0 <= max(here("0")) and s1 > max(both)
+    return [(CH10, f"its step took\n{ms['flashtut']:.2f} ms against cuDNN's {ms['sdpa_cudnn']:.2f} and FlashAttention-2's "
+                   f"{ms['sdpa_flash']:.2f}, **{ms['flashtut'] / ms['sdpa_cudnn']:.3f}×** and "
+                   f"**{ms['flashtut'] / ms['sdpa_flash']:.3f}×**"),
+            (CH10, f"at seed 0, {s0:.4f}, lies inside PyTorch's two runs of that seed ({min(here('0')):.4f}–"
+                   f"{max(here('0')):.4f}); at\nseed 1, {s1:.4f} lies {s1 - max(here('1')):.4f} above PyTorch's two "
+                   f"({min(here('1')):.4f}–{max(here('1')):.4f}) and {s1 - max(both):.4f} above all {['eight', 'nine', 'ten'][len(both) - 8]} of\n"
+                   f"PyTorch's seed-1 runs on H100s in the two files ({min(both):.4f}–{max(both):.4f})")]
+
+
 def ch11_b1_rows128_claims():
     """Chapter 11 at B = 1, 32 heads on one, four rows, 32k keys: the split count and warpgroups
     forced around the chapter's choice, two rounds (ch11_b1_mqa_rows128_sweep.csv), and each
@@ -1302,8 +1362,7 @@ def ch10_tile_dq_claims():
             (CH10_CASE, f"held at d = 128 without the\nmask from N = 4096, fell short under it "
                         f"({span(pick(lambda k: k[3] == 128 and k[2] >= 4096 and k[4]))})"),
             (CH10_CASE, f"d = 128 is level ({span(short(128))})"),
-            ("README.md", f"adds {span(long_(128))} at d = 128 and\n  {span(long_(64))} at d = 64 from N = 4096 (step 10, "
-                          f"the chapter's `fastest`)")]
+            ("README.md", f"adds {span(long_(128))} at d = 128 and\n  {span(long_(64))} at d = 64 from N = 4096 (step 10)")]
     assert min(long_(128)) > 1 and min(long_(64)) > 1.1
     return out
 
@@ -1329,23 +1388,16 @@ def ch10_tile_dq_vs_pytorch_claims():
     h200 = ch10_table("ch10_tile_dq_vs_pytorch.csv", field="ms")
     short = sorted(k for k, x in h200.items() if x["torch_cudnn"] < x["ch10_tile_dq"])
     assert short == [(4, 16, 4096, 128, 0), (4, 16, 4096, 128, 1)], short
-    out += [(CH10, f"step 10 runs at {of(h200, 'ch10_tile_dq', 128)} cuDNN\nat d = 128 and {of(h200, 'ch10_tile_dq', 64)} "
-                   f"at d = 64 on the H200, in one run (`ch10_tile_dq_vs_pytorch.csv`),\nand at "
-                   f"{of(vs, 'ch10_tile_dq', 128)} and {of(vs, 'ch10_tile_dq', 64)} on an H100"),
-            (CH10, f"ran\n{of(h200, 'ch10_tile_dq', 128)} cuDNN at d = 128 and {of(h200, 'ch10_tile_dq', 64)} at d = 64, "
-                   f"{span([x['torch_flash'] / x['ch10_tile_dq'] for x in h200.values()])} FlashAttention-2: short of\n"
-                   f"cuDNN only at B = 4, N = 4096, d = 128"),
+    out += [(CH10, f"On the H200, step 10 ran {of(h200, 'ch10_tile_dq', 128)} cuDNN at d = 128 and\n"
+                   f"{of(h200, 'ch10_tile_dq', 64)} at d = 64 (`ch10_tile_dq_vs_pytorch.csv`)"),
             (CH10, f"step 10 ran {of(vs, 'ch10_tile_dq', 128)} cuDNN at d = 128 and\n{of(vs, 'ch10_tile_dq', 64)} at "
                    f"d = 64, {fa2} FlashAttention-2, where step 9 ran {of(vs, 'ch10_persistent', 128)} and\n"
                    f"{of(vs, 'ch10_persistent', 64)}; with ours first (`--order reverse`), "
                    f"{of(rev, 'ch10_tile_dq', 128)} and {of(rev, 'ch10_tile_dq', 64)}"),
-            ("docs/use_in_your_model.md", f"step 10, `fastest` since, {of(vs, 'ch10_tile_dq', 128)}: the lesson"),
-            ("README.md", f"step 10, on an H100, {of(vs, 'ch10_tile_dq', 128)} at d = 128 and "
-                          f"{of(vs, 'ch10_tile_dq', 64)} at d = 64): not memory"),
+            ("docs/use_in_your_model.md", f"step 10 {of(vs, 'ch10_tile_dq', 128)}, and step 11"),
             ("README.md", f"On the H200\n  step 10 runs {of(h200, 'ch10_tile_dq', 128)} cuDNN at d = 128 and "
                           f"{of(h200, 'ch10_tile_dq', 64)} at d = 64, short only at B = 4,\n  N = 4096, d = 128"),
-            ("README.md", f"step 10, {span([x['torch_cudnn'] / x['ch10_tile_dq'] for x in h200.values()])} cuDNN on the H200 "
-                          f"and {span([x['torch_cudnn'] / x['ch10_tile_dq'] for x in vs.values()])} on an H100 |")]
+            ("README.md", f"step 10, {span([x['torch_cudnn'] / x['ch10_tile_dq'] for x in h200.values()])} cuDNN on the H200; ")]
     return out
 
 
@@ -1369,8 +1421,7 @@ def ch10_wide_vs_pytorch_claims():
                    f"d = 64, step 8 {vs_of('ch10_lean', 128)} and {vs_of('ch10_lean', 64)}, both {fa2}\nFlashAttention-2"),
             (CH10_CASE, f"d = 128 (step 9 at {base['torch_cudnn'] / base['ch10_persistent']:.2f}× "
                         f"at N = 4096 without the mask,\n`ch10_wide_vs_pytorch.csv`)"),
-            ("docs/use_in_your_model.md", f"step 9 {vs_of('ch10_persistent', 128)} on an H100"),
-            (CH10, f"its step takes {training_ratio(read_h100('training.csv')):.2f}× cuDNN's time on an H100")]
+            ("docs/use_in_your_model.md", f"step 9 {vs_of('ch10_persistent', 128)} on an H100")]
     # The reverse order (step 9 right after PyTorch's, then step 8), four shapes without the mask.
     rev = ch10_h100_table("ch10_wide_vs_pytorch_reverse.csv")
     shape = lambda n, d: (1 if n == 16384 else 4, 16 if d == 128 else 32, n, d, 0)  # the runs' shapes
@@ -2148,7 +2199,7 @@ def claims():
                       f"{vs_ratio('ch07_fastest', 'forward', LONG, 'ours', 'torch_flash', 3)} on the shapes "
                       f"with N ≥ 4096"),
     ]
-    out += ch06_precision_claims() + ch10_claims() + ch11_claims() + ch11_merge_claims() + ch11_merge_block_claims() + ch11_wgmma_claims() + ch11_hybrid_claims() + ch11_short_cache_claims() + ch11_cluster_claims() + ch11_wgmma_split_claims() + ch10_reverse_claims() + ch10_cudnn_kernel_claims() + ch10_wide_claims() + ch10_meeting_claims() + ch10_tile_dq_claims() + ch10_tile_dq_vs_pytorch_claims() + ch10_dk_last_claims() + ch10_dq_turns_claims() + ch11_b1_rows128_claims() + ch10_wide_vs_pytorch_claims() + ch11_rows_claims() + ch11_row_tile_claims() + ch11_short_split_claims() + ch10_stall_claims() + ch10_lean_claims() + ch10_walk_claims() + ch10_step9_claims() + ch12_claims()
+    out += ch06_precision_claims() + ch10_claims() + ch11_claims() + ch11_merge_claims() + ch11_merge_block_claims() + ch11_wgmma_claims() + ch11_hybrid_claims() + ch11_short_cache_claims() + ch11_cluster_claims() + ch11_wgmma_split_claims() + ch10_reverse_claims() + ch10_cudnn_kernel_claims() + ch10_wide_claims() + ch10_meeting_claims() + ch10_tile_dq_claims() + ch10_tile_dq_vs_pytorch_claims() + ch10_dk_last_claims() + ch10_dq_turns_claims() + ch10_fastest_h100_claims() + ch11_b1_rows128_claims() + ch10_wide_vs_pytorch_claims() + ch11_rows_claims() + ch11_row_tile_claims() + ch11_short_split_claims() + ch10_stall_claims() + ch10_lean_claims() + ch10_walk_claims() + ch10_step9_claims() + ch12_claims()
     fp16, bf16 = ch09_table("fp16"), ch09_table("bf16")
     worst = max(abs(fp16[k][i] / bf16[k][i] - 1) for k in bf16 for i in STEPS if i in bf16[k])
     out.append((ch09, f"fp16, in the same run, lands within {int(worst * 100) + 1}% of these"))
