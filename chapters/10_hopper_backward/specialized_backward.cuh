@@ -61,8 +61,8 @@
 /// into the buffer four floats at a time, and the adder hands the copy engine the whole tile
 /// with one bulk add, at d = 64 too (step 6's tall_bulk tiles), where step 9 used atomics.
 ///
-/// Step 11 (`dq_turns`, Tr::kDqTurns, d = 128; in progress) is step 10 with the consumers taking
-/// turns at dQ: tile it's whole dQ is consumer it % 2's (m64n128k16 over the 128 keys), from dSᵀ
+/// Step 11 (`dq_turns`, Tr::kDqTurns, d = 128) is step 10 with the consumers taking turns at
+/// dQ: tile `it`'s whole dQ is consumer it % 2's (m64n128k16 over the 128 keys), from dSᵀ
 /// buffer it % 2, after one meeting the other consumer only arrives at; the other goes on.
 #pragma once
 
