@@ -1258,41 +1258,75 @@ def ch10_dq_turns_claims():
 
 def ch10_fastest_h100_claims():
     """`fastest` (step 11 at d = 128, step 10 at d = 64) on an H100: steps 10 and 11 in the
-    chapter's program, two rounds (ch10_dq_turns_ab.csv), and beside PyTorch, PyTorch first
-    (ch10_dq_turns_vs_pytorch.csv) and ours first (ch10_dq_turns_vs_pytorch_reverse.csv)."""
+    chapter's program, two rounds (ch10_dq_turns_ab.csv); the two beside PyTorch, PyTorch's
+    first (ch10_dq_turns_vs_pytorch.csv) and ours in the reverse order
+    (ch10_dq_turns_vs_pytorch_reverse.csv); and `fastest` itself beside chapter 08, step 10 and
+    PyTorch in the same two orders (ch10_fastest_vs_pytorch{,_reverse}.csv)."""
     t = variant_rounds(read_h100("ch10_dq_turns_ab.csv"))
     gain = span([x["tile_dq"] / x["dq_turns"] for rounds in t.values() for x in rounds.values()])
     assert len(t) == 8 and all(k[3] == 128 for k in t)
-    vs = ch10_h100_table("ch10_dq_turns_vs_pytorch.csv")
-    rev = ch10_h100_table("ch10_dq_turns_vs_pytorch_reverse.csv")
-    tflops = ch10_table(rows=read_h100("ch10_dq_turns_vs_pytorch.csv"))
-    fast = lambda x, d: x["ch10_dq_turns"] if d == 128 else x["ch10_tile_dq"]
-    of = lambda t, d, ref="torch_cudnn", impl=fast: span([x[ref] / impl(x, k[3]) for k, x in t.items() if k[3] == d])
-    fa2 = span([x["torch_flash"] / fast(x, k[3]) for k, x in vs.items()])
-    assert all(k[2] >= 4096 for k in vs)
+    of = lambda t, d, impl, ref="torch_cudnn": span([x[ref] / x[impl] for k, x in t.items() if k[3] == d])
+    # Steps 10 and 11 in one run (the case study).
+    turns = ch10_h100_table("ch10_dq_turns_vs_pytorch.csv")
+    turns_rev = ch10_h100_table("ch10_dq_turns_vs_pytorch_reverse.csv")
+    d128 = [x for k, x in ch10_table(rows=read_h100("ch10_dq_turns_vs_pytorch.csv")).items() if k[3] == 128]
+    # `fastest` in one run beside chapter 08 (the lesson, README.md).
+    vs = ch10_h100_table("ch10_fastest_vs_pytorch.csv")
+    rev = ch10_h100_table("ch10_fastest_vs_pytorch_reverse.csv")
+    tflops = ch10_table(rows=read_h100("ch10_fastest_vs_pytorch.csv"))
+    assert all(k[2] >= 4096 for k in vs) and all(x["ch10_fastest"] < x["ch08_fastest"] for x in vs.values())
     out = []
     for k, x in vs.items():
-        tf = lambda i: f"{tflops[k][i]:.0f}" if i in tflops[k] else "—"
-        out.append((CH10, f"| {k[0]} | {k[1]} | {k[2]} | {k[3]} | {'yes' if k[4] else 'no'} | {tf('ch10_tile_dq')} | "
-                          f"{tf('ch10_dq_turns')} | {tf('torch_flash')} | {tf('torch_cudnn')} | "
-                          f"{x['torch_cudnn'] / fast(x, k[3]):.2f}× | {x['torch_flash'] / fast(x, k[3]):.2f}× | "
-                          f"{rev[k]['torch_cudnn'] / fast(rev[k], k[3]):.2f}× |"))
-    d128 = [tflops[k]["ch10_dq_turns"] for k in vs if k[3] == 128]
-    step10 = lambda x, d: x["ch10_tile_dq"]
-    out += [(CH10, f"runs at {of(vs, 128)} cuDNN at d = 128 and {of(vs, 64)} at d = 64 on an H100"),
-            (CH10, f"`fastest` ran {of(vs, 128)} cuDNN at d = 128 and {of(vs, 64)} at d = 64,\n{fa2} FlashAttention-2"),
+        tf = lambda i: f"{tflops[k][i]:.0f}"
+        f = x["ch10_fastest"]
+        out.append((CH10, f"| {k[0]} | {k[1]} | {k[2]} | {k[3]} | {'yes' if k[4] else 'no'} | {tf('ch08_fastest')} | "
+                          f"{tf('ch10_tile_dq')} | {tf('ch10_fastest')} | {tf('torch_flash')} | {tf('torch_cudnn')} | "
+                          f"{x['torch_cudnn'] / f:.2f}× | {x['torch_flash'] / f:.2f}× | {x['ch08_fastest'] / f:.2f}× | "
+                          f"{rev[k]['torch_cudnn'] / rev[k]['ch10_fastest']:.2f}× |"))
+    fa2 = span([x["torch_flash"] / x["ch10_fastest"] for x in vs.values()])
+    fast = lambda d: of(vs, d, "ch10_fastest")
+    out += [(CH10, f"runs at {fast(128)} cuDNN at d = 128 and {fast(64)} at d = 64 on an H100"),
+            (CH10, f"`fastest` ran {fast(128)} cuDNN at d = 128 and\n{fast(64)} at d = 64, {fa2} FlashAttention-2"),
             (CH10, f"**{gain} step 10**"),
             (CH10_CASE, f"timed step 11 at **{gain} step 10** a round"),
             ("README.md", f"`fastest` (step 11 at d = 128, step 10 at d = 64), "
-                          f"{span([x['torch_cudnn'] / fast(x, k[3]) for k, x in vs.items()])} cuDNN on an H100 |"),
-            ("README.md", f"`fastest`, on an H100, {of(vs, 128)} at d = 128 and {of(vs, 64)} at d = 64): not memory"),
+                          f"{span([x['torch_cudnn'] / x['ch10_fastest'] for x in vs.values()])} cuDNN on an H100 |"),
+            ("README.md", f"`fastest`, on an H100, {fast(128)} at d = 128 and {fast(64)} at d = 64): not memory"),
             ("README.md", f"adds {gain} at\n  d = 128 (step 11, on an H100"),
-            ("docs/use_in_your_model.md", f"step 11, `fastest` at d = 128 since, {of(vs, 128)}: the lesson"),
+            ("docs/use_in_your_model.md", f"step 11, `fastest` at d = 128 since, {fast(128)}: the lesson"),
             *ch10_training_step10_claims(),
-            (CH10_CASE, f"it ran {of(vs, 128)} cuDNN at the\nfour d = 128 shapes with N ≥ 4096, {min(d128):.0f}–{max(d128):.0f} "
-                        f"TFLOP/s, where step 10 ran {of(vs, 128, impl=step10)}; with ours first\n"
-                        f"(`ch10_dq_turns_vs_pytorch_reverse.csv`), {of(rev, 128)}")]
+            (CH10_CASE, f"it ran {of(turns, 128, 'ch10_dq_turns')} cuDNN at the\nfour d = 128 shapes with N ≥ 4096, "
+                        f"{min(x['ch10_dq_turns'] for x in d128):.0f}–{max(x['ch10_dq_turns'] for x in d128):.0f} "
+                        f"TFLOP/s, where step 10 ran {of(turns, 128, 'ch10_tile_dq')}; with the two in the reverse order, step 11\n"
+                        f"first (`ch10_dq_turns_vs_pytorch_reverse.csv`), {of(turns_rev, 128, 'ch10_dq_turns')}")]
     return out
+
+
+def ch10_turns_profile_claims():
+    """Steps 10 and 11 under Nsight Compute, one launch each, in that order
+    (profiles/ch10_profile_turns_d128.txt, H100), beside cuDNN's kernel
+    (profiles/ch10_profile_cudnn_d128_details.txt)."""
+    with open(os.path.join(H100, "profiles", "ch10_profile_turns_d128.txt"), encoding="utf-8") as f:
+        text = f.read()
+    with open(os.path.join(H100, "profiles", "ch10_profile_cudnn_d128_details.txt"), encoding="utf-8") as f:
+        cudnn = f.read()
+    grab = lambda pattern, t=text: [float(x.replace(",", "")) for x in re.findall(pattern, t)]
+    busy, ipc = grab(r"SM Busy\s+%\s+([\d.]+)"), grab(r"Executed Ipc Active\s+inst/cycle\s+([\d.]+)")
+    cycles = grab(r"Warp Cycles Per Issued Instruction\s+cycle\s+([\d.]+)")
+    inst = grab(r"Executed Instructions\s+inst\s+([\d,]+)")
+    ms = grab(r"Duration\s+ms\s+([\d.]+)")
+    assert len(busy) == len(ipc) == len(cycles) == len(inst) == len(ms) == 2
+    (b10, b11), (i10, i11), (c10, c11), (n10, n11), (t10, t11) = busy, ipc, cycles, inst, ms
+    cb, ci = grab(r"SM Busy\s+%\s+([\d.]+)", cudnn)[0], grab(r"Executed Ipc Active\s+inst/cycle\s+([\d.]+)", cudnn)[0]
+    assert b11 > cb > b10 and ci > i11
+    return [(CH10_CASE, f"the tensor pipe was\nbusy {b11:.1f}% of the cycles in step 11 against {b10:.1f}% in step 10, "
+                        f"past the {cb:.1f}% of cuDNN's\nkernel in the profile above; a scheduler issued {i11:.2f} "
+                        f"instructions a cycle against {i10:.2f}; a\nwarp waited {c11:.2f} cycles between its "
+                        f"instructions against {c10:.2f}; and the kernel executed\n{n11 / 1e6:.1f} million instructions "
+                        f"against {n10 / 1e6:.1f} million ({(1 - n11 / n10) * 100:.1f}% fewer"),
+            (CH10_CASE, f"It took {t11:.2f} ms\nagainst {t10:.2f} under the profiler, {t10 / t11:.2f}×"),
+            (CH10_CASE, f"cuDNN still issues more\ninstructions a cycle ({ci:.2f})"),
+            (CH10, f"pipe is busy {b11:.0f}% of cycles in step 11, {b10:.0f}% in step 10, {cb:.0f}% in cuDNN's")]
 
 
 def ch10_training_step10_claims():
@@ -1371,7 +1405,7 @@ def ch10_tile_dq_claims():
 
 def ch10_tile_dq_vs_pytorch_claims():
     """Step 10 (and step 9) beside PyTorch on an H100: PyTorch's first, then ours
-    (ch10_tile_dq_vs_pytorch.csv), and ours first (ch10_tile_dq_vs_pytorch_reverse.csv)."""
+    (ch10_tile_dq_vs_pytorch.csv), and ours in the reverse order (ch10_tile_dq_vs_pytorch_reverse.csv)."""
     vs = ch10_h100_table("ch10_tile_dq_vs_pytorch.csv")
     rev = ch10_h100_table("ch10_tile_dq_vs_pytorch_reverse.csv")
     tflops = ch10_table(rows=read_h100("ch10_tile_dq_vs_pytorch.csv"))
@@ -1394,7 +1428,7 @@ def ch10_tile_dq_vs_pytorch_claims():
                    f"{of(h200, 'ch10_tile_dq', 64)} at d = 64 (`ch10_tile_dq_vs_pytorch.csv`)"),
             (CH10, f"step 10 ran {of(vs, 'ch10_tile_dq', 128)} cuDNN at d = 128 and\n{of(vs, 'ch10_tile_dq', 64)} at "
                    f"d = 64, {fa2} FlashAttention-2, where step 9 ran {of(vs, 'ch10_persistent', 128)} and\n"
-                   f"{of(vs, 'ch10_persistent', 64)}; with ours first (`--order reverse`), "
+                   f"{of(vs, 'ch10_persistent', 64)}; with ours reversed (`--order reverse`), "
                    f"{of(rev, 'ch10_tile_dq', 128)} and {of(rev, 'ch10_tile_dq', 64)}"),
             ("docs/use_in_your_model.md", f"step 10 {of(vs, 'ch10_tile_dq', 128)}, and step 11"),
             ("README.md", f"On the H200\n  step 10 runs {of(h200, 'ch10_tile_dq', 128)} cuDNN at d = 128 and "
@@ -2201,7 +2235,7 @@ def claims():
                       f"{vs_ratio('ch07_fastest', 'forward', LONG, 'ours', 'torch_flash', 3)} on the shapes "
                       f"with N ≥ 4096"),
     ]
-    out += ch06_precision_claims() + ch10_claims() + ch11_claims() + ch11_merge_claims() + ch11_merge_block_claims() + ch11_wgmma_claims() + ch11_hybrid_claims() + ch11_short_cache_claims() + ch11_cluster_claims() + ch11_wgmma_split_claims() + ch10_reverse_claims() + ch10_cudnn_kernel_claims() + ch10_wide_claims() + ch10_meeting_claims() + ch10_tile_dq_claims() + ch10_tile_dq_vs_pytorch_claims() + ch10_dk_last_claims() + ch10_dq_turns_claims() + ch10_fastest_h100_claims() + ch11_b1_rows128_claims() + ch10_wide_vs_pytorch_claims() + ch11_rows_claims() + ch11_row_tile_claims() + ch11_short_split_claims() + ch10_stall_claims() + ch10_lean_claims() + ch10_walk_claims() + ch10_step9_claims() + ch12_claims()
+    out += ch06_precision_claims() + ch10_claims() + ch11_claims() + ch11_merge_claims() + ch11_merge_block_claims() + ch11_wgmma_claims() + ch11_hybrid_claims() + ch11_short_cache_claims() + ch11_cluster_claims() + ch11_wgmma_split_claims() + ch10_reverse_claims() + ch10_cudnn_kernel_claims() + ch10_wide_claims() + ch10_meeting_claims() + ch10_tile_dq_claims() + ch10_tile_dq_vs_pytorch_claims() + ch10_dk_last_claims() + ch10_dq_turns_claims() + ch10_fastest_h100_claims() + ch10_turns_profile_claims() + ch11_b1_rows128_claims() + ch10_wide_vs_pytorch_claims() + ch11_rows_claims() + ch11_row_tile_claims() + ch11_short_split_claims() + ch10_stall_claims() + ch10_lean_claims() + ch10_walk_claims() + ch10_step9_claims() + ch12_claims()
     fp16, bf16 = ch09_table("fp16"), ch09_table("bf16")
     worst = max(abs(fp16[k][i] / bf16[k][i] - 1) for k in bf16 for i in STEPS if i in bf16[k])
     out.append((ch09, f"fp16, in the same run, lands within {int(worst * 100) + 1}% of these"))
