@@ -1330,27 +1330,31 @@ def ch10_turns_profile_claims():
 
 
 def ch10_training_step10_claims():
-    """The small GPT trained with step 10 at its d = 64 on an H100, one run of each attention
-    and seed (training_step10.csv), beside every seed-1 PyTorch run of that file and of step 9's
-    (training.csv)."""
-    rows = read_h100("training_step10.csv")
-    loss, _, of = training_runs(rows)
-    ms = median_steps(rows)
-    torch_seed = lambda seed, files: [v for f in files for k, v in training_runs(read_h100(f))[0].items()
-                                      if k[0] != "flashtut" and k[1] == seed]
-    here = lambda seed: torch_seed(seed, ["training_step10.csv"])
-    both = torch_seed("1", ["training_step10.csv", "training.csv"])
-    (s0,), (s1,) = of("flashtut", loss, "0"), of("flashtut", loss, "1")
-    assert min(here("0")) <= s0 <= max(here("0")) and s1 > max(both)
-    return [(CH10, f"its step took\n{ms['flashtut']:.2f} ms against cuDNN's {ms['sdpa_cudnn']:.2f} and FlashAttention-2's "
-                   f"{ms['sdpa_flash']:.2f}, **{ms['flashtut'] / ms['sdpa_cudnn']:.3f}×** and "
-                   f"**{ms['flashtut'] / ms['sdpa_flash']:.3f}×**"),
-            (CH10, f"at seed 0, {s0:.4f}, lies inside PyTorch's two runs of that seed ({min(here('0')):.4f}–"
-                   f"{max(here('0')):.4f}); at\nseed 1, {s1:.4f} lies {s1 - max(here('1')):.4f} above PyTorch's two "
-                   f"({min(here('1')):.4f}–{max(here('1')):.4f}) and {s1 - max(both):.4f} above all {['eight', 'nine', 'ten'][len(both) - 8]} of\n"
-                   f"PyTorch's seed-1 runs on H100s in `training.csv` and `training_step10.csv` ({min(both):.4f}–{max(both):.4f})"),
-            ("README.md", f"with\n  step 10 (one run a side), {ms['flashtut'] / ms['sdpa_cudnn']:.3f}×, its seed-1 loss "
-                          f"{s1 - max(both):.4f} above PyTorch's seed-1 runs")]
+    """The small GPT trained with step 10 at its d = 64 on an H100, two calls of one run of each
+    attention and seed (training_step10.csv, training_step10_run2.csv), beside every PyTorch run
+    of those and of step 9's file (training.csv)."""
+    files = ["training_step10.csv", "training_step10_run2.csv"]
+    ms = [median_steps(read_h100(f)) for f in files]
+    ours = {seed: [v for f in files for k, v in training_runs(read_h100(f))[0].items() if k[0] == "flashtut" and k[1] == seed]
+            for seed in "01"}
+    torch = {seed: [v for f in files + ["training.csv"] for k, v in training_runs(read_h100(f))[0].items()
+                    if k[0] != "flashtut" and k[1] == seed] for seed in "01"}
+    above = [x - max(torch[seed]) for seed in "01" for x in ours[seed] if x > max(torch[seed])]
+    assert len(above) == 3 and len(torch["0"]) + len(torch["1"]) == 18
+    step9 = [v for k, v in training_runs(read_h100("training.csv"))[0].items() if k[0] == "flashtut"]
+    assert all(min(torch[k[1]]) <= v <= max(torch[k[1]])
+               for k, v in training_runs(read_h100("training.csv"))[0].items() if k[0] == "flashtut") and len(step9) == 5
+    f4 = lambda v: " and ".join(f"{x:.4f}" for x in v)
+    return [(CH10, f"its step took {ms[0]['flashtut']:.2f} and {ms[1]['flashtut']:.2f} ms against\ncuDNN's "
+                   f"{ms[0]['sdpa_cudnn']:.2f} and {ms[1]['sdpa_cudnn']:.2f}: **{ms[0]['flashtut'] / ms[0]['sdpa_cudnn']:.3f}×** "
+                   f"both times, and **{ms[0]['flashtut'] / ms[0]['sdpa_flash']:.3f}×** and "
+                   f"**{ms[1]['flashtut'] / ms[1]['sdpa_flash']:.3f}×** FlashAttention-2's"),
+            (CH10, f"Its final training losses, {f4(ours['0'])} at seed 0, {f4(ours['1'])} at seed 1, lie at the\n"
+                   f"top of PyTorch's eighteen runs on H100s in these three files ({min(torch['0']):.4f}–{max(torch['0']):.4f} "
+                   f"at seed 0,\n{min(torch['1']):.4f}–{max(torch['1']):.4f} at seed 1), and three of the four just above it, "
+                   f"by {min(above):.4f}–{max(above):.4f}"),
+            ("README.md", f"with\n  step 10 (two runs a side), {ms[0]['flashtut'] / ms[0]['sdpa_cudnn']:.3f}×, its losses at the top "
+                          f"of PyTorch's runs, three of four just above them (by {min(above):.4f}–{max(above):.4f})")]
 
 
 def ch11_b1_rows128_claims():
