@@ -1341,9 +1341,8 @@ def ch10_training_step10_claims():
                     if k[0] != "flashtut" and k[1] == seed] for seed in "01"}
     above = [x - max(torch[seed]) for seed in "01" for x in ours[seed] if x > max(torch[seed])]
     assert len(above) == 3 and len(torch["0"]) + len(torch["1"]) == 18
-    step9 = [v for k, v in training_runs(read_h100("training.csv"))[0].items() if k[0] == "flashtut"]
-    assert all(min(torch[k[1]]) <= v <= max(torch[k[1]])
-               for k, v in training_runs(read_h100("training.csv"))[0].items() if k[0] == "flashtut") and len(step9) == 5
+    step9 = {k: v for k, v in training_runs(read_h100("training.csv"))[0].items() if k[0] == "flashtut"}
+    assert len(step9) == 5 and all(min(torch[k[1]]) <= v <= max(torch[k[1]]) for k, v in step9.items())  # "all lay inside"
     f4 = lambda v: " and ".join(f"{x:.4f}" for x in v)
     return [(CH10, f"its step took {ms[0]['flashtut']:.2f} and {ms[1]['flashtut']:.2f} ms against\ncuDNN's "
                    f"{ms[0]['sdpa_cudnn']:.2f} and {ms[1]['sdpa_cudnn']:.2f}: **{ms[0]['flashtut'] / ms[0]['sdpa_cudnn']:.3f}×** "
