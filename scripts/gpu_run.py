@@ -84,6 +84,10 @@ TEST_TIMEOUT = 240        # one shard of a GPU test binary
 # machine's 16 cores: the float64 references on the CPU set its time, not the GPU (chapter
 # 10's suite: 31-58 s a shard in 8, on an H100 machine).
 TEST_SHARDS = 8
+# The float64 references the shards share (FT_REFERENCE_CACHE, common/reference/precision.hpp):
+# a lock per reference makes one shard compute it and the others read it, instead of every
+# shard computing every shape its variants reach. Outside OUT_DIR: it is large and not a result.
+REFERENCE_CACHE = "/tmp/ft_reference_cache"
 PROGRAM_TIMEOUT = 300     # one tour, chapter, training or Nsight Compute run
 SANITIZE_TIMEOUT = 120    # one chapter program under compute-sanitizer (--sanitize-timeout)
 VIEWS_TIMEOUT = 300       # one views test under compute-sanitizer (--sanitize-timeout)
@@ -547,7 +551,8 @@ def step_tests(run):
         logs = [run.path("logs", f"{name}.shard{i}.log") for i in range(TEST_SHARDS)]
 
         def shard(i, test=test, logs=logs):
-            env = {"GTEST_TOTAL_SHARDS": str(TEST_SHARDS), "GTEST_SHARD_INDEX": str(i), "OMP_NUM_THREADS": "2"}
+            env = {"GTEST_TOTAL_SHARDS": str(TEST_SHARDS), "GTEST_SHARD_INDEX": str(i), "OMP_NUM_THREADS": "2",
+                   "FT_REFERENCE_CACHE": REFERENCE_CACHE}
             return run.sh([test, "--gtest_brief=1"], log=logs[i], env=env, timeout=TEST_TIMEOUT).rc
 
         if run.dry_run:  # the commands in order, not interleaved
