@@ -80,9 +80,11 @@ JOBS = 16
 # Time limits, in seconds: bounds, not expectations; a program that hangs is stopped
 # (timeout(1): exit status 124) and the run goes on.
 TEST_TIMEOUT = 240        # one shard of a GPU test binary
-# A GPU test binary runs as this many gtest shards at once, 2 OpenMP threads each on the GPU
-# machine's 16 cores: the float64 references on the CPU set its time, not the GPU (chapter
-# 10's suite: 31-58 s a shard in 8, on an H100 machine).
+# A GPU test binary runs as this many gtest shards at once: the float64 references on the CPU
+# set its time, not the GPU. Each shard may use every core (OpenMP threads waiting passively,
+# not spinning): while all run they share the 16 cores, and the shard left with the heaviest
+# tests gets them all (at 2 threads a shard, chapter 10's walk test kept one shard past 240 s
+# while the other seven ended within it, on an H100 machine).
 TEST_SHARDS = 8
 # The float64 references the shards share (FT_REFERENCE_CACHE, common/reference/precision.hpp):
 # a lock per reference makes one shard compute it and the others read it, instead of every
@@ -551,8 +553,8 @@ def step_tests(run):
         logs = [run.path("logs", f"{name}.shard{i}.log") for i in range(TEST_SHARDS)]
 
         def shard(i, test=test, logs=logs):
-            env = {"GTEST_TOTAL_SHARDS": str(TEST_SHARDS), "GTEST_SHARD_INDEX": str(i), "OMP_NUM_THREADS": "2",
-                   "FT_REFERENCE_CACHE": REFERENCE_CACHE}
+            env = {"GTEST_TOTAL_SHARDS": str(TEST_SHARDS), "GTEST_SHARD_INDEX": str(i), "OMP_NUM_THREADS": str(JOBS),
+                   "OMP_WAIT_POLICY": "PASSIVE", "FT_REFERENCE_CACHE": REFERENCE_CACHE}
             return run.sh([test, "--gtest_brief=1"], log=logs[i], env=env, timeout=TEST_TIMEOUT).rc
 
         if run.dry_run:  # the commands in order, not interleaved

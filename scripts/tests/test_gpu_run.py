@@ -249,7 +249,9 @@ class DryRun(unittest.TestCase):
         shards = self.commands(lines, "test_ch10_hopper_backward_gpu --gtest_brief=1")
         self.assertEqual(len(shards), gpu_run.TEST_SHARDS)
         for i, line in enumerate(shards):
-            self.assertIn(f"GTEST_TOTAL_SHARDS={gpu_run.TEST_SHARDS} GTEST_SHARD_INDEX={i} OMP_NUM_THREADS=2", line)
+            self.assertIn(f"GTEST_TOTAL_SHARDS={gpu_run.TEST_SHARDS} GTEST_SHARD_INDEX={i} "
+                          f"OMP_NUM_THREADS={gpu_run.JOBS} OMP_WAIT_POLICY=PASSIVE "
+                          f"FT_REFERENCE_CACHE={gpu_run.REFERENCE_CACHE}", line)
             self.assertIn(f"test_ch10_hopper_backward_gpu.shard{i}.log", line)
 
     def test_shards_run_at_once_and_their_counts_add_up(self):
