@@ -186,7 +186,7 @@ def ch10_unchecked_gain():
             if r["variant"] == "lean" and (r["seq_len"], r["causal"]) in before]
 
 
-NUMBER_WORDS = {3: "three", 5: "five", 10: "ten", 12: "twelve"}  # the counts the pages spell out; any other reads as digits
+NUMBER_WORDS = {3: "three", 4: "four", 5: "five", 8: "eight", 10: "ten", 12: "twelve"}  # the counts the pages spell out; any other reads as digits
 number_word = lambda n: NUMBER_WORDS.get(n, str(n))
 
 
@@ -429,8 +429,7 @@ def ch10_claims():
                       f"{ch10_counter(lambda k: k[2] >= 4096, files=(FASTEST_RUN,), num='torch_cudnn')}; `fastest`"),
         *[(page, f"with step 8, {training_ratio(read_h100('training_step8.csv')):.3f}× cuDNN")
           for page in ("README.md", CH10, "docs/mainpage.md")],
-        *[(page, f"with steps 3 and 6{tail}, it was {training_ratio(read('training.csv')):.3f}× cuDNN")
-          for page, tail in (("README.md", " as `fastest`"), (CH10, ""), ("docs/mainpage.md", ""))],
+        *[(page, training_claim(read("training.csv"))) for page in ("README.md", CH10, "docs/mainpage.md")],
         ("README.md", f"adds {ch10_span(lambda x, d: x['ch10_bulk_dq'] / x['ch10_specialized'], at(128))} at d = 128"),
         ("README.md", f"every run at {det(0)} step 3's speed without the mask and {det(1)} with it"),
         ("README.md", f"behind this tile's dQ add {ch10_span(lambda x, d: x['ch10_overlap'] / x['ch10_specialized'], at(64))} at d = 64"),
@@ -506,19 +505,20 @@ def training_runs(csv_rows):
     return loss, step, of
 
 
-def training_claim():
-    """The training run's sentence, from the H100's training.csv (step 9 as chapter 10's
-    `fastest`; read as plots/plot_training.py reads it, without matplotlib): the tutorial's
-    final losses per seed (the mean of a run's last 20 steps), PyTorch's band over both
-    backends, and each attention's median over its runs of their median step (steps 11 on),
-    with the tutorial's ratios to cuDNN and FlashAttention-2."""
-    rows = read_h100("training.csv")
+def training_claim(rows=None):
+    """The training run's sentence, from `rows` (by default the H100's training.csv, step 9 as
+    chapter 10's `fastest`; read as plots/plot_training.py reads it, without matplotlib): the
+    tutorial's final losses per seed (the mean of a run's last 20 steps), PyTorch's band over
+    both backends, and each attention's median over its runs of their median step (steps 11
+    on), with the tutorial's ratios to cuDNN and FlashAttention-2."""
+    rows = read_h100("training.csv") if rows is None else rows
     loss, _, of = training_runs(rows)
     torch_losses = [v for k, v in loss.items() if k[0] != "flashtut"]
     s0, s1 = of("flashtut", loss, "0"), of("flashtut", loss, "1")
     t, fa2, cudnn = median_steps(rows).values()
-    return (f"{number_word(len(s0) + len(s1))} final training losses ({min(s0):.4f}–{max(s0):.4f} "
-            f"at seed 0, {min(s1):.4f}–{max(s1):.4f} at seed 1) against [{min(torch_losses):.4f}, "
+    both = lambda xs: f"{min(xs):.4f}" if f"{min(xs):.4f}" == f"{max(xs):.4f}" else f"{min(xs):.4f}–{max(xs):.4f}"
+    return (f"{number_word(len(s0) + len(s1))} final training losses ({both(s0)} "
+            f"at seed 0, {both(s1)} at seed 1) against [{min(torch_losses):.4f}, "
             f"{max(torch_losses):.4f}] over {number_word(len(torch_losses))} of FlashAttention-2 and cuDNN. "
             f"Replayed as CUDA graphs, its step is {t:.2f} ms against cuDNN's {cudnn:.2f} and "
             f"FlashAttention-2's {fa2:.2f}: **{t / cudnn:.3f}×** and **{t / fa2:.3f}×**")
@@ -1256,6 +1256,44 @@ def ch10_dq_turns_claims():
                         f"shapes from N = 1024 to 32,768,\nand {span(gain(late))} at N = 16,384 under the mask")]
 
 
+def ch10_fastest_h200_claims():
+    """`fastest` (step 11 at d = 128, step 10 at d = 64) on the H200 beside chapter 08, step 10
+    and PyTorch, PyTorch's first (ch10_fastest_vs_pytorch.csv) and ours in the reverse order
+    (ch10_fastest_vs_pytorch_reverse.csv): the appendix's table, the lesson's and the README's
+    ratios."""
+    vs = ch10_table(name="ch10_fastest_vs_pytorch.csv", field="ms")
+    rev = ch10_table(name="ch10_fastest_vs_pytorch_reverse.csv", field="ms")
+    tflops = ch10_table(name="ch10_fastest_vs_pytorch.csv")
+    assert all(k[2] >= 4096 for k in vs) and all(x["ch10_fastest"] < x["ch08_fastest"] for x in vs.values())
+    ratio = lambda t, d=None, ref="torch_cudnn": span([x[ref] / x["ch10_fastest"] for k, x in t.items()
+                                                      if d in (None, k[3])])
+    out = []
+    for k, x in vs.items():
+        tf = lambda i: f"{tflops[k][i]:.0f}"
+        f = x["ch10_fastest"]
+        out.append((CH10, f"| {k[0]} | {k[1]} | {k[2]} | {k[3]} | {'yes' if k[4] else 'no'} | {tf('ch08_fastest')} | "
+                          f"{tf('ch10_tile_dq')} | {tf('ch10_fastest')} | {tf('torch_flash')} | {tf('torch_cudnn')} | "
+                          f"{x['torch_cudnn'] / f:.2f}× | {x['torch_flash'] / f:.2f}× | {x['ch08_fastest'] / f:.2f}× | "
+                          f"{rev[k]['torch_cudnn'] / rev[k]['ch10_fastest']:.2f}× |"))
+    best = lambda d: max(v["ch10_fastest"] for k, v in tflops.items() if k[3] == d)
+    rate = lambda n, d: [v["ch10_fastest"] for k, v in tflops.items() if k[2] == n and k[3] == d]
+    rates = lambda n, d: f"{min(rate(n, d)):.0f}–{max(rate(n, d)):.0f}"
+    out.append((CH10, f"{rates(16384, 64)} and {rates(16384, 128)} here, the "
+                      f"{tflops[(1, 16, 16384, 128, 0)]['ch10_fastest']:.0f} without the mask past the 575 of its\n"
+                      f"best case; at N = 4096, d = 64 ({rates(4096, 64)}) they do not"))
+    assert min(rate(16384, 64)) > 474 and min(rate(16384, 128)) > 561 and min(rate(4096, 64)) < 474
+    return out + [
+        (CH10, f"runs at {ratio(vs, 128)} cuDNN at d = 128 and {ratio(vs, 64)} at d = 64 on the H200"),
+        (CH10, f"`fastest` ran {ratio(vs, 128)} cuDNN at d = 128 and\n{ratio(vs, 64)} at d = 64, "
+               f"{ratio(vs, ref='torch_flash')} FlashAttention-2 and {ratio(vs, ref='ch08_fastest')} chapter 08, "
+               f"up to {best(128):.0f}\nTFLOP/s at d = 128 and {best(64):.0f} at d = 64"),
+        (CH10, f"`ch10_fastest_vs_pytorch_reverse.csv`: {ratio(rev, 128)} cuDNN at d = 128 and {ratio(rev, 64)} at d = 64)"),
+        ("README.md", f"`fastest` (step 11 at d = 128, step 10 at d = 64), {ratio(vs)} cuDNN on the H200 "
+                      f"({ratio(rev)} with ours in the reverse order)"),
+        ("README.md", f"On the H200 `fastest` runs {ratio(vs, 128)} cuDNN at d = 128 and {ratio(vs, 64)} at d = 64"),
+    ]
+
+
 def ch10_fastest_h100_claims():
     """`fastest` (step 11 at d = 128, step 10 at d = 64) on an H100: steps 10 and 11 in the
     chapter's program, two rounds (ch10_dq_turns_ab.csv); the two beside PyTorch, PyTorch's
@@ -1283,7 +1321,6 @@ def ch10_fastest_h100_claims():
                           f"{tf('ch10_tile_dq')} | {tf('ch10_fastest')} | {tf('torch_flash')} | {tf('torch_cudnn')} | "
                           f"{x['torch_cudnn'] / f:.2f}× | {x['torch_flash'] / f:.2f}× | {x['ch08_fastest'] / f:.2f}× | "
                           f"{rev[k]['torch_cudnn'] / rev[k]['ch10_fastest']:.2f}× |"))
-    fa2 = span([x["torch_flash"] / x["ch10_fastest"] for x in vs.values()])
     fast = lambda d: of(vs, d, "ch10_fastest")
     # The same two runs on another H100 machine (the appendix's last paragraph).
     vs2 = ch10_h100_table("ch10_fastest_vs_pytorch_run2.csv")
@@ -1292,12 +1329,8 @@ def ch10_fastest_h100_claims():
     out.append((CH10, f"`fastest` at {span([x['torch_cudnn'] / x['ch10_fastest'] for x in vs2.values()])} cuDNN, "
                       f"{span([x['torch_cudnn'] / x['ch10_fastest'] for x in rev2.values()])} with ours reversed, and "
                       f"{span([x['torch_flash'] / x['ch10_fastest'] for x in vs2.values()])}\nFlashAttention-2"))
-    out += [(CH10, f"runs at {fast(128)} cuDNN at d = 128 and {fast(64)} at d = 64 on an H100"),
-            (CH10, f"`fastest` ran {fast(128)} cuDNN at d = 128 and\n{fast(64)} at d = 64, {fa2} FlashAttention-2"),
-            (CH10, f"**{gain} step 10**"),
+    out += [(CH10, f"**{gain} step 10**"),
             (CH10_CASE, f"timed step 11 at **{gain} step 10** a round"),
-            ("README.md", f"`fastest` (step 11 at d = 128, step 10 at d = 64), "
-                          f"{span([x['torch_cudnn'] / x['ch10_fastest'] for x in vs.values()])} cuDNN on an H100 |"),
             ("README.md", f"`fastest`, on an H100, {fast(128)} at d = 128 and {fast(64)} at d = 64): not memory"),
             ("README.md", f"adds {gain} at\n  d = 128 (step 11, on an H100"),
             ("docs/use_in_your_model.md", f"step 11, `fastest` at d = 128 since, {fast(128)}: the lesson"),
@@ -1430,20 +1463,16 @@ def ch10_tile_dq_vs_pytorch_claims():
     of = lambda t, impl, d, ref="torch_cudnn": span([x[ref] / x[impl] for k, x in t.items() if k[3] == d])
     fa2 = span([x["torch_flash"] / x["ch10_tile_dq"] for x in vs.values()])
     assert all(k[2] >= 4096 for k in vs)
-    # On the H200: step 10 beside PyTorch in one run (plots/results/h200/ch10_tile_dq_vs_pytorch.csv).
+    # On the H200: step 10 beside PyTorch in one run (plots/results/h200/ch10_tile_dq_vs_pytorch.csv),
+    # short of cuDNN at B = 4, N = 4096, d = 128 alone (the case study).
     h200 = ch10_table("ch10_tile_dq_vs_pytorch.csv", field="ms")
     short = sorted(k for k, x in h200.items() if x["torch_cudnn"] < x["ch10_tile_dq"])
     assert short == [(4, 16, 4096, 128, 0), (4, 16, 4096, 128, 1)], short
-    out += [(CH10, f"On the H200, step 10 ran {of(h200, 'ch10_tile_dq', 128)} cuDNN at d = 128 and\n"
-                   f"{of(h200, 'ch10_tile_dq', 64)} at d = 64 (`ch10_tile_dq_vs_pytorch.csv`)"),
-            (CH10, f"step 10 ran {of(vs, 'ch10_tile_dq', 128)} cuDNN at d = 128 and\n{of(vs, 'ch10_tile_dq', 64)} at "
+    out += [(CH10, f"step 10 ran {of(vs, 'ch10_tile_dq', 128)} cuDNN at d = 128 and\n{of(vs, 'ch10_tile_dq', 64)} at "
                    f"d = 64, {fa2} FlashAttention-2, where step 9 ran {of(vs, 'ch10_persistent', 128)} and\n"
                    f"{of(vs, 'ch10_persistent', 64)}; with ours reversed (`--order reverse`), "
                    f"{of(rev, 'ch10_tile_dq', 128)} and {of(rev, 'ch10_tile_dq', 64)}"),
-            ("docs/use_in_your_model.md", f"step 10 {of(vs, 'ch10_tile_dq', 128)}, and step 11"),
-            ("README.md", f"On the H200\n  step 10 runs {of(h200, 'ch10_tile_dq', 128)} cuDNN at d = 128 and "
-                          f"{of(h200, 'ch10_tile_dq', 64)} at d = 64, short only at B = 4,\n  N = 4096, d = 128"),
-            ("README.md", f"step 10, {span([x['torch_cudnn'] / x['ch10_tile_dq'] for x in h200.values()])} cuDNN on the H200; ")]
+            ("docs/use_in_your_model.md", f"step 10 {of(vs, 'ch10_tile_dq', 128)}, and step 11")]
     return out
 
 
@@ -2245,7 +2274,7 @@ def claims():
                       f"{vs_ratio('ch07_fastest', 'forward', LONG, 'ours', 'torch_flash', 3)} on the shapes "
                       f"with N ≥ 4096"),
     ]
-    out += ch06_precision_claims() + ch10_claims() + ch11_claims() + ch11_merge_claims() + ch11_merge_block_claims() + ch11_wgmma_claims() + ch11_hybrid_claims() + ch11_short_cache_claims() + ch11_cluster_claims() + ch11_wgmma_split_claims() + ch10_reverse_claims() + ch10_cudnn_kernel_claims() + ch10_wide_claims() + ch10_meeting_claims() + ch10_tile_dq_claims() + ch10_tile_dq_vs_pytorch_claims() + ch10_dk_last_claims() + ch10_dq_turns_claims() + ch10_fastest_h100_claims() + ch10_turns_profile_claims() + ch11_b1_rows128_claims() + ch10_wide_vs_pytorch_claims() + ch11_rows_claims() + ch11_row_tile_claims() + ch11_short_split_claims() + ch10_stall_claims() + ch10_lean_claims() + ch10_walk_claims() + ch10_step9_claims() + ch12_claims()
+    out += ch06_precision_claims() + ch10_claims() + ch11_claims() + ch11_merge_claims() + ch11_merge_block_claims() + ch11_wgmma_claims() + ch11_hybrid_claims() + ch11_short_cache_claims() + ch11_cluster_claims() + ch11_wgmma_split_claims() + ch10_reverse_claims() + ch10_cudnn_kernel_claims() + ch10_wide_claims() + ch10_meeting_claims() + ch10_tile_dq_claims() + ch10_tile_dq_vs_pytorch_claims() + ch10_dk_last_claims() + ch10_dq_turns_claims() + ch10_fastest_h100_claims() + ch10_fastest_h200_claims() + ch10_turns_profile_claims() + ch11_b1_rows128_claims() + ch10_wide_vs_pytorch_claims() + ch11_rows_claims() + ch11_row_tile_claims() + ch11_short_split_claims() + ch10_stall_claims() + ch10_lean_claims() + ch10_walk_claims() + ch10_step9_claims() + ch12_claims()
     fp16, bf16 = ch09_table("fp16"), ch09_table("bf16")
     worst = max(abs(fp16[k][i] / bf16[k][i] - 1) for k in bf16 for i in STEPS if i in bf16[k])
     out.append((ch09, f"fp16, in the same run, lands within {int(worst * 100) + 1}% of these"))
