@@ -1256,6 +1256,21 @@ def ch10_dq_turns_claims():
                         f"shapes from N = 1024 to 32,768,\nand {span(gain(late))} at N = 16,384 under the mask")]
 
 
+def fastest_table_rows(vs, rev, tflops):
+    """The lesson's appendix tables of `fastest` beside chapter 08, step 10 and PyTorch: a row a
+    shape, TFLOP/s from `tflops`, the ratios of times from `vs` and, last, `rev` (ours in the
+    reverse order)."""
+    out = []
+    for k, x in vs.items():
+        tf = lambda i: f"{tflops[k][i]:.0f}"
+        f = x["ch10_fastest"]
+        out.append((CH10, f"| {k[0]} | {k[1]} | {k[2]} | {k[3]} | {'yes' if k[4] else 'no'} | {tf('ch08_fastest')} | "
+                          f"{tf('ch10_tile_dq')} | {tf('ch10_fastest')} | {tf('torch_flash')} | {tf('torch_cudnn')} | "
+                          f"{x['torch_cudnn'] / f:.2f}× | {x['torch_flash'] / f:.2f}× | {x['ch08_fastest'] / f:.2f}× | "
+                          f"{rev[k]['torch_cudnn'] / rev[k]['ch10_fastest']:.2f}× |"))
+    return out
+
+
 def ch10_fastest_h200_claims():
     """`fastest` (step 11 at d = 128, step 10 at d = 64) on the H200 beside chapter 08, step 10
     and PyTorch, PyTorch's first (ch10_fastest_vs_pytorch.csv) and ours in the reverse order
@@ -1267,14 +1282,7 @@ def ch10_fastest_h200_claims():
     assert all(k[2] >= 4096 for k in vs) and all(x["ch10_fastest"] < x["ch08_fastest"] for x in vs.values())
     ratio = lambda t, d=None, ref="torch_cudnn": span([x[ref] / x["ch10_fastest"] for k, x in t.items()
                                                       if d in (None, k[3])])
-    out = []
-    for k, x in vs.items():
-        tf = lambda i: f"{tflops[k][i]:.0f}"
-        f = x["ch10_fastest"]
-        out.append((CH10, f"| {k[0]} | {k[1]} | {k[2]} | {k[3]} | {'yes' if k[4] else 'no'} | {tf('ch08_fastest')} | "
-                          f"{tf('ch10_tile_dq')} | {tf('ch10_fastest')} | {tf('torch_flash')} | {tf('torch_cudnn')} | "
-                          f"{x['torch_cudnn'] / f:.2f}× | {x['torch_flash'] / f:.2f}× | {x['ch08_fastest'] / f:.2f}× | "
-                          f"{rev[k]['torch_cudnn'] / rev[k]['ch10_fastest']:.2f}× |"))
+    out = fastest_table_rows(vs, rev, tflops)
     best = lambda d: max(v["ch10_fastest"] for k, v in tflops.items() if k[3] == d)
     rate = lambda n, d: [v["ch10_fastest"] for k, v in tflops.items() if k[2] == n and k[3] == d]
     rates = lambda n, d: f"{min(rate(n, d)):.0f}–{max(rate(n, d)):.0f}"
@@ -1313,14 +1321,7 @@ def ch10_fastest_h100_claims():
     rev = ch10_h100_table("ch10_fastest_vs_pytorch_reverse.csv")
     tflops = ch10_table(rows=read_h100("ch10_fastest_vs_pytorch.csv"))
     assert all(k[2] >= 4096 for k in vs) and all(x["ch10_fastest"] < x["ch08_fastest"] for x in vs.values())
-    out = []
-    for k, x in vs.items():
-        tf = lambda i: f"{tflops[k][i]:.0f}"
-        f = x["ch10_fastest"]
-        out.append((CH10, f"| {k[0]} | {k[1]} | {k[2]} | {k[3]} | {'yes' if k[4] else 'no'} | {tf('ch08_fastest')} | "
-                          f"{tf('ch10_tile_dq')} | {tf('ch10_fastest')} | {tf('torch_flash')} | {tf('torch_cudnn')} | "
-                          f"{x['torch_cudnn'] / f:.2f}× | {x['torch_flash'] / f:.2f}× | {x['ch08_fastest'] / f:.2f}× | "
-                          f"{rev[k]['torch_cudnn'] / rev[k]['ch10_fastest']:.2f}× |"))
+    out = fastest_table_rows(vs, rev, tflops)
     fast = lambda d: of(vs, d, "ch10_fastest")
     # The same two runs on another H100 machine (the appendix's last paragraph).
     vs2 = ch10_h100_table("ch10_fastest_vs_pytorch_run2.csv")
