@@ -1299,6 +1299,7 @@ def ch10_fastest_h200_claims():
         ("README.md", f"`fastest` (step 11 at d = 128, step 10 at d = 64), {ratio(vs)} cuDNN on the H200 "
                       f"({ratio(rev)} with ours in the reverse order)"),
         ("README.md", f"On the H200 `fastest` runs {ratio(vs, 128)} cuDNN at d = 128 and {ratio(vs, 64)} at d = 64"),
+        ("docs/use_in_your_model.md", f"({ratio(vs, 128)} on the H200: the lesson))"),
     ]
 
 
@@ -1334,7 +1335,7 @@ def ch10_fastest_h100_claims():
             (CH10_CASE, f"timed step 11 at **{gain} step 10** a round"),
             ("README.md", f"`fastest`, on an H100, {fast(128)} at d = 128 and {fast(64)} at d = 64): not memory"),
             ("README.md", f"adds {gain} at\n  d = 128 (step 11, on an H100"),
-            ("docs/use_in_your_model.md", f"step 11, `fastest` at d = 128 since, {fast(128)}: the lesson"),
+            ("docs/use_in_your_model.md", f"step 11, `fastest` at d = 128 since, {fast(128)} ("),
             *ch10_training_step10_claims(),
             (CH10_CASE, f"it ran {of(turns, 128, 'ch10_dq_turns')} cuDNN at the\nfour d = 128 shapes with N ≥ 4096, "
                         f"{min(x['ch10_dq_turns'] for x in d128):.0f}–{max(x['ch10_dq_turns'] for x in d128):.0f} "
