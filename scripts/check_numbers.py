@@ -1271,6 +1271,18 @@ def fastest_table_rows(vs, rev, tflops):
     return out
 
 
+def ch08_over_ch05_claims():
+    """Chapter 08's `fastest` over chapter 05's float32 flash backward at N = 16384 (tour.csv):
+    the lesson's four speed-ups and the methodology page's."""
+    ms = {(r["chapter"], r["head_dim"], r["causal"]): float(r["ms"]) for r in read("tour.csv")
+          if r["seq_len"] == "16384" and (r["chapter"], r["variant"]) in (("05", "flash"), ("08", "fastest"))}
+    up = lambda d, c: f"{ms[('05', d, c)] / ms[('08', d, c)]:.1f}×"
+    return [("chapters/08_tensor_core_backward/README.md",
+             f"`fastest` is {up('64', '0')} (d = 64) and {up('128', '0')} (d = 128)\n  non-causal, "
+             f"{up('64', '1')} and {up('128', '1')} causal (`tour.csv`)"),
+            ("docs/methodology.md", f"quotes to {up('64', '0')}, {up('128', '0')}, {up('64', '1')} and {up('128', '1')}.")]
+
+
 def ch10_fastest_h200_claims():
     """`fastest` (step 11 at d = 128, step 10 at d = 64) on the H200 beside chapter 08, step 10
     and PyTorch, PyTorch's first (ch10_fastest_vs_pytorch.csv) and ours in the reverse order
@@ -2271,7 +2283,7 @@ def claims():
                       f"{vs_ratio('ch07_fastest', 'forward', LONG, 'ours', 'torch_flash', 3)} on the shapes "
                       f"with N ≥ 4096"),
     ]
-    out += ch06_precision_claims() + ch10_claims() + ch11_claims() + ch11_merge_claims() + ch11_merge_block_claims() + ch11_wgmma_claims() + ch11_hybrid_claims() + ch11_short_cache_claims() + ch11_cluster_claims() + ch11_wgmma_split_claims() + ch10_reverse_claims() + ch10_cudnn_kernel_claims() + ch10_wide_claims() + ch10_meeting_claims() + ch10_tile_dq_claims() + ch10_tile_dq_vs_pytorch_claims() + ch10_dk_last_claims() + ch10_dq_turns_claims() + ch10_fastest_h100_claims() + ch10_fastest_h200_claims() + ch10_turns_profile_claims() + ch11_b1_rows128_claims() + ch10_wide_vs_pytorch_claims() + ch11_rows_claims() + ch11_row_tile_claims() + ch11_short_split_claims() + ch10_stall_claims() + ch10_lean_claims() + ch10_walk_claims() + ch10_step9_claims() + ch12_claims()
+    out += ch06_precision_claims() + ch10_claims() + ch11_claims() + ch11_merge_claims() + ch11_merge_block_claims() + ch11_wgmma_claims() + ch11_hybrid_claims() + ch11_short_cache_claims() + ch11_cluster_claims() + ch11_wgmma_split_claims() + ch10_reverse_claims() + ch10_cudnn_kernel_claims() + ch10_wide_claims() + ch10_meeting_claims() + ch10_tile_dq_claims() + ch10_tile_dq_vs_pytorch_claims() + ch10_dk_last_claims() + ch10_dq_turns_claims() + ch10_fastest_h100_claims() + ch10_fastest_h200_claims() + ch08_over_ch05_claims() + ch10_turns_profile_claims() + ch11_b1_rows128_claims() + ch10_wide_vs_pytorch_claims() + ch11_rows_claims() + ch11_row_tile_claims() + ch11_short_split_claims() + ch10_stall_claims() + ch10_lean_claims() + ch10_walk_claims() + ch10_step9_claims() + ch12_claims()
     fp16, bf16 = ch09_table("fp16"), ch09_table("bf16")
     worst = max(abs(fp16[k][i] / bf16[k][i] - 1) for k in bf16 for i in STEPS if i in bf16[k])
     out.append((ch09, f"fp16, in the same run, lands within {int(worst * 100) + 1}% of these"))
