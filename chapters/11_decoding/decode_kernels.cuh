@@ -317,42 +317,53 @@ __global__ void __launch_bounds__(kThreads, 1) decode_split(const Params<T> p) {
   write_block_rows<T, D, kRows>(p, ms, ls, accs, rows, int64_t(q_head_of(0)) * p.Nq + q_row_of(0), split);
 }
 
-/// O and lse of kRows query rows (rows blockIdx.x·kRows onwards) from their splits'
+/// What a merge of kRows query rows by kBlockThreads threads keeps in shared memory: each
+/// slot's Σ exp(lse − m)·O (four columns a thread), its maximum m and its sum l. A row takes
+/// kBlockThreads / kRows threads (a warp or more), d/4 of them a slot.
+template <int D, int kRows, int kBlockThreads>
+struct MergeScratch {
+  static constexpr int kGroups = D / 4;                        // threads across a row, four columns each
+  static constexpr int kRowThreads = kBlockThreads / kRows;    // a warp or more a row
+  static constexpr int kSlots = kRowThreads / kGroups;         // splits of a row weighed side by side
+  static_assert(kRowThreads % 32 == 0 && kRowThreads % kGroups == 0 && kSlots >= 1, "whole warps, whole slots a row");
+  float4 acc[kRows][kSlots][kGroups];
+  float m[kRows][kSlots], l[kRows][kSlots];
+};
+
+/// O and lse of the kRows query rows from `first` on (those below `rows`) from their splits'
 /// (normalized O, lse), chapter 03's merge twice over. Each thread walks its slot's splits
 /// kMergeBatch at a time, every load of a batch issued before any is used, keeping a running
 /// maximum m of their lse, the weights' sum l = Σ exp(lse − m) and the weighted columns
-/// Σ exp(lse − m)·O; the row's slots then meet in shared memory, rescaled by their maxima.
+/// Σ exp(lse − m)·O; the row's slots then meet in `scratch`, rescaled by their maxima.
 /// merge_rows chooses kRows so that a thread's splits fit one batch: the rescale between
 /// batches serves other shapes only. (A warp a row, walking the splits eight at a time after
 /// a pass for the maximum, waited on L2 ten times at 66 splits, B = 1 with 32 heads on one;
-/// the chapter's case study measures the two.)
-template <class T, int D, int kRows>
-__global__ void __launch_bounds__(kMergeThreads) decode_merge(const float* o_part, const float* lse_part, T* O,
-                                                              float* lse, int64_t rows, int splits) {
-  constexpr int kGroups = D / 4;                        // threads across a row, four columns each
-  constexpr int kRowThreads = kMergeThreads / kRows;    // a warp or more a row
-  constexpr int kSlots = kRowThreads / kGroups;         // splits of a row weighed side by side
-  static_assert(kRowThreads % 32 == 0 && kRowThreads % kGroups == 0 && kSlots >= 1, "whole warps, whole slots a row");
-  __shared__ float4 acc_of[kRows][kSlots][kGroups];     // each slot's Σ exp(lse − m)·O, four columns a thread
-  __shared__ float m_of[kRows][kSlots], l_of[kRows][kSlots];
-  wait_for_decode();  // launched early (FT_CH11_PDL): the splits' results must be written first
+/// the chapter's case study measures the two.) The loads bypass L1 (ld.global.cg): in the
+/// grid's merge (decode_grid_merge.cuh) other SMs wrote them during this kernel. Every
+/// thread of the block calls it; a caller that reuses `scratch` waits at a barrier first.
+template <class T, int D, int kRows, int kBlockThreads>
+__device__ __forceinline__ void merge_block_rows(const float* o_part, const float* lse_part, T* O, float* lse,
+                                                 int64_t rows, int splits, int64_t first,
+                                                 MergeScratch<D, kRows, kBlockThreads>& scratch) {
+  using Scratch = MergeScratch<D, kRows, kBlockThreads>;
+  constexpr int kGroups = Scratch::kGroups, kRowThreads = Scratch::kRowThreads, kSlots = Scratch::kSlots;
   const int r = threadIdx.x / kRowThreads, t = threadIdx.x % kRowThreads;
   const int group = t % kGroups, slot = t / kGroups;
-  const int64_t row = int64_t(blockIdx.x) * kRows + r;
+  const int64_t row = first + r;
   const bool live = row < rows;  // a thread past the last row still meets the others below
 
   float m = -INFINITY, l = 0.f;
   float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
-  for (int first = slot; live && first < splits; first += kSlots * kMergeBatch) {
+  for (int first_split = slot; live && first_split < splits; first_split += kSlots * kMergeBatch) {
     float4 part[kMergeBatch];
     float x[kMergeBatch];  // the splits' lse; −∞ for an empty split or none
 #pragma unroll
     for (int u = 0; u < kMergeBatch; ++u) {
-      const int s = first + u * kSlots;
+      const int s = first_split + u * kSlots;
       const int64_t at = int64_t(s) * rows + row;
-      part[u] = s < splits ? *reinterpret_cast<const float4*>(o_part + at * D + group * 4)
+      part[u] = s < splits ? __ldcg(reinterpret_cast<const float4*>(o_part + at * D + group * 4))
                            : make_float4(0.f, 0.f, 0.f, 0.f);
-      x[u] = s < splits ? lse_part[at] : -INFINITY;
+      x[u] = s < splits ? __ldcg(lse_part + at) : -INFINITY;
     }
     float m_new = m;
 #pragma unroll
@@ -368,22 +379,22 @@ __global__ void __launch_bounds__(kMergeThreads) decode_merge(const float* o_par
     }
     m = m_new;
   }
-  acc_of[r][slot][group] = acc;
-  if (group == 0) m_of[r][slot] = m, l_of[r][slot] = l;
+  scratch.acc[r][slot][group] = acc;
+  if (group == 0) scratch.m[r][slot] = m, scratch.l[r][slot] = l;
   __syncthreads();
   if (slot != 0 || !live) return;
 
   float mx = -INFINITY;
 #pragma unroll
-  for (int k = 0; k < kSlots; ++k) mx = fmaxf(mx, m_of[r][k]);
+  for (int k = 0; k < kSlots; ++k) mx = fmaxf(mx, scratch.m[r][k]);
   float sum = 0.f;
   float4 o = make_float4(0.f, 0.f, 0.f, 0.f);
   if (mx != -INFINITY) {
 #pragma unroll
     for (int k = 0; k < kSlots; ++k) {
-      const float w = __expf(m_of[r][k] - mx);  // a slot that saw no split: 0
-      const float4 a = acc_of[r][k][group];
-      sum += w * l_of[r][k];
+      const float w = __expf(scratch.m[r][k] - mx);  // a slot that saw no split: 0
+      const float4 a = scratch.acc[r][k][group];
+      sum += w * scratch.l[r][k];
       o.x += w * a.x, o.y += w * a.y, o.z += w * a.z, o.w += w * a.w;
     }
   }
@@ -392,6 +403,17 @@ __global__ void __launch_bounds__(kMergeThreads) decode_merge(const float* o_par
   out[0] = from_float<T>(o.x * inv), out[1] = from_float<T>(o.y * inv);
   out[2] = from_float<T>(o.z * inv), out[3] = from_float<T>(o.w * inv);
   if (group == 0) lse[row] = sum > 0.f ? mx + __logf(sum) : -INFINITY;
+}
+
+/// The merge as a kernel of its own, behind the decode grid: a block of kMergeThreads
+/// threads merges kRows query rows (rows blockIdx.x·kRows onwards).
+template <class T, int D, int kRows>
+__global__ void __launch_bounds__(kMergeThreads) decode_merge(const float* o_part, const float* lse_part, T* O,
+                                                              float* lse, int64_t rows, int splits) {
+  __shared__ MergeScratch<D, kRows, kMergeThreads> scratch;
+  wait_for_decode();  // launched early (FT_CH11_PDL): the splits' results must be written first
+  merge_block_rows<T, D, kRows, kMergeThreads>(o_part, lse_part, O, lse, rows, splits, int64_t(blockIdx.x) * kRows,
+                                               scratch);
 }
 
 }  // namespace ch11

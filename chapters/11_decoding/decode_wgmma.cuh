@@ -20,12 +20,13 @@
 /// wgmma m64n128k16, Q and K from shared memory), the mask, the online softmax on the
 /// accumulators, O += P·V (8 wgmma, P from registers, V MN-major), each waited for. A warp's rows are its own, over every key of
 /// the split: nothing to merge across warps, each thread writes its two rows from registers,
-/// to the workspace for decode_merge or, with kClusterMerge, into shared memory for the
-/// cluster's merge (decode_cluster.cuh).
+/// to the workspace for decode_merge (or for this kernel's own merge after a grid barrier,
+/// decode_grid_merge.cuh) or into shared memory for the cluster's merge (decode_cluster.cuh).
 #pragma once
 
 #include "09_hopper_forward/forward_tile.cuh"  // ch09::issue_qk, softmax_tile, pack_p, issue_pv
 #include "11_decoding/decode_cluster.cuh"      // merge_in_cluster
+#include "11_decoding/decode_grid_merge.cuh"   // merge_in_grid
 #include "11_decoding/decode_mma.cuh"          // KvRows, KvPages, kTileKeys, kMmaStages
 #include "sm90/smem_layout.hpp"
 #include "sm90/wgmma.cuh"
@@ -60,11 +61,23 @@ constexpr size_t wgmma_smem_bytes() {
   return size_t(ft::sm90::kAtomBytes) + S::QTile::kBytes + 2 * kMmaStages * size_t(S::KvTile::kBytes);
 }
 
-/// kClusterMerge: the block is one of a cluster of p.splits, one a split, and the splits
-/// merge in shared memory (decode_cluster.cuh); else each split goes to the workspace for
-/// decode_merge.
-template <class T, int D, bool kPaged, int kWarpgroups = 1, bool kClusterMerge = false>
-__global__ void __launch_bounds__(kThreads * kWarpgroups, 1) decode_wgmma(const Params<T> p) {
+/// How a launch of step 6 merges its splits (the host's choice: merges_in_cluster,
+/// merges_in_grid in decoding.hpp).
+enum class Merge {
+  kWorkspace,  ///< each split's O and lse to the workspace, merged by decode_merge, a second kernel
+  kCluster,    ///< the block one of a cluster of p.splits, the splits merged in shared memory (decode_cluster.cuh)
+  kGrid,       ///< to the workspace, then merged by this grid after a barrier (decode_grid_merge.cuh)
+};
+
+/// Blocks a SM the kernel is built for: at d = 64 one warpgroup's 73 KB of shared memory leave
+/// room for three, and the grid's merge, its loads in flight, would otherwise take registers
+/// enough (193 a thread, ptxas) to hold a SM to two, and its one-wave grid would not fit.
+template <int D, int kWarpgroups>
+constexpr int kWgmmaBlocksPerSm = D == 64 && kWarpgroups == 1 ? 3 : 1;
+
+template <class T, int D, bool kPaged, int kWarpgroups = 1, Merge kMerge = Merge::kWorkspace>
+__global__ void __launch_bounds__(kThreads * kWarpgroups, (kWgmmaBlocksPerSm<D, kWarpgroups>))
+    decode_wgmma(const Params<T> p) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   using Shape = WgmmaShape<T, D, kWarpgroups>;
   using QTile = typename Shape::QTile;
@@ -202,9 +215,12 @@ __global__ void __launch_bounds__(kThreads * kWarpgroups, 1) decode_wgmma(const 
   if (num_tiles == 0) ft::tc::cp_async_wait<0>();  // Q landed, unused
 
   // This thread's two rows: O / l and the lse (natural log), the split's into the workspace,
-  // or (kClusterMerge) into the K/V stages, free after the last tile's barrier.
+  // or (kCluster) into the K/V stages, free after the last tile's barrier.
+  constexpr bool kClusterMerge = kMerge == Merge::kCluster;
   float* const part = reinterpret_cast<float*>(Ks);
   static_assert(kClusterPartBytes<D, kRows> <= 2 * kMmaStages * size_t(KvTile::kBytes), "the part fits the stages");
+  static_assert(kGridMergeBytes<D, kThreads * kWarpgroups> <= 2 * kMmaStages * size_t(KvTile::kBytes),
+                "the grid merge's scratch fits the stages");
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
     const float l = ft::quad_sum(row[h].l);
@@ -235,6 +251,7 @@ __global__ void __launch_bounds__(kThreads * kWarpgroups, 1) decode_wgmma(const 
     if (t % 4 == 0) (p.splits == 1 ? p.lse[out_row] : p.lse_part[part_row]) = lse;
   }
   if constexpr (kClusterMerge) merge_in_cluster<T, D, kRows, kThreads * kWarpgroups>(p, part, first_row, rows, split);
+  if constexpr (kMerge == Merge::kGrid) merge_in_grid<T, D, kThreads * kWarpgroups>(p, Ks);
 #else
   __trap();  // built without sm_90a: the host never launches it there (uses_wgmma)
 #endif

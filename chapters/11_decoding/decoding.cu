@@ -168,6 +168,17 @@ bool merges_in_cluster(int splits, int64_t clusters, int active, size_t part_byt
   return clusters <= active && part_bytes <= kMaxClusterPartBytes;
 }
 
+/// The environment variable that overrides merges_in_grid for the measurement of the grid's
+/// merge against decode_merge and the tests: 0 never, 1 wherever the splits are several and
+/// the grid fits the GPU at once. Unset or empty in every other use.
+constexpr const char* kGridMergeEnv = "FT_CH11_GRID_MERGE";
+
+bool merges_in_grid(int splits, int64_t rows, int64_t blocks, int64_t resident) {
+  if (splits < 2 || blocks > resident) return false;  // nothing to merge; a grid that would not run at once
+  if (const char* forced = std::getenv(kGridMergeEnv); forced && *forced) return std::atoi(forced) != 0;
+  return rows <= blocks * kGridMergeRows;
+}
+
 bool uses_wgmma(const ft::Problem& p) {
   if (ft::device_sm() != 90) return false;  // sm_90a machine code runs on Hopper alone
   if (const char* forced = std::getenv(kWgmmaEnv); forced && *forced) return std::atoi(forced) != 0;
@@ -342,20 +353,44 @@ int active_clusters(const void* kernel, size_t smem, int threads, int splits) {
   return at->second;
 }
 
+/// Step 6's other instances of its kernel, one for each way of merging its splits besides
+/// the workspace and decode_merge, and the contiguous cache's instances of the same, which
+/// the paged cache's launch asks what fits, so that it merges as the contiguous one does
+/// (the program compares the two bit for bit).
+template <class T>
+struct MergeForms {
+  void (*in_cluster)(Params<T>) = nullptr;     ///< merges in a cluster (decode_cluster.cuh)
+  void (*cluster_probe)(Params<T>) = nullptr;  ///< the contiguous cache's in_cluster
+  void (*in_grid)(Params<T>) = nullptr;        ///< merges after a grid barrier (decode_grid_merge.cuh)
+  void (*grid_probe)(Params<T>) = nullptr;     ///< the contiguous cache's in_grid
+};
+
+/// Launches `kernel` on `grid` with one launch attribute (clusters, or a cooperative launch),
+/// reporting a refusal here rather than at the next check.
+template <class T>
+void launch_with(void (*kernel)(Params<T>), const Params<T>& params, dim3 grid, int threads, size_t smem,
+                 cudaStream_t stream, cudaLaunchAttribute attribute) {
+  cudaLaunchConfig_t config{};
+  config.gridDim = grid, config.blockDim = dim3(unsigned(threads));
+  config.dynamicSmemBytes = smem, config.stream = stream;
+  config.attrs = &attribute, config.numAttrs = 1;
+  const cudaError_t launched = cudaLaunchKernelEx(&config, kernel, params);
+  if (launched != cudaSuccess) (void)cudaGetLastError();  // reported here, not again by the next check
+  CUDA_CHECK(launched);
+}
+
 /// A decode kernel's grid over chunks of `block_rows` rows of each key/value head, and the
 /// merge: the splits as launch's, each a whole number of 128-key block tiles (a split past
 /// the keys is empty: its lse −∞ weighs nothing in the merge). The grid is (chunks, splits,
 /// heads): a group's chunks of one split run side by side, so that the group reads its keys
-/// from device memory once and from L2 for the other chunks. With `in_cluster` (step 6's
-/// kernel built to merge in a cluster) where merges_in_cluster says so, that kernel instead,
-/// launched as clusters of a (chunk, head)'s splits, and no decode_merge. The clusters that
-/// fit are asked of `cluster_probe`, the contiguous cache's instance, so that the paged cache
-/// merges as the contiguous one does (the program compares the two bit for bit).
+/// from device memory once and from L2 for the other chunks. With step 6's other `forms`:
+/// where merges_in_cluster says so, the cluster's instance, launched as clusters of a (chunk,
+/// head)'s splits; else where merges_in_grid says so, the grid's, launched cooperatively;
+/// either way no decode_merge.
 template <class T, int D>
 void launch_chunks(const ft::Problem& p, Params<T> params, int splits, cudaStream_t stream, void (*kernel)(Params<T>),
                    size_t smem, int block_rows, const char* who, int threads = kThreads,
-                   int min_split_keys = kMinSplitKeys, void (*in_cluster)(Params<T>) = nullptr,
-                   void (*cluster_probe)(Params<T>) = nullptr) {
+                   int min_split_keys = kMinSplitKeys, const MergeForms<T>& forms = {}) {
   const int64_t rows = rows_a_head(p, true);
   const int64_t heads = p.kv_heads_total();
   if (heads > 65535) throw ft::Unsupported("chapter 11: more than 65535 heads in one launch");
@@ -369,21 +404,25 @@ void launch_chunks(const ft::Problem& p, Params<T> params, int splits, cudaStrea
   params.keys_per_split = keys_a_split(p.len_kv, splits);
   params.rows = int(rows);
   const dim3 grid{unsigned(chunks), unsigned(splits), unsigned(heads)};
-  if (in_cluster && splits >= 2 && splits <= kMaxClusterSplits) {  // the runtime refuses other cluster sizes
-    ft::allow_dynamic_smem(in_cluster, smem, who);
-    ft::allow_dynamic_smem(cluster_probe, smem, who);
-    const int active = active_clusters(reinterpret_cast<const void*>(cluster_probe), smem, threads, splits);
+  if (forms.in_cluster && splits >= 2 && splits <= kMaxClusterSplits) {  // the runtime refuses other cluster sizes
+    ft::allow_dynamic_smem(forms.in_cluster, smem, who);
+    ft::allow_dynamic_smem(forms.cluster_probe, smem, who);
+    const int active = active_clusters(reinterpret_cast<const void*>(forms.cluster_probe), smem, threads, splits);
     const size_t part_bytes = size_t(std::min<int64_t>(block_rows, rows)) * D * sizeof(float);  // a block's O / l
-    if (merges_in_cluster(splits, chunks * heads, active, part_bytes)) {
-      cudaLaunchConfig_t config{};
-      config.gridDim = grid, config.blockDim = dim3(unsigned(threads));
-      config.dynamicSmemBytes = smem, config.stream = stream;
-      cudaLaunchAttribute cluster = clusters_of_splits(splits);
-      config.attrs = &cluster, config.numAttrs = 1;
-      const cudaError_t launched = cudaLaunchKernelEx(&config, in_cluster, params);
-      if (launched != cudaSuccess) (void)cudaGetLastError();  // reported here, not again by the next check
-      CUDA_CHECK(launched);
-      return;
+    if (merges_in_cluster(splits, chunks * heads, active, part_bytes))
+      return launch_with(forms.in_cluster, params, grid, threads, smem, stream, clusters_of_splits(splits));
+  }
+  if (forms.in_grid) {
+    ft::allow_dynamic_smem(forms.in_grid, smem, who);
+    ft::allow_dynamic_smem(forms.grid_probe, smem, who);
+    // Blocks resident at once: the fewer of this instance's and the contiguous cache's.
+    const int per_sm = std::min(blocks_per_sm(reinterpret_cast<const void*>(forms.in_grid), smem, threads),
+                                blocks_per_sm(reinterpret_cast<const void*>(forms.grid_probe), smem, threads));
+    if (merges_in_grid(splits, p.rows(), chunks * splits * heads, int64_t(per_sm) * ft::sm_count())) {
+      cudaLaunchAttribute cooperative{};
+      cooperative.id = cudaLaunchAttributeCooperative;
+      cooperative.val.cooperative = 1;
+      return launch_with(forms.in_grid, params, grid, threads, smem, stream, cooperative);
     }
   }
   kernel<<<grid, unsigned(threads), smem, stream>>>(params);
@@ -419,10 +458,13 @@ void launch_mma(const ft::Problem& p, Params<T> params, int splits, cudaStream_t
 
 template <class T, int D, bool kPaged, int kWarpgroups>
 void launch_wgmma_blocks(const ft::Problem& p, const Params<T>& params, int splits, cudaStream_t stream) {
+  const MergeForms<T> forms{decode_wgmma<T, D, kPaged, kWarpgroups, Merge::kCluster>,
+                            decode_wgmma<T, D, false, kWarpgroups, Merge::kCluster>,
+                            decode_wgmma<T, D, kPaged, kWarpgroups, Merge::kGrid>,
+                            decode_wgmma<T, D, false, kWarpgroups, Merge::kGrid>};
   launch_chunks<T, D>(p, params, splits, stream, decode_wgmma<T, D, kPaged, kWarpgroups>,
                       wgmma_smem_bytes<D, kWarpgroups>(), kWgmmaRows * kWarpgroups, "chapter 11's decode_wgmma",
-                      kThreads * kWarpgroups, kMinWgmmaSplitKeys, decode_wgmma<T, D, kPaged, kWarpgroups, true>,
-                      decode_wgmma<T, D, false, kWarpgroups, true>);
+                      kThreads * kWarpgroups, kMinWgmmaSplitKeys, forms);
 }
 
 /// Step 6's kernel (decode_wgmma: 64 rows of a key/value head a warpgroup on wgmma, one or
@@ -541,10 +583,10 @@ std::vector<ft::KernelTraffic> traffic(const ft::Problem& p) {
 /// The tensor-core steps' ledger: K and V requested once a chunk of `block_rows` rows of a
 /// group (the chunks of a split run side by side: from device memory once, the others from
 /// L2), Q read and O written once, the splits' partial results as in traffic(); `per_sm`
-/// blocks a SM.
+/// blocks a SM. `step6`: the merge in a cluster or after a grid barrier where step 6 takes it.
 std::vector<ft::KernelTraffic> traffic_chunks(const ft::Problem& p, int64_t block_rows, int per_sm, int min_split_keys,
                                               const std::string& kernel, const std::string& note,
-                                              bool clusters = false) {
+                                              bool step6 = false) {
   const double kv = 2.0 * double(p.kv_bytes());
   const int sms = int(ft::gpu_facts().sms);
   const int64_t chunks = (rows_a_head(p, true) + block_rows - 1) / block_rows;
@@ -555,12 +597,17 @@ std::vector<ft::KernelTraffic> traffic_chunks(const ft::Problem& p, int64_t bloc
   // an H100 runs 15 clusters of 8 blocks of 145 KB, not 16), with parts of at most 16 KB.
   // The splits' partial results then stay in shared memory: the kernel writes O and lse.
   std::string what = note;
-  if (clusters && merges_in_cluster(splits, p.kv_heads_total() * chunks, sms * per_sm / std::max(1, splits),
+  if (step6 && merges_in_cluster(splits, p.kv_heads_total() * chunks, sms * per_sm / std::max(1, splits),
                                     size_t(std::min(block_rows, rows_a_head(p, true))) * p.head_dim * ft::kFloatBytes)) {
     what += "; its " + std::to_string(splits) + " splits merged in a cluster, in shared memory";
     splits = 1;
   }
   const double part = splits > 1 ? double(splits) * double(p.rows()) * (p.head_dim + 1) * ft::kFloatBytes : 0.0;
+  // After a grid barrier the same kernel reads the partial results back and writes O.
+  if (step6 && merges_in_grid(splits, p.rows(), p.kv_heads_total() * chunks * splits, int64_t(sms) * per_sm)) {
+    what += "; its " + std::to_string(splits) + " splits written, then merged by the same grid after a barrier";
+    return {{kernel, q + kv * double(chunks) + part, part + o + l, q + kv + part, part + o + l, p.forward_flops(), what}};
+  }
   std::vector<ft::KernelTraffic> t{{kernel, q + kv * double(chunks), splits > 1 ? part : o + l, q + kv,
                                     splits > 1 ? part : o + l, p.forward_flops(), what}};
   if (splits > 1)
@@ -592,7 +639,7 @@ std::vector<ft::KernelTraffic> traffic_wgmma(const ft::Problem& p) {
   return traffic_chunks(p, int64_t(kWgmmaRows) * warpgroups, per_sm, kMinWgmmaSplitKeys, "decode_wgmma",
                         "K and V read once for every 64 or 128 query rows that share them (L2 for the group's "
                         "other chunks)",
-                        /*clusters=*/true);
+                        /*step6=*/true);
 }
 
 /// The ledger of a tensor-core variant; the last step's as the model GPU (Hopper) would choose.

@@ -11,12 +11,14 @@
 // check_paged refuses (no GPU needed). Step 6 (decode_wgmma, Hopper only) runs in every case
 // above as a variant, and under fastest and the paged cache with FT_CH11_WGMMA and
 // FT_CH11_WARPGROUPS forcing each form (WgmmaOrNotDecodeEveryLayout), and with its splits merged in
-// a cluster or through the workspace (FT_CH11_CLUSTER: ClusterOrWorkspaceMergeDecodeEveryLayout).
+// a cluster, after a grid barrier or through the workspace (FT_CH11_CLUSTER, FT_CH11_GRID_MERGE:
+// EveryMergeDecodesEveryLayout).
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cstdlib>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "11_decoding/decoding.hpp"
@@ -398,29 +400,41 @@ TEST(Ch11, WgmmaFromSixteenRowsFromFourOnShortCachesTwoWarpgroupsWhereSplitsAreL
   EXPECT_EQ(ch11::wgmma_warpgroups(512, 4096), 2);
 }
 
-// Step 6's splits merged in a thread block cluster (FT_CH11_CLUSTER=1: wherever 2 to 8
-// splits and a cluster fits) or through the workspace and decode_merge (0), with the rule's
-// choice between them (unset): 1,000 keys in 2, 7 (three of them empty: 256 keys a split)
-// and 8 splits of one tile (the last 104 keys), 4 to 512 rows a key/value head (one to eight
-// blocks of one or two warpgroups a head), the contiguous cache and pages of mixed lengths,
-// and a grid of more clusters than the GPU runs at once.
-TEST(Ch11, ClusterOrWorkspaceMergeDecodeEveryLayout) {
+// Step 6's splits merged each of its three ways, forced: in a thread block cluster
+// (FT_CH11_CLUSTER=1: wherever 2 to 8 splits and a cluster fits), after a barrier across the
+// grid (FT_CH11_GRID_MERGE=1: wherever the grid runs at once), or through the workspace and
+// decode_merge (both 0); and by the rules' choice (both unset): 1,000 keys in 2, 7 (three of
+// them empty: 256 keys a split), 8 and 33 splits (the last two past a cluster), 4 to 512 rows
+// a key/value head (one to eight blocks of one or two warpgroups a head), the contiguous
+// cache and pages of mixed lengths; a grid whose blocks each merge several rows (512 rows on
+// 64 blocks); and a grid of more clusters, or more blocks, than the GPU runs at once (forced,
+// the clusters run in waves, the grid's merge is refused for the workspace's).
+TEST(Ch11, EveryMergeDecodesEveryLayout) {
   REQUIRE_GPU();
   if (ft::device_sm() != 90) GTEST_SKIP() << "step 6's wgmma runs on Hopper (sm_90) alone";
   const ScopedEnv wgmma("FT_CH11_WGMMA", "1");
-  for (const char* cluster : {"1", "0", ""})
+  const std::pair<const char*, const char*> merges[] = {{"1", "0"}, {"0", "1"}, {"0", "0"}, {"", ""}};
+  for (const auto& [cluster, grid] : merges)
     for (const char* warpgroups : {"1", "2"}) {
-      const ScopedEnv merge("FT_CH11_CLUSTER", cluster), blocks("FT_CH11_WARPGROUPS", warpgroups);
-      const std::string setting = std::string("FT_CH11_CLUSTER='") + cluster + "' FT_CH11_WARPGROUPS=" + warpgroups;
-      for (const char* splits : {"2", "7", "8", ""}) {
+      const ScopedEnv in_cluster("FT_CH11_CLUSTER", cluster), in_grid("FT_CH11_GRID_MERGE", grid),
+          blocks("FT_CH11_WARPGROUPS", warpgroups);
+      const std::string setting = std::string("FT_CH11_CLUSTER='") + cluster + "' FT_CH11_GRID_MERGE='" + grid +
+                                  "' FT_CH11_WARPGROUPS=" + warpgroups;
+      for (const char* splits : {"2", "7", "8", "33", ""}) {
         const ScopedEnv split_count("FT_CH11_SPLITS", splits);
         expect_fastest_every_layout(1, setting + ", splits '" + splits + "'");
         SCOPED_TRACE(setting + ", paged, splits '" + splits + "'");
         expect_paged_correct(ft::DType::BFloat16, 128, 32, 1, 4, true, 16, {4, 17, 1000, 300});
         expect_paged_correct(ft::DType::Float16, 64, 32, 8, 1, false, 1, {600, 2});
       }
-      // More clusters than run at once (256 of 8; an H100 holds 15 to 45): forced, they run in
-      // waves; by the rule, through the workspace.
+      for (int d : {64, 128}) {
+        const ScopedEnv split_count("FT_CH11_SPLITS", "2");  // 32 key/value heads, one block each: 64 blocks
+        const ft::Problem several_rows = decode_problem(4, 32, 8, 4, 1000, d, true, ft::DType::BFloat16);
+        SCOPED_TRACE(setting + ", splits '2', " + several_rows.describe());
+        ft::testing::expect_forward_correct(ch11::fastest(), several_rows);
+      }
+      // More clusters than run at once (256 of 8; an H100 holds 15 to 45), and 2,048 or 4,096
+      // blocks where 132 to 396 run at once.
       const ScopedEnv split_count("FT_CH11_SPLITS", "8");
       for (int d : {64, 128}) {
         const ft::Problem p = decode_problem(32, 32, 8, 4, 1000, d, false, ft::DType::BFloat16);
@@ -428,6 +442,22 @@ TEST(Ch11, ClusterOrWorkspaceMergeDecodeEveryLayout) {
         ft::testing::expect_forward_correct(ch11::fastest(), p);
       }
     }
+}
+
+// merges_in_grid(splits, rows, blocks, resident blocks)
+TEST(Ch11, MergesInTheGridWhereItRunsAtOnceAndEveryRowHasABlock) {
+  const ScopedEnv unset("FT_CH11_GRID_MERGE", "");
+  EXPECT_FALSE(ch11::merges_in_grid(1, 32, 132, 132));    // one split: nothing to merge
+  EXPECT_TRUE(ch11::merges_in_grid(66, 128, 132, 132));   // B = 1, 32 heads on one, four rows, 32k keys
+  EXPECT_TRUE(ch11::merges_in_grid(128, 32, 128, 132));   // one row: 32 rows on 128 blocks
+  EXPECT_FALSE(ch11::merges_in_grid(4, 2048, 128, 132));  // B = 16: 16 rows a block, one after another
+  EXPECT_FALSE(ch11::merges_in_grid(66, 128, 133, 132));  // a block past those resident: never
+  const ScopedEnv never("FT_CH11_GRID_MERGE", "0");
+  EXPECT_FALSE(ch11::merges_in_grid(66, 128, 132, 132));
+  const ScopedEnv always("FT_CH11_GRID_MERGE", "1");
+  EXPECT_TRUE(ch11::merges_in_grid(4, 2048, 128, 132));   // forced: several rows a block
+  EXPECT_FALSE(ch11::merges_in_grid(66, 128, 133, 132));  // forced, still never past the resident blocks
+  EXPECT_FALSE(ch11::merges_in_grid(1, 32, 132, 132));
 }
 
 TEST(Ch11, MergesInAClusterFewSplitsWhereTheGridRunsAtOnce) {

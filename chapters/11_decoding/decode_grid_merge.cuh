@@ -1,0 +1,61 @@
+/// @file decode_grid_merge.cuh
+/// @brief Chapter 11's step 6, its splits merged inside the decode kernel after a barrier
+/// across the whole grid: no second kernel.
+///
+/// Why: past eight splits a cluster cannot hold a (chunk, head)'s splits (decode_cluster.cuh),
+/// and the merge is a second kernel, decode_merge, that starts when the decode grid has
+/// drained. On the H200 it took 4.8-6.4 µs whatever its bytes (2.1 to 8.5 MB of partial
+/// results), beside a decode kernel of 10.6-29.4 µs at B = 1 (the chapter's case study): the
+/// latency of a grid that starts, reads once and ends. But step 6's grid is one wave
+/// (choose_splits never asks for more blocks than the GPU holds at once), so its blocks can
+/// wait for each other instead:
+///
+///     every block: its split's tiles ...... O_s / l_s and lse_s into the workspace, as for decode_merge
+///     grid.sync() ......................... every split of every row written, and visible to every block
+///     block b of G: rows b, b + G, b + 2G, ... merged (decode_merge's code, a row a block), O written
+///
+/// A barrier across blocks is safe only when every block is resident at once: a block still
+/// waiting for an SM would never arrive, and the others would wait forever. So the host
+/// launches this form *cooperatively* (cudaLaunchAttributeCooperative), which makes the
+/// runtime refuse a grid that does not fit at once, and takes it only where the grid fits
+/// (merges_in_grid in decoding.hpp). cooperative_groups' grid.sync() is a counter in device
+/// memory that each block's first thread increments and then waits on, with the fences that
+/// make every block's earlier stores visible to every block after it.
+#pragma once
+
+#include <cooperative_groups.h>
+
+#include "11_decoding/decode_kernels.cuh"  // Params, MergeScratch, merge_block_rows
+
+namespace ch11 {
+
+/// The rows a block merges at a time in the grid's merge: one, so that at B = 1 (32 to 128
+/// rows in all, on a grid of 132 blocks) every row has a block to itself.
+constexpr int kGridMergeRows = 1;
+
+/// Shared memory the grid's merge takes (it reuses the K/V stages, free by then).
+template <int D, int kBlockThreads>
+constexpr size_t kGridMergeBytes = sizeof(MergeScratch<D, kGridMergeRows, kBlockThreads>);
+
+/// Every query row of the launch merged from its splits in the workspace, after every block
+/// of the grid has written its own: the grid's blocks take the rows in turn. `scratch` is
+/// kGridMergeBytes of this block's shared memory. Every thread of every block calls it.
+template <class T, int D, int kBlockThreads>
+__device__ __forceinline__ void merge_in_grid(const Params<T>& p, void* scratch) {
+  namespace cg = cooperative_groups;
+  using Scratch = MergeScratch<D, kGridMergeRows, kBlockThreads>;
+  if (p.splits < 2) return;  // one split wrote O itself (the host never asks this form for it)
+  cg::grid_group grid = cg::this_grid();
+  if (!grid.is_valid()) __trap();  // launched without the cooperative attribute: a host bug, never a hang
+  grid.sync();  // every split's O and lse in the workspace, and seen here
+  auto& merge = *static_cast<Scratch*>(scratch);
+  const int64_t blocks = int64_t(gridDim.x) * gridDim.y * gridDim.z;
+  const int64_t block = blockIdx.x + int64_t(gridDim.x) * (blockIdx.y + int64_t(gridDim.y) * blockIdx.z);
+  for (int64_t first = block * kGridMergeRows; first < p.total_rows; first += blocks * kGridMergeRows) {
+    merge_block_rows<T, D, kGridMergeRows, kBlockThreads>(p.o_part, p.lse_part, p.O, p.lse, p.total_rows, p.splits,
+                                                          first, merge);
+    __syncthreads();  // every thread done with the scratch before the next rows' merge writes it
+  }
+}
+
+}  // namespace ch11
