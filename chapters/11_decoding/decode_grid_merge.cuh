@@ -18,7 +18,8 @@
 /// waiting for an SM would never arrive, and the others would wait forever. So the host
 /// launches this form *cooperatively* (cudaLaunchAttributeCooperative), which makes the
 /// runtime refuse a grid that does not fit at once, and takes it only where the grid fits
-/// (merges_in_grid in decoding.hpp). cooperative_groups' grid.sync() is a counter in device
+/// and, until it has been measured, only when asked for (FT_CH11_GRID_MERGE=1:
+/// merges_in_grid in decoding.hpp). cooperative_groups' grid.sync() is a counter in device
 /// memory that each block's first thread increments and then waits on, with the fences that
 /// make every block's earlier stores visible to every block after it.
 #pragma once

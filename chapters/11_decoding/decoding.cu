@@ -168,15 +168,14 @@ bool merges_in_cluster(int splits, int64_t clusters, int active, size_t part_byt
   return clusters <= active && part_bytes <= kMaxClusterPartBytes;
 }
 
-/// The environment variable that overrides merges_in_grid for the measurement of the grid's
-/// merge against decode_merge and the tests: 0 never, 1 wherever the splits are several and
-/// the grid fits the GPU at once. Unset or empty in every other use.
+/// The environment variable that turns the grid's merge on (1) for its measurement against
+/// decode_merge and for the tests; unset, empty or 0: off.
 constexpr const char* kGridMergeEnv = "FT_CH11_GRID_MERGE";
 
-bool merges_in_grid(int splits, int64_t rows, int64_t blocks, int64_t resident) {
+bool merges_in_grid(int splits, int64_t blocks, int64_t resident) {
   if (splits < 2 || blocks > resident) return false;  // nothing to merge; a grid that would not run at once
-  if (const char* forced = std::getenv(kGridMergeEnv); forced && *forced) return std::atoi(forced) != 0;
-  return rows <= blocks * kGridMergeRows;
+  const char* asked = std::getenv(kGridMergeEnv);
+  return asked && *asked && std::atoi(asked) != 0;
 }
 
 bool uses_wgmma(const ft::Problem& p) {
@@ -418,7 +417,7 @@ void launch_chunks(const ft::Problem& p, Params<T> params, int splits, cudaStrea
     // Blocks resident at once: the fewer of this instance's and the contiguous cache's.
     const int per_sm = std::min(blocks_per_sm(reinterpret_cast<const void*>(forms.in_grid), smem, threads),
                                 blocks_per_sm(reinterpret_cast<const void*>(forms.grid_probe), smem, threads));
-    if (merges_in_grid(splits, p.rows(), chunks * splits * heads, int64_t(per_sm) * ft::sm_count())) {
+    if (merges_in_grid(splits, chunks * splits * heads, int64_t(per_sm) * ft::sm_count())) {
       cudaLaunchAttribute cooperative{};
       cooperative.id = cudaLaunchAttributeCooperative;
       cooperative.val.cooperative = 1;
@@ -604,7 +603,7 @@ std::vector<ft::KernelTraffic> traffic_chunks(const ft::Problem& p, int64_t bloc
   }
   const double part = splits > 1 ? double(splits) * double(p.rows()) * (p.head_dim + 1) * ft::kFloatBytes : 0.0;
   // After a grid barrier the same kernel reads the partial results back and writes O.
-  if (step6 && merges_in_grid(splits, p.rows(), p.kv_heads_total() * chunks * splits, int64_t(sms) * per_sm)) {
+  if (step6 && merges_in_grid(splits, p.kv_heads_total() * chunks * splits, int64_t(sms) * per_sm)) {
     what += "; its " + std::to_string(splits) + " splits written, then merged by the same grid after a barrier";
     return {{kernel, q + kv * double(chunks) + part, part + o + l, q + kv + part, part + o + l, p.forward_flops(), what}};
   }

@@ -403,7 +403,7 @@ TEST(Ch11, WgmmaFromSixteenRowsFromFourOnShortCachesTwoWarpgroupsWhereSplitsAreL
 // Step 6's splits merged each of its three ways, forced: in a thread block cluster
 // (FT_CH11_CLUSTER=1: wherever 2 to 8 splits and a cluster fits), after a barrier across the
 // grid (FT_CH11_GRID_MERGE=1: wherever the grid runs at once), or through the workspace and
-// decode_merge (both 0); and by the rules' choice (both unset): 1,000 keys in 2, 7 (three of
+// decode_merge (both 0); and by default (both unset): 1,000 keys in 2, 7 (three of
 // them empty: 256 keys a split), 8 and 33 splits (the last two past a cluster), 4 to 512 rows
 // a key/value head (one to eight blocks of one or two warpgroups a head), the contiguous
 // cache and pages of mixed lengths; a grid whose blocks each merge several rows (512 rows on
@@ -444,20 +444,17 @@ TEST(Ch11, EveryMergeDecodesEveryLayout) {
     }
 }
 
-// merges_in_grid(splits, rows, blocks, resident blocks)
-TEST(Ch11, MergesInTheGridWhereItRunsAtOnceAndEveryRowHasABlock) {
+// merges_in_grid(splits, blocks, resident blocks): off unless asked for (not yet measured).
+TEST(Ch11, MergesInTheGridOnlyWhereAskedAndItRunsAtOnce) {
   const ScopedEnv unset("FT_CH11_GRID_MERGE", "");
-  EXPECT_FALSE(ch11::merges_in_grid(1, 32, 132, 132));    // one split: nothing to merge
-  EXPECT_TRUE(ch11::merges_in_grid(66, 128, 132, 132));   // B = 1, 32 heads on one, four rows, 32k keys
-  EXPECT_TRUE(ch11::merges_in_grid(128, 32, 128, 132));   // one row: 32 rows on 128 blocks
-  EXPECT_FALSE(ch11::merges_in_grid(4, 2048, 128, 132));  // B = 16: 16 rows a block, one after another
-  EXPECT_FALSE(ch11::merges_in_grid(66, 128, 133, 132));  // a block past those resident: never
+  EXPECT_FALSE(ch11::merges_in_grid(66, 132, 132));  // B = 1, 32 heads on one, four rows, 32k keys
   const ScopedEnv never("FT_CH11_GRID_MERGE", "0");
-  EXPECT_FALSE(ch11::merges_in_grid(66, 128, 132, 132));
-  const ScopedEnv always("FT_CH11_GRID_MERGE", "1");
-  EXPECT_TRUE(ch11::merges_in_grid(4, 2048, 128, 132));   // forced: several rows a block
-  EXPECT_FALSE(ch11::merges_in_grid(66, 128, 133, 132));  // forced, still never past the resident blocks
-  EXPECT_FALSE(ch11::merges_in_grid(1, 32, 132, 132));
+  EXPECT_FALSE(ch11::merges_in_grid(66, 132, 132));
+  const ScopedEnv asked("FT_CH11_GRID_MERGE", "1");
+  EXPECT_TRUE(ch11::merges_in_grid(66, 132, 132));
+  EXPECT_TRUE(ch11::merges_in_grid(4, 128, 132));    // B = 16: 16 rows a block, one after another
+  EXPECT_FALSE(ch11::merges_in_grid(66, 133, 132));  // a block past those resident: never
+  EXPECT_FALSE(ch11::merges_in_grid(1, 132, 132));   // one split: nothing to merge
 }
 
 TEST(Ch11, MergesInAClusterFewSplitsWhereTheGridRunsAtOnce) {
