@@ -338,9 +338,8 @@ struct MergeScratch {
 /// merge_rows chooses kRows so that a thread's splits fit one batch: the rescale between
 /// batches serves other shapes only. (A warp a row, walking the splits eight at a time after
 /// a pass for the maximum, waited on L2 ten times at 66 splits, B = 1 with 32 heads on one;
-/// the chapter's case study measures the two.) The loads bypass L1 (ld.global.cg): in the
-/// grid's merge (decode_grid_merge.cuh) other SMs wrote them during this kernel. Every
-/// thread of the block calls it; a caller that reuses `scratch` waits at a barrier first.
+/// the chapter's case study measures the two.) Every thread of the block calls it; a caller
+/// that reuses `scratch` waits at a barrier first.
 template <class T, int D, int kRows, int kBlockThreads>
 __device__ __forceinline__ void merge_block_rows(const float* o_part, const float* lse_part, T* O, float* lse,
                                                  int64_t rows, int splits, int64_t first,
@@ -361,9 +360,9 @@ __device__ __forceinline__ void merge_block_rows(const float* o_part, const floa
     for (int u = 0; u < kMergeBatch; ++u) {
       const int s = first_split + u * kSlots;
       const int64_t at = int64_t(s) * rows + row;
-      part[u] = s < splits ? __ldcg(reinterpret_cast<const float4*>(o_part + at * D + group * 4))
+      part[u] = s < splits ? *reinterpret_cast<const float4*>(o_part + at * D + group * 4)
                            : make_float4(0.f, 0.f, 0.f, 0.f);
-      x[u] = s < splits ? __ldcg(lse_part + at) : -INFINITY;
+      x[u] = s < splits ? lse_part[at] : -INFINITY;
     }
     float m_new = m;
 #pragma unroll
