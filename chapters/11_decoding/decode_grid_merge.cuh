@@ -20,8 +20,9 @@
 /// runtime refuse a grid that does not fit at once, and takes it only where the grid fits
 /// and, until it has been measured, only when asked for (FT_CH11_GRID_MERGE=1:
 /// merges_in_grid in decoding.hpp). cooperative_groups' grid.sync() is a counter in device
-/// memory that each block's first thread increments and then waits on, with the fences that
-/// make every block's earlier stores visible to every block after it.
+/// memory that each block's first thread increments with release semantics and then polls
+/// with acquire semantics (GPU scope), a block barrier on either side: every block's stores
+/// before it are visible to every block after it, to plain loads.
 #pragma once
 
 #include <cooperative_groups.h>
