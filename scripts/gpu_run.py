@@ -167,6 +167,20 @@ def shape(n, d, causal):
              "--head-dim", str(d)] + (["--causal"] if causal else []))
 
 
+def with_flags(base, extra):
+    """A program's flags `base` with `extra` after them, each flag `extra` names dropped from
+    `base` with its value (CLI11 refuses an option given twice): --sanitize-args's shape
+    replaces the step's own. A flag's value is the word after it unless that word is a flag."""
+    named = {word for word in extra if word.startswith("--")}
+    kept, i = [], 0
+    while i < len(base):
+        takes_value = i + 1 < len(base) and not base[i + 1].startswith("--")
+        if base[i] not in named:
+            kept += base[i:i + 1 + takes_value]
+        i += 1 + takes_value
+    return kept + extra
+
+
 def causal_word(causal):
     return "--causal" if causal else "non-causal"
 
@@ -613,8 +627,9 @@ def step_sanitizer(run):
     """compute-sanitizer's memcheck, racecheck and synccheck on each chapter program, on a
     small problem, causal and not, at each --sanitize-dims head dimension."""
     a = run.args
-    run.say("== compute-sanitizer (small problems: B=1 H=2 N=200, "
-            f"d in {{{' '.join(map(str, a.sanitize_dims))}}}, causal and not)")
+    run.say("== compute-sanitizer (small problems: B=1 H=2 N=200, chapter 11 B=2 H=8 on 2 N_q=4 N_k=700, "
+            f"d in {{{' '.join(map(str, a.sanitize_dims))}}}, causal and not"
+            + (f"; {a.sanitize_args}" if a.sanitize_args else "") + ")")
     timeout = a.sanitize_timeout or SANITIZE_TIMEOUT
     for chapter in a.sanitize_chapters:
         prog = program(run.build, chapter)
@@ -626,13 +641,13 @@ def step_sanitizer(run):
                 for causal in (False, True):
                     log = run.path("logs", f"sanitizer_{chapter}_d{d}_{tool}"
                                    f"{'_causal' if causal else ''}{a.sanitize_tag}.log")
+                    flags = ((DECODE_SANITIZE_SHAPE if chapter in DECODE_CHAPTERS else SANITIZE_SHAPE)
+                             + ["--head-dim", str(d)]
+                             + (["--causal"] if causal else [])
+                             + ["--iters", "1", "--warmup", "0", "--no-baseline"]
+                             + (["--variant", variants] if variants else []))
                     cmd = (["compute-sanitizer", "--tool", tool, "--error-exitcode", "9", prog]
-                           + (DECODE_SANITIZE_SHAPE if chapter in DECODE_CHAPTERS else SANITIZE_SHAPE)
-                           + ["--head-dim", str(d)]
-                           + (["--causal"] if causal else [])
-                           + ["--iters", "1", "--warmup", "0", "--no-baseline"]
-                           + (["--variant", variants] if variants else [])
-                           + shlex.split(a.sanitize_args))
+                           + with_flags(flags, shlex.split(a.sanitize_args)))
                     rc = run.sh(cmd, log=log, timeout=timeout).rc
                     run.say(f"{chapter} d={d} {tool} {causal_word(causal)}: rc={rc} "
                             + last(grep("ERROR SUMMARY|RACECHECK SUMMARY", log)))

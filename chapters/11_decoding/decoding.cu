@@ -168,14 +168,20 @@ bool merges_in_cluster(int splits, int64_t clusters, int active, size_t part_byt
   return clusters <= active && part_bytes <= kMaxClusterPartBytes;
 }
 
-/// The environment variable that turns the grid's merge on (1) for its measurement against
-/// decode_merge and for the tests; unset, empty or 0: off.
+/// The environment variable that forces the grid's merge on (1: wherever the grid runs at
+/// once) or off (0), for its measurement against decode_merge and for the tests; unset or
+/// empty: the rule below.
 constexpr const char* kGridMergeEnv = "FT_CH11_GRID_MERGE";
 
-bool merges_in_grid(int splits, int64_t blocks, int64_t resident) {
+/// The rule, no more query rows than blocks, as measured on an H100 with 32 query heads,
+/// d = 128, bf16 (ch11_grid_merge_ab_rows*.csv): where no block merges more than one row
+/// (B = 1 from 8,192 keys) a step with the grid's merge ran 1.00-1.06x one with decode_merge;
+/// where blocks merge rows one after another, 0.61-0.98x (B = 16 with 32 heads on one: 512 or
+/// 2,048 rows on at most 132 blocks; B = 1 at 1,024 keys with four rows: 128 rows on 16).
+bool merges_in_grid(int splits, int64_t rows, int64_t blocks, int64_t resident) {
   if (splits < 2 || blocks > resident) return false;  // nothing to merge; a grid that would not run at once
-  const char* asked = std::getenv(kGridMergeEnv);
-  return asked && *asked && std::atoi(asked) != 0;
+  if (const char* forced = std::getenv(kGridMergeEnv); forced && *forced) return std::atoi(forced) != 0;
+  return rows <= blocks;
 }
 
 bool uses_wgmma(const ft::Problem& p) {
@@ -417,7 +423,7 @@ void launch_chunks(const ft::Problem& p, Params<T> params, int splits, cudaStrea
     // Blocks resident at once: the fewer of this instance's and the contiguous cache's.
     const int per_sm = std::min(blocks_per_sm(reinterpret_cast<const void*>(forms.in_grid), smem, threads),
                                 blocks_per_sm(reinterpret_cast<const void*>(forms.grid_probe), smem, threads));
-    if (merges_in_grid(splits, chunks * splits * heads, int64_t(per_sm) * ft::sm_count())) {
+    if (merges_in_grid(splits, rows * heads, chunks * splits * heads, int64_t(per_sm) * ft::sm_count())) {
       cudaLaunchAttribute cooperative{};
       cooperative.id = cudaLaunchAttributeCooperative;
       cooperative.val.cooperative = 1;
@@ -603,7 +609,7 @@ std::vector<ft::KernelTraffic> traffic_chunks(const ft::Problem& p, int64_t bloc
   }
   const double part = splits > 1 ? double(splits) * double(p.rows()) * (p.head_dim + 1) * ft::kFloatBytes : 0.0;
   // After a grid barrier the same kernel reads the partial results back and writes O.
-  if (step6 && merges_in_grid(splits, p.kv_heads_total() * chunks * splits, int64_t(sms) * per_sm)) {
+  if (step6 && merges_in_grid(splits, p.rows(), p.kv_heads_total() * chunks * splits, int64_t(sms) * per_sm)) {
     what += "; its " + std::to_string(splits) + " splits written, then merged by the same grid after a barrier";
     return {{kernel, q + kv * double(chunks) + part, part + o + l, q + kv + part, part + o + l, p.forward_flops(), what}};
   }

@@ -89,12 +89,12 @@ bool merges_in_cluster(int splits, int64_t clusters, int active, size_t part_byt
 
 /// Whether step 6, where it does not merge in a cluster, merges its `splits` splits inside the
 /// decode kernel after a barrier across the grid (decode_grid_merge.cuh), rather than in
-/// decode_merge: only with FT_CH11_GRID_MERGE=1 (off by default: this form has not yet been
-/// measured on a GPU; the chapter's case study gives its prediction and the rule it is meant
-/// to follow), and only where the grid's `blocks` all run at once (`resident`: the SMs'
-/// blocks at the kernel's occupancy; the launch is cooperative, which the runtime refuses
-/// otherwise).
-bool merges_in_grid(int splits, int64_t blocks, int64_t resident);
+/// decode_merge: only where the grid's `blocks` all run at once (`resident`: the SMs' blocks
+/// at the kernel's occupancy; the launch is cooperative, which the runtime refuses
+/// otherwise), and there where the launch's query `rows` are no more than its blocks, so that
+/// no block merges two rows one after the other. FT_CH11_GRID_MERGE's choice when set (1:
+/// wherever the grid runs at once, 0: never).
+bool merges_in_grid(int splits, int64_t rows, int64_t blocks, int64_t resident);
 
 /// Query rows a block of the merge (decode_merge) takes for `splits` splits at head dimension
 /// `head_dim`: 8, 4, 2 or 1, as many as leave each row's slots (256 threads / rows / (d/4)

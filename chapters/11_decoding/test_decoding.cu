@@ -444,17 +444,26 @@ TEST(Ch11, EveryMergeDecodesEveryLayout) {
     }
 }
 
-// merges_in_grid(splits, blocks, resident blocks): off unless asked for (not yet measured).
-TEST(Ch11, MergesInTheGridOnlyWhereAskedAndItRunsAtOnce) {
-  const ScopedEnv unset("FT_CH11_GRID_MERGE", "");
-  EXPECT_FALSE(ch11::merges_in_grid(66, 132, 132));  // B = 1, 32 heads on one, four rows, 32k keys
-  const ScopedEnv never("FT_CH11_GRID_MERGE", "0");
-  EXPECT_FALSE(ch11::merges_in_grid(66, 132, 132));
-  const ScopedEnv asked("FT_CH11_GRID_MERGE", "1");
-  EXPECT_TRUE(ch11::merges_in_grid(66, 132, 132));
-  EXPECT_TRUE(ch11::merges_in_grid(4, 128, 132));    // B = 16: 16 rows a block, one after another
-  EXPECT_FALSE(ch11::merges_in_grid(66, 133, 132));  // a block past those resident: never
-  EXPECT_FALSE(ch11::merges_in_grid(1, 132, 132));   // one split: nothing to merge
+// merges_in_grid(splits, rows, blocks, resident blocks): where no block merges two rows, or as
+// FT_CH11_GRID_MERGE forces it; never where the grid would not run at once.
+TEST(Ch11, MergesInTheGridWhereNoBlockMergesTwoRowsAndItRunsAtOnce) {
+  {
+    const ScopedEnv unset("FT_CH11_GRID_MERGE", "");
+    EXPECT_TRUE(ch11::merges_in_grid(66, 128, 132, 132));    // B = 1, 32 heads on one, four rows, 32k keys
+    EXPECT_TRUE(ch11::merges_in_grid(128, 32, 128, 132));    // the same, one row
+    EXPECT_FALSE(ch11::merges_in_grid(8, 128, 16, 132));     // B = 1, four rows, 1k keys: 8 rows a block
+    EXPECT_FALSE(ch11::merges_in_grid(4, 2048, 128, 132));   // B = 16: 16 rows a block, one after another
+    EXPECT_FALSE(ch11::merges_in_grid(66, 128, 133, 132));   // a block past those resident: never
+    EXPECT_FALSE(ch11::merges_in_grid(1, 1, 132, 132));      // one split: nothing to merge
+  }
+  {
+    const ScopedEnv never("FT_CH11_GRID_MERGE", "0");
+    EXPECT_FALSE(ch11::merges_in_grid(66, 128, 132, 132));
+  }
+  const ScopedEnv forced("FT_CH11_GRID_MERGE", "1");
+  EXPECT_TRUE(ch11::merges_in_grid(4, 2048, 128, 132));     // forced: rows one after another too
+  EXPECT_FALSE(ch11::merges_in_grid(66, 128, 133, 132));    // but never past the resident blocks
+  EXPECT_FALSE(ch11::merges_in_grid(1, 1, 132, 132));
 }
 
 TEST(Ch11, MergesInAClusterFewSplitsWhereTheGridRunsAtOnce) {

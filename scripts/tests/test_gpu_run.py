@@ -395,6 +395,14 @@ class Helpers(unittest.TestCase):
             with open(whole) as f:
                 self.assertEqual(f.read(), "a,b\n0,0\n1,1\n2,2\n")
 
+    def test_sanitize_args_replace_the_flags_they_name(self):
+        base = ["--batch", "2", "--heads", "8", "--causal", "--iters", "1", "--variant", "a,b"]
+        self.assertEqual(gpu_run.with_flags(base, ["--batch", "1", "--variant", "fastest"]),
+                         ["--heads", "8", "--causal", "--iters", "1", "--batch", "1", "--variant", "fastest"])
+        self.assertEqual(gpu_run.with_flags(base, ["--seed", "3"]), base + ["--seed", "3"])
+        self.assertEqual(gpu_run.with_flags(base, ["--causal"]),
+                         ["--batch", "2", "--heads", "8", "--iters", "1", "--variant", "a,b", "--causal"])
+
     def test_variants_and_shapes(self):
         specs = ["06:grid_half", "08:spread_atomics", "08:late_copy"]
         self.assertEqual(gpu_run.variants_for("08_tensor_core_backward", specs),
