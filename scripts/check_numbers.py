@@ -1734,6 +1734,58 @@ def ch10_lean_claims():
     ]
 
 
+def ch11_grid_merge_claims():
+    """The merge after a grid barrier on an H100: its A/B (ch11_grid_merge_ab_rows*.csv, the
+    settings FT_CH11_GRID_MERGE=0 and =1 in one process, four rows in two rounds of opposite
+    orders), the launch probe (launch_probe.csv) and the whole grid with the rule
+    (ch11_grid_grid_merge.csv)."""
+    def ab(name):
+        t = {}
+        for r in read_h100(name):
+            key = (int(r["batch"]), int(r["heads_kv"]), int(r["seq_len"]), int(r["len_kv"]))
+            t.setdefault(key, {})[(r["setting"], r["variant"])] = float(r["ms"])
+        return t
+    off, on = "FT_CH11_GRID_MERGE=0", "FT_CH11_GRID_MERGE=1"
+    rounds = {4: [ab("ch11_grid_merge_ab_rows4.csv"), ab("ch11_grid_merge_ab_rows4_reverse.csv")],
+              1: [ab("ch11_grid_merge_ab_rows1.csv")]}
+    speed = lambda t, k, v="fastest": t[k][(off, v)] / t[k][(on, v)]
+    frac = lambda ts, k, s: statistics.mean(t[k][(s, "stream_read")] / t[k][(s, "fastest")] for t in ts)
+    out = []
+    for k in [(1, 1, 4, 8192), (1, 1, 4, 32768), (1, 1, 4, 131072), (1, 8, 4, 8192), (1, 1, 1, 32768),
+              (1, 1, 4, 1024), (16, 1, 4, 32768), (16, 1, 4, 1024)]:
+        ts = rounds[k[2]]
+        out.append((CH11_CASE, ", ".join(f"{speed(t, k):.2f}×" for t in ts) +
+                    f" | {frac(ts, k, off):.2f} → {frac(ts, k, on):.2f} |"))
+    # The rule's shapes: B = 1, no block merging two rows (at 1,024 keys blocks merge rows, or
+    # the cluster merges: left out); where blocks merge rows in turn: B = 16 and B = 1 at 1,024
+    # keys with four rows.
+    rule = lambda k: k[0] == 1 and k[3] >= 8192
+    turns = lambda k: k[0] == 16 and k[1] == 1 or k in ((1, 1, 4, 1024),)
+    picks = lambda pick, v="fastest": span([speed(t, k, v) for ts in rounds.values() for t in ts for k in t if pick(k)])
+    out += [(CH11_CASE, f"Over every shape at B = 1 where no block merges two rows, {picks(rule)} (through pages of 16,\n"
+                        f"{picks(rule, 'paged_16')}); where blocks merge rows one after another, {picks(turns)}"),
+            (CH11, f"{picks(rule)} the step with `decode_merge` at B = 1"),
+            (CH11, f"({frac(rounds[4], (1, 1, 4, 32768), off):.2f} → {frac(rounds[4], (1, 1, 4, 32768), on):.2f} of the read)"),
+            (CH11, f"rows in turn it lost, {picks(turns)}")]
+    lp = {r["launch"]: float(r["median_us"]) for r in read_h100("launch_probe.csv")}
+    out += [(CH11_CASE, f"one kernel {lp['one_kernel']:.2f} µs, two kernels {lp['two_kernels']:.2f} (a second kernel\n"
+                        f"adds {lp['two_kernels'] - lp['one_kernel']:.1f} µs), one kernel launched cooperatively "
+                        f"{lp['cooperative']:.2f}"),
+            (CH11_CASE, f"{lp['cooperative_sync']:.2f} (the barrier: {lp['cooperative_sync'] - lp['cooperative']:.2f} µs)")]
+    g = {}
+    for r in read_h100("ch11_grid_grid_merge.csv"):
+        g.setdefault((int(r["batch"]), int(r["heads_kv"]), int(r["seq_len"]), int(r["len_kv"])), {})[r["variant"]] = float(r["ms"])
+    long_ = [k for k in g if k[3] >= 32768 and "stream_read" in g[k]]
+    mqa1 = lambda k: k[0] == 1 and k[1] == 1
+    rd = lambda pick: span([of_read(g, k, "fastest") for k in long_ if pick(k)], unit="")
+    pg = lambda pick: span([g[k]["contiguous"] / g[k][p] for k in long_ if pick(k) for p in ("paged_16", "paged_64", "paged_256")])
+    out += [(CH11_CASE, f"{rd(lambda k: True)} of the read; below 0.85 only B = 1 with 32 heads on one"),
+            (CH11_CASE, f"query row and with four); every other layout {rd(lambda k: not mqa1(k))}. The paged cache ran at "
+                        f"{pg(lambda k: True)}"),
+            (CH11_CASE, f"four rows); every other shape {pg(lambda k: not mqa1(k))}.")]
+    return out
+
+
 def ch11_short_split_claims():
     """The case study's forced splits at short caches (ch11_short_splits.csv, µs)."""
     t = {}
@@ -2283,7 +2335,7 @@ def claims():
                       f"{vs_ratio('ch07_fastest', 'forward', LONG, 'ours', 'torch_flash', 3)} on the shapes "
                       f"with N ≥ 4096"),
     ]
-    out += ch06_precision_claims() + ch10_claims() + ch11_claims() + ch11_merge_claims() + ch11_merge_block_claims() + ch11_wgmma_claims() + ch11_hybrid_claims() + ch11_short_cache_claims() + ch11_cluster_claims() + ch11_wgmma_split_claims() + ch10_reverse_claims() + ch10_cudnn_kernel_claims() + ch10_wide_claims() + ch10_meeting_claims() + ch10_tile_dq_claims() + ch10_tile_dq_vs_pytorch_claims() + ch10_dk_last_claims() + ch10_dq_turns_claims() + ch10_fastest_h100_claims() + ch10_fastest_h200_claims() + ch08_over_ch05_claims() + ch10_turns_profile_claims() + ch11_b1_rows128_claims() + ch10_wide_vs_pytorch_claims() + ch11_rows_claims() + ch11_row_tile_claims() + ch11_short_split_claims() + ch10_stall_claims() + ch10_lean_claims() + ch10_walk_claims() + ch10_step9_claims() + ch12_claims()
+    out += ch06_precision_claims() + ch10_claims() + ch11_claims() + ch11_merge_claims() + ch11_merge_block_claims() + ch11_wgmma_claims() + ch11_hybrid_claims() + ch11_short_cache_claims() + ch11_cluster_claims() + ch11_wgmma_split_claims() + ch10_reverse_claims() + ch10_cudnn_kernel_claims() + ch10_wide_claims() + ch10_meeting_claims() + ch10_tile_dq_claims() + ch10_tile_dq_vs_pytorch_claims() + ch10_dk_last_claims() + ch10_dq_turns_claims() + ch10_fastest_h100_claims() + ch10_fastest_h200_claims() + ch08_over_ch05_claims() + ch10_turns_profile_claims() + ch11_b1_rows128_claims() + ch10_wide_vs_pytorch_claims() + ch11_rows_claims() + ch11_row_tile_claims() + ch11_short_split_claims() + ch11_grid_merge_claims() + ch10_stall_claims() + ch10_lean_claims() + ch10_walk_claims() + ch10_step9_claims() + ch12_claims()
     fp16, bf16 = ch09_table("fp16"), ch09_table("bf16")
     worst = max(abs(fp16[k][i] / bf16[k][i] - 1) for k in bf16 for i in STEPS if i in bf16[k])
     out.append((ch09, f"fp16, in the same run, lands within {int(worst * 100) + 1}% of these"))
