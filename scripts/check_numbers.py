@@ -1760,13 +1760,16 @@ def ch11_grid_merge_claims():
     # the cluster merges: left out); where blocks merge rows in turn: B = 16 and B = 1 at 1,024
     # keys with four rows.
     rule = lambda k: k[0] == 1 and k[3] >= 8192
-    turns = lambda k: k[0] == 16 and k[1] == 1 or k in ((1, 1, 4, 1024),)
+    turns = lambda k: (k[0] == 16 and k[1] == 1) or k == (1, 1, 4, 1024)
     picks = lambda pick, v="fastest": span([speed(t, k, v) for ts in rounds.values() for t in ts for k in t if pick(k)])
     out += [(CH11_CASE, f"Over every shape at B = 1 where no block merges two rows, {picks(rule)} (through pages of 16,\n"
                         f"{picks(rule, 'paged_16')}); where blocks merge rows one after another, {picks(turns)}"),
             (CH11, f"{picks(rule)} the step with `decode_merge` at B = 1"),
             (CH11, f"({frac(rounds[4], (1, 1, 4, 32768), off):.2f} → {frac(rounds[4], (1, 1, 4, 32768), on):.2f} of the read)"),
             (CH11, f"rows in turn it lost, {picks(turns)}")]
+    again = ab("ch11_grid_merge_rule_rows4.csv")[(1, 1, 4, 32768)]  # "built": the rule, the default
+    of = lambda s: again[(s, "stream_read")] / again[(s, "fastest")]
+    out.append((CH11_CASE, f"four rows, 32k keys, {of(off):.2f} → {of('built'):.2f} of the read"))
     lp = {r["launch"]: float(r["median_us"]) for r in read_h100("launch_probe.csv")}
     out += [(CH11_CASE, f"one kernel {lp['one_kernel']:.2f} µs, two kernels {lp['two_kernels']:.2f} (a second kernel\n"
                         f"adds {lp['two_kernels'] - lp['one_kernel']:.1f} µs), one kernel launched cooperatively "
