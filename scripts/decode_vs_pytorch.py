@@ -285,21 +285,27 @@ def main(argv=None):
             return row
 
         def record_graph(impl, fn):
-            """The graph, loop and loop_graph rows of one call that ran (module docstring)."""
+            """The graph, loop and loop_graph rows of one call that ran (module docstring). The
+            plain loop runs before the capture: the graph's private memory pool keeps the
+            call's temporaries (the MATH backend's scores: tens of GB at B = 128) until the
+            graph is freed, and a plain call beside it would need them twice."""
             try:
+                loop = loop_ms(torch, fn, args.iters)
                 replay = captured(torch, fn)
-            except (RuntimeError, ValueError, NotImplementedError) as e:  # not capturable
+            except (RuntimeError, ValueError, NotImplementedError) as e:  # not capturable, or out of memory
                 torch.cuda.synchronize()
                 graph_rows.append({**new_row(impl, "not captured: " + " ".join(str(e).split())[:160]),
                                    "timing": "graph"})
                 return
             for timing, ms in (("graph", lambda: timed(torch, replay, flush, args.iters)),
-                               ("loop", lambda: loop_ms(torch, fn, args.iters)),
+                               ("loop", lambda: loop),
                                ("loop_graph", lambda: loop_ms(torch, replay, args.iters))):
                 row = {**new_row(impl), "timing": timing}
                 t = ms()
                 row["ms"], row["gbps"] = f"{t:.4f}", f"{moved / (t * 1e-3) / 1e9:.1f}"
                 graph_rows.append(row)
+            replay = None
+            torch.cuda.empty_cache()  # the graph's pool, back before the next backend's capture
 
         for name in BACKENDS:
             backend = getattr(SDPBackend, name)
@@ -329,7 +335,7 @@ def main(argv=None):
                                            for r in graph_rows if (r["batch"], r["heads_kv"], r["len_q"],
                                                                    r["len_kv"]) == (b, hkv, nq, nk)), flush=True)
             write(graph_path, graph_rows)
-        q = k = v = ref = mask = None  # free the cache (and the graphs' memory) before the next shape
+        q = k = v = ref = mask = None  # free the cache before the next shape
         torch.cuda.empty_cache()
         write(path, rows)  # after every shape: a run cut short keeps what it measured
     print(f"decode_vs_pytorch: wrote {len(rows)} rows to {path}")
