@@ -1796,6 +1796,40 @@ def ch11_grid_merge_claims():
     return out
 
 
+def ch11_graph_claims():
+    """Step 6 at short caches in CUDA graphs and Python loops, on an H100
+    (ch11_decode_graphs_short.csv, its plain calls in ch11_decode_graphs_short_calls.csv, µs)."""
+    g, c = {}, h100_pytorch("ch11_decode_graphs_short_calls.csv")
+    for r in read_h100("ch11_decode_graphs_short.csv"):
+        if r["status"] == "ok":
+            key = (int(r["batch"]), int(r["heads_kv"]), int(r["len_q"]), int(r["len_kv"]))
+            g.setdefault(key, {})[(r["impl"], r["timing"])] = float(r["ms"]) * 1000
+    row = lambda impl, k: " / ".join(f"{x:.1f}" for x in [c[k][impl] * 1000] +
+                                     [g[k][(impl, t)] for t in ("graph", "loop", "loop_graph")])
+    table = [(1, 1), (1, 8), (1, 32), (16, 1), (16, 8)]
+    out = [(CH11_CASE, f"| {b}, {kv}, 1,024 | {row('ch11', (b, kv, 1, 1024))} | {row('torch_cudnn', (b, kv, 1, 1024))} |")
+           for b, kv in table]
+    launches = [(b, kv, 1, 1024) for b, kv in table if (b, kv) != (16, 8)]
+    us = lambda impl, ks, t: span([g[k][(impl, t)] for k in ks], digits=1, unit="")
+    calls = span([c[k]["ch11"] * 1000 for k in launches], digits=1, unit="")
+    pace = span([g[(b, kv, 1, 1024)][("torch_cudnn", "loop_graph")] / g[(b, kv, 1, 1024)][("ch11", "loop_graph")]
+                 for b, kv in table])
+    bytes_ = (16, 8, 1, 1024)
+    rows4 = [(1, 1, 4, 1024), (1, 8, 4, 1024), (16, 1, 4, 1024)]  # grouped: cuDNN alone takes the mask
+    cost = span([c[(b, kv, 4, 1024)]["torch_cudnn"] / c[(b, kv, 1, 1024)]["torch_cudnn"]
+                 for b in (1, 16) for kv in (1, 8)], digits=1)
+    out += [(CH11_CASE, f"still takes {us('ch11', launches, 'loop')} µs where one call's GPU time is\n{calls}"),
+            (CH11_CASE, f"loop: {us('torch_cudnn', launches, 'loop')} µs)"),
+            (CH11_CASE, f"ours ran at {pace} cuDNN's\npace"),
+            (CH11_CASE, f"{us('ch11', launches, 'loop_graph')} µs a step against "
+                        f"{us('torch_cudnn', launches, 'loop_graph')} where the launches decide, and\n"
+                        f"{g[bytes_][('ch11', 'loop_graph')]:.1f} against {g[bytes_][('torch_cudnn', 'loop_graph')]:.1f}"),
+            (CH11_CASE, f"a step costs it {cost} its\none-row time"),
+            (CH11_CASE, f"our graph loop took {us('ch11', rows4, 'loop_graph')} µs a step against its\n"
+                        f"{us('torch_cudnn', rows4, 'loop_graph')}.")]
+    return out
+
+
 def ch11_short_split_claims():
     """The case study's forced splits at short caches (ch11_short_splits.csv, µs)."""
     t = {}
@@ -2345,7 +2379,7 @@ def claims():
                       f"{vs_ratio('ch07_fastest', 'forward', LONG, 'ours', 'torch_flash', 3)} on the shapes "
                       f"with N ≥ 4096"),
     ]
-    out += ch06_precision_claims() + ch10_claims() + ch11_claims() + ch11_merge_claims() + ch11_merge_block_claims() + ch11_wgmma_claims() + ch11_hybrid_claims() + ch11_short_cache_claims() + ch11_cluster_claims() + ch11_wgmma_split_claims() + ch10_reverse_claims() + ch10_cudnn_kernel_claims() + ch10_wide_claims() + ch10_meeting_claims() + ch10_tile_dq_claims() + ch10_tile_dq_vs_pytorch_claims() + ch10_dk_last_claims() + ch10_dq_turns_claims() + ch10_fastest_h100_claims() + ch10_fastest_h200_claims() + ch08_over_ch05_claims() + ch10_turns_profile_claims() + ch11_b1_rows128_claims() + ch10_wide_vs_pytorch_claims() + ch11_rows_claims() + ch11_row_tile_claims() + ch11_short_split_claims() + ch11_grid_merge_claims() + ch10_stall_claims() + ch10_lean_claims() + ch10_walk_claims() + ch10_step9_claims() + ch12_claims()
+    out += ch06_precision_claims() + ch10_claims() + ch11_claims() + ch11_merge_claims() + ch11_merge_block_claims() + ch11_wgmma_claims() + ch11_hybrid_claims() + ch11_short_cache_claims() + ch11_cluster_claims() + ch11_wgmma_split_claims() + ch10_reverse_claims() + ch10_cudnn_kernel_claims() + ch10_wide_claims() + ch10_meeting_claims() + ch10_tile_dq_claims() + ch10_tile_dq_vs_pytorch_claims() + ch10_dk_last_claims() + ch10_dq_turns_claims() + ch10_fastest_h100_claims() + ch10_fastest_h200_claims() + ch08_over_ch05_claims() + ch10_turns_profile_claims() + ch11_b1_rows128_claims() + ch10_wide_vs_pytorch_claims() + ch11_rows_claims() + ch11_row_tile_claims() + ch11_short_split_claims() + ch11_grid_merge_claims() + ch11_graph_claims() + ch10_stall_claims() + ch10_lean_claims() + ch10_walk_claims() + ch10_step9_claims() + ch12_claims()
     fp16, bf16 = ch09_table("fp16"), ch09_table("bf16")
     worst = max(abs(fp16[k][i] / bf16[k][i] - 1) for k in bf16 for i in STEPS if i in bf16[k])
     out.append((ch09, f"fp16, in the same run, lands within {int(worst * 100) + 1}% of these"))
