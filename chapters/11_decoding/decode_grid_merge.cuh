@@ -12,7 +12,7 @@
 ///
 ///     every block: its split's tiles ...... O_s / l_s and lse_s into the workspace, as for decode_merge
 ///     grid.sync() ......................... every split of every row written, and visible to every block
-///     block b of G: rows b, b + G, b + 2G, ... merged (decode_merge's code, a row a block), O written
+///     block b of G: rows b, b + G, ... merged (decode_merge's code; a row a block, or a slice of one), O written
 ///
 /// A barrier across blocks is safe only when every block is resident at once: a block still
 /// waiting for an SM would never arrive, and the others would wait forever. So the host
@@ -36,29 +36,45 @@ namespace ch11 {
 /// rows in all, on a grid of 132 blocks) every row has a block to itself.
 constexpr int kGridMergeRows = 1;
 
-/// Shared memory the grid's merge takes (it reuses the K/V stages, free by then).
+/// Shared memory the grid's merge takes (it reuses the K/V stages, free by then): a float4 a
+/// thread at every slicing, and a maximum and a sum a slot, most with four slices (the most
+/// slots).
 template <int D, int kBlockThreads>
-constexpr size_t kGridMergeBytes = sizeof(MergeScratch<D, kGridMergeRows, kBlockThreads>);
+constexpr size_t kGridMergeBytes = sizeof(MergeScratch<D / 4, kGridMergeRows, kBlockThreads>);
+
+/// The rows of the launch, each cut into kSlices slices of its columns, merged by the grid's
+/// blocks in turn: block b takes the slices b, b + G, b + 2G, ... of the G blocks.
+template <class T, int D, int kBlockThreads, int kSlices>
+__device__ __forceinline__ void merge_slices(const Params<T>& p, void* scratch) {
+  constexpr int kCols = D / kSlices;
+  using Scratch = MergeScratch<kCols, kGridMergeRows, kBlockThreads>;
+  static_assert(sizeof(Scratch) <= kGridMergeBytes<D, kBlockThreads>, "the scratch the kernel set aside");
+  auto& merge = *static_cast<Scratch*>(scratch);
+  const int64_t blocks = int64_t(gridDim.x) * gridDim.y * gridDim.z;
+  const int64_t block = blockIdx.x + int64_t(gridDim.x) * (blockIdx.y + int64_t(gridDim.y) * blockIdx.z);
+  for (int64_t slice = block; slice < p.total_rows * kSlices; slice += blocks) {
+    merge_block_rows<T, D, kGridMergeRows, kBlockThreads, kCols>(p.o_part, p.lse_part, p.O, p.lse, p.total_rows,
+                                                                 p.splits, slice / kSlices, merge,
+                                                                 int(slice % kSlices) * kCols);
+    __syncthreads();  // every thread done with the scratch before the next slice's merge writes it
+  }
+}
 
 /// Every query row of the launch merged from its splits in the workspace, after every block
-/// of the grid has written its own: the grid's blocks take the rows in turn. `scratch` is
-/// kGridMergeBytes of this block's shared memory. Every thread of every block calls it.
+/// of the grid has written its own: the grid's blocks take the rows in turn, each row cut into
+/// p.merge_slices slices of its columns (1, 2 or 4: grid_merge_slices in decoding.hpp, as
+/// many as leave no block two). `scratch` is kGridMergeBytes of this block's shared memory.
+/// Every thread of every block calls it.
 template <class T, int D, int kBlockThreads>
 __device__ __forceinline__ void merge_in_grid(const Params<T>& p, void* scratch) {
   namespace cg = cooperative_groups;
-  using Scratch = MergeScratch<D, kGridMergeRows, kBlockThreads>;
   if (p.splits < 2) return;  // one split wrote O itself (the host never asks this form for it)
   cg::grid_group grid = cg::this_grid();
   if (!grid.is_valid()) __trap();  // launched without the cooperative attribute: a host bug, never a hang
   grid.sync();  // every split's O and lse in the workspace, and seen here
-  auto& merge = *static_cast<Scratch*>(scratch);
-  const int64_t blocks = int64_t(gridDim.x) * gridDim.y * gridDim.z;
-  const int64_t block = blockIdx.x + int64_t(gridDim.x) * (blockIdx.y + int64_t(gridDim.y) * blockIdx.z);
-  for (int64_t first = block * kGridMergeRows; first < p.total_rows; first += blocks * kGridMergeRows) {
-    merge_block_rows<T, D, kGridMergeRows, kBlockThreads>(p.o_part, p.lse_part, p.O, p.lse, p.total_rows, p.splits,
-                                                          first, merge);
-    __syncthreads();  // every thread done with the scratch before the next rows' merge writes it
-  }
+  if (p.merge_slices == 4) merge_slices<T, D, kBlockThreads, 4>(p, scratch);
+  else if (p.merge_slices == 2) merge_slices<T, D, kBlockThreads, 2>(p, scratch);
+  else merge_slices<T, D, kBlockThreads, 1>(p, scratch);
 }
 
 }  // namespace ch11

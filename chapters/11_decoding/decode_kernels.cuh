@@ -75,6 +75,7 @@ struct Params {
   int keys_per_split;
   int rows;           ///< query rows a block's (head, sequence) has: group·N_q, or N_q
   int64_t total_rows; ///< B·H_q·N_q: the workspace's row count
+  int merge_slices = 1;  ///< the grid's merge (decode_grid_merge.cuh): slices of a row's columns, 1, 2 or 4
   // Paged (decode_mma's kPaged): K and V are pools [page][H_kv][page_size][d] (core/
   // paged_kv.hpp); sequence b's token t lies in page block_table[b·pages_per_seq + t /
   // page_size]; sequence b holds seq_lens[b] tokens (N_k is the longest), and its causal
@@ -319,10 +320,11 @@ __global__ void __launch_bounds__(kThreads, 1) decode_split(const Params<T> p) {
 
 /// What a merge of kRows query rows by kBlockThreads threads keeps in shared memory: each
 /// slot's Σ exp(lse − m)·O (four columns a thread), its maximum m and its sum l. A row takes
-/// kBlockThreads / kRows threads (a warp or more), d/4 of them a slot.
-template <int D, int kRows, int kBlockThreads>
+/// kBlockThreads / kRows threads (a warp or more), kCols/4 of them a slot; kCols is d, or the
+/// slice of a row's columns that one block merges (merge_in_grid).
+template <int kCols, int kRows, int kBlockThreads>
 struct MergeScratch {
-  static constexpr int kGroups = D / 4;                        // threads across a row, four columns each
+  static constexpr int kGroups = kCols / 4;                    // threads across a row, four columns each
   static constexpr int kRowThreads = kBlockThreads / kRows;    // a warp or more a row
   static constexpr int kSlots = kRowThreads / kGroups;         // splits of a row weighed side by side
   static_assert(kRowThreads % 32 == 0 && kRowThreads % kGroups == 0 && kSlots >= 1, "whole warps, whole slots a row");
@@ -339,12 +341,14 @@ struct MergeScratch {
 /// batches serves other shapes only. (A warp a row, walking the splits eight at a time after
 /// a pass for the maximum, waited on L2 ten times at 66 splits, B = 1 with 32 heads on one;
 /// the chapter's case study measures the two.) Every thread of the block calls it; a caller
-/// that reuses `scratch` waits at a barrier first.
-template <class T, int D, int kRows, int kBlockThreads>
+/// that reuses `scratch` waits at a barrier first. With kCols < D the block merges only the
+/// columns col0 to col0 + kCols of its rows, and the block with col0 = 0 writes their lse.
+template <class T, int D, int kRows, int kBlockThreads, int kCols = D>
 __device__ __forceinline__ void merge_block_rows(const float* o_part, const float* lse_part, T* O, float* lse,
                                                  int64_t rows, int splits, int64_t first,
-                                                 MergeScratch<D, kRows, kBlockThreads>& scratch) {
-  using Scratch = MergeScratch<D, kRows, kBlockThreads>;
+                                                 MergeScratch<kCols, kRows, kBlockThreads>& scratch, int col0 = 0) {
+  static_assert(D % kCols == 0, "a row's columns in whole slices");
+  using Scratch = MergeScratch<kCols, kRows, kBlockThreads>;
   constexpr int kGroups = Scratch::kGroups, kRowThreads = Scratch::kRowThreads, kSlots = Scratch::kSlots;
   const int r = threadIdx.x / kRowThreads, t = threadIdx.x % kRowThreads;
   const int group = t % kGroups, slot = t / kGroups;
@@ -360,7 +364,7 @@ __device__ __forceinline__ void merge_block_rows(const float* o_part, const floa
     for (int u = 0; u < kMergeBatch; ++u) {
       const int s = first_split + u * kSlots;
       const int64_t at = int64_t(s) * rows + row;
-      part[u] = s < splits ? *reinterpret_cast<const float4*>(o_part + at * D + group * 4)
+      part[u] = s < splits ? *reinterpret_cast<const float4*>(o_part + at * D + col0 + group * 4)
                            : make_float4(0.f, 0.f, 0.f, 0.f);
       x[u] = s < splits ? lse_part[at] : -INFINITY;
     }
@@ -398,10 +402,10 @@ __device__ __forceinline__ void merge_block_rows(const float* o_part, const floa
     }
   }
   const float inv = sum > 0.f ? 1.f / sum : 0.f;  // sum is 0 only when every split was empty
-  T* out = O + row * D + group * 4;
+  T* out = O + row * D + col0 + group * 4;
   out[0] = from_float<T>(o.x * inv), out[1] = from_float<T>(o.y * inv);
   out[2] = from_float<T>(o.z * inv), out[3] = from_float<T>(o.w * inv);
-  if (group == 0) lse[row] = sum > 0.f ? mx + __logf(sum) : -INFINITY;
+  if (group == 0 && col0 == 0) lse[row] = sum > 0.f ? mx + __logf(sum) : -INFINITY;
 }
 
 /// The merge as a kernel of its own, behind the decode grid: a block of kMergeThreads

@@ -184,6 +184,23 @@ bool merges_in_grid(int splits, int64_t rows, int64_t blocks, int64_t resident) 
   return rows <= blocks;
 }
 
+/// The environment variable that forces the grid merge's slices a row (1, 2 or 4), for their
+/// measurement against whole rows; unset or empty: the most that give no block two.
+constexpr const char* kGridMergeSlicesEnv = "FT_CH11_GRID_MERGE_SLICES";
+
+int grid_merge_slices(int64_t rows, int64_t blocks) {
+  if (const char* forced = std::getenv(kGridMergeSlicesEnv); forced && *forced) {
+    const int slices = std::atoi(forced);
+    if (slices != 1 && slices != 2 && slices != 4)
+      throw ft::Unsupported(std::string(kGridMergeSlicesEnv) + "=" + forced + ": the grid's merge cuts a row into "
+                            "1, 2 or 4 slices of its columns");
+    return slices;
+  }
+  for (int slices : {4, 2})
+    if (rows * slices <= blocks) return slices;
+  return 1;
+}
+
 bool uses_wgmma(const ft::Problem& p) {
   if (ft::device_sm() != 90) return false;  // sm_90a machine code runs on Hopper alone
   if (const char* forced = std::getenv(kWgmmaEnv); forced && *forced) return std::atoi(forced) != 0;
@@ -424,6 +441,7 @@ void launch_chunks(const ft::Problem& p, Params<T> params, int splits, cudaStrea
     const int per_sm = std::min(blocks_per_sm(reinterpret_cast<const void*>(forms.in_grid), smem, threads),
                                 blocks_per_sm(reinterpret_cast<const void*>(forms.grid_probe), smem, threads));
     if (merges_in_grid(splits, rows * heads, chunks * splits * heads, int64_t(per_sm) * ft::sm_count())) {
+      params.merge_slices = grid_merge_slices(rows * heads, chunks * splits * heads);
       cudaLaunchAttribute cooperative{};
       cooperative.id = cudaLaunchAttributeCooperative;
       cooperative.val.cooperative = 1;

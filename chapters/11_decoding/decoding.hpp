@@ -96,6 +96,13 @@ bool merges_in_cluster(int splits, int64_t clusters, int active, size_t part_byt
 /// wherever the grid runs at once, 0: never).
 bool merges_in_grid(int splits, int64_t rows, int64_t blocks, int64_t resident);
 
+/// The slices of its columns each query row's merge is cut into after the grid's barrier, a
+/// block a slice: 4, 2 or 1, the most that give no block two (`rows` · slices ≤ `blocks`), so
+/// that each thread weighs fewer splits (one query row at B = 1, 32 heads on one: 32 rows on
+/// 128 blocks, four blocks a row, 8 splits a thread where a whole row gave 32).
+/// FT_CH11_GRID_MERGE_SLICES's choice when set (1, 2 or 4).
+int grid_merge_slices(int64_t rows, int64_t blocks);
+
 /// Query rows a block of the merge (decode_merge) takes for `splits` splits at head dimension
 /// `head_dim`: 8, 4, 2 or 1, as many as leave each row's slots (256 threads / rows / (d/4)
 /// columns' threads) enough to load every split in one batch of 16 a thread. Few splits

@@ -466,6 +466,47 @@ TEST(Ch11, MergesInTheGridWhereNoBlockMergesTwoRowsAndItRunsAtOnce) {
   EXPECT_FALSE(ch11::merges_in_grid(1, 1, 132, 132));
 }
 
+// grid_merge_slices(rows, blocks): the most slices of a row's columns (4, 2, 1) that give no
+// block two, or FT_CH11_GRID_MERGE_SLICES's, which must be 1, 2 or 4.
+TEST(Ch11, GridMergeCutsRowsIntoSlicesThatLeaveNoBlockTwo) {
+  {
+    const ScopedEnv unset("FT_CH11_GRID_MERGE_SLICES", "");
+    EXPECT_EQ(ch11::grid_merge_slices(32, 128), 4);    // B = 1, 32 heads on one, one row, 32k keys
+    EXPECT_EQ(ch11::grid_merge_slices(32, 127), 2);
+    EXPECT_EQ(ch11::grid_merge_slices(64, 128), 2);
+    EXPECT_EQ(ch11::grid_merge_slices(128, 132), 1);   // the same with four rows
+    EXPECT_EQ(ch11::grid_merge_slices(1, 2), 2);
+  }
+  {
+    const ScopedEnv whole("FT_CH11_GRID_MERGE_SLICES", "1");
+    EXPECT_EQ(ch11::grid_merge_slices(32, 128), 1);
+  }
+  const ScopedEnv wrong("FT_CH11_GRID_MERGE_SLICES", "3");
+  EXPECT_THROW(ch11::grid_merge_slices(32, 128), ft::Unsupported);
+}
+
+// The grid's merge with each row cut into 1, 2 and 4 slices of its columns (forced), and by
+// its rule, against the float64 reference: 32 heads on one, one query row, 16,500 keys in 128
+// splits (the last ragged), so that 32 rows meet 128 blocks and the rule cuts each row in four;
+// bf16 and fp16, d = 64 and 128; and the paged cache, sequences of mixed lengths (96 rows: a
+// block merges several slices in turn where forced).
+TEST(Ch11, GridMergeInSlicesOfColumnsDecodesAsWholeRows) {
+  REQUIRE_GPU();
+  if (ft::device_sm() != 90) GTEST_SKIP() << "step 6's wgmma runs on Hopper (sm_90) alone";
+  const ScopedEnv wgmma("FT_CH11_WGMMA", "1"), grid("FT_CH11_GRID_MERGE", "1"), splits("FT_CH11_SPLITS", "");
+  for (const char* slices : {"1", "2", "4", ""}) {
+    const ScopedEnv cut("FT_CH11_GRID_MERGE_SLICES", slices);
+    for (int d : {64, 128})
+      for (ft::DType t : {ft::DType::BFloat16, ft::DType::Float16}) {
+        const ft::Problem p = decode_problem(1, 32, 1, 1, 16500, d, true, t);
+        SCOPED_TRACE(std::string("FT_CH11_GRID_MERGE_SLICES='") + slices + "', " + p.describe());
+        ft::testing::expect_forward_correct(ch11::fastest(), p);
+      }
+    SCOPED_TRACE(std::string("FT_CH11_GRID_MERGE_SLICES='") + slices + "', paged");
+    expect_paged_correct(ft::DType::BFloat16, 128, 32, 1, 1, true, 16, {16500, 17, 1});
+  }
+}
+
 TEST(Ch11, MergesInAClusterFewSplitsWhereTheGridRunsAtOnce) {
   const ScopedEnv unset("FT_CH11_CLUSTER", "");
   constexpr size_t k16 = 16 << 10, k32 = 32 << 10;  // a block's part: 32 rows (64 at d = 64), 64 rows
