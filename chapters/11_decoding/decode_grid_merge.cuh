@@ -62,9 +62,9 @@ __device__ __forceinline__ void merge_slices(const Params<T>& p, void* scratch) 
 
 /// Every query row of the launch merged from its splits in the workspace, after every block
 /// of the grid has written its own: the grid's blocks take the rows in turn, each row cut into
-/// p.merge_slices slices of its columns (1, 2 or 4: grid_merge_slices in decoding.hpp, as
-/// many as leave no block two). `scratch` is kGridMergeBytes of this block's shared memory.
-/// Every thread of every block calls it.
+/// p.merge_slices slices of its columns (1, 2 or 4: grid_merge_slices in decoding.hpp, where
+/// a whole row's threads would load its splits in two batches or more). `scratch` is
+/// kGridMergeBytes of this block's shared memory. Every thread of every block calls it.
 template <class T, int D, int kBlockThreads>
 __device__ __forceinline__ void merge_in_grid(const Params<T>& p, void* scratch) {
   namespace cg = cooperative_groups;

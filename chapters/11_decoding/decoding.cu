@@ -188,7 +188,7 @@ bool merges_in_grid(int splits, int64_t rows, int64_t blocks, int64_t resident) 
 /// measurement against whole rows; unset or empty: the most that give no block two.
 constexpr const char* kGridMergeSlicesEnv = "FT_CH11_GRID_MERGE_SLICES";
 
-int grid_merge_slices(int64_t rows, int64_t blocks) {
+int grid_merge_slices(int splits, int64_t rows, int64_t blocks, int block_threads, int head_dim) {
   if (const char* forced = std::getenv(kGridMergeSlicesEnv); forced && *forced) {
     const int slices = std::atoi(forced);
     if (slices != 1 && slices != 2 && slices != 4)
@@ -196,9 +196,10 @@ int grid_merge_slices(int64_t rows, int64_t blocks) {
                             "1, 2 or 4 slices of its columns");
     return slices;
   }
-  for (int slices : {4, 2})
-    if (rows * slices <= blocks) return slices;
-  return 1;
+  const int slots = std::max(1, block_threads / (head_dim / 4));  // a whole row's slots (merge_block_rows)
+  for (int slices = 1; slices < 4; slices *= 2)
+    if (splits <= slots * slices * kMergeBatch || rows * slices * 2 > blocks) return slices;
+  return 4;
 }
 
 bool uses_wgmma(const ft::Problem& p) {
@@ -441,7 +442,7 @@ void launch_chunks(const ft::Problem& p, Params<T> params, int splits, cudaStrea
     const int per_sm = std::min(blocks_per_sm(reinterpret_cast<const void*>(forms.in_grid), smem, threads),
                                 blocks_per_sm(reinterpret_cast<const void*>(forms.grid_probe), smem, threads));
     if (merges_in_grid(splits, rows * heads, chunks * splits * heads, int64_t(per_sm) * ft::sm_count())) {
-      params.merge_slices = grid_merge_slices(rows * heads, chunks * splits * heads);
+      params.merge_slices = grid_merge_slices(splits, rows * heads, chunks * splits * heads, threads, D);
       cudaLaunchAttribute cooperative{};
       cooperative.id = cudaLaunchAttributeCooperative;
       cooperative.val.cooperative = 1;

@@ -97,11 +97,15 @@ bool merges_in_cluster(int splits, int64_t clusters, int active, size_t part_byt
 bool merges_in_grid(int splits, int64_t rows, int64_t blocks, int64_t resident);
 
 /// The slices of its columns each query row's merge is cut into after the grid's barrier, a
-/// block a slice: 4, 2 or 1, the most that give no block two (`rows` · slices ≤ `blocks`), so
-/// that each thread weighs fewer splits (one query row at B = 1, 32 heads on one: 32 rows on
-/// 128 blocks, four blocks a row, 8 splits a thread where a whole row gave 32).
-/// FT_CH11_GRID_MERGE_SLICES's choice when set (1, 2 or 4).
-int grid_merge_slices(int64_t rows, int64_t blocks);
+/// block a slice (1, 2 or 4), for `splits` splits, `rows` query rows, a grid of `blocks` blocks
+/// of `block_threads` threads, head dimension `head_dim`. A row stays whole where its threads
+/// weigh every split in one batch of kMergeBatch loads a thread: more slots would only
+/// lengthen their final merge (0.97-0.98x at B = 1 with 32 heads on 8, 8k keys, on an H100).
+/// Else the fewest slices that take every split in one batch, as long as no block gets two:
+/// one query row at B = 1 with 32 heads on one, 32k keys, 128 splits at d = 128 on blocks of
+/// 128 threads, waits on L2 once where a whole row waited twice. FT_CH11_GRID_MERGE_SLICES's
+/// choice when set (1, 2 or 4).
+int grid_merge_slices(int splits, int64_t rows, int64_t blocks, int block_threads, int head_dim);
 
 /// Query rows a block of the merge (decode_merge) takes for `splits` splits at head dimension
 /// `head_dim`: 8, 4, 2 or 1, as many as leave each row's slots (256 threads / rows / (d/4)

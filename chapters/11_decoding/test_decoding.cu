@@ -466,28 +466,33 @@ TEST(Ch11, MergesInTheGridWhereNoBlockMergesTwoRowsAndItRunsAtOnce) {
   EXPECT_FALSE(ch11::merges_in_grid(1, 1, 132, 132));
 }
 
-// grid_merge_slices(rows, blocks): the most slices of a row's columns (4, 2, 1) that give no
-// block two, or FT_CH11_GRID_MERGE_SLICES's, which must be 1, 2 or 4.
-TEST(Ch11, GridMergeCutsRowsIntoSlicesThatLeaveNoBlockTwo) {
+// grid_merge_slices(splits, rows, blocks, block threads, d): a row whole where its threads
+// take every split in one batch of 16 a thread, else the fewest slices (2 or 4) that do, as
+// long as no block gets two; or FT_CH11_GRID_MERGE_SLICES's, which must be 1, 2 or 4.
+TEST(Ch11, GridMergeCutsRowsIntoSlicesWhereAWholeRowTakesTwoBatches) {
   {
     const ScopedEnv unset("FT_CH11_GRID_MERGE_SLICES", "");
-    EXPECT_EQ(ch11::grid_merge_slices(32, 128), 4);    // B = 1, 32 heads on one, one row, 32k keys
-    EXPECT_EQ(ch11::grid_merge_slices(32, 127), 2);
-    EXPECT_EQ(ch11::grid_merge_slices(64, 128), 2);
-    EXPECT_EQ(ch11::grid_merge_slices(128, 132), 1);   // the same with four rows
-    EXPECT_EQ(ch11::grid_merge_slices(1, 2), 2);
+    EXPECT_EQ(ch11::grid_merge_slices(128, 32, 128, 128, 128), 2);  // B = 1, 32 heads on one, one row, 32k keys
+    EXPECT_EQ(ch11::grid_merge_slices(64, 32, 64, 128, 128), 1);    // the same at 8k keys: 64 splits, one batch
+    EXPECT_EQ(ch11::grid_merge_slices(16, 32, 128, 128, 128), 1);   // 32 heads on 8: 16 splits
+    EXPECT_EQ(ch11::grid_merge_slices(66, 128, 132, 128, 128), 1);  // four rows: no block for a second slice
+    EXPECT_EQ(ch11::grid_merge_slices(128, 32, 63, 128, 128), 1);
+    EXPECT_EQ(ch11::grid_merge_slices(128, 32, 128, 128, 64), 1);   // d = 64: 8 slots, 128 splits in one batch
+    EXPECT_EQ(ch11::grid_merge_slices(128, 32, 128, 256, 128), 1);  // two warpgroups: 8 slots
+    EXPECT_EQ(ch11::grid_merge_slices(128, 8, 128, 64, 128), 4);    // 2 slots a whole row: four slices
+    EXPECT_EQ(ch11::grid_merge_slices(128, 8, 31, 64, 128), 2);     // the most that leave no block two
   }
   {
     const ScopedEnv whole("FT_CH11_GRID_MERGE_SLICES", "1");
-    EXPECT_EQ(ch11::grid_merge_slices(32, 128), 1);
+    EXPECT_EQ(ch11::grid_merge_slices(128, 32, 128, 128, 128), 1);
   }
   const ScopedEnv wrong("FT_CH11_GRID_MERGE_SLICES", "3");
-  EXPECT_THROW(ch11::grid_merge_slices(32, 128), ft::Unsupported);
+  EXPECT_THROW(ch11::grid_merge_slices(128, 32, 128, 128, 128), ft::Unsupported);
 }
 
 // The grid's merge with each row cut into 1, 2 and 4 slices of its columns (forced), and by
 // its rule, against the float64 reference: 32 heads on one, one query row, 16,500 keys in 128
-// splits (the last ragged), so that 32 rows meet 128 blocks and the rule cuts each row in four;
+// splits (the last ragged), so that 32 rows meet 128 blocks and the rule cuts each row in two;
 // bf16 and fp16, d = 64 and 128; and the paged cache, sequences of mixed lengths (96 rows: a
 // block merges several slices in turn where forced).
 TEST(Ch11, GridMergeInSlicesOfColumnsDecodesAsWholeRows) {
