@@ -1830,6 +1830,38 @@ def ch11_graph_claims():
     return out
 
 
+def ch11_slice_claims():
+    """The grid's merge in slices of a row's columns, on an H100: the first form and the rule,
+    each against whole rows (FT_CH11_GRID_MERGE_SLICES=1) in one process, two rounds
+    (ch11_grid_merge_slices_first_ab*.csv, ch11_grid_merge_slices_ab*.csv)."""
+    def ab(name):
+        t = {}
+        for r in read_h100(name):
+            key = (int(r["batch"]), int(r["heads_kv"]), int(r["seq_len"]), int(r["len_kv"]))
+            t.setdefault(key, {})[(r["setting"], r["variant"])] = float(r["ms"])
+        return t
+    whole = "FT_CH11_GRID_MERGE_SLICES=1"
+    rule = ("built", "FT_CH11_GRID_MERGE_SLICES=")  # the form as built, and its rule named after the others
+    first = [ab("ch11_grid_merge_slices_first_ab.csv"), ab("ch11_grid_merge_slices_first_ab_reverse.csv")]
+    now = [ab("ch11_grid_merge_slices_ab.csv"), ab("ch11_grid_merge_slices_ab_reverse.csv")]
+    speed = lambda ts, k, settings=rule: span([t[k][(whole, "fastest")] / t[k][(s, "fastest")]
+                                              for t in ts for s in settings if (s, "fastest") in t[k]])
+    frac = lambda ts, k, s: statistics.mean(t[k][(s, "stream_read")] / t[k][(s, "fastest")] for t in ts)
+    aimed = [(1, 1, 1, 32768), (1, 1, 1, 131072)]
+    others = span([t[k][(whole, "fastest")] / t[k][(s, "fastest")] for t in now for k in t if k not in aimed
+                   for s in rule if (s, "fastest") in t[k]])
+    mqa32 = (1, 1, 1, 32768)
+    return [(CH11_CASE, f"one query row, against whole rows in one process): {speed(first, mqa32)} at 32,768\nkeys and "
+                        f"{speed(first, (1, 1, 1, 131072))} at 131,072, but {speed(first, (1, 1, 1, 8192))} at 8,192 keys"),
+            (CH11_CASE, f"{speed(first, (1, 8, 1, 8192))} with 32 heads on 8 at 8,192 (16 splits)"),
+            (CH11_CASE, f"the step ran at {speed(now, (1, 1, 1, 8192), ('FT_CH11_GRID_MERGE_SLICES=4',))}."),
+            (CH11_CASE, f"with 32 heads on one and one query row, {speed(now, mqa32)} at 32,768 keys "
+                        f"({frac(now, mqa32, whole):.2f} → {frac(now, mqa32, 'built'):.2f} of the read)\nand "
+                        f"{speed(now, (1, 1, 1, 131072))} at 131,072; every other shape runs the kernel it ran before, "
+                        f"at {others},"),
+            (CH11, f"slices of its columns, a block a slice: {speed(now, mqa32)} at one query row, 32k keys")]
+
+
 def ch11_short_split_claims():
     """The case study's forced splits at short caches (ch11_short_splits.csv, µs)."""
     t = {}
@@ -2379,7 +2411,7 @@ def claims():
                       f"{vs_ratio('ch07_fastest', 'forward', LONG, 'ours', 'torch_flash', 3)} on the shapes "
                       f"with N ≥ 4096"),
     ]
-    out += ch06_precision_claims() + ch10_claims() + ch11_claims() + ch11_merge_claims() + ch11_merge_block_claims() + ch11_wgmma_claims() + ch11_hybrid_claims() + ch11_short_cache_claims() + ch11_cluster_claims() + ch11_wgmma_split_claims() + ch10_reverse_claims() + ch10_cudnn_kernel_claims() + ch10_wide_claims() + ch10_meeting_claims() + ch10_tile_dq_claims() + ch10_tile_dq_vs_pytorch_claims() + ch10_dk_last_claims() + ch10_dq_turns_claims() + ch10_fastest_h100_claims() + ch10_fastest_h200_claims() + ch08_over_ch05_claims() + ch10_turns_profile_claims() + ch11_b1_rows128_claims() + ch10_wide_vs_pytorch_claims() + ch11_rows_claims() + ch11_row_tile_claims() + ch11_short_split_claims() + ch11_grid_merge_claims() + ch11_graph_claims() + ch10_stall_claims() + ch10_lean_claims() + ch10_walk_claims() + ch10_step9_claims() + ch12_claims()
+    out += ch06_precision_claims() + ch10_claims() + ch11_claims() + ch11_merge_claims() + ch11_merge_block_claims() + ch11_wgmma_claims() + ch11_hybrid_claims() + ch11_short_cache_claims() + ch11_cluster_claims() + ch11_wgmma_split_claims() + ch10_reverse_claims() + ch10_cudnn_kernel_claims() + ch10_wide_claims() + ch10_meeting_claims() + ch10_tile_dq_claims() + ch10_tile_dq_vs_pytorch_claims() + ch10_dk_last_claims() + ch10_dq_turns_claims() + ch10_fastest_h100_claims() + ch10_fastest_h200_claims() + ch08_over_ch05_claims() + ch10_turns_profile_claims() + ch11_b1_rows128_claims() + ch10_wide_vs_pytorch_claims() + ch11_rows_claims() + ch11_row_tile_claims() + ch11_short_split_claims() + ch11_grid_merge_claims() + ch11_graph_claims() + ch11_slice_claims() + ch10_stall_claims() + ch10_lean_claims() + ch10_walk_claims() + ch10_step9_claims() + ch12_claims()
     fp16, bf16 = ch09_table("fp16"), ch09_table("bf16")
     worst = max(abs(fp16[k][i] / bf16[k][i] - 1) for k in bf16 for i in STEPS if i in bf16[k])
     out.append((ch09, f"fp16, in the same run, lands within {int(worst * 100) + 1}% of these"))
