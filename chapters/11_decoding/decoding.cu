@@ -185,7 +185,7 @@ bool merges_in_grid(int splits, int64_t rows, int64_t blocks, int64_t resident) 
 }
 
 /// The environment variable that forces the grid merge's slices a row (1, 2 or 4), for their
-/// measurement against whole rows; unset or empty: the most that give no block two.
+/// measurement against whole rows and for the tests; unset or empty: grid_merge_slices' rule.
 constexpr const char* kGridMergeSlicesEnv = "FT_CH11_GRID_MERGE_SLICES";
 
 int grid_merge_slices(int splits, int64_t rows, int64_t blocks, int block_threads, int head_dim) {
