@@ -1859,7 +1859,37 @@ def ch11_slice_claims():
                         f"({frac(now, mqa32, whole):.2f} → {frac(now, mqa32, 'built'):.2f} of the read)\nand "
                         f"{speed(now, (1, 1, 1, 131072))} at 131,072; every other shape runs the kernel it ran before, "
                         f"at {others},"),
-            (CH11, f"slices of its columns, a block a slice: {speed(now, mqa32)} at one query row, 32k keys")]
+            (CH11, f"slices of its columns, a block a slice: {speed(now, mqa32)} at one query row, 32k keys")] + \
+        ch11_slice_grid_claims()
+
+
+def ch11_slice_grid_claims():
+    """The chapter's whole grid with the slices' rule on an H100 (ch11_grid_slices.csv), beside
+    the whole grid before them (ch11_grid_grid_merge.csv)."""
+    def grid(name):
+        g = {}
+        for r in read_h100(name):
+            g.setdefault((int(r["batch"]), int(r["heads_kv"]), int(r["seq_len"]), int(r["len_kv"])), {})[r["variant"]] = float(r["ms"])
+        return g
+    g, before = grid("ch11_grid_slices.csv"), grid("ch11_grid_grid_merge.csv")
+    long_ = [k for k in g if k[3] >= 32768 and "stream_read" in g[k]]
+    mqa1 = lambda k: k[0] == 1 and k[1] == 1
+    rd = lambda pick: span([of_read(g, k, "fastest") for k in long_ if pick(k)], unit="")
+    worst = min(long_, key=lambda k: of_read(g, k, "fastest") if not mqa1(k) else 2)
+    pages = ("paged_16", "paged_64", "paged_256")
+    pg = lambda pick, ps=pages: span([g[k]["contiguous"] / g[k][p] for k in long_ if pick(k) for p in ps])
+    one = (1, 1, 1, 32768)
+    return [(CH11_CASE, f"`fastest` read at {rd(lambda k: True)} of the\nread; below 0.85 only B = 1 with 32 heads on one, "
+                        f"four query rows, 32k keys ({of_read(g, (1, 1, 4, 32768), 'fastest'):.2f})"),
+            (CH11_CASE, f"{of_read(before, one, 'fastest'):.2f} in the whole grid before the slices, read at "
+                        f"{of_read(g, one, 'fastest'):.2f}."),
+            (CH11_CASE, f"Every other layout ran at {rd(lambda k: not mqa1(k))}, the {of_read(g, worst, 'fastest'):.2f} at "
+                        f"B = {worst[0]} with 32 heads on {({1: 'one'}).get(worst[1], worst[1])}"),
+            (CH11_CASE, f"contiguous cache, read at {g[worst]['stream_read'] / g[worst]['contiguous']:.2f}. The paged cache "
+                        f"ran at {pg(lambda k: True)} its contiguous one"),
+            (CH11_CASE, f"({pg(lambda k: mqa1(k) and k[3] == 32768)} at 32k keys, "
+                        f"{pg(lambda k: mqa1(k) and k[3] == 131072)} at 128k);\n"
+                        f"every other shape {pg(lambda k: not mqa1(k))}.")]
 
 
 def ch11_short_split_claims():
