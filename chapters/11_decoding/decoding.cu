@@ -143,6 +143,16 @@ int keys_a_split(int len_kv, int splits) {
   return (keys + kTileKeys - 1) / kTileKeys * kTileKeys;  // whole block tiles
 }
 
+/// The environment variable that keeps the empty splits choose_splits' count can leave
+/// (splits_with_keys), for their measurement; unset or empty: dropped.
+constexpr const char* kEmptySplitsEnv = "FT_CH11_EMPTY_SPLITS";
+
+int splits_with_keys(int len_kv, int splits) {
+  if (const char* kept = std::getenv(kEmptySplitsEnv); kept && *kept && std::atoi(kept) != 0) return splits;
+  const int keys = keys_a_split(len_kv, splits);
+  return std::max(1, std::min(splits, (len_kv + keys - 1) / std::max(1, keys)));
+}
+
 int wgmma_warpgroups(int64_t rows, int keys_a_split_two) {
   if (const char* forced = std::getenv(kWarpgroupsEnv); forced && *forced)
     return std::clamp(std::atoi(forced), 1, kMaxWarpgroups);
@@ -403,8 +413,10 @@ void launch_with(void (*kernel)(Params<T>), const Params<T>& params, dim3 grid, 
 }
 
 /// A decode kernel's grid over chunks of `block_rows` rows of each key/value head, and the
-/// merge: the splits as launch's, each a whole number of 128-key block tiles (a split past
-/// the keys is empty: its lse −∞ weighs nothing in the merge). The grid is (chunks, splits,
+/// merge: the splits as launch's, each a whole number of 128-key block tiles, those the
+/// rounding leaves past the keys dropped where the count is the launch's own
+/// (splits_with_keys; a forced count keeps them: an empty split's lse −∞ weighs nothing in the
+/// merge, which the tests check). The grid is (chunks, splits,
 /// heads): a group's chunks of one split run side by side, so that the group reads its keys
 /// from device memory once and from L2 for the other chunks. With step 6's other `forms`:
 /// where merges_in_cluster says so, the cluster's instance, launched as clusters of a (chunk,
@@ -420,8 +432,10 @@ void launch_chunks(const ft::Problem& p, Params<T> params, int splits, cudaStrea
   const int64_t chunks = (rows + block_rows - 1) / block_rows;
   ft::allow_dynamic_smem(kernel, smem, who);
   if (splits == kAutoSplits)
-    splits = choose_splits(heads * chunks, p.len_kv, ft::sm_count(),
-                           blocks_per_sm(reinterpret_cast<const void*>(kernel), smem, threads), min_split_keys);
+    splits = splits_with_keys(p.len_kv, choose_splits(heads * chunks, p.len_kv, ft::sm_count(),
+                                                      blocks_per_sm(reinterpret_cast<const void*>(kernel), smem,
+                                                                    threads),
+                                                      min_split_keys));
   check_splits(p, splits);
   params.splits = splits;
   params.keys_per_split = keys_a_split(p.len_kv, splits);
@@ -615,7 +629,8 @@ std::vector<ft::KernelTraffic> traffic_chunks(const ft::Problem& p, int64_t bloc
   const int sms = int(ft::gpu_facts().sms);
   const int64_t chunks = (rows_a_head(p, true) + block_rows - 1) / block_rows;
   const double q = double(p.q_bytes()), o = double(p.q_bytes()), l = double(p.rows()) * ft::kFloatBytes;
-  int splits = choose_splits(p.kv_heads_total() * chunks, p.len_kv, sms, per_sm, min_split_keys);
+  int splits = splits_with_keys(p.len_kv, choose_splits(p.kv_heads_total() * chunks, p.len_kv, sms, per_sm,
+                                                        min_split_keys));
   // `clusters`: step 6 merges in a cluster where the grid's clusters all run at once, taken
   // here as the SMs' blocks over the splits (the GPU's answer, a GPC at a time, may be fewer:
   // an H100 runs 15 clusters of 8 blocks of 145 KB, not 16), with parts of at most 16 KB.

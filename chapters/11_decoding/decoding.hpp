@@ -60,6 +60,13 @@ bool uses_wgmma(const ft::Problem& problem);
 /// tiles, the last split the rest (a split past the keys reads none).
 int keys_a_split(int len_kv, int splits);
 
+/// The splits of `splits` that read a key once each is rounded up to whole tiles: choose_splits'
+/// count less those left past the keys (B = 1 with 32 heads on one and four query rows at
+/// 32k keys: 66 splits of 512 keys, the last two empty, 64 kept), so that no block starts only
+/// to write an empty result and the merge reads no empty split.
+/// FT_CH11_EMPTY_SPLITS=1 keeps them, for the measurement of one against the other.
+int splits_with_keys(int len_kv, int splits);
+
 /// Step 6's warpgroups a block (64 rows each) for a key/value head of `rows` rows whose
 /// two-warpgroup grid would give each split `keys_a_split_two` keys. Two make each K/V tile
 /// serve 128 rows (one copy into shared memory where one warpgroup's grid makes two, the

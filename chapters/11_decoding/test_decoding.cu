@@ -466,6 +466,22 @@ TEST(Ch11, MergesInTheGridWhereNoBlockMergesTwoRowsAndItRunsAtOnce) {
   EXPECT_FALSE(ch11::merges_in_grid(1, 1, 132, 132));
 }
 
+// splits_with_keys(N_k, splits): choose_splits' count less the splits that the rounding of
+// each to whole 128-key tiles leaves past the keys; all of them under FT_CH11_EMPTY_SPLITS=1.
+TEST(Ch11, DropsTheSplitsLeftPastTheKeys) {
+  {
+    const ScopedEnv unset("FT_CH11_EMPTY_SPLITS", "");
+    EXPECT_EQ(ch11::splits_with_keys(32768, 66), 64);   // 512 keys a split: 64 hold them all
+    EXPECT_EQ(ch11::splits_with_keys(8192, 66), 64);    // 128 keys a split
+    EXPECT_EQ(ch11::splits_with_keys(1000, 7), 4);      // 256 keys a split
+    EXPECT_EQ(ch11::splits_with_keys(131072, 128), 128);
+    EXPECT_EQ(ch11::splits_with_keys(100000, 66), 66);  // 1,536 keys a split: the last one short, not empty
+    EXPECT_EQ(ch11::splits_with_keys(1, 8), 1);
+  }
+  const ScopedEnv kept("FT_CH11_EMPTY_SPLITS", "1");
+  EXPECT_EQ(ch11::splits_with_keys(32768, 66), 66);
+}
+
 // grid_merge_slices(splits, rows, blocks, block threads, d): a row whole where its threads
 // take every split in one batch of 16 a thread, else the fewest slices (2 or 4) that do, as
 // long as no block gets two; or FT_CH11_GRID_MERGE_SLICES's, which must be 1, 2 or 4.
