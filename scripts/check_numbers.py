@@ -1892,6 +1892,29 @@ def ch11_slice_grid_claims():
                         f"every other shape {pg(lambda k: not mqa1(k))}.")]
 
 
+def ch11_empty_split_claims():
+    """The splits past the keys, kept (FT_CH11_EMPTY_SPLITS=1) and dropped, four query rows, on
+    an H100, two rounds (ch11_empty_splits_ab.csv, _reverse)."""
+    keep, drop = "FT_CH11_EMPTY_SPLITS=1", ("built", "FT_CH11_EMPTY_SPLITS=")
+    ts = []
+    for name in ("ch11_empty_splits_ab.csv", "ch11_empty_splits_ab_reverse.csv"):
+        t = {}
+        for r in read_h100(name):
+            key = (int(r["batch"]), int(r["heads_kv"]), int(r["seq_len"]), int(r["len_kv"]))
+            t.setdefault(key, {})[(r["setting"], r["variant"])] = float(r["ms"])
+        ts.append(t)
+    speed = lambda ks: span([t[k][(keep, "fastest")] / t[k][(s, "fastest")] for t in ts for k in ks for s in drop
+                             if (s, "fastest") in t[k]])
+    frac = lambda k, ss: span([t[k][(s, "stream_read")] / t[k][(s, "fastest")] for t in ts for s in ss
+                               if (s, "fastest") in t[k]], unit="")
+    aimed = [(1, 1, 4, 32768), (1, 1, 4, 8192)]
+    k32 = aimed[0]
+    return [(CH11_CASE, f"at 32,768 keys\n{speed([k32])} ({frac(k32, (keep,))} of the read kept, {frac(k32, drop)} dropped); "
+                        f"at 8,192 keys {speed([aimed[1]])}"),
+            (CH11_CASE, f"which had no empty split,\n{speed([k for k in ts[0] if k not in aimed])}."),
+            (CH11, f"whole tiles leaves past the keys are dropped: {speed([k32])} at four query rows, 32k keys")]
+
+
 def ch11_short_split_claims():
     """The case study's forced splits at short caches (ch11_short_splits.csv, µs)."""
     t = {}
@@ -2441,7 +2464,7 @@ def claims():
                       f"{vs_ratio('ch07_fastest', 'forward', LONG, 'ours', 'torch_flash', 3)} on the shapes "
                       f"with N ≥ 4096"),
     ]
-    out += ch06_precision_claims() + ch10_claims() + ch11_claims() + ch11_merge_claims() + ch11_merge_block_claims() + ch11_wgmma_claims() + ch11_hybrid_claims() + ch11_short_cache_claims() + ch11_cluster_claims() + ch11_wgmma_split_claims() + ch10_reverse_claims() + ch10_cudnn_kernel_claims() + ch10_wide_claims() + ch10_meeting_claims() + ch10_tile_dq_claims() + ch10_tile_dq_vs_pytorch_claims() + ch10_dk_last_claims() + ch10_dq_turns_claims() + ch10_fastest_h100_claims() + ch10_fastest_h200_claims() + ch08_over_ch05_claims() + ch10_turns_profile_claims() + ch11_b1_rows128_claims() + ch10_wide_vs_pytorch_claims() + ch11_rows_claims() + ch11_row_tile_claims() + ch11_short_split_claims() + ch11_grid_merge_claims() + ch11_graph_claims() + ch11_slice_claims() + ch10_stall_claims() + ch10_lean_claims() + ch10_walk_claims() + ch10_step9_claims() + ch12_claims()
+    out += ch06_precision_claims() + ch10_claims() + ch11_claims() + ch11_merge_claims() + ch11_merge_block_claims() + ch11_wgmma_claims() + ch11_hybrid_claims() + ch11_short_cache_claims() + ch11_cluster_claims() + ch11_wgmma_split_claims() + ch10_reverse_claims() + ch10_cudnn_kernel_claims() + ch10_wide_claims() + ch10_meeting_claims() + ch10_tile_dq_claims() + ch10_tile_dq_vs_pytorch_claims() + ch10_dk_last_claims() + ch10_dq_turns_claims() + ch10_fastest_h100_claims() + ch10_fastest_h200_claims() + ch08_over_ch05_claims() + ch10_turns_profile_claims() + ch11_b1_rows128_claims() + ch10_wide_vs_pytorch_claims() + ch11_rows_claims() + ch11_row_tile_claims() + ch11_short_split_claims() + ch11_grid_merge_claims() + ch11_graph_claims() + ch11_slice_claims() + ch11_empty_split_claims() + ch10_stall_claims() + ch10_lean_claims() + ch10_walk_claims() + ch10_step9_claims() + ch12_claims()
     fp16, bf16 = ch09_table("fp16"), ch09_table("bf16")
     worst = max(abs(fp16[k][i] / bf16[k][i] - 1) for k in bf16 for i in STEPS if i in bf16[k])
     out.append((ch09, f"fp16, in the same run, lands within {int(worst * 100) + 1}% of these"))
