@@ -1887,6 +1887,8 @@ def ch11_slice_grid_claims():
                         f"B = {worst[0]} with 32 heads on {({1: 'one'}).get(worst[1], worst[1])}"),
             (CH11_CASE, f"contiguous cache, read at {g[worst]['stream_read'] / g[worst]['contiguous']:.2f}. The paged cache "
                         f"ran at {pg(lambda k: True)} its contiguous one"),
+            (CH11, f"B = 1 with 32 heads on one and four query rows, at {of_read(g, (1, 1, 4, 32768), 'fastest'):.2f} of the "
+                   f"read."),
             (CH11_CASE, f"({pg(lambda k: mqa1(k) and k[3] == 32768)} at 32k keys, "
                         f"{pg(lambda k: mqa1(k) and k[3] == 131072)} at 128k);\n"
                         f"every other shape {pg(lambda k: not mqa1(k))}.")]
