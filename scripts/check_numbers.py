@@ -632,6 +632,16 @@ def decode_times_by(name, column):
     return t
 
 
+def h100_by_setting(name):
+    """{(B, H_kv, N_q, N_k): {(setting, variant): ms}} of one round of an A/B of chapter 11's
+    program on an H100 (plots/results/h100/), its settings as the `setting` column names them."""
+    t = {}
+    for r in read_h100(name):
+        key = (int(r["batch"]), int(r["heads_kv"]), int(r["seq_len"]), int(r["len_kv"]))
+        t.setdefault(key, {})[(r["setting"], r["variant"])] = float(r["ms"])
+    return t
+
+
 def h100_ab(name):
     """{setting without its round: {(B, H_kv, N_q, N_k): {variant: mean ms of the rounds}}} of
     an A/B of chapter 11's program on an H100 (plots/results/h100/), its rounds told apart by
@@ -1746,12 +1756,7 @@ def ch11_grid_merge_claims():
     settings FT_CH11_GRID_MERGE=0 and =1 in one process, four rows in two rounds of opposite
     orders), the launch probe (launch_probe.csv) and the whole grid with the rule
     (ch11_grid_grid_merge.csv)."""
-    def ab(name):
-        t = {}
-        for r in read_h100(name):
-            key = (int(r["batch"]), int(r["heads_kv"]), int(r["seq_len"]), int(r["len_kv"]))
-            t.setdefault(key, {})[(r["setting"], r["variant"])] = float(r["ms"])
-        return t
+    ab = h100_by_setting
     off, on = "FT_CH11_GRID_MERGE=0", "FT_CH11_GRID_MERGE=1"
     rounds = {4: [ab("ch11_grid_merge_ab_rows4.csv"), ab("ch11_grid_merge_ab_rows4_reverse.csv")],
               1: [ab("ch11_grid_merge_ab_rows1.csv")]}
@@ -1834,12 +1839,7 @@ def ch11_slice_claims():
     """The grid's merge in slices of a row's columns, on an H100: the first form and the rule,
     each against whole rows (FT_CH11_GRID_MERGE_SLICES=1) in one process, two rounds
     (ch11_grid_merge_slices_first_ab*.csv, ch11_grid_merge_slices_ab*.csv)."""
-    def ab(name):
-        t = {}
-        for r in read_h100(name):
-            key = (int(r["batch"]), int(r["heads_kv"]), int(r["seq_len"]), int(r["len_kv"]))
-            t.setdefault(key, {})[(r["setting"], r["variant"])] = float(r["ms"])
-        return t
+    ab = h100_by_setting
     whole = "FT_CH11_GRID_MERGE_SLICES=1"
     rule = ("built", "FT_CH11_GRID_MERGE_SLICES=")  # the form as built, and its rule named after the others
     first = [ab("ch11_grid_merge_slices_first_ab.csv"), ab("ch11_grid_merge_slices_first_ab_reverse.csv")]
@@ -1898,13 +1898,7 @@ def ch11_empty_split_claims():
     """The splits past the keys, kept (FT_CH11_EMPTY_SPLITS=1) and dropped, four query rows, on
     an H100, two rounds (ch11_empty_splits_ab.csv, _reverse)."""
     keep, drop = "FT_CH11_EMPTY_SPLITS=1", ("built", "FT_CH11_EMPTY_SPLITS=")
-    ts = []
-    for name in ("ch11_empty_splits_ab.csv", "ch11_empty_splits_ab_reverse.csv"):
-        t = {}
-        for r in read_h100(name):
-            key = (int(r["batch"]), int(r["heads_kv"]), int(r["seq_len"]), int(r["len_kv"]))
-            t.setdefault(key, {})[(r["setting"], r["variant"])] = float(r["ms"])
-        ts.append(t)
+    ts = [h100_by_setting(name) for name in ("ch11_empty_splits_ab.csv", "ch11_empty_splits_ab_reverse.csv")]
     speed = lambda ks: span([t[k][(keep, "fastest")] / t[k][(s, "fastest")] for t in ts for k in ks for s in drop
                              if (s, "fastest") in t[k]])
     frac = lambda k, ss: span([t[k][(s, "stream_read")] / t[k][(s, "fastest")] for t in ts for s in ss
