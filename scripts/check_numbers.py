@@ -815,14 +815,14 @@ def ch11_wgmma_claims():
                            f"of 64 and 256 tokens but\n{span([a[k]['paged_16'] / b[k]['paged_16'] for k in a if not two(k)])} "
                            f"at pages of 16"))
     first = h100_pytorch("ch11_decode_vs_pytorch_wgmma.csv")  # step 6's first form, decode_merge
-    pt = h100_pytorch("ch11_decode_vs_pytorch_grid_merge.csv")  # the grid's merge by its rule
+    pt = h100_pytorch("ch11_decode_vs_pytorch_splits_with_keys.csv")  # the merges and splits as they stand
     ratio = lambda k, t=pt: min(v for i, v in t[k].items() if i.startswith("torch")) / t[k]["ch11"]
     below = sorted(ratio(k) for k in pt if ratio(k) < 1)
     mq = lambda pick: span([ratio(k) for k in pt if k[1] == 1 and k[2] == 1 and k[3] >= 32768 and pick(k[0])])
     four = lambda pick: span([ratio(k) for k in pt if k[2] == 4 and pick(k)])
     out += [(CH11, f"PyTorch's fastest backend on {len(pt) - len(below)} shapes, and {below[0]:.3f}–{below[-1]:.3f}× "
                    f"cuDNN on the other {len(below)}"),
-            (CH11, f"(`ch11_decode_vs_pytorch_grid_merge.csv`, the whole grid, {len(pt)} shapes)"),
+            (CH11, f"(`ch11_decode_vs_pytorch_splits_with_keys.csv`, the whole grid, {len(pt)} shapes)"),
             (CH11, f"heads on one and one row, {mq(lambda b: b >= 16)} at B ≥ 16 and {mq(lambda b: b == 1)} at B = 1 "
                    f"from 32k keys; at 1k\nkeys and B = 1, {ratio((1, 1, 1, 1024)):.2f}× with 32 on one and "
                    f"{ratio((1, 8, 1, 1024)):.2f}× with 32 on 8, where step 6's first form ran\n"
