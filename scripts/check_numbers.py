@@ -1756,10 +1756,9 @@ def ch11_grid_merge_claims():
     settings FT_CH11_GRID_MERGE=0 and =1 in one process, four rows in two rounds of opposite
     orders), the launch probe (launch_probe.csv) and the whole grid with the rule
     (ch11_grid_grid_merge.csv)."""
-    ab = h100_by_setting
     off, on = "FT_CH11_GRID_MERGE=0", "FT_CH11_GRID_MERGE=1"
-    rounds = {4: [ab("ch11_grid_merge_ab_rows4.csv"), ab("ch11_grid_merge_ab_rows4_reverse.csv")],
-              1: [ab("ch11_grid_merge_ab_rows1.csv")]}
+    rounds = {4: [h100_by_setting("ch11_grid_merge_ab_rows4.csv"), h100_by_setting("ch11_grid_merge_ab_rows4_reverse.csv")],
+              1: [h100_by_setting("ch11_grid_merge_ab_rows1.csv")]}
     speed = lambda t, k, v="fastest": t[k][(off, v)] / t[k][(on, v)]
     frac = lambda ts, k, s: statistics.mean(t[k][(s, "stream_read")] / t[k][(s, "fastest")] for t in ts)
     out = []
@@ -1779,7 +1778,7 @@ def ch11_grid_merge_claims():
             (CH11, f"{picks(rule)} the step with `decode_merge` at B = 1"),
             (CH11, f"({frac(rounds[4], (1, 1, 4, 32768), off):.2f} → {frac(rounds[4], (1, 1, 4, 32768), on):.2f} of the read)"),
             (CH11, f"rows in turn it lost, {picks(turns)}")]
-    again = ab("ch11_grid_merge_rule_rows4.csv")[(1, 1, 4, 32768)]  # "built": the rule, the default
+    again = h100_by_setting("ch11_grid_merge_rule_rows4.csv")[(1, 1, 4, 32768)]  # "built": the rule, the default
     of = lambda s: again[(s, "stream_read")] / again[(s, "fastest")]
     out.append((CH11_CASE, f"four rows, 32k keys, {of(off):.2f} → {of('built'):.2f} of the read"))
     lp = {r["launch"]: float(r["median_us"]) for r in read_h100("launch_probe.csv")}
@@ -1839,11 +1838,10 @@ def ch11_slice_claims():
     """The grid's merge in slices of a row's columns, on an H100: the first form and the rule,
     each against whole rows (FT_CH11_GRID_MERGE_SLICES=1) in one process, two rounds
     (ch11_grid_merge_slices_first_ab*.csv, ch11_grid_merge_slices_ab*.csv)."""
-    ab = h100_by_setting
     whole = "FT_CH11_GRID_MERGE_SLICES=1"
     rule = ("built", "FT_CH11_GRID_MERGE_SLICES=")  # the form as built, and its rule named after the others
-    first = [ab("ch11_grid_merge_slices_first_ab.csv"), ab("ch11_grid_merge_slices_first_ab_reverse.csv")]
-    now = [ab("ch11_grid_merge_slices_ab.csv"), ab("ch11_grid_merge_slices_ab_reverse.csv")]
+    first = [h100_by_setting("ch11_grid_merge_slices_first_ab.csv"), h100_by_setting("ch11_grid_merge_slices_first_ab_reverse.csv")]
+    now = [h100_by_setting("ch11_grid_merge_slices_ab.csv"), h100_by_setting("ch11_grid_merge_slices_ab_reverse.csv")]
     speed = lambda ts, k, settings=rule: span([t[k][(whole, "fastest")] / t[k][(s, "fastest")]
                                               for t in ts for s in settings if (s, "fastest") in t[k]])
     frac = lambda ts, k, s: statistics.mean(t[k][(s, "stream_read")] / t[k][(s, "fastest")] for t in ts)
