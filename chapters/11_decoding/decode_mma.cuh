@@ -105,8 +105,9 @@ struct KvPages {
   using Rows = KvRows<D>;
   int page[Rows::kPasses];  ///< the pages of the thread's rows
 
-  /// Starts loading the entries of keys [key0, key0 + kTileKeys) of sequence b (key0 < k_end).
-  /// A row past k_end loads the last key's entry, unused: every load is unconditional, no branch.
+  /// Starts loading the entries of keys [key0, key0 + kTileKeys) of sequence b. A row at or past
+  /// k_end loads the last key's entry, unused: every load is unconditional, no branch. k_end may
+  /// lie past the sequence's own end, within the batch's longest (first_entries_end).
   template <class T>
   __device__ __forceinline__ void load(const Params<T>& p, int b, int key0, int k_end) {
     const int r0 = Rows::copier() / Rows::kChunksPerRow;
@@ -126,7 +127,19 @@ struct KvPages {
   }
 };
 
-template <class T, int D, bool kPaged, int kRowTiles = 1>
+/// Where a paged block's first tile's table entries stop: the split's end within the batch's
+/// longest sequence (p.Nk, which every block-table row covers: decode_paged checks), not within
+/// this sequence's (its seq_lens entry). Known from the parameters, it lets the entries load
+/// beside the length, unconditionally, instead of after it: with the length first, each block
+/// waited for two loads in a row, the length and then the entries, before its first copy. A
+/// row past the sequence's end (or a split past every key) loads an entry it never uses:
+/// KvPages::rows gives it no offset.
+template <class T>
+__device__ __forceinline__ int first_entries_end(const Params<T>& p, int k_begin) {
+  return min(p.Nk, k_begin + p.keys_per_split);
+}
+
+template <class T, int D, bool kPaged, int kRowTiles = 1, bool kLengthFirst = false>
 __global__ void __launch_bounds__(kThreads) decode_mma(const Params<T> p) {
   using Tile = MmaTile<D>;
   using ft::tc::FragA;
@@ -161,8 +174,12 @@ __global__ void __launch_bounds__(kThreads) decode_mma(const Params<T> p) {
   const int num_tiles = k_end > k_begin ? (k_end - k_begin + kTileKeys - 1) / kTileKeys : 0;
 
   KvPages<D> pages;  // paged: the next tile's table entries, in flight while a tile is computed
-  if constexpr (kPaged) {
-    if (num_tiles > 0) pages.load(p, batch, k_begin, k_end);
+  if constexpr (kPaged) {  // the first tile's beside the length (FT_CH11_LENGTH_FIRST: after it)
+    if constexpr (kLengthFirst) {
+      if (num_tiles > 0) pages.load(p, batch, k_begin, k_end);
+    } else {
+      pages.load(p, batch, k_begin, first_entries_end(p, k_begin));  // no branch: issued at once
+    }
   }
   auto load_tile = [&](int j) {  // block tile j into stage j % kMmaStages; keys past k_end: zeros
     const int stage = j % kMmaStages, key0 = k_begin + j * kTileKeys;

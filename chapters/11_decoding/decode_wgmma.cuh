@@ -75,7 +75,8 @@ enum class Merge {
 template <int D, int kWarpgroups>
 constexpr int kWgmmaBlocksPerSm = D == 64 && kWarpgroups == 1 ? 3 : 1;
 
-template <class T, int D, bool kPaged, int kWarpgroups = 1, Merge kMerge = Merge::kWorkspace>
+template <class T, int D, bool kPaged, int kWarpgroups = 1, Merge kMerge = Merge::kWorkspace,
+          bool kLengthFirst = false>
 __global__ void __launch_bounds__(kThreads * kWarpgroups, (kWgmmaBlocksPerSm<D, kWarpgroups>))
     decode_wgmma(const Params<T> p) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
@@ -119,8 +120,12 @@ __global__ void __launch_bounds__(kThreads * kWarpgroups, (kWgmmaBlocksPerSm<D, 
   static_assert(kTileKeys == kThreads, "a tile's rows found by the first warpgroup, a row a thread");
   __shared__ int64_t row_offset[2][kSharedRows ? kTileKeys : 1];  // [tile j % 2][row], -1: past k_end
   KvPages<D> pages;  // paged, one warpgroup: the next tile's table entries, as step 5 loads them
-  if constexpr (kPaged && !kSharedRows) {
-    if (num_tiles > 0) pages.load(p, batch, k_begin, k_end);
+  if constexpr (kPaged && !kSharedRows) {  // the first tile's beside the length, as step 5's
+    if constexpr (kLengthFirst) {
+      if (num_tiles > 0) pages.load(p, batch, k_begin, k_end);
+    } else {
+      pages.load(p, batch, k_begin, first_entries_end(p, k_begin));  // no branch: issued at once
+    }
   }
   auto find_rows = [&](int j) {
     if constexpr (kSharedRows) {

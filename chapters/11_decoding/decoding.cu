@@ -470,10 +470,24 @@ void launch_chunks(const ft::Problem& p, Params<T> params, int splits, cudaStrea
 
 /// Step 5's kernel (decode_mma: a block a chunk of 16·kRowTiles rows of a key/value head, on
 /// the tensor cores) and the merge.
-template <class T, int D, bool kPaged, int kRowTiles>
+/// The environment variable that makes a paged block load its first tile's block-table
+/// entries after its sequence's length, as the kernels did before first_entries_end, for the
+/// measurement of one against the other (steps 5 and 6 with one warpgroup). Unset or empty in
+/// every other use.
+constexpr const char* kLengthFirstEnv = "FT_CH11_LENGTH_FIRST";
+
+static bool length_first() {
+  const char* set = std::getenv(kLengthFirstEnv);
+  return set && *set && std::atoi(set) != 0;
+}
+
+template <class T, int D, bool kPaged, int kRowTiles, bool kLengthFirst = false>
 void launch_mma_tiles(const ft::Problem& p, const Params<T>& params, int splits, cudaStream_t stream) {
-  launch_chunks<T, D>(p, params, splits, stream, decode_mma<T, D, kPaged, kRowTiles>, mma_smem_bytes<D, kRowTiles>(),
-                      kMmaRows * kRowTiles, "chapter 11's decode_mma");
+  if constexpr (kPaged && !kLengthFirst) {
+    if (length_first()) return launch_mma_tiles<T, D, true, kRowTiles, true>(p, params, splits, stream);
+  }
+  launch_chunks<T, D>(p, params, splits, stream, decode_mma<T, D, kPaged, kRowTiles, kLengthFirst>,
+                      mma_smem_bytes<D, kRowTiles>(), kMmaRows * kRowTiles, "chapter 11's decode_mma");
 }
 
 /// The splits a one-tile decode_mma grid takes to fill the GPU (choose_splits).
@@ -494,13 +508,17 @@ void launch_mma(const ft::Problem& p, Params<T> params, int splits, cudaStream_t
     launch_mma_tiles<T, D, kPaged, 1>(p, params, splits, stream);
 }
 
-template <class T, int D, bool kPaged, int kWarpgroups>
+template <class T, int D, bool kPaged, int kWarpgroups, bool kLengthFirst = false>
 void launch_wgmma_blocks(const ft::Problem& p, const Params<T>& params, int splits, cudaStream_t stream) {
-  const MergeForms<T> forms{decode_wgmma<T, D, kPaged, kWarpgroups, Merge::kCluster>,
+  if constexpr (kPaged && kWarpgroups == 1 && !kLengthFirst) {
+    if (length_first()) return launch_wgmma_blocks<T, D, true, 1, true>(p, params, splits, stream);
+  }
+  const MergeForms<T> forms{decode_wgmma<T, D, kPaged, kWarpgroups, Merge::kCluster, kLengthFirst>,
                             decode_wgmma<T, D, false, kWarpgroups, Merge::kCluster>,
-                            decode_wgmma<T, D, kPaged, kWarpgroups, Merge::kGrid>,
+                            decode_wgmma<T, D, kPaged, kWarpgroups, Merge::kGrid, kLengthFirst>,
                             decode_wgmma<T, D, false, kWarpgroups, Merge::kGrid>};
-  launch_chunks<T, D>(p, params, splits, stream, decode_wgmma<T, D, kPaged, kWarpgroups>,
+  launch_chunks<T, D>(p, params, splits, stream,
+                      decode_wgmma<T, D, kPaged, kWarpgroups, Merge::kWorkspace, kLengthFirst>,
                       wgmma_smem_bytes<D, kWarpgroups>(), kWgmmaRows * kWarpgroups, "chapter 11's decode_wgmma",
                       kThreads * kWarpgroups, kMinWgmmaSplitKeys, forms);
 }
@@ -783,6 +801,12 @@ size_t paged_workspace_bytes(const ft::Problem& p) { return workspace<true, true
 void decode_paged(const ft::Problem& p, const PagedDecodeArgs& a, cudaStream_t stream) {
   check_decode(p);
   check_page_size(a.pool.page_size);
+  // Every table row covers the longest sequence, len_kv: the kernels load a row's entries up
+  // to it (first_entries_end), whatever the sequence's own length.
+  if (a.pages_per_seq < 1 || int64_t(a.pages_per_seq) * a.pool.page_size < p.len_kv)
+    throw ft::Unsupported("paged decode: " + std::to_string(a.pages_per_seq) + " block-table entries a sequence, "
+                          "pages of " + std::to_string(a.pool.page_size) + " tokens, hold fewer than len_kv (" +
+                          std::to_string(p.len_kv) + "), the longest sequence");
   Compiled::dispatch(p, "chapter 11 (paged)", [&](auto i) {
     using I = decltype(i);
     using T = typename I::Element;

@@ -155,7 +155,9 @@ void check_paged(const ft::Problem& problem, const ft::PagedKvShape& pool, const
 size_t paged_workspace_bytes(const ft::Problem& problem);
 
 /// Launches the paged decode (the last step's kernel reading through the block tables). Call
-/// check_paged on the same tables first: this launch trusts them.
+/// check_paged on the same tables first: this launch trusts their entries. It refuses
+/// (ft::Unsupported) only what it can see without them: pages not a power of two, rows of
+/// the table that cannot hold len_kv tokens.
 void decode_paged(const ft::Problem& problem, const PagedDecodeArgs& args, cudaStream_t stream);
 
 /// The chapter's extra rows of the program: the copy-free ceiling (a kernel that only reads

@@ -261,7 +261,10 @@ void expect_paged_correct(ft::DType t, int d, int heads, int heads_kv, int len_q
           }
       cache.append(b, k.data(), v.data(), count);
     }
-  std::vector<int32_t> tables(size_t(B) * pages_per_seq, 0), seq_lens(lens.begin(), lens.end());
+  // Entries past a sequence's own pages: the pool's last page, another sequence's tokens. The
+  // kernels may load them (first_entries_end), never read through them.
+  std::vector<int32_t> tables(size_t(B) * pages_per_seq, int32_t(cache.shape().num_pages - 1)),
+      seq_lens(lens.begin(), lens.end());
   std::vector<float> q;
   for (int b = 0; b < B; ++b) {
     std::copy(cache.block_table(b).begin(), cache.block_table(b).end(), tables.begin() + int64_t(b) * pages_per_seq);
@@ -528,6 +531,30 @@ TEST(Ch11, GridMergeInSlicesOfColumnsDecodesAsWholeRows) {
   }
 }
 
+// A paged block's first tile's table entries loaded beside its sequence's length (the
+// default: first_entries_end) or after it (FT_CH11_LENGTH_FIRST=1), on step 5 and on step 6
+// with one warpgroup: sequences shorter than the longest, whose first entries then include
+// some past their own pages (the pool's last page: expect_paged_correct); one split walking
+// every tile, seven with one empty; pages of 1, 16 and 256 tokens.
+TEST(Ch11, PagedBlocksLoadTheirFirstEntriesBesideTheLengthOrAfterIt) {
+  REQUIRE_GPU();
+  for (const char* first : {"", "1"})
+    for (const char* wgmma : {"1", "0"}) {
+      if (*wgmma == '1' && ft::device_sm() != 90) continue;  // step 6's wgmma runs on Hopper alone
+      const ScopedEnv form("FT_CH11_LENGTH_FIRST", first), step("FT_CH11_WGMMA", wgmma),
+          one("FT_CH11_WARPGROUPS", *wgmma == '1' ? "1" : "");
+      for (const char* splits : {"", "1", "7"}) {
+        const ScopedEnv split_count("FT_CH11_SPLITS", splits);
+        for (int page_size : {1, 16, 256}) {
+          SCOPED_TRACE(std::string("FT_CH11_LENGTH_FIRST='") + first + "', FT_CH11_WGMMA=" + wgmma + ", splits '" +
+                       splits + "', pages of " + std::to_string(page_size));
+          expect_paged_correct(ft::DType::BFloat16, 128, 32, 1, 4, true, page_size, {1000, 4, 17, 300});
+          expect_paged_correct(ft::DType::Float16, 64, 32, 8, 1, false, page_size, {129, 1000, 1});
+        }
+      }
+    }
+}
+
 TEST(Ch11, MergesInAClusterFewSplitsWhereTheGridRunsAtOnce) {
   const ScopedEnv unset("FT_CH11_CLUSTER", "");
   constexpr size_t k16 = 16 << 10, k32 = 32 << 10;  // a block's part: 32 rows (64 at d = 64), 64 rows
@@ -602,8 +629,18 @@ TEST(Ch11Paged, RefusesTablesItCannotReadSafely) {
           "must be the longest sequence");
   refused(decode_problem(2, 8, 2, 1, 40, 96, true, ft::DType::BFloat16), {10, 16, 2, 96}, tables, 3, lens,
           "bf16 or fp16 at d = 64 or 128");
-  // A page past the sequence's own pages is never read: its entry is not checked.
+  // A page past the sequence's own pages is never read (its entry may be loaded, never used):
+  // its entry is not checked.
   EXPECT_NO_THROW(ch11::check_paged(p, pool, {0, 1, 2, 3, 4, 99}, 3, {40, 32}));
+  // The launch refuses tables whose rows cannot hold len_kv, before it touches the GPU.
+  ch11::PagedDecodeArgs a;
+  a.pool = pool, a.pages_per_seq = 2;
+  try {
+    ch11::decode_paged(p, a, 0);
+    ADD_FAILURE() << "accepted 2 entries of 16 tokens a sequence for len_kv = 40";
+  } catch (const ft::Unsupported& e) {
+    EXPECT_NE(std::string(e.what()).find("hold fewer than len_kv (40)"), std::string::npos) << e.what();
+  }
 }
 
 }  // namespace
