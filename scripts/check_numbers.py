@@ -1909,6 +1909,21 @@ def ch11_empty_split_claims():
             (CH11, f"whole tiles leaves past the keys are dropped: {speed([k32])} at four query rows, 32k keys")]
 
 
+def ch11_flashinfer_h100_claims():
+    """The kernels beside FlashInfer 0.6 on an H100, N_k >= 32k, as the H200's sentence counts
+    them (ch11_decode_vs_pytorch_flashinfer.csv)."""
+    ms = {}
+    for r in read_h100("ch11_decode_vs_pytorch_flashinfer.csv"):
+        if r["ms"]:
+            ms.setdefault((int(r["batch"]), int(r["heads_kv"]), int(r["len_q"]), int(r["len_kv"])), {})[r["impl"]] = \
+                float(r["ms"])
+    fi = lambda pick: span([min(v for i, v in x.items() if i.startswith("flashinfer")) / x["ch11"]
+                            for k, x in ms.items() if pick(k) and k[3] >= 32768
+                            and any(i.startswith("flashinfer") for i in x)])
+    return [(CH11, f"{fi(lambda k: k[1:3] == (32, 1))} with 32 on 32, {fi(lambda k: k[1:3] == (8, 1))} with 32 on 8, "
+                   f"{fi(lambda k: k[2] == 4)} with four rows")]
+
+
 def ch11_short_split_claims():
     """The case study's forced splits at short caches (ch11_short_splits.csv, µs)."""
     t = {}
@@ -2458,7 +2473,7 @@ def claims():
                       f"{vs_ratio('ch07_fastest', 'forward', LONG, 'ours', 'torch_flash', 3)} on the shapes "
                       f"with N ≥ 4096"),
     ]
-    out += ch06_precision_claims() + ch10_claims() + ch11_claims() + ch11_merge_claims() + ch11_merge_block_claims() + ch11_wgmma_claims() + ch11_hybrid_claims() + ch11_short_cache_claims() + ch11_cluster_claims() + ch11_wgmma_split_claims() + ch10_reverse_claims() + ch10_cudnn_kernel_claims() + ch10_wide_claims() + ch10_meeting_claims() + ch10_tile_dq_claims() + ch10_tile_dq_vs_pytorch_claims() + ch10_dk_last_claims() + ch10_dq_turns_claims() + ch10_fastest_h100_claims() + ch10_fastest_h200_claims() + ch08_over_ch05_claims() + ch10_turns_profile_claims() + ch11_b1_rows128_claims() + ch10_wide_vs_pytorch_claims() + ch11_rows_claims() + ch11_row_tile_claims() + ch11_short_split_claims() + ch11_grid_merge_claims() + ch11_graph_claims() + ch11_slice_claims() + ch11_empty_split_claims() + ch10_stall_claims() + ch10_lean_claims() + ch10_walk_claims() + ch10_step9_claims() + ch12_claims()
+    out += ch06_precision_claims() + ch10_claims() + ch11_claims() + ch11_merge_claims() + ch11_merge_block_claims() + ch11_wgmma_claims() + ch11_hybrid_claims() + ch11_short_cache_claims() + ch11_cluster_claims() + ch11_wgmma_split_claims() + ch10_reverse_claims() + ch10_cudnn_kernel_claims() + ch10_wide_claims() + ch10_meeting_claims() + ch10_tile_dq_claims() + ch10_tile_dq_vs_pytorch_claims() + ch10_dk_last_claims() + ch10_dq_turns_claims() + ch10_fastest_h100_claims() + ch10_fastest_h200_claims() + ch08_over_ch05_claims() + ch10_turns_profile_claims() + ch11_b1_rows128_claims() + ch10_wide_vs_pytorch_claims() + ch11_rows_claims() + ch11_row_tile_claims() + ch11_short_split_claims() + ch11_grid_merge_claims() + ch11_graph_claims() + ch11_slice_claims() + ch11_empty_split_claims() + ch11_flashinfer_h100_claims() + ch10_stall_claims() + ch10_lean_claims() + ch10_walk_claims() + ch10_step9_claims() + ch12_claims()
     fp16, bf16 = ch09_table("fp16"), ch09_table("bf16")
     worst = max(abs(fp16[k][i] / bf16[k][i] - 1) for k in bf16 for i in STEPS if i in bf16[k])
     out.append((ch09, f"fp16, in the same run, lands within {int(worst * 100) + 1}% of these"))
