@@ -1909,6 +1909,27 @@ def ch11_empty_split_claims():
             (CH11, f"whole tiles leaves past the keys are dropped: {speed([k32])} at four query rows, 32k keys")]
 
 
+def ch11_table_claims():
+    """The block-table entries two tiles ahead in shared memory against the registers a tile
+    ahead (FT_CH11_TABLE_IN_REGISTERS=1), on an H100: four query rows in two rounds, one row
+    in one (ch11_table_in_shared_ab_rows4.csv, _rows4_reverse, _rows1)."""
+    reg, shared = "FT_CH11_TABLE_IN_REGISTERS=1", ("built", "FT_CH11_TABLE_IN_REGISTERS=")
+    ts4 = [h100_by_setting(f"ch11_table_in_shared_ab_rows4{r}.csv") for r in ("", "_reverse")]
+    ts1 = [h100_by_setting("ch11_table_in_shared_ab_rows1.csv")]
+    paged = ("paged_16", "paged_64", "paged_256")
+    k32, k1, k8 = (1, 1, 4, 32768), (1, 1, 4, 1024), (1, 1, 4, 8192)
+    us = lambda v: "–".join(f"{f(t[k32][(reg, x)] for t in ts4 for x in v) * 1000:.1f}" for f in (min, max))
+    of = lambda ks: span([t[k][(reg, "contiguous")] / t[k][(reg, x)] for t in ts4 for k in ks for x in paged])
+    gain = lambda pairs: span([t[k][(reg, x)] / t[k][(s, x)] for t, k in pairs for x in paged for s in shared
+                               if (s, x) in t[k]])
+    at = lambda k: [(t, k) for t in ts4]
+    rest = [(t, k) for t in ts4 + ts1 for k in t if k not in (k32, k1, k8)]
+    return [(CH11_CASE, f"a step whatever the page size: four query rows, 32k keys, {us(paged)} µs against "
+                        f"{us(('contiguous',))}\n({of([k32])}), and {of([k1, k8])} at 1k and 8k keys"),
+            (CH11_CASE, f"{gain(at(k32))} at 32k keys with four rows, {gain(at(k1))}\n  at 1k and {gain(at(k8))} at 8k; "
+                        f"every other shape {gain(rest)}.")]
+
+
 def ch11_flashinfer_h100_claims():
     """The kernels beside FlashInfer 0.6 on an H100, N_k >= 32k, as the H200's sentence counts
     them (ch11_decode_vs_pytorch_flashinfer.csv)."""
@@ -2473,7 +2494,7 @@ def claims():
                       f"{vs_ratio('ch07_fastest', 'forward', LONG, 'ours', 'torch_flash', 3)} on the shapes "
                       f"with N ≥ 4096"),
     ]
-    out += ch06_precision_claims() + ch10_claims() + ch11_claims() + ch11_merge_claims() + ch11_merge_block_claims() + ch11_wgmma_claims() + ch11_hybrid_claims() + ch11_short_cache_claims() + ch11_cluster_claims() + ch11_wgmma_split_claims() + ch10_reverse_claims() + ch10_cudnn_kernel_claims() + ch10_wide_claims() + ch10_meeting_claims() + ch10_tile_dq_claims() + ch10_tile_dq_vs_pytorch_claims() + ch10_dk_last_claims() + ch10_dq_turns_claims() + ch10_fastest_h100_claims() + ch10_fastest_h200_claims() + ch08_over_ch05_claims() + ch10_turns_profile_claims() + ch11_b1_rows128_claims() + ch10_wide_vs_pytorch_claims() + ch11_rows_claims() + ch11_row_tile_claims() + ch11_short_split_claims() + ch11_grid_merge_claims() + ch11_graph_claims() + ch11_slice_claims() + ch11_empty_split_claims() + ch11_flashinfer_h100_claims() + ch10_stall_claims() + ch10_lean_claims() + ch10_walk_claims() + ch10_step9_claims() + ch12_claims()
+    out += ch06_precision_claims() + ch10_claims() + ch11_claims() + ch11_merge_claims() + ch11_merge_block_claims() + ch11_wgmma_claims() + ch11_hybrid_claims() + ch11_short_cache_claims() + ch11_cluster_claims() + ch11_wgmma_split_claims() + ch10_reverse_claims() + ch10_cudnn_kernel_claims() + ch10_wide_claims() + ch10_meeting_claims() + ch10_tile_dq_claims() + ch10_tile_dq_vs_pytorch_claims() + ch10_dk_last_claims() + ch10_dq_turns_claims() + ch10_fastest_h100_claims() + ch10_fastest_h200_claims() + ch08_over_ch05_claims() + ch10_turns_profile_claims() + ch11_b1_rows128_claims() + ch10_wide_vs_pytorch_claims() + ch11_rows_claims() + ch11_row_tile_claims() + ch11_short_split_claims() + ch11_grid_merge_claims() + ch11_graph_claims() + ch11_slice_claims() + ch11_empty_split_claims() + ch11_flashinfer_h100_claims() + ch11_table_claims() + ch10_stall_claims() + ch10_lean_claims() + ch10_walk_claims() + ch10_step9_claims() + ch12_claims()
     fp16, bf16 = ch09_table("fp16"), ch09_table("bf16")
     worst = max(abs(fp16[k][i] / bf16[k][i] - 1) for k in bf16 for i in STEPS if i in bf16[k])
     out.append((ch09, f"fp16, in the same run, lands within {int(worst * 100) + 1}% of these"))
