@@ -1885,8 +1885,6 @@ def ch11_slice_grid_claims():
                         f"B = {worst[0]} with 32 heads on {({1: 'one'}).get(worst[1], worst[1])}"),
             (CH11_CASE, f"contiguous cache, read at {g[worst]['stream_read'] / g[worst]['contiguous']:.2f}. The paged cache "
                         f"ran at {pg(lambda k: True)} its contiguous one"),
-            (CH11, f"B = 1 with 32 heads on one and four query rows, at {of_read(g, (1, 1, 4, 32768), 'fastest'):.2f} of the "
-                   f"read."),
             (CH11_CASE, f"({pg(lambda k: mqa1(k) and k[3] == 32768)} at 32k keys, "
                         f"{pg(lambda k: mqa1(k) and k[3] == 131072)} at 128k);\n"
                         f"every other shape {pg(lambda k: not mqa1(k))}.")]
@@ -1928,6 +1926,55 @@ def ch11_table_claims():
                         f"{us(('contiguous',))}\n({of([k32])}), and {of([k1, k8])} at 1k and 8k keys"),
             (CH11_CASE, f"{gain(at(k32))} at 32k keys with four rows, {gain(at(k1))}\n  at 1k and {gain(at(k8))} at 8k; "
                         f"every other shape {gain(rest)}.")]
+
+
+def ch11_length_first_claims():
+    """A paged block's first table entries loaded after the sequence's length
+    (FT_CH11_LENGTH_FIRST=1) and beside it, on an H100, two rounds at one and at four query
+    rows (ch11_length_first_ab_rows1.csv, _rows4, _reverse twins); and the whole grid with the
+    change (ch11_grid_length_first.csv)."""
+    old, new = "FT_CH11_LENGTH_FIRST=1", ("built", "FT_CH11_LENGTH_FIRST=")
+    t1, t4 = ([h100_by_setting(f"ch11_length_first_ab_rows{q}{r}.csv") for r in ("", "_reverse")] for q in (1, 4))
+    paged = ("paged_16", "paged_64", "paged_256")
+    gain = lambda ts, pick, vs=paged: span([t[k][(old, x)] / t[k][(s, x)] for t in ts for k in t if pick(k)
+                                            for x in vs for s in new if (s, x) in t[k]])
+    of = lambda ts, pick, ss: span([t[k][(s, "contiguous")] / t[k][(s, x)] for t in ts for k in t if pick(k)
+                                    for x in paged for s in ss if (s, x) in t[k]])
+    us = lambda x: "–".join(f"{f(t[k][(s, x)] for t in t4 for k in t if k == (1, 1, 4, 32768) for s in new if (s, x) in t[k]) * 1000:.1f}"
+                            for f in (min, max))
+    mqa = lambda *ns: lambda k: k[:2] == (1, 1) and k[3] in ns
+    out = [(CH11_CASE, f"one and at four query rows). At B = 1 with 32 heads on one: {gain(t1, mqa(1024))} at 1k keys and\n"
+                       f"{gain(t1, mqa(8192))} at 8k with one row ({gain(t4, mqa(1024))} and {gain(t4, mqa(8192))} with four), "
+                       f"{gain(t1, mqa(32768))} at 32k with\none row"),
+           (CH11_CASE, f"there went from {of(t1, mqa(32768), (old,))} to\n{of(t1, mqa(32768), new)} at 32k keys, and from "
+                       f"{of(t1, mqa(1024, 8192), (old,))} to {of(t1, mqa(1024, 8192), new)} at 1k and 8k"),
+           (CH11_CASE, f"32k keys, {gain(t4, mqa(32768), paged[1:])} through pages of 64 and 256 tokens but "
+                       f"{gain(t4, mqa(32768), paged[:1])} through pages of 16,\nwhere the paged step stays at "
+                       f"{us('paged_16')} µs against {us('contiguous')}"),
+           (CH11_CASE, f"At 128k keys {gain(t1 + t4, mqa(131072))}; at B = 1 with 32 heads on 8,\n"
+                       f"{gain(t1 + t4, lambda k: k[:2] == (1, 8) and k[3] == 8192)} at 8k keys. At B ≥ 16 with one row and 1k keys, "
+                       f"{gain(t1, lambda k: k[0] >= 16 and k[3] == 1024)}"),
+           (CH11_CASE, f"with four rows {gain(t4, lambda k: k[0] >= 16 and k[3] == 1024)}, and from 8k keys\n"
+                       f"{gain(t1 + t4, lambda k: k[0] >= 16 and k[3] >= 8192)}."),
+           (CH11, f"where they had waited for it: at B = 1 with 32 heads on one and one query row, "
+                  f"{gain(t1, mqa(1024, 8192, 32768))}\nfrom 1k to 32k keys, the paged cache then at "
+                  f"{of(t1, mqa(32768), new)} its contiguous one at 32k")]
+    g = h100_grid("ch11_grid_length_first.csv")
+    long_ = [k for k, v in g.items() if k[3] >= 32768 and "stream_read" in v]
+    frac = lambda k: g[k]["stream_read"] / g[k]["fastest"]
+    pg = lambda ks, vs=paged: span([g[k]["contiguous"] / g[k][x] for k in ks for x in vs], unit="")
+    b1 = [k for k in long_ if k[:3] == (1, 1, 4)]
+    out += [(CH11_CASE, f"`fastest` read at {span([frac(k) for k in long_], unit='')} of the read,\nthe lowest B = 1 with 32 heads "
+                        f"on one and four query rows at 32k keys ({frac((1, 1, 4, 32768)):.3f}), then "
+                        f"{frac((128, 1, 4, 131072)):.2f} at"),
+            (CH11_CASE, f"The paged cache ran at {pg([k for k in long_ if k not in b1])}× its\ncontiguous one, but at B = 1 with "
+                        f"32 heads on one and four rows ({pg(b1)}×): through pages\nof 16 tokens "
+                        f"{pg([(1, 1, 4, 32768)], paged[:1])}× at 32k keys and {pg([(1, 1, 4, 131072)], paged[:1])}× at 128k, and "
+                        f"{pg([(1, 1, 4, 32768)], paged[1:2])}× through pages of 64 at 32k."),
+            (CH11, f"and four query rows reads at {frac((1, 1, 4, 32768)):.3f} of the read, every other layout at "
+                   f"{min(frac(k) for k in long_ if k not in b1):.2f} or more"),
+            (CH11, f"cache runs at {pg([k for k in long_ if k not in b1])}× the contiguous one but at that layout ({pg(b1)}×)")]
+    return out
 
 
 def ch11_flashinfer_h100_claims():
@@ -2494,7 +2541,7 @@ def claims():
                       f"{vs_ratio('ch07_fastest', 'forward', LONG, 'ours', 'torch_flash', 3)} on the shapes "
                       f"with N ≥ 4096"),
     ]
-    out += ch06_precision_claims() + ch10_claims() + ch11_claims() + ch11_merge_claims() + ch11_merge_block_claims() + ch11_wgmma_claims() + ch11_hybrid_claims() + ch11_short_cache_claims() + ch11_cluster_claims() + ch11_wgmma_split_claims() + ch10_reverse_claims() + ch10_cudnn_kernel_claims() + ch10_wide_claims() + ch10_meeting_claims() + ch10_tile_dq_claims() + ch10_tile_dq_vs_pytorch_claims() + ch10_dk_last_claims() + ch10_dq_turns_claims() + ch10_fastest_h100_claims() + ch10_fastest_h200_claims() + ch08_over_ch05_claims() + ch10_turns_profile_claims() + ch11_b1_rows128_claims() + ch10_wide_vs_pytorch_claims() + ch11_rows_claims() + ch11_row_tile_claims() + ch11_short_split_claims() + ch11_grid_merge_claims() + ch11_graph_claims() + ch11_slice_claims() + ch11_empty_split_claims() + ch11_flashinfer_h100_claims() + ch11_table_claims() + ch10_stall_claims() + ch10_lean_claims() + ch10_walk_claims() + ch10_step9_claims() + ch12_claims()
+    out += ch06_precision_claims() + ch10_claims() + ch11_claims() + ch11_merge_claims() + ch11_merge_block_claims() + ch11_wgmma_claims() + ch11_hybrid_claims() + ch11_short_cache_claims() + ch11_cluster_claims() + ch11_wgmma_split_claims() + ch10_reverse_claims() + ch10_cudnn_kernel_claims() + ch10_wide_claims() + ch10_meeting_claims() + ch10_tile_dq_claims() + ch10_tile_dq_vs_pytorch_claims() + ch10_dk_last_claims() + ch10_dq_turns_claims() + ch10_fastest_h100_claims() + ch10_fastest_h200_claims() + ch08_over_ch05_claims() + ch10_turns_profile_claims() + ch11_b1_rows128_claims() + ch10_wide_vs_pytorch_claims() + ch11_rows_claims() + ch11_row_tile_claims() + ch11_short_split_claims() + ch11_grid_merge_claims() + ch11_graph_claims() + ch11_slice_claims() + ch11_empty_split_claims() + ch11_flashinfer_h100_claims() + ch11_table_claims() + ch11_length_first_claims() + ch10_stall_claims() + ch10_lean_claims() + ch10_walk_claims() + ch10_step9_claims() + ch12_claims()
     fp16, bf16 = ch09_table("fp16"), ch09_table("bf16")
     worst = max(abs(fp16[k][i] / bf16[k][i] - 1) for k in bf16 for i in STEPS if i in bf16[k])
     out.append((ch09, f"fp16, in the same run, lands within {int(worst * 100) + 1}% of these"))
