@@ -468,8 +468,6 @@ void launch_chunks(const ft::Problem& p, Params<T> params, int splits, cudaStrea
   merge_splits<T, D>(p, params, stream);
 }
 
-/// Step 5's kernel (decode_mma: a block a chunk of 16·kRowTiles rows of a key/value head, on
-/// the tensor cores) and the merge.
 /// The environment variable that makes a paged block load its first tile's block-table
 /// entries after its sequence's length, as the kernels did before first_entries_end, for the
 /// measurement of one against the other (steps 5 and 6 with one warpgroup). Unset or empty in
@@ -481,6 +479,8 @@ static bool length_first() {
   return set && *set && std::atoi(set) != 0;
 }
 
+/// Step 5's kernel (decode_mma: a block a chunk of 16·kRowTiles rows of a key/value head, on
+/// the tensor cores) and the merge.
 template <class T, int D, bool kPaged, int kRowTiles, bool kLengthFirst = false>
 void launch_mma_tiles(const ft::Problem& p, const Params<T>& params, int splits, cudaStream_t stream) {
   if constexpr (kPaged && !kLengthFirst) {
