@@ -867,7 +867,7 @@ def ch11_hybrid_claims():
     out += [(CH11_CASE, f"| {label[n]} | {len(by[n])} | {ratio(by[n], 'wgmma')} | {ratio(by[n], 'paged_16')} |")
             for n in sorted(by)]
     out.append((CH11, f"Two warpgroups a block ran {ratio(by[2048], 'wgmma')}× one where their splits read 2,048 keys "
-                      f"or more (one tile copy for 128 rows; presumably one's softmax under the other's products), "
+                      f"or more (presumably one's softmax under\nthe other's products), "
                       f"{ratio(by[256], 'wgmma')}× at 256"))
 
     r = h100_ab("ch11_wgmma_rule_ab.csv")
@@ -1958,7 +1958,11 @@ def ch11_length_first_claims():
                        f"{gain(t1 + t4, lambda k: k[0] >= 16 and k[3] >= 8192)}."),
            (CH11, f"where they had waited for it: at B = 1 with 32 heads on one and one query row, "
                   f"{gain(t1, mqa(1024, 8192, 32768))}\nfrom 1k to 32k keys, the paged cache then at "
-                  f"{of(t1, mqa(32768), new)} its contiguous one at 32k")]
+                  f"{of(t1, mqa(32768), new)} its contiguous one at 32k"),
+           (CH11, f"then the copies; paged\n    rows {gain(t1, mqa(8192))} faster without"),
+           ("docs/answers.md", f"the paged rows {gain(t1, mqa(8192))} faster without `FT_CH11_LENGTH_FIRST=1`, the paged "
+                               f"cache\nthen at {of(t1, mqa(8192), new)} the contiguous one. From 8k keys at B ≥ 16"),
+           ("docs/answers.md", f"the same round trip is lost in the stream ({gain(t1, lambda k: k[0] >= 16 and k[3] >= 8192)})")]
     g = h100_grid("ch11_grid_length_first.csv")
     long_ = [k for k, v in g.items() if k[3] >= 32768 and "stream_read" in v]
     frac = lambda k: g[k]["stream_read"] / g[k]["fastest"]
