@@ -945,6 +945,26 @@ def decode_on_shape(run, prog, shape, variants, tag, iters, warmup, env, whole, 
         tag_csv(part, whole, column, value)
 
 
+def step_decode_vs_pytorch(run):
+    """Chapter 11's fastest beside PyTorch's four SDPA backends on the decode grid, through
+    python/flashtut (scripts/decode_vs_pytorch.py), with FlashInfer's decode and prefill where
+    python3 can import flashinfer (its wheel carried), and with --decode-graph the step in CUDA
+    graphs too: decode_vs_pytorch.csv (and decode_graphs.csv)."""
+    run.say("== chapter 11 beside PyTorch's backends (and FlashInfer), same run")
+    if not run.has_torch():
+        run.say("decode_vs_pytorch: python3 cannot import torch, skipped")
+        return
+    flashinfer = run.sh([PYTHON, "-c", "import flashinfer"], check=False).rc == 0
+    graph = run.args.decode_graph
+    log = run.path("logs", "decode_vs_pytorch.log")
+    rc = run.sh([PYTHON, os.path.join(ROOT, "scripts", "decode_vs_pytorch.py"), "--out", run.out, "--lib", run.lib,
+                 *(["--flashinfer"] if flashinfer else []), *(["--graph"] if graph else [])],
+                log=log, env={"PYTHONUNBUFFERED": "1"}, timeout=PROGRAM_TIMEOUT * (2 if graph else 1)).rc
+    run.say(f"decode_vs_pytorch: rc={rc} {count_lines(run.path('decode_vs_pytorch.csv'))} lines"
+            + ("" if flashinfer else " (flashinfer not importable: PyTorch alone)")
+            + (f", decode_graphs.csv {count_lines(run.path('decode_graphs.csv'))} lines" if graph else ""))
+
+
 def step_ab(run):
     """A chapter's program from this tree beside the same program built from --ab-tree (another
     copy of the project, e.g. `git archive main | tar -x -C base`), run in turn on each
@@ -1167,6 +1187,9 @@ STEPS = {
                   "order 1 and 100, ours beside PyTorch's (needs torch): precision_vs_pytorch.csv"),
     "decode": (step_decode, "chapter 11 on the decode grid (batch x cached keys x key/value heads "
                "x query rows), with the streaming read and the paged cache: decode.csv"),
+    "decode_vs_pytorch": (step_decode_vs_pytorch, "chapter 11's fastest beside PyTorch's SDPA backends and, "
+                          "where it imports, FlashInfer, on the decode grid (--decode-graph: in CUDA graphs "
+                          "too; needs torch): decode_vs_pytorch.csv"),
     "ab": (step_ab, "a chapter's program from this tree and from --ab-tree (built there) on each "
            "--ab-args in turn: ab.csv (not run by default)"),
     "generate": (step_generate, "the small GPT saved, then generated from with a KV cache through "
@@ -1486,6 +1509,9 @@ def parse_args(argv):
                          "(e.g. wgmma or fastest for step 6's switches; default: tensor_cores)")
     ap.add_argument("--decode-ab-query-rows", type=int, default=1, choices=range(1, 17), metavar="N_q",
                     help="the query rows a sequence of --decode-ab's shapes, 1 to 16 (default: 1)")
+    ap.add_argument("--decode-graph", action="store_true",
+                    help="the decode_vs_pytorch step also replays each step in CUDA graphs and times "
+                         "Python loops (decode_graphs.csv; default: no)")
     ap.add_argument("--decode-splits", nargs="*", type=int, default=list(DECODE_SPLITS), metavar="S",
                     help="the split counts the decode step's sweep forces on its few shapes; "
                          "--decode-splits with nothing after it: no sweep (default: "

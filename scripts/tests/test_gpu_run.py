@@ -18,7 +18,8 @@ ROOT = os.path.dirname(os.path.dirname(HERE))
 SCRIPT = os.path.join(ROOT, "scripts", "gpu_run.py")
 # The steps' names are a contract: the READMEs and the docs name them.
 STEPS = ["env", "tests", "ctest", "readme", "sanitizer", "sanitizer_views", "tour", "chapters",
-         "tc", "anchors", "autograd_gpu", "vs_pytorch", "hf", "train", "precision", "decode", "ab", "generate", "ring", "traffic", "profiles"]
+         "tc", "anchors", "autograd_gpu", "vs_pytorch", "hf", "train", "precision", "decode", "decode_vs_pytorch", "ab",
+         "generate", "ring", "traffic", "profiles"]
 
 
 def run(*args):
@@ -172,6 +173,17 @@ class DryRun(unittest.TestCase):
         alone = run(self.out, "--dry-run", "--decode-ab-variant", "wgmma")
         self.assertNotEqual(alone.returncode, 0)
         self.assertIn("add --decode-ab", alone.stderr)
+
+    def test_decode_vs_pytorch_takes_flashinfer_where_it_imports_and_graphs_when_asked(self):
+        lines = self.plan("--steps", "decode_vs_pytorch")
+        runs = self.commands(lines, "decode_vs_pytorch.py")
+        self.assertEqual(len(runs), 1)
+        self.assertIn(f"--out {os.path.realpath(self.out)} ", runs[0] + " ")
+        self.assertIn("--flashinfer", runs[0], "a dry run assumes flashinfer imports")
+        self.assertNotIn("--graph", runs[0])
+        self.assertTrue(any("import flashinfer" in line for line in lines))
+        graph = self.commands(self.plan("--steps", "decode_vs_pytorch", "--decode-graph"), "decode_vs_pytorch.py")
+        self.assertIn("--graph", graph[0])
 
     def test_decode_asks_only_for_variants_chapter_11_has(self):
         """Every --variant the decode step passes names one of the program's (its registry in
