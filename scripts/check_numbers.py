@@ -884,7 +884,7 @@ def ch11_hybrid_claims():
     paged = lambda pick: span([g[k]["contiguous"] / g[k][p] for k in g if k[3] >= 32768 and "paged_16" in g[k]
                                and pick(k) for p in pages])
     out += [(CH11, f"Through pages: {paged(lambda k: rows(k) <= 16)} the contiguous cache up to 16 rows, "
-                   f"{paged(lambda k: rows(k) == 128)} at 128 (the appendix)"),
+                   f"{paged(lambda k: rows(k) == 128)} at 128 (`ch11_grid_hybrid.csv`)"),
             (CH11, f"the paged cache ran at {paged(lambda k: rows(k) <= 16)} with up to 16 rows, "
                    f"{paged(lambda k: rows(k) == 32)} with 32 and {paged(lambda k: rows(k) == 128)} with 128 "
                    f"(`ch11_grid_hybrid.csv`)"),
@@ -1956,12 +1956,12 @@ def ch11_length_first_claims():
                        f"{gain(t1, lambda k: k[0] >= 16 and k[3] == 1024)}"),
            (CH11_CASE, f"with four rows {gain(t4, lambda k: k[0] >= 16 and k[3] == 1024)}, and from 8k keys\n"
                        f"{gain(t1 + t4, lambda k: k[0] >= 16 and k[3] >= 8192)}."),
-           (CH11, f"where they had waited for it: at B = 1 with 32 heads on one and one query row, "
+           (CH11, f"(up to the split's end within N_k) instead of after it: at B = 1 with 32 heads on one and one query row, "
                   f"{gain(t1, mqa(1024, 8192, 32768))}\nfrom 1k to 32k keys, the paged cache then at "
                   f"{of(t1, mqa(32768), new)} its contiguous one at 32k"),
            (CH11, f"then the copies; paged\n    rows {gain(t1, mqa(8192))} faster without"),
            ("docs/answers.md", f"the paged rows {gain(t1, mqa(8192))} faster without `FT_CH11_LENGTH_FIRST=1`, the paged "
-                               f"cache\nthen at {of(t1, mqa(8192), new)} the contiguous one. From 8k keys at B ≥ 16"),
+                               f"cache\nthen at {of(t1, mqa(8192), new)} the contiguous one. From 8k keys at B ≥ 16 with one row"),
            ("docs/answers.md", f"the same round trip is lost in the stream ({gain(t1, lambda k: k[0] >= 16 and k[3] >= 8192)})")]
     g = h100_grid("ch11_grid_length_first.csv")
     long_ = [k for k, v in g.items() if k[3] >= 32768 and "stream_read" in v]
@@ -1971,13 +1971,13 @@ def ch11_length_first_claims():
     out += [(CH11_CASE, f"`fastest` read at {span([frac(k) for k in long_], unit='')} of the read,\nthe lowest B = 1 with 32 heads "
                         f"on one and four query rows at 32k keys ({frac((1, 1, 4, 32768)):.3f}), then "
                         f"{frac((128, 1, 4, 131072)):.2f} at"),
-            (CH11_CASE, f"The paged cache ran at {pg([k for k in long_ if k not in b1])}× its\ncontiguous one, but at B = 1 with "
+            (CH11_CASE, f"The paged cache ran at {pg([k for k in long_ if k not in b1])}× its\ncontiguous one, except at B = 1 with "
                         f"32 heads on one and four rows ({pg(b1)}×): through pages\nof 16 tokens "
                         f"{pg([(1, 1, 4, 32768)], paged[:1])}× at 32k keys and {pg([(1, 1, 4, 131072)], paged[:1])}× at 128k, and "
                         f"{pg([(1, 1, 4, 32768)], paged[1:2])}× through pages of 64 at 32k."),
             (CH11, f"and four query rows reads at {frac((1, 1, 4, 32768)):.3f} of the read, every other layout at "
                    f"{min(frac(k) for k in long_ if k not in b1):.2f} or more"),
-            (CH11, f"cache runs at {pg([k for k in long_ if k not in b1])}× the contiguous one but at that layout ({pg(b1)}×)")]
+            (CH11, f"cache runs at {pg([k for k in long_ if k not in b1])}× the contiguous one except at that layout ({pg(b1)}×)")]
     return out
 
 

@@ -954,12 +954,12 @@ def step_decode_vs_pytorch(run):
     if not run.has_torch():
         run.say("decode_vs_pytorch: python3 cannot import torch, skipped")
         return
-    flashinfer = run.sh([PYTHON, "-c", "import flashinfer"], check=False).rc == 0
+    flashinfer = run.sh([PYTHON, "-c", "import flashinfer"], check=False, timeout=60).rc == 0
     graph = run.args.decode_graph
     log = run.path("logs", "decode_vs_pytorch.log")
     rc = run.sh([PYTHON, os.path.join(ROOT, "scripts", "decode_vs_pytorch.py"), "--out", run.out, "--lib", run.lib,
                  *(["--flashinfer"] if flashinfer else []), *(["--graph"] if graph else [])],
-                log=log, env={"PYTHONUNBUFFERED": "1"}, timeout=PROGRAM_TIMEOUT * (2 if graph else 1)).rc
+                log=log, env={"PYTHONUNBUFFERED": "1"}, timeout=PROGRAM_TIMEOUT * (6 if graph else 3)).rc
     run.say(f"decode_vs_pytorch: rc={rc} {count_lines(run.path('decode_vs_pytorch.csv'))} lines"
             + ("" if flashinfer else " (flashinfer not importable: PyTorch alone)")
             + (f", decode_graphs.csv {count_lines(run.path('decode_graphs.csv'))} lines" if graph else ""))

@@ -128,12 +128,13 @@ struct KvPages {
 };
 
 /// Where a paged block's first tile's table entries stop: the split's end within the batch's
-/// longest sequence (p.Nk, which every block-table row covers: decode_paged checks), not within
-/// this sequence's (its seq_lens entry). Known from the parameters, it lets the entries load
-/// beside the length, unconditionally, instead of after it: with the length first, each block
-/// waited for two loads in a row, the length and then the entries, before its first copy. A
-/// row past the sequence's end (or a split past every key) loads an entry it never uses:
-/// KvPages::rows gives it no offset.
+/// longest sequence (p.Nk, which every block-table row covers: decode_paged checks; no
+/// sequence is longer: check_paged), not within this sequence's (its seq_lens entry). Known
+/// from the parameters, it lets the entries load beside the length, unconditionally, instead
+/// of after it: with the length first, each block waited for two loads in a row, the length
+/// and then the entries, before its first copy. A row past the sequence's end (or a split
+/// past every key) loads an entry it never uses: KvPages::rows gives it no offset. Table rows
+/// are read up to ⌈len_kv / page_size⌉ entries, so fill them that far (any page index).
 template <class T>
 __device__ __forceinline__ int first_entries_end(const Params<T>& p, int k_begin) {
   return min(p.Nk, k_begin + p.keys_per_split);

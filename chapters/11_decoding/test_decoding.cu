@@ -261,8 +261,9 @@ void expect_paged_correct(ft::DType t, int d, int heads, int heads_kv, int len_q
           }
       cache.append(b, k.data(), v.data(), count);
     }
-  // Entries past a sequence's own pages: the pool's last page, another sequence's tokens. The
-  // kernels may load them (first_entries_end), never read through them.
+  // Entries past a sequence's own pages: the pool's last page, a spare no sequence holds (its
+  // tokens none of the references'). The kernels may load them (first_entries_end), never read
+  // through them.
   std::vector<int32_t> tables(size_t(B) * pages_per_seq, int32_t(cache.shape().num_pages - 1)),
       seq_lens(lens.begin(), lens.end());
   std::vector<float> q;
@@ -535,7 +536,7 @@ TEST(Ch11, GridMergeInSlicesOfColumnsDecodesAsWholeRows) {
 // default: first_entries_end) or after it (FT_CH11_LENGTH_FIRST=1), on step 5 and on step 6
 // with one warpgroup: sequences shorter than the longest, whose first entries then include
 // some past their own pages (the pool's last page: expect_paged_correct); one split walking
-// every tile, seven with one empty; pages of 1, 16 and 256 tokens.
+// every tile, seven of which three hold no key; pages of 1, 16 and 256 tokens.
 TEST(Ch11, PagedBlocksLoadTheirFirstEntriesBesideTheLengthOrAfterIt) {
   REQUIRE_GPU();
   for (const char* first : {"", "1"})
