@@ -1956,9 +1956,9 @@ def ch11_length_first_claims():
                        f"{gain(t1, lambda k: k[0] >= 16 and k[3] == 1024)}"),
            (CH11_CASE, f"with four rows {gain(t4, lambda k: k[0] >= 16 and k[3] == 1024)}, and from 8k keys\n"
                        f"{gain(t1 + t4, lambda k: k[0] >= 16 and k[3] >= 8192)}."),
-           (CH11, f"(up to the split's end within N_k) instead of after it: at B = 1 with 32 heads on one and one query row, "
-                  f"{gain(t1, mqa(1024, 8192, 32768))}\nfrom 1k to 32k keys, the paged cache then at "
-                  f"{of(t1, mqa(32768), new)} its contiguous one at 32k"),
+           (CH11, f"(up to the split's end within N_k) instead of after it: at B = 1 with 32 heads on one and\n"
+                  f"one query row, {gain(t1, mqa(1024, 8192, 32768))} from 1k to 32k keys, the paged cache then at "
+                  f"{of(t1, mqa(32768), new)} its\ncontiguous one at 32k"),
            (CH11, f"then the copies; paged\n    rows {gain(t1, mqa(8192))} faster without"),
            ("docs/answers.md", f"the paged rows {gain(t1, mqa(8192))} faster without `FT_CH11_LENGTH_FIRST=1`, the paged "
                                f"cache\nthen at {of(t1, mqa(8192), new)} the contiguous one. From 8k keys at B ≥ 16 with one row"),
