@@ -1864,12 +1864,7 @@ def ch11_slice_claims():
 def ch11_slice_grid_claims():
     """The chapter's whole grid with the slices' rule on an H100 (ch11_grid_slices.csv), beside
     the whole grid before them (ch11_grid_grid_merge.csv)."""
-    def grid(name):
-        g = {}
-        for r in read_h100(name):
-            g.setdefault((int(r["batch"]), int(r["heads_kv"]), int(r["seq_len"]), int(r["len_kv"])), {})[r["variant"]] = float(r["ms"])
-        return g
-    g, before = grid("ch11_grid_slices.csv"), grid("ch11_grid_grid_merge.csv")
+    g, before = h100_grid("ch11_grid_slices.csv"), h100_grid("ch11_grid_grid_merge.csv")
     long_ = [k for k in g if k[3] >= 32768 and "stream_read" in g[k]]
     mqa1 = lambda k: k[0] == 1 and k[1] == 1
     rd = lambda pick: span([of_read(g, k, "fastest") for k in long_ if pick(k)], unit="")
@@ -1984,11 +1979,7 @@ def ch11_length_first_claims():
 def ch11_flashinfer_h100_claims():
     """The kernels beside FlashInfer 0.6 on an H100, N_k >= 32k, as the H200's sentence counts
     them (ch11_decode_vs_pytorch_flashinfer.csv)."""
-    ms = {}
-    for r in read_h100("ch11_decode_vs_pytorch_flashinfer.csv"):
-        if r["ms"]:
-            ms.setdefault((int(r["batch"]), int(r["heads_kv"]), int(r["len_q"]), int(r["len_kv"])), {})[r["impl"]] = \
-                float(r["ms"])
+    ms = h100_pytorch("ch11_decode_vs_pytorch_flashinfer.csv")
     fi = lambda pick: span([min(v for i, v in x.items() if i.startswith("flashinfer")) / x["ch11"]
                             for k, x in ms.items() if pick(k) and k[3] >= 32768
                             and any(i.startswith("flashinfer") for i in x)])
