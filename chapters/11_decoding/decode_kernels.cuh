@@ -101,10 +101,15 @@ __device__ __forceinline__ int page_of(const Params<T>& p, int b, int pos) {
   return p.block_table[int64_t(b) * p.pages_per_seq + (pos >> p.page_shift)];
 }
 
-/// The element offset of token `pos`'s row of key/value head h_kv in the pool, given its page.
+/// The element offset of token `pos`'s row of key/value head h_kv in the pool, given its page:
+/// the row counted in 32 bits, then widened once. The pool holds fewer than 2^31 rows
+/// (check_pool_rows: 256 GB at d = 64 in bf16), so the row fits; counted in 64 bits from the
+/// start, each row's offset was a dozen instructions and a branch, sixteen rows a thread a
+/// tile (the case study's "Four rows through pages of 16").
 template <int D, class T>
 __device__ __forceinline__ int64_t paged_offset(const Params<T>& p, int page, int h_kv, int pos) {
-  return (((int64_t(page) * p.heads_kv + h_kv) << p.page_shift) + (pos & (p.page_size - 1))) * D;
+  const int row = ((page * p.heads_kv + h_kv) << p.page_shift) | (pos & (p.page_size - 1));
+  return int64_t(row) * D;
 }
 
 /// The element offset at which K's (and V's: the same layout) row `pos` of key/value head

@@ -752,6 +752,18 @@ static void check_page_size(int page_size) {
                           "token's page is a shift, not a division");
 }
 
+/// A pool of fewer than 2^31 rows (pages × key/value heads × tokens a page), which
+/// paged_offset counts in 32 bits.
+static void check_pool_rows(const ft::PagedKvShape& pool) {
+  const int64_t rows = int64_t(pool.num_pages) * pool.heads_kv * pool.page_size;
+  if (rows > INT_MAX)
+    throw ft::Unsupported("paged decode: the pool holds " + std::to_string(rows) + " rows (" +
+                          std::to_string(pool.num_pages) + " pages of " + std::to_string(pool.page_size) +
+                          " tokens, " + std::to_string(pool.heads_kv) +
+                          " key/value heads); the kernel counts rows in 32 bits: split it into pools of "
+                          "fewer than 2^31 rows");
+}
+
 void check_paged(const ft::Problem& p, const ft::PagedKvShape& pool, const std::vector<int32_t>& tables,
                  int pages_per_seq, const std::vector<int32_t>& lens) {
   check_decode(p);
@@ -767,6 +779,7 @@ void check_paged(const ft::Problem& p, const ft::PagedKvShape& pool, const std::
   if (pool.page_size < 1 || pool.num_pages < 1 || pages_per_seq < 1)
     throw ft::Unsupported("paged decode: the pool needs pages of at least one token and each sequence a table");
   check_page_size(pool.page_size);
+  check_pool_rows(pool);
   if (int64_t(lens.size()) != p.batch || int64_t(tables.size()) != int64_t(p.batch) * pages_per_seq)
     throw ft::Unsupported("paged decode: " + std::to_string(p.batch) + " sequences need " + std::to_string(p.batch) +
                           " lengths and " + std::to_string(int64_t(p.batch) * pages_per_seq) +
@@ -801,6 +814,7 @@ size_t paged_workspace_bytes(const ft::Problem& p) { return workspace<true, true
 void decode_paged(const ft::Problem& p, const PagedDecodeArgs& a, cudaStream_t stream) {
   check_decode(p);
   check_page_size(a.pool.page_size);
+  check_pool_rows(a.pool);
   // Every table row covers the longest sequence, len_kv: the kernels load a row's entries up
   // to it (first_entries_end), whatever the sequence's own length.
   if (a.pages_per_seq < 1 || int64_t(a.pages_per_seq) * a.pool.page_size < p.len_kv)

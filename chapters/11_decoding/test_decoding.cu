@@ -624,6 +624,7 @@ TEST(Ch11Paged, RefusesTablesItCannotReadSafely) {
   refused(p, pool, {0, 1, 2}, 3, lens, "need 2 lengths and 6 block-table entries");
   refused(p, {10, 16, 4, 64}, tables, 3, lens, "the pool holds 4 key/value heads");
   refused(p, {10, 24, 2, 64}, tables, 3, lens, "pages of 24 tokens; the kernel takes a power of two");
+  refused(p, {1 << 20, 1024, 2, 64}, tables, 3, lens, "the pool holds 2147483648 rows");
   refused(decode_problem(2, 8, 3, 1, 40, 64, true, ft::DType::BFloat16), {10, 16, 3, 64}, tables, 3, lens,
           "not a multiple of 3 key/value heads");
   refused(decode_problem(2, 8, 2, 1, 33, 64, true, ft::DType::BFloat16), pool, tables, 3, lens,
@@ -641,6 +642,14 @@ TEST(Ch11Paged, RefusesTablesItCannotReadSafely) {
     ADD_FAILURE() << "accepted 2 entries of 16 tokens a sequence for len_kv = 40";
   } catch (const ft::Unsupported& e) {
     EXPECT_NE(std::string(e.what()).find("hold fewer than len_kv (40)"), std::string::npos) << e.what();
+  }
+  // And pools whose rows a 32-bit index cannot count (paged_offset), whatever their tables.
+  a.pool = {1 << 20, 1024, 2, 64}, a.pages_per_seq = 3;
+  try {
+    ch11::decode_paged(p, a, 0);
+    ADD_FAILURE() << "accepted a pool of 2^31 rows";
+  } catch (const ft::Unsupported& e) {
+    EXPECT_NE(std::string(e.what()).find("counts rows in 32 bits"), std::string::npos) << e.what();
   }
 }
 
