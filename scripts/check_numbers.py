@@ -1976,6 +1976,28 @@ def ch11_length_first_claims():
     return out
 
 
+def ch11_row32_claims():
+    """The pool's rows counted in 32 bits (row32) against 64 (row64), each program in turn on
+    each shape, on an H100, two rounds in opposite orders (ch11_paged_row32_ab.csv and its
+    _reverse twin)."""
+    ts = [h100_by_setting(f"ch11_paged_row32_ab{r}.csv") for r in ("", "_reverse")]
+    paged = ("paged_16", "paged_64", "paged_256")
+    at, long_ = (1, 1, 4, 32768), (1, 1, 4, 131072)
+    gain = lambda keys, vs, digits=2: span([t[k][("row64", x)] / t[k][("row32", x)] for t in ts for k in keys
+                                            for x in vs], digits)
+    of = lambda key, s, x: span([t[key][(s, "contiguous")] / t[key][(s, x)] for t in ts])
+    rest = [k for k in ts[0] if k not in (at, long_)]
+    return [(CH11_CASE, f"shape {gain([at], paged[:1], 3)} through pages of 16, {gain([at], paged[1:2], 3)} through pages "
+                        f"of 64 and {gain([at], paged[2:], 3)}\n  through 256; pages of 16 against the contiguous cache went "
+                        f"from {of(at, 'row64', 'paged_16')} to {of(at, 'row32', 'paged_16')},\n  pages of 256 from "
+                        f"{of(at, 'row64', 'paged_256')} to {of(at, 'row32', 'paged_256')}. At 128k keys with four rows, "
+                        f"no change ({gain([long_], paged[:1])}\n  through pages of 16, which stay at "
+                        f"{of(long_, 'row32', 'paged_16')} their contiguous cache)"),
+            (CH11_CASE, f"Every other shape measured\n  {gain(rest, paged)}."),
+            (CH11, f"with four rows at 32k keys, {gain([at], paged)} through every page\nsize, pages of 16 at "
+                   f"{of(at, 'row32', 'paged_16')} their contiguous cache (from {of(at, 'row64', 'paged_16')}; same section).")]
+
+
 def ch11_flashinfer_h100_claims():
     """The kernels beside FlashInfer 0.6 on an H100, N_k >= 32k, as the H200's sentence counts
     them (ch11_decode_vs_pytorch_flashinfer.csv)."""
@@ -2536,7 +2558,7 @@ def claims():
                       f"{vs_ratio('ch07_fastest', 'forward', LONG, 'ours', 'torch_flash', 3)} on the shapes "
                       f"with N ≥ 4096"),
     ]
-    out += ch06_precision_claims() + ch10_claims() + ch11_claims() + ch11_merge_claims() + ch11_merge_block_claims() + ch11_wgmma_claims() + ch11_hybrid_claims() + ch11_short_cache_claims() + ch11_cluster_claims() + ch11_wgmma_split_claims() + ch10_reverse_claims() + ch10_cudnn_kernel_claims() + ch10_wide_claims() + ch10_meeting_claims() + ch10_tile_dq_claims() + ch10_tile_dq_vs_pytorch_claims() + ch10_dk_last_claims() + ch10_dq_turns_claims() + ch10_fastest_h100_claims() + ch10_fastest_h200_claims() + ch08_over_ch05_claims() + ch10_turns_profile_claims() + ch11_b1_rows128_claims() + ch10_wide_vs_pytorch_claims() + ch11_rows_claims() + ch11_row_tile_claims() + ch11_short_split_claims() + ch11_grid_merge_claims() + ch11_graph_claims() + ch11_slice_claims() + ch11_empty_split_claims() + ch11_flashinfer_h100_claims() + ch11_table_claims() + ch11_length_first_claims() + ch10_stall_claims() + ch10_lean_claims() + ch10_walk_claims() + ch10_step9_claims() + ch12_claims()
+    out += ch06_precision_claims() + ch10_claims() + ch11_claims() + ch11_merge_claims() + ch11_merge_block_claims() + ch11_wgmma_claims() + ch11_hybrid_claims() + ch11_short_cache_claims() + ch11_cluster_claims() + ch11_wgmma_split_claims() + ch10_reverse_claims() + ch10_cudnn_kernel_claims() + ch10_wide_claims() + ch10_meeting_claims() + ch10_tile_dq_claims() + ch10_tile_dq_vs_pytorch_claims() + ch10_dk_last_claims() + ch10_dq_turns_claims() + ch10_fastest_h100_claims() + ch10_fastest_h200_claims() + ch08_over_ch05_claims() + ch10_turns_profile_claims() + ch11_b1_rows128_claims() + ch10_wide_vs_pytorch_claims() + ch11_rows_claims() + ch11_row_tile_claims() + ch11_short_split_claims() + ch11_grid_merge_claims() + ch11_graph_claims() + ch11_slice_claims() + ch11_empty_split_claims() + ch11_flashinfer_h100_claims() + ch11_table_claims() + ch11_length_first_claims() + ch11_row32_claims() + ch10_stall_claims() + ch10_lean_claims() + ch10_walk_claims() + ch10_step9_claims() + ch12_claims()
     fp16, bf16 = ch09_table("fp16"), ch09_table("bf16")
     worst = max(abs(fp16[k][i] / bf16[k][i] - 1) for k in bf16 for i in STEPS if i in bf16[k])
     out.append((ch09, f"fp16, in the same run, lands within {int(worst * 100) + 1}% of these"))
