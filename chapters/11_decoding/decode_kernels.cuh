@@ -105,7 +105,7 @@ __device__ __forceinline__ int page_of(const Params<T>& p, int b, int pos) {
 /// the row counted in 32 bits, then widened once. The pool holds fewer than 2^31 rows
 /// (check_pool_rows: 256 GB at d = 64 in bf16), so the row fits; counted in 64 bits from the
 /// start, each row's offset was a dozen instructions and a branch, sixteen rows a thread a
-/// tile (the case study's "Four rows through pages of 16").
+/// tile (the case study's "The rows counted in 32 bits").
 template <int D, class T>
 __device__ __forceinline__ int64_t paged_offset(const Params<T>& p, int page, int h_kv, int pos) {
   const int row = ((page * p.heads_kv + h_kv) << p.page_shift) | (pos & (p.page_size - 1));
