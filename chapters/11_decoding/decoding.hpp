@@ -157,9 +157,9 @@ size_t paged_workspace_bytes(const ft::Problem& problem);
 /// Launches the paged decode (the last step's kernel reading through the block tables). Call
 /// check_paged on the same tables first: this launch trusts their entries and lengths (none
 /// above len_kv). It refuses (ft::Unsupported) only what it can see without them: pages not a
-/// power of two, rows of the table that cannot hold len_kv tokens. A row's entries are read up
-/// to ⌈len_kv / page_size⌉, its sequence's own pages or not: set them all (unused ones to any
-/// page).
+/// power of two, rows of the table that cannot hold len_kv tokens, a pool of 2^31 rows or more
+/// (the kernels count its rows in 32 bits). A row's entries are read up to ⌈len_kv /
+/// page_size⌉, its sequence's own pages or not: set them all (unused ones to any page).
 void decode_paged(const ft::Problem& problem, const PagedDecodeArgs& args, cudaStream_t stream);
 
 /// The chapter's extra rows of the program: the copy-free ceiling (a kernel that only reads
