@@ -1970,10 +1970,65 @@ def ch11_length_first_claims():
                         f"32 heads on one and four rows ({pg(b1)}×): through pages\nof 16 tokens "
                         f"{pg([(1, 1, 4, 32768)], paged[:1])}× at 32k keys and {pg([(1, 1, 4, 131072)], paged[:1])}× at 128k, and "
                         f"{pg([(1, 1, 4, 32768)], paged[1:2])}× through pages of 64 at 32k."),
-            (CH11, f"and four query rows reads at {frac((1, 1, 4, 32768)):.3f} of the read, every other layout at "
-                   f"{min(frac(k) for k in long_ if k not in b1):.2f} or more"),
-            (CH11, f"cache runs at {pg([k for k in long_ if k not in b1])}× the contiguous one except at that layout ({pg(b1)}×)")]
+            ]
     return out
+
+
+def ch11_grid_row32_claims():
+    """The whole grid on an H100 with the pool's rows in 32 bits (ch11_grid_row32.csv): the
+    fraction of the read at N_k >= 32k, and the paged cache against the contiguous one, up to
+    32 rows a key/value head and at 128 (32 heads on one, four query rows)."""
+    g = h100_grid("ch11_grid_row32.csv")
+    paged = ("paged_16", "paged_64", "paged_256")
+    long_ = [k for k, v in g.items() if k[3] >= 32768 and "stream_read" in v]
+    frac = lambda k: g[k]["stream_read"] / g[k]["fastest"]
+    pg = lambda ks, vs=paged: span([g[k]["contiguous"] / g[k][x] for k in ks for x in vs if x in g[k]])
+    r128 = [k for k in long_ if k[1:3] == (1, 4)]
+    fewer = [k for k in long_ if k not in r128]
+    low = (1, 1, 4, 32768)
+    rest = min((frac(k), k) for k in long_ if k != low)
+    small_b = [k for k in r128 if k[0] <= 16 and "paged_16" in g[k]]
+    claims = [f"from 32k keys B = 1 with 32 heads on one\nand four query rows reads at {frac(low):.3f} of the read, every "
+              f"other layout at {rest[0]:.2f} or more; the paged cache\nruns at {pg(fewer)} the contiguous one up to 32 "
+              f"rows a key/value head, {pg(r128)} at 128 (pages of\n16: {pg(small_b, paged[:1])} at B ≤ 16)"]
+    return [(CH11, c) for c in claims] + [
+        (CH11_CASE, f"at N_k ≥ 32k `fastest` read at {span([frac(k) for k in long_], unit='')} of the read, the lowest again "
+                    f"B = 1 with 32\nheads on one and four rows at 32k keys ({frac(low):.3f}), then {rest[0]:.2f} with one row. "
+                    f"The paged cache ran at\n{pg(fewer)} its contiguous one up to 32 rows a key/value head; at 128, {pg(r128)}, "
+                    f"through pages of\n16 {pg(small_b, paged[:1])} at B = 1 and 16.")]
+
+
+def ch11_third_stage_claims():
+    """A third K/V stage for step 6 (three_stages) against two (two_stages), the two programs
+    in turn on each shape, on an H100, two rounds in opposite orders (ch11_third_stage_ab.csv
+    and its _reverse twin, d = 128), and one at d = 64 (ch11_third_stage_ab_d64.csv)."""
+    ts = [h100_by_setting(f"ch11_third_stage_ab{r}.csv") for r in ("", "_reverse")]
+    d64 = [h100_by_setting("ch11_third_stage_ab_d64.csv")]
+    paged = ("paged_16", "paged_64", "paged_256")
+    gain = lambda keys, vs, tt=ts: span([t[k][("two_stages", x)] / t[k][("three_stages", x)] for t in tt for k in keys
+                                         for x in vs])
+    of = lambda key, s, a, b: span([t[key][(s, a)] / t[key][(s, b)] for t in ts], unit="")
+    keys = list(ts[0])
+    at = (1, 1, 4, 32768)
+    one_wg = [k for k in keys if k[1:3] == (1, 4) and k[0] == 1 and k[3] <= 32768]  # 256 keys a split or fewer
+    two_wg = [k for k in keys if k[1:3] == (1, 4) and k not in one_wg]
+    two_wg64 = [k for k in d64[0] if k[1:3] == (1, 4) and (k[0] >= 16 or k[3] >= 131072)]
+    fewer = [k for k in keys if k[1:3] in ((1, 1), (8, 4))]  # 32 rows (32 on one, a row) and 16 (32 on 8, four)
+    step5 = [k for k in keys if k[1:3] == (8, 1)]  # four rows a key/value head, caches over 32 MB
+    every = ("fastest", "contiguous") + paged
+    return [(CH11_CASE, f"B = 1 up to 32k keys, where a split is one or two tiles and the\nthird stage has "
+                        f"nothing to overlap, {gain(one_wg, ('fastest', 'contiguous'))} for the contiguous cache: at 32k keys `fastest` went from "
+                        f"{of(at, 'two_stages', 'stream_read', 'fastest')} of\nthe read to {of(at, 'three_stages', 'stream_read', 'fastest')}, "
+                        f"but pages of 16 ran {gain([at], paged[:1])} the two-stage program there, and fell\nfrom "
+                        f"{of(at, 'two_stages', 'contiguous', 'paged_16')}× to {of(at, 'three_stages', 'contiguous', 'paged_16')}× "
+                        f"their contiguous cache. Where splits are longer (B ≥ 16, or 128k keys:\ntwo warpgroups, eight tiles a split or "
+                        f"more), "
+                        f"{gain(two_wg, ('fastest', 'contiguous'))} for the contiguous cache and {gain(two_wg, paged)} through pages; "
+                        f"at d = 64, where\nonly two warpgroups got the third stage, {gain(two_wg64, paged, d64)} through pages. "
+                        f"With 16 or 32\nrows a key/value head (one warpgroup): {gain(fewer, every)}; with 32 heads on 8 and one "
+                        f"row, which\nstep 5 runs, unchanged: {gain(step5, every)}, the noise between the two programs."),
+            (CH11, f"ran {gain(two_wg, ('fastest', 'contiguous') + paged)} where the splits are long enough to use\nit "
+                   f"(B ≥ 16, or 128k keys)")]
 
 
 def ch11_row32_claims():
@@ -2558,7 +2613,7 @@ def claims():
                       f"{vs_ratio('ch07_fastest', 'forward', LONG, 'ours', 'torch_flash', 3)} on the shapes "
                       f"with N ≥ 4096"),
     ]
-    out += ch06_precision_claims() + ch10_claims() + ch11_claims() + ch11_merge_claims() + ch11_merge_block_claims() + ch11_wgmma_claims() + ch11_hybrid_claims() + ch11_short_cache_claims() + ch11_cluster_claims() + ch11_wgmma_split_claims() + ch10_reverse_claims() + ch10_cudnn_kernel_claims() + ch10_wide_claims() + ch10_meeting_claims() + ch10_tile_dq_claims() + ch10_tile_dq_vs_pytorch_claims() + ch10_dk_last_claims() + ch10_dq_turns_claims() + ch10_fastest_h100_claims() + ch10_fastest_h200_claims() + ch08_over_ch05_claims() + ch10_turns_profile_claims() + ch11_b1_rows128_claims() + ch10_wide_vs_pytorch_claims() + ch11_rows_claims() + ch11_row_tile_claims() + ch11_short_split_claims() + ch11_grid_merge_claims() + ch11_graph_claims() + ch11_slice_claims() + ch11_empty_split_claims() + ch11_flashinfer_h100_claims() + ch11_table_claims() + ch11_length_first_claims() + ch11_row32_claims() + ch10_stall_claims() + ch10_lean_claims() + ch10_walk_claims() + ch10_step9_claims() + ch12_claims()
+    out += ch06_precision_claims() + ch10_claims() + ch11_claims() + ch11_merge_claims() + ch11_merge_block_claims() + ch11_wgmma_claims() + ch11_hybrid_claims() + ch11_short_cache_claims() + ch11_cluster_claims() + ch11_wgmma_split_claims() + ch10_reverse_claims() + ch10_cudnn_kernel_claims() + ch10_wide_claims() + ch10_meeting_claims() + ch10_tile_dq_claims() + ch10_tile_dq_vs_pytorch_claims() + ch10_dk_last_claims() + ch10_dq_turns_claims() + ch10_fastest_h100_claims() + ch10_fastest_h200_claims() + ch08_over_ch05_claims() + ch10_turns_profile_claims() + ch11_b1_rows128_claims() + ch10_wide_vs_pytorch_claims() + ch11_rows_claims() + ch11_row_tile_claims() + ch11_short_split_claims() + ch11_grid_merge_claims() + ch11_graph_claims() + ch11_slice_claims() + ch11_empty_split_claims() + ch11_flashinfer_h100_claims() + ch11_table_claims() + ch11_length_first_claims() + ch11_row32_claims() + ch11_grid_row32_claims() + ch11_third_stage_claims() + ch10_stall_claims() + ch10_lean_claims() + ch10_walk_claims() + ch10_step9_claims() + ch12_claims()
     fp16, bf16 = ch09_table("fp16"), ch09_table("bf16")
     worst = max(abs(fp16[k][i] / bf16[k][i] - 1) for k in bf16 for i in STEPS if i in bf16[k])
     out.append((ch09, f"fp16, in the same run, lands within {int(worst * 100) + 1}% of these"))
