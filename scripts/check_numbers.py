@@ -2016,19 +2016,20 @@ def ch11_third_stage_claims():
     fewer = [k for k in keys if k[1:3] in ((1, 1), (8, 4))]  # 32 rows (32 on one, a row) and 16 (32 on 8, four)
     step5 = [k for k in keys if k[1:3] == (8, 1)]  # four rows a key/value head, caches over 32 MB
     every = ("fastest", "contiguous") + paged
-    return [(CH11_CASE, f"B = 1 up to 32k keys, where a split is one or two tiles and the\nthird stage has "
-                        f"nothing to overlap, {gain(one_wg, ('fastest', 'contiguous'))} for the contiguous cache: at 32k keys `fastest` went from "
+    return [(CH11_CASE, f"with one warpgroup (B = 1 up to 32k keys: a split is one tile at 1k and 8k keys,\nfour at "
+                        f"32k), {gain(one_wg, ('fastest', 'contiguous'))} for the contiguous cache: at 32k keys `fastest` went from "
                         f"{of(at, 'two_stages', 'stream_read', 'fastest')} of\nthe read to {of(at, 'three_stages', 'stream_read', 'fastest')}, "
                         f"but pages of 16 ran {gain([at], paged[:1])} the two-stage program there, and fell\nfrom "
                         f"{of(at, 'two_stages', 'contiguous', 'paged_16')}× to {of(at, 'three_stages', 'contiguous', 'paged_16')}× "
-                        f"their contiguous cache. Where splits are longer (B ≥ 16, or 128k keys:\ntwo warpgroups, eight tiles a split or "
+                        f"their contiguous cache. Where two warpgroups run a split (B ≥ 16, or 128k\nkeys: eight tiles a split or "
                         f"more), "
                         f"{gain(two_wg, ('fastest', 'contiguous'))} for the contiguous cache and {gain(two_wg, paged)} through pages; "
                         f"at d = 64, where\nonly two warpgroups got the third stage, {gain(two_wg64, paged, d64)} through pages. "
                         f"With 16 or 32\nrows a key/value head (one warpgroup): {gain(fewer, every)}; with 32 heads on 8 and one "
                         f"row, which\nstep 5 runs, unchanged: {gain(step5, every)}, the noise between the two programs."),
-            (CH11, f"ran {gain(two_wg, ('fastest', 'contiguous') + paged)} where the splits are long enough to use\nit "
-                   f"(B ≥ 16, or 128k keys)")]
+            (CH11, f"ran {gain(two_wg, ('fastest', 'contiguous') + paged)} where two warpgroups run a split (B ≥ 16,\nor "
+                   f"128k keys) and {gain([at], ('fastest', 'contiguous'))} with one at B = 1 and 32k keys, its pages of 16 "
+                   f"{gain([at], paged[:1])}")]
 
 
 def ch11_row32_claims():
