@@ -1969,8 +1969,7 @@ def ch11_length_first_claims():
             (CH11_CASE, f"The paged cache ran at {pg([k for k in long_ if k not in b1])}× its\ncontiguous one, except at B = 1 with "
                         f"32 heads on one and four rows ({pg(b1)}×): through pages\nof 16 tokens "
                         f"{pg([(1, 1, 4, 32768)], paged[:1])}× at 32k keys and {pg([(1, 1, 4, 131072)], paged[:1])}× at 128k, and "
-                        f"{pg([(1, 1, 4, 32768)], paged[1:2])}× through pages of 64 at 32k."),
-            ]
+                        f"{pg([(1, 1, 4, 32768)], paged[1:2])}× through pages of 64 at 32k.")]
     return out
 
 
@@ -1986,14 +1985,14 @@ def ch11_grid_row32_claims():
     r128 = [k for k in long_ if k[1:3] == (1, 4)]
     fewer = [k for k in long_ if k not in r128]
     low = (1, 1, 4, 32768)
-    rest = min((frac(k), k) for k in long_ if k != low)
+    rest = min(frac(k) for k in long_ if k != low)
     small_b = [k for k in r128 if k[0] <= 16 and "paged_16" in g[k]]
-    claims = [f"from 32k keys B = 1 with 32 heads on one\nand four query rows reads at {frac(low):.3f} of the read, every "
-              f"other layout at {rest[0]:.2f} or more; the paged cache\nruns at {pg(fewer)} the contiguous one up to 32 "
-              f"rows a key/value head, {pg(r128)} at 128 (pages of\n16: {pg(small_b, paged[:1])} at B ≤ 16)"]
-    return [(CH11, c) for c in claims] + [
+    return [
+        (CH11, f"from 32k keys B = 1 with 32 heads on one\nand four query rows reads at {frac(low):.3f} of the read, every "
+               f"other layout at {rest:.2f} or more; the paged cache\nruns at {pg(fewer)} the contiguous one up to 32 "
+               f"rows a key/value head, {pg(r128)} at 128 (pages of\n16: {pg(small_b, paged[:1])} at B ≤ 16)"),
         (CH11_CASE, f"at N_k ≥ 32k `fastest` read at {span([frac(k) for k in long_], unit='')} of the read, the lowest again "
-                    f"B = 1 with 32\nheads on one and four rows at 32k keys ({frac(low):.3f}), then {rest[0]:.2f} with one row. "
+                    f"B = 1 with 32\nheads on one and four rows at 32k keys ({frac(low):.3f}), then {rest:.2f} with one row. "
                     f"The paged cache ran at\n{pg(fewer)} its contiguous one up to 32 rows a key/value head; at 128, {pg(r128)}, "
                     f"through pages of\n16 {pg(small_b, paged[:1])} at B = 1 and 16.")]
 
@@ -2010,7 +2009,7 @@ def ch11_third_stage_claims():
     of = lambda key, s, a, b: span([t[key][(s, a)] / t[key][(s, b)] for t in ts], unit="")
     keys = list(ts[0])
     at = (1, 1, 4, 32768)
-    one_wg = [k for k in keys if k[1:3] == (1, 4) and k[0] == 1 and k[3] <= 32768]  # 256 keys a split or fewer
+    one_wg = [k for k in keys if k[1:3] == (1, 4) and k[0] == 1 and k[3] <= 32768]  # splits of 1-4 tiles
     two_wg = [k for k in keys if k[1:3] == (1, 4) and k not in one_wg]
     two_wg64 = [k for k in d64[0] if k[1:3] == (1, 4) and (k[0] >= 16 or k[3] >= 131072)]
     fewer = [k for k in keys if k[1:3] in ((1, 1), (8, 4))]  # 32 rows (32 on one, a row) and 16 (32 on 8, four)
