@@ -1997,6 +1997,44 @@ def ch11_grid_row32_claims():
                     f"through pages of\n16 {pg(small_b, paged[:1])} at B = 1 and 16.")]
 
 
+def ch11_graph_row32_claims():
+    """The whole grid in CUDA graphs on an H100 with the kernels as they stand
+    (ch11_decode_graphs_row32.csv, its plain calls in ch11_decode_graphs_row32_calls.csv):
+    graph loops at short caches against cuDNN's, replays against calls, and the calls that
+    moved from the two runs before (ch11_decode_vs_pytorch_runner.csv, _row32.csv)."""
+    calls = h100_pytorch("ch11_decode_graphs_row32_calls.csv")
+    g = {}
+    for r in read_h100("ch11_decode_graphs_row32.csv"):
+        if r["status"] == "ok":
+            key = (int(r["batch"]), int(r["heads_kv"]), int(r["len_q"]), int(r["len_kv"]))
+            g.setdefault(key, {})[(r["impl"], r["timing"])] = float(r["ms"])
+    short = [(b, kv, 1, 1024) for b, kv in [(1, 1), (1, 8), (1, 32), (16, 1)]]  # the launches decide
+    loop = lambda impl: span([g[k][(impl, "loop_graph")] * 1000 for k in short], digits=1, unit="")
+    pace = span([g[k][("torch_cudnn", "loop_graph")] / g[k][("ch11", "loop_graph")] for k in short])
+    replay = lambda impl: [g[k][(impl, "graph")] / calls[k][impl] for k in g if (impl, "graph") in g[k]]
+    count = lambda xs, pick: sum(1 for x in xs if pick(x))
+    same = lambda x: abs(x - 1) <= 0.05
+    ours, cudnn, fa2 = replay("ch11"), replay("torch_cudnn"), replay("torch_flash")
+    slow = lambda xs: span([x for x in xs if x > 1.05])
+    before = [h100_pytorch(f) for f in ("ch11_decode_vs_pytorch_runner.csv", "ch11_decode_vs_pytorch_row32.csv")]
+    moved = lambda k: (f"{calls[k]['ch11'] * 1000:.1f}", span([b[k]["ch11"] * 1000 for b in before], digits=1, unit=""),
+                       f"{min(x for i, x in calls[k].items() if i.startswith('torch')) / calls[k]['ch11']:.2f}×")
+    mqa8k, mqa32k = moved((128, 1, 1, 8192)), moved((16, 1, 1, 32768))
+    at_least = count([min(x for i, x in v.items() if i.startswith("torch")) / v["ch11"] for v in calls.values()],
+                     lambda x: x >= 1)
+    return [(CH11_CASE, f"row our graph loop took {loop('ch11')} µs a step against cuDNN's {loop('torch_cudnn')}, "
+                        f"{pace} its pace"),
+            (CH11_CASE, f"within 5% of its call on {count(cudnn, same)} shapes and faster on the other "
+                        f"{count(cudnn, lambda x: x < 0.95)}"),
+            (CH11_CASE, f"call on {count(ours, same)} shapes, faster on {count(ours, lambda x: x < 0.95)} and "
+                        f"{slow(ours)} slower on {count(ours, lambda x: x > 1.05)}"),
+            (CH11_CASE, f"backend ran {slow(fa2)} slower on {count(fa2, lambda x: x > 1.05)}"),
+            (CH11_CASE, f"ours took {mqa8k[0]} µs, where the two runs before took {mqa8k[1]}"),
+            (CH11_CASE, f"{mqa8k[2]} PyTorch's fastest backend there"),
+            (CH11_CASE, f"{mqa32k[0]} µs against {mqa32k[1]} ({mqa32k[2]})"),
+            (CH11_CASE, f"as fast as PyTorch's fastest on {at_least} of the {len(calls)} shapes")]
+
+
 def ch11_third_stage_claims():
     """A third K/V stage for step 6 (three_stages) against two (two_stages), the two programs
     in turn on each shape, on an H100, two rounds in opposite orders (ch11_third_stage_ab.csv
@@ -2613,7 +2651,7 @@ def claims():
                       f"{vs_ratio('ch07_fastest', 'forward', LONG, 'ours', 'torch_flash', 3)} on the shapes "
                       f"with N ≥ 4096"),
     ]
-    out += ch06_precision_claims() + ch10_claims() + ch11_claims() + ch11_merge_claims() + ch11_merge_block_claims() + ch11_wgmma_claims() + ch11_hybrid_claims() + ch11_short_cache_claims() + ch11_cluster_claims() + ch11_wgmma_split_claims() + ch10_reverse_claims() + ch10_cudnn_kernel_claims() + ch10_wide_claims() + ch10_meeting_claims() + ch10_tile_dq_claims() + ch10_tile_dq_vs_pytorch_claims() + ch10_dk_last_claims() + ch10_dq_turns_claims() + ch10_fastest_h100_claims() + ch10_fastest_h200_claims() + ch08_over_ch05_claims() + ch10_turns_profile_claims() + ch11_b1_rows128_claims() + ch10_wide_vs_pytorch_claims() + ch11_rows_claims() + ch11_row_tile_claims() + ch11_short_split_claims() + ch11_grid_merge_claims() + ch11_graph_claims() + ch11_slice_claims() + ch11_empty_split_claims() + ch11_flashinfer_h100_claims() + ch11_table_claims() + ch11_length_first_claims() + ch11_row32_claims() + ch11_grid_row32_claims() + ch11_third_stage_claims() + ch10_stall_claims() + ch10_lean_claims() + ch10_walk_claims() + ch10_step9_claims() + ch12_claims()
+    out += ch06_precision_claims() + ch10_claims() + ch11_claims() + ch11_merge_claims() + ch11_merge_block_claims() + ch11_wgmma_claims() + ch11_hybrid_claims() + ch11_short_cache_claims() + ch11_cluster_claims() + ch11_wgmma_split_claims() + ch10_reverse_claims() + ch10_cudnn_kernel_claims() + ch10_wide_claims() + ch10_meeting_claims() + ch10_tile_dq_claims() + ch10_tile_dq_vs_pytorch_claims() + ch10_dk_last_claims() + ch10_dq_turns_claims() + ch10_fastest_h100_claims() + ch10_fastest_h200_claims() + ch08_over_ch05_claims() + ch10_turns_profile_claims() + ch11_b1_rows128_claims() + ch10_wide_vs_pytorch_claims() + ch11_rows_claims() + ch11_row_tile_claims() + ch11_short_split_claims() + ch11_grid_merge_claims() + ch11_graph_claims() + ch11_slice_claims() + ch11_empty_split_claims() + ch11_flashinfer_h100_claims() + ch11_table_claims() + ch11_length_first_claims() + ch11_row32_claims() + ch11_grid_row32_claims() + ch11_third_stage_claims() + ch11_graph_row32_claims() + ch10_stall_claims() + ch10_lean_claims() + ch10_walk_claims() + ch10_step9_claims() + ch12_claims()
     fp16, bf16 = ch09_table("fp16"), ch09_table("bf16")
     worst = max(abs(fp16[k][i] / bf16[k][i] - 1) for k in bf16 for i in STEPS if i in bf16[k])
     out.append((ch09, f"fp16, in the same run, lands within {int(worst * 100) + 1}% of these"))
