@@ -730,8 +730,9 @@ def ch11_merge_block_claims():
 
 def ch11_wgmma_claims():
     """Step 6 on an H100 (plots/results/h100/): the lesson's table at N_k = 32768 and its
-    spans over the grid (ch11_wgmma_grid.csv: steps 5 and 6 and fastest, one process a
-    shape), the pages through it, PyTorch beside it (ch11_decode_vs_pytorch_wgmma.csv); the
+    spans over the grid, the kernels as they stand (ch11_grid_row32.csv: every variant, one
+    process a shape); the pages through step 6's first form and its grid (ch11_wgmma_grid.csv),
+    PyTorch beside it (ch11_decode_vs_pytorch_wgmma.csv); the
     case study's first form (ch11_wgmma_sweep.csv), stages, warpgroups, pages in order and
     table loads (each an A/B of two rounds, told apart by `setting`)."""
     def times(name):
@@ -742,27 +743,28 @@ def ch11_wgmma_claims():
         return t
 
     g, first = times("ch11_wgmma_grid.csv"), times("ch11_wgmma_sweep.csv")
+    now = times("ch11_grid_row32.csv")
     rows = lambda k: 32 // k[1] * k[2]
-    big = lambda k: k[3] >= 32768 and "stream_read" in g[k]
+    big = lambda k, t=g: k[3] >= 32768 and "stream_read" in t[k]
     gain = lambda t, pick: span([t[k]["tensor_cores"] / t[k]["wgmma"] for k in t if pick(k)])
-    frac = lambda pick, v: span([of_read(g, k, v) for k in g if big(k) and pick(k)], unit="")
+    frac = lambda pick, v, t=g: span([of_read(t, k, v) for k in t if big(k, t) and pick(k)], unit="")
     paged = lambda pick: span([g[k]["contiguous"] / g[k][p] for k in g if big(k) and pick(k)
                                for p in ("paged_16", "paged_64", "paged_256")])
     out = [(CH11, f"| {k[0]} | {k[1]} | {k[2]} | {rows(k)} | " +
-                  " | ".join(f"{of_read(g, k, v):.2f}" for v in ("tensor_cores", "wgmma", "fastest")) + " |")
+                  " | ".join(f"{of_read(now, k, v):.2f}" for v in ("tensor_cores", "wgmma", "fastest")) + " |")
            for k in [(1, 8, 4, 32768), (16, 8, 4, 32768), (1, 1, 1, 32768), (16, 1, 1, 32768), (128, 1, 1, 32768),
                      (1, 1, 4, 32768), (16, 1, 4, 32768), (128, 1, 4, 32768)]]
     mqa = (1, 1, 1, 32768)
-    out += [(CH11, f"`wgmma` ran {gain(g, lambda k: rows(k) == 128)} `tensor_cores` with 128 rows, "
-                   f"{gain(g, lambda k: rows(k) == 32)} with 32, {gain(g, lambda k: rows(k) == 16)} with 16 and "
-                   f"{gain(g, lambda k: rows(k) <= 4)} with one or four"),
-            (CH11, f"128 rows ({frac(lambda k: rows(k) == 128, 'fastest')} of the read at N_k ≥ 32k, where step 5 read "
-                   f"{frac(lambda k: rows(k) == 128, 'tensor_cores')})"),
-            (CH11, f"({of_read(g, mqa, 'tensor_cores'):.2f} → {of_read(g, mqa, 'wgmma'):.2f} at B = 1)"),
-            ("README.md", f"32 heads on one read at {frac(lambda k: k[1] == 1 and k[2] == 1, 'fastest')} of the read "
-                          f"with one row and {frac(lambda k: k[1] == 1 and k[2] == 4, 'fastest')} with four at N_k ≥ 32k, "
-                          f"where `mma.sync` gave {frac(lambda k: k[1] == 1 and k[2] == 1, 'tensor_cores')} and "
-                          f"{frac(lambda k: k[1] == 1 and k[2] == 4, 'tensor_cores')}"),
+    mqa_now = lambda q, v: frac(lambda k: k[1] == 1 and k[2] == q, v, now)  # 32 heads on one, q query rows
+    out += [(CH11, f"`wgmma` ran {gain(now, lambda k: rows(k) == 128)} `tensor_cores` with 128 rows, "
+                   f"{gain(now, lambda k: rows(k) == 32)} with 32, {gain(now, lambda k: rows(k) == 16)} with 16 and "
+                   f"{gain(now, lambda k: rows(k) <= 4)} with one or four"),
+            (CH11, f"128 rows ({frac(lambda k: rows(k) == 128, 'fastest', now)} of the read at N_k ≥ 32k, where step 5 "
+                   f"read {frac(lambda k: rows(k) == 128, 'tensor_cores', now)})"),
+            (CH11, f"({of_read(now, mqa, 'tensor_cores'):.2f} → {of_read(now, mqa, 'wgmma'):.2f} at B = 1)"),
+            ("README.md", f"32 heads on one read at {mqa_now(1, 'fastest')} of the read with one row and "
+                          f"{mqa_now(4, 'fastest')} with four at N_k ≥ 32k, where `mma.sync` gave "
+                          f"{mqa_now(1, 'tensor_cores')} and {mqa_now(4, 'tensor_cores')}"),
             (CH11_CASE, f"step 5 read at {frac(lambda k: rows(k) == 128, 'tensor_cores')} of the read at every batch"),
             (CH11, f"rows each thread finding its own rows' pages had cost a third more instructions and\n"
                    f"{paged(lambda k: rows(k) == 128)}"),
@@ -776,13 +778,13 @@ def ch11_wgmma_claims():
                                                  if rows(k) == 128 and k[0] >= 16 and k[3] >= 32768], unit="")
                         + " of the read at B ≥ 16")]
     ex = lambda q: (16, 1, q, 32768)
-    out += [(CH11, f"step 6 gains {g[ex(1)]['tensor_cores'] / g[ex(1)]['wgmma']:.2f}× and "
-                   f"{g[ex(4)]['tensor_cores'] / g[ex(4)]['wgmma']:.2f}×"),
-            ("docs/answers.md", f"{g[ex(1)]['tensor_cores'] * 1e3:.1f} → {g[ex(1)]['wgmma'] * 1e3:.1f} µs with one row "
-                                f"({g[ex(1)]['tensor_cores'] / g[ex(1)]['wgmma']:.2f}×, {of_read(g, ex(1), 'tensor_cores'):.2f} → "
-                                f"{of_read(g, ex(1), 'wgmma'):.2f} of the read) and {g[ex(4)]['tensor_cores'] * 1e3:.1f} → "
-                                f"{g[ex(4)]['wgmma'] * 1e3:.1f} µs with four ({g[ex(4)]['tensor_cores'] / g[ex(4)]['wgmma']:.2f}×, "
-                                f"{of_read(g, ex(4), 'tensor_cores'):.2f} → {of_read(g, ex(4), 'wgmma'):.2f})")]
+    out += [(CH11, f"step 6 gains {now[ex(1)]['tensor_cores'] / now[ex(1)]['wgmma']:.2f}× and "
+                   f"{now[ex(4)]['tensor_cores'] / now[ex(4)]['wgmma']:.2f}×"),
+            ("docs/answers.md", f"{now[ex(1)]['tensor_cores'] * 1e3:.1f} → {now[ex(1)]['wgmma'] * 1e3:.1f} µs with one row "
+                                f"({now[ex(1)]['tensor_cores'] / now[ex(1)]['wgmma']:.2f}×, {of_read(now, ex(1), 'tensor_cores'):.2f} → "
+                                f"{of_read(now, ex(1), 'wgmma'):.2f} of the read) and {now[ex(4)]['tensor_cores'] * 1e3:.1f} → "
+                                f"{now[ex(4)]['wgmma'] * 1e3:.1f} µs with four ({now[ex(4)]['tensor_cores'] / now[ex(4)]['wgmma']:.2f}×, "
+                                f"{of_read(now, ex(4), 'tensor_cores'):.2f} → {of_read(now, ex(4), 'wgmma'):.2f})")]
     w = h100_ab("ch11_wgmma_warpgroups.csv")
     one, two = w["one_warpgroup"], w["two_warpgroups"]
     rd = lambda k: statistics.mean([one[k]["stream_read"], two[k]["stream_read"]])
