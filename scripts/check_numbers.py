@@ -676,6 +676,17 @@ def h100_pytorch(name, repeats=False):
     return pt
 
 
+def h100_graphs(name, scale=1):
+    """{(B, H_kv, N_q, N_k): {(impl, timing): ms · scale}} of the rows that ran in a
+    decode_vs_pytorch.py --graph file (decode_graphs.csv) on an H100."""
+    g = {}
+    for r in read_h100(name):
+        if r["status"] == "ok":
+            key = (int(r["batch"]), int(r["heads_kv"]), int(r["len_q"]), int(r["len_kv"]))
+            g.setdefault(key, {})[(r["impl"], r["timing"])] = float(r["ms"]) * scale
+    return g
+
+
 def ch11_merge_claims():
     """The merge's before and after (ch11_merge_ab.csv: the program from the code before the
     change, tree base, and after it, tree this): the case study's table and the lesson's
@@ -1803,11 +1814,7 @@ def ch11_grid_merge_claims():
 def ch11_graph_claims():
     """Step 6 at short caches in CUDA graphs and Python loops, on an H100
     (ch11_decode_graphs_short.csv, its plain calls in ch11_decode_graphs_short_calls.csv, µs)."""
-    g, c = {}, h100_pytorch("ch11_decode_graphs_short_calls.csv")
-    for r in read_h100("ch11_decode_graphs_short.csv"):
-        if r["status"] == "ok":
-            key = (int(r["batch"]), int(r["heads_kv"]), int(r["len_q"]), int(r["len_kv"]))
-            g.setdefault(key, {})[(r["impl"], r["timing"])] = float(r["ms"]) * 1000
+    g, c = h100_graphs("ch11_decode_graphs_short.csv", 1000), h100_pytorch("ch11_decode_graphs_short_calls.csv")
     row = lambda impl, k: " / ".join(f"{x:.1f}" for x in [c[k][impl] * 1000] +
                                      [g[k][(impl, t)] for t in ("graph", "loop", "loop_graph")])
     table = [(1, 1), (1, 8), (1, 32), (16, 1), (16, 8)]
@@ -2004,12 +2011,7 @@ def ch11_graph_row32_claims():
     (ch11_decode_graphs_row32.csv, its plain calls in ch11_decode_graphs_row32_calls.csv):
     graph loops at short caches against cuDNN's, replays against calls, and the calls that
     moved from the two runs before (ch11_decode_vs_pytorch_runner.csv, _row32.csv)."""
-    calls = h100_pytorch("ch11_decode_graphs_row32_calls.csv")
-    g = {}
-    for r in read_h100("ch11_decode_graphs_row32.csv"):
-        if r["status"] == "ok":
-            key = (int(r["batch"]), int(r["heads_kv"]), int(r["len_q"]), int(r["len_kv"]))
-            g.setdefault(key, {})[(r["impl"], r["timing"])] = float(r["ms"])
+    g, calls = h100_graphs("ch11_decode_graphs_row32.csv"), h100_pytorch("ch11_decode_graphs_row32_calls.csv")
     short = [(b, kv, 1, 1024) for b, kv in [(1, 1), (1, 8), (1, 32), (16, 1)]]  # the launches decide
     loop = lambda impl: span([g[k][(impl, "loop_graph")] * 1000 for k in short], digits=1, unit="")
     pace = span([g[k][("torch_cudnn", "loop_graph")] / g[k][("ch11", "loop_graph")] for k in short])
