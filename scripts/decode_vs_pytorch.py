@@ -47,7 +47,10 @@ and timed three more ways, into DIR/decode_graphs.csv (column ``timing``):
   to the last over their count: the pace of a generation loop that issues one decode step
   after another from Python, the CPU's launch time included (the cache may stay in L2 from
   one call to the next, as it would not between a real model's layers);
-- ``loop_graph``: the same loop of replays.
+- ``loop_graph``: the same loop of replays;
+- ``call_again``: the plain call timed once more, as at first, after all of the above (the
+  graph freed): where ``graph`` differs from the call, this says whether the replay or the
+  GPU's state since the first timing (its clocks, after the loops) made the difference.
 
 FlashInfer's wrappers are left out of this (replaying them needs their ``use_cuda_graph``
 buffers, fixed at construction).
@@ -306,6 +309,10 @@ def main(argv=None):
                 graph_rows.append(row)
             replay = None
             torch.cuda.empty_cache()  # the graph's pool, back before the next backend's capture
+            t = timed(torch, fn, flush, args.iters)
+            row = {**new_row(impl), "timing": "call_again"}
+            row["ms"], row["gbps"] = f"{t:.4f}", f"{moved / (t * 1e-3) / 1e9:.1f}"
+            graph_rows.append(row)
 
         for name in BACKENDS:
             backend = getattr(SDPBackend, name)
