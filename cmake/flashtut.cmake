@@ -10,6 +10,7 @@
 #   MAIN           the chapter's program, built as <program> (e.g. ch01_naive)
 #   GPU_TESTS      GoogleTest sources labelled "gpu" (they skip with a message without a GPU)
 #   CPU_TESTS      GoogleTest sources labelled "cpu"
+# It also adds the target chNN (e.g. ch04): the program and the chapter's tests, together.
 # A chapter's CMakeLists.txt is this one call; nothing outside the chapter's folder names it.
 function(ft_chapter program)
   cmake_parse_arguments(FT "" "MAIN" "KERNELS;ARCHITECTURES;GPU_TESTS;CPU_TESTS" ${ARGN})
@@ -27,6 +28,10 @@ function(ft_chapter program)
   add_executable(${program} ${FT_MAIN})
   target_link_libraries(${program} PRIVATE flashtut)
   set(targets ${kernels} ${program})
+  # The chapter itself (ch04, ...): its program and its test executables, what a chapter's
+  # "Run it" builds before ctest (ctest lists a GoogleTest executable's tests only once it is built).
+  add_custom_target(${chapter})
+  add_dependencies(${chapter} ${program})
   if(FT_BUILD_TESTS)
     foreach(kind GPU CPU)
       if(FT_${kind}_TESTS)
@@ -36,6 +41,7 @@ function(ft_chapter program)
         target_link_libraries(${test_exe} PRIVATE flashtut ft_testing)
         ft_discover(${test_exe} ${label})
         list(APPEND targets ${test_exe})
+        add_dependencies(${chapter} ${test_exe})
       endif()
     endforeach()
   endif()
