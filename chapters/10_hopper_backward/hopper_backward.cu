@@ -334,7 +334,9 @@ void run(const ft::Problem& p, const ft::BackwardArgs& a, cudaStream_t stream) {
 
 /// The ledger: three kernels, as chapter 08's. The key-block kernel reads K and V once and
 /// every query tile it visits (Q, dO, L, D), adds a float32 dQ share for each (Tr::kDqShares:
-/// step 1 two, one a warpgroup; steps 2-3 one), and writes dK and dV once.
+/// step 1 two, one a warpgroup; steps 2-3 one), and writes dK and dV once. From device memory
+/// it reads K, V (N_k rows a key/value head), Q, dO, L, D (N_q rows a query head) and the
+/// accumulator once, and writes dK, dV and the accumulator once.
 template <template <class, int> class Shape, class Set>
 std::vector<ft::KernelTraffic> traffic(const ft::Problem& p) {
   using Tr = Shape<__nv_bfloat16, FirstHeadDim<Set>::value>;  // Bc and the dQ shares are the same at every (T, d)
@@ -348,7 +350,7 @@ std::vector<ft::KernelTraffic> traffic(const ft::Problem& p) {
   const double dq_adds = visited * double(p.group()) * d * fb * Tr::kDqShares;
   const double kv = 2 * double(p.kv_bytes());
   ft::KernelTraffic main{Tr::kSpecialized ? "specialized_backward" : "wgmma_backward", kv + q_reads, kv + dq_adds,
-                         4 * double(p.q_bytes()) + 2 * double(p.rows()) * fb + double(p.elems()) * fb,
+                         kv + 2 * double(p.q_bytes()) + 2 * double(p.rows()) * fb + double(p.elems()) * fb,
                          kv + double(p.elems()) * fb, p.backward_flops(),
                          "re-reads of Q, dO, L, D and the dQ atomics assumed to stay in L2"};
   const double conv_in = double(p.elems()) * fb, conv_out = double(p.q_bytes());
