@@ -720,11 +720,11 @@ ft::ForwardImpl impl(const std::string& variant, const std::string& what) {
 
 const ft::ForwardImpl& fastest() {
   // wgmma on Hopper from 16 rows a key/value head, and from 4 on caches of at most 32 MB
-  // (uses_wgmma): 0.98-3.20x tensor_cores with 128 rows, 1.00-1.24x with 32, 0.99-1.17x with 16
-  // (H100, bf16, d = 128: plots/results/h100/ch11_wgmma_grid.csv), 1.00-1.26x with 4 or 8 on
+  // (uses_wgmma): 1.34-3.21x tensor_cores with 128 rows, 1.00-1.40x with 32, 0.99-1.33x with 16
+  // (H100, bf16, d = 128: plots/results/h100/ch11_grid_row32.csv), 1.00-1.26x with 4 or 8 on
   // those short caches (ch11_wgmma_four_rows_ab.csv, ch11_wgmma_rows_ab.csv).
-  // tensor_cores below, and on other GPUs: 1.71x batched_v at B = 1, 32 heads on 8, one
-  // query row, 32k keys; 4.16x at B = 16 with four rows (H200; plots/results/h200/decode.csv).
+  // tensor_cores below, and on other GPUs: 1.49x batched_v at B = 1, 32 heads on 8, one
+  // query row, 32k keys; 4.82x at B = 16 with four rows (H200; plots/results/h200/decode.csv).
   static const ft::ForwardImpl i =
       impl<true, true, false, Tc::kBest>("fastest", "wgmma from 16 rows a key/value head (4 on caches up to 32 MB) "
                                                     "on Hopper, else tensor_cores");
