@@ -40,7 +40,7 @@ against the MATH backend in float32 on the same bf16 values (when it fits).
 CUDA graphs (--graph): where launches decide the time (short caches), what a graph changes.
 Each of PyTorch's backends that accepted the shape and each of ours is captured once as a
 CUDA graph (``torch.cuda.CUDAGraph``, after a warm-up call on a side stream, as PyTorch asks)
-and timed three more ways, into DIR/decode_graphs.csv (column ``timing``):
+and timed four more ways, into DIR/decode_graphs.csv (column ``timing``):
 
 - ``graph``: the replay, timed as the call is (flush and spin first: the GPU's own time);
 - ``loop``: ``--iters`` calls back to back, no flush or spin between, the time from the first
