@@ -62,7 +62,7 @@ import pack_build
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # The tree's Python folders, importable by name in every child (python/ holds the flashtut
 # package; scripts/, plots/ and docs/ hold tools that import one another): the same list as
-# FT_PYTHONPATH in cmake/flashtut.cmake, since no file edits sys.path.
+# FT_PYTHONPATH in cmake/flashtut.cmake (the library and test code leave sys.path alone).
 PYTHONPATH = os.pathsep.join(os.path.join(ROOT, d) for d in ("python", "scripts", "plots", "docs"))
 # Python children run under this interpreter, the one the caller chose (with PyTorch, say).
 PYTHON = sys.executable

@@ -3,8 +3,8 @@
 one sequence (flashtut.ring), the key/value blocks go round the ring, and the result is
 checked against attention over the whole sequence on one device, then timed.
 
-  torchrun --nproc-per-node P scripts/ring_attention.py --seq-len 131072 --head-dim 128 --causal
-  torchrun --nproc-per-node 2 scripts/ring_attention.py --device cpu --seq-len 64 --head-dim 16
+  PYTHONPATH=python torchrun --nproc-per-node P scripts/ring_attention.py --seq-len 131072 --head-dim 128 --causal
+  PYTHONPATH=python torchrun --nproc-per-node 2 scripts/ring_attention.py --device cpu --seq-len 64 --head-dim 16
                                     (the CPU: gloo, float64 blocks: a check of the schedule)
 
 On GPUs: one GPU a rank (LOCAL_RANK), NCCL, bf16, the blocks on the tutorial's kernels
@@ -12,13 +12,14 @@ On GPUs: one GPU a rank (LOCAL_RANK), NCCL, bf16, the blocks on the tutorial's k
 NVLink multicast stays off (NCCL_NVLS_ENABLE=0, set here unless the
 environment sets it). Rank 0 prints, per pass, the ring's time (the slowest rank's, median
 of --iters after --warmup), TFLOP/s per GPU (the causal FLOPs counted once), the same
-problem on one GPU (--single: rank 0 alone runs the whole sequence, when it fits), and the
+problem on one GPU (rank 0 alone runs the whole sequence; --no-single skips it), and the
 scaling efficiency: (single-GPU time / P) / ring time.
 
-The check (--check, on by default when the whole sequence fits one device): rank 0 computes
-o and the gradients over the whole sequence with the same block functions, every rank
-compares its part, under the same-dtype tolerance (bf16: 2e-2 relative to the output's
-scale; float64: 1e-10).
+The check (on unless --no-check): every rank computes o and the gradients over the whole
+sequence with the same block functions and compares its own zigzag part, under the
+same-dtype tolerance (bf16: 2e-2 relative to the output's scale; float64: 1e-10). The check
+and the single-GPU timing need the whole sequence on one device: for a sequence that does
+not fit one, pass --no-check --no-single.
 """
 import argparse
 import csv
@@ -77,10 +78,16 @@ def main(argv=None):
     except ImportError:
         print("ring_attention: needs PyTorch (pip install torch)", file=sys.stderr)
         return 2
-    import flashtut.ring as ring
+    try:
+        import flashtut.ring as ring
+    except ImportError as e:  # neither installed nor on PYTHONPATH
+        print(f"ring_attention: needs the flashtut package ({e}): `pip install .` in the repository, or "
+              "PYTHONPATH=python in a built tree (python/README.md)", file=sys.stderr)
+        return 2
 
     if "RANK" not in os.environ:
-        print("ring_attention: launch it with torchrun (torchrun --nproc-per-node P scripts/ring_attention.py ...)",
+        print("ring_attention: launch it with torchrun (PYTHONPATH=python torchrun --nproc-per-node P "
+              "scripts/ring_attention.py ...)",
               file=sys.stderr)
         return 2
     os.environ.setdefault("NCCL_NVLS_ENABLE", "0")

@@ -41,7 +41,7 @@ the strides of views), so a pass does them in full the first time it sees a prob
 keeps what they produced; later calls of that problem check each tensor against it (same
 shape, dtype and device, contiguous or the kept strides, aligned: a comparison each) and go back to step 1, with its messages, at the
 first difference (``_Call`` below says more). On the CPU machine of ``python/README.md``
-this took a call's Python and ctypes time from 28 to 8.5 µs (forward) and from 45 to 11 µs
+this took a call's Python and ctypes time from 28 to 8.3 µs (forward) and from 45 to 11 µs
 (backward), with a stub library (``python/tests/bench_overhead.py``).
 
 Nothing here imports torch at module level: the ctypes declarations and the checks work
@@ -49,8 +49,8 @@ Nothing here imports torch at module level: the ctypes declarations and the chec
 GPU. torch is imported in step 4.
 
 Which library: :func:`load` (called for you by the first pass) takes an explicit path, else
-the environment variable ``FLASHTUT_LIB``, else ``build/common/libflashtut.so`` of the
-checkout this file lives in. It refuses a library whose ``ft_api_version()`` or
+the environment variable ``FLASHTUT_LIB``, else the library inside the installed package
+(``pip install .``), else ``build/common/libflashtut.so`` of the checkout this file lives in. It refuses a library whose ``ft_api_version()`` or
 ``ft_problem_size()`` differs from what this module was written for.
 
 These are plain functions, not autograd: ``o`` does not remember how it was computed. The
@@ -58,12 +58,13 @@ autograd version is the module next to this one, ``flashtut.autograd`` (it impor
 it is loaded only when asked for: ``import flashtut.autograd``, or the attribute
 ``flashtut.autograd``): :func:`flashtut.autograd.attention` is
 ``torch.nn.functional.scaled_dot_product_attention``'s call (``[B, H, N, d]``,
-``is_causal``, ``scale``) computed by chapter 09's forward on a Hopper GPU (chapter 07's on any other) and chapter 08's backward, with
+``is_causal``, ``scale``) computed by chapter 09's forward and chapter 10's backward on a Hopper GPU
+(chapters 07 and 08 on any other), with
 the inputs' checks done before the library is touched::
 
     import flashtut.autograd as fa
     o = fa.attention(q, k, v, is_causal=True)   # bf16/fp16 CUDA tensors, d = 64 or 128
-    o.sum().backward()                          # q.grad, k.grad, v.grad: chapter 08
+    o.sum().backward()                          # q.grad, k.grad, v.grad: chapter 10 (08 off Hopper)
 """
 import ctypes
 import operator
@@ -356,7 +357,7 @@ def forward_for(capability):
     on a Hopper GPU (9.x: wgmma, the copy engine and warp specialization, machine code for
     sm_90a alone), ``"ch07"`` (FlashAttention-2 on mma.sync) on any other. Both take the
     same problems (bf16/fp16, d 64 or 128, two lengths, grouped heads, views) and write the
-    o and log-sum-exp that chapter 08's backward reads."""
+    o and log-sum-exp that either backward of :func:`backward_for` reads."""
     return "ch09" if int(capability[0]) == 9 else "ch07"
 
 

@@ -1,11 +1,11 @@
-"""The tutorial's attention as a PyTorch autograd function: chapter 09's forward on a Hopper GPU (chapter 07's on any other), chapter 08's
-backward.
+"""The tutorial's attention as a PyTorch autograd function: chapter 09's forward and chapter 10's
+backward on a Hopper GPU, chapters 07 and 08 on any other.
 
     import torch, flashtut.autograd as fa
     q, k, v = (torch.randn(4, 12, 1024, 64, device="cuda", dtype=torch.bfloat16,
                            requires_grad=True) for _ in range(3))
     o = fa.attention(q, k, v, is_causal=True)   # like F.scaled_dot_product_attention
-    o.sum().backward()                          # q.grad, k.grad, v.grad from chapter 08
+    o.sum().backward()                          # q.grad, k.grad, v.grad from chapter 10 (08 off Hopper)
 
 :func:`attention` takes what ``torch.nn.functional.scaled_dot_product_attention`` takes and
 means the same by it: ``[batch, heads, seq_len, head_dim]`` tensors, ``is_causal`` (key j
@@ -34,8 +34,8 @@ flowing back through the copy as usual.
 :class:`FlashAttention` is the Function underneath: its forward calls
 :func:`flashtut.forward` with :func:`forward_impl`'s choice (chapter 09 on a Hopper GPU,
 chapter 07 on any other) and saves q, k, v, o and the log-sum-exp; its
-backward calls :func:`flashtut.backward` with ``impl="ch08"`` (which recomputes P from q, k
-and the log-sum-exp) on the incoming gradient (read in place when it is such a view), and
+backward calls :func:`flashtut.backward` with :func:`backward_impl`'s choice (chapter 10 on
+a Hopper GPU, chapter 08 on any other; each recomputes P from q, k and the log-sum-exp) on the incoming gradient (read in place when it is such a view), and
 returns None for every
 input that does not need a gradient. It is once-differentiable (no double backward). Both
 halves run on PyTorch's current stream. Under autocast the casting is done by
@@ -67,7 +67,7 @@ import flashtut as _ft
 __all__ = ["FlashAttention", "attention", "forward_impl", "backward_impl", "BACKWARD_IMPL", "HEAD_DIMS",
            "DTYPES"]
 
-BACKWARD_IMPL = "ch08"  #: the backward off Hopper, and on it for views (flashtut.backward_for)
+BACKWARD_IMPL = "ch08"  #: the backward off Hopper (flashtut.backward_for: ch10 on Hopper)
 HEAD_DIMS = (64, 128)   #: the head dimensions chapters 07-09 and 08 compute
 DTYPES = (torch.bfloat16, torch.float16)  #: the dtypes chapters 07-09 and 08 compute in
 
@@ -120,7 +120,7 @@ def _autocast_dtype():
 
 class FlashAttention(torch.autograd.Function):
     """``FlashAttention.apply(q, k, v, causal, scale)``: o = softmax(scale·q·kᵀ)·v with
-    chapter 09's forward on Hopper (chapter 07's elsewhere) and chapter 08's backward.
+    chapter 09's forward and chapter 10's backward on Hopper (chapters 07 and 08 elsewhere).
 
     q, k, v as :func:`flashtut.forward` wants them (CUDA, ``[B, H, N, d]``, contiguous or a
     view it reads, 16-byte aligned, one of bf16/fp16, d 64 or 128); ``scale`` None for

@@ -17,7 +17,8 @@ through them and a CUDA graph captures them like any PyTorch kernel:
   :func:`flashtut.forward` with :func:`flashtut.autograd.forward_impl`'s choice (chapter 09
   on a Hopper GPU, chapter 07 on any other);
 - ``flashtut::attention_backward(do, q, k, v, o, lse, is_causal, scale, causal_align)
-  -> (dq, dk, dv)``: :func:`flashtut.backward` with :data:`BACKWARD_IMPL`;
+  -> (dq, dk, dv)``: :func:`flashtut.backward` with :func:`flashtut.autograd.backward_impl`'s
+  choice (chapter 10 on a Hopper GPU, chapter 08 on any other);
 
 and the forward's autograd formula is the backward operator (``register_autograd``): the
 saved q, k, v, o and lse, P recomputed from them in the backward kernel.
@@ -51,7 +52,7 @@ from flashtut.autograd import (DTYPES, HEAD_DIMS, _autocast_dtype, _check_argume
 
 __all__ = ["attention", "attention_forward", "attention_backward", "BACKWARD_IMPL"]
 
-BACKWARD_IMPL = "ch08"  #: the backward off Hopper, and on it for views (flashtut.backward_for)
+BACKWARD_IMPL = "ch08"  #: the backward off Hopper (flashtut.backward_for: ch10 on Hopper)
 
 
 def _layout_like(t, contiguous):
@@ -240,8 +241,9 @@ def attention(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False,
     1/sqrt(head_dim). ``attn_mask`` other than None and ``dropout_p`` other than 0 raise
     :class:`NotImplementedError`.
 
-    Gradients: the backward kernel (chapter 08) computes one head count and one length.
-    With grouped heads, a call that needs gradients expands key and value to query's heads
+    Gradients: the operator's backward takes one head count and one length (chapter 08's
+    kernel computes only those; chapter 10's computes both, which this operator does not use
+    yet). With grouped heads, a call that needs gradients expands key and value to query's heads
     first (the expansion sums their gradients back); with a key length other than
     query's, it raises :class:`NotImplementedError` (under ``torch.no_grad()`` both run on
     the forward kernel directly).
@@ -258,7 +260,7 @@ def attention(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False,
     if grad and k.shape[2] != q.shape[2]:
         raise NotImplementedError(
             f"the gradient of attention with key length {k.shape[2]} != query length "
-            f"{q.shape[2]} is not computed yet: chapter 08's backward takes one length. Call "
+            f"{q.shape[2]} is not computed yet: this operator's backward takes one length. Call "
             f"it under torch.no_grad() (the forward kernel computes it), or use "
             f"torch.nn.functional.scaled_dot_product_attention for training")
     if grad and k.shape[1] != q.shape[1]:

@@ -72,7 +72,6 @@ def zigzag_shard(x, world, rank, dim=2):
 
 def zigzag_unshard(shards, dim=2):
     """The whole sequence from every rank's zigzag part (the inverse of :func:`zigzag_shard`)."""
-    world = len(shards)
     firsts, seconds = zip(*(s.chunk(2, dim=dim) for s in shards))
     return torch.cat(list(firsts) + list(reversed(seconds)), dim=dim)
 

@@ -131,7 +131,7 @@ def _sdpa_flash_backward(grad_out, query, key, value, out, logsumexp, cum_seq_q,
     from flashtut.ops import _ready
     _check(query, dropout_p)
     if key.shape[2] != query.shape[2]:
-        _refuse("backward (chapter 08)", f"takes one length, not {query.shape[2]} queries "
+        _refuse("backward (the flashtut::attention_backward operator)", f"takes one length, not {query.shape[2]} queries "
                 f"and {key.shape[2]} keys")
     b, h_kv, n_kv, d = key.shape
     group = query.shape[1] // h_kv
