@@ -11,7 +11,8 @@
 #   GPU_TESTS      GoogleTest sources labelled "gpu" (they skip with a message without a GPU)
 #   CPU_TESTS      GoogleTest sources labelled "cpu"
 # It also adds the target chNN (e.g. ch04): the program and the chapter's tests, together.
-# A chapter's CMakeLists.txt is this one call; nothing outside the chapter's folder names it.
+# A chapter's CMakeLists.txt is this one call (chapter 09's also adds the sm90 building blocks'
+# tests to ch09); nothing outside the chapter's folder names it.
 function(ft_chapter program)
   cmake_parse_arguments(FT "" "MAIN" "KERNELS;ARCHITECTURES;GPU_TESTS;CPU_TESTS" ${ARGN})
   string(REGEX MATCH "^ch[0-9][0-9]" chapter ${program})

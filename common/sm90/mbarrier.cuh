@@ -9,8 +9,9 @@
 ///   3. when the bytes reach zero (and the arrivals, here one), the phase completes;
 ///   4. every consumer `wait(bar, phase)` returns, the data visible to it; the next use of
 ///      the stage waits on the other parity.
-/// Reusing the stage's memory for the next copy is the kernel's business: here, a block
-/// barrier after every thread is done with it.
+/// Reusing the stage's memory for the next copy is the kernel's business: a block barrier
+/// after every thread is done with it (chapter 09's step 2), or a second, *empty* barrier
+/// on which each consumer arrives when done (steps 3-7, chapters 10 and 11).
 #pragma once
 
 #include <cuda.h>  // CUtensorMap

@@ -13,8 +13,8 @@
 /// count (`__launch_bounds__(threads, 1)`); ptxas says so (C7508) when it ignores them.
 ///
 /// Named barriers. `__syncthreads()` is barrier 0 over the whole block; ids 1 to 15 can
-/// each synchronize a subset: `sync(id, n)` waits until n threads have reached barrier id
-/// (by sync or arrive), `arrive(id, n)` counts this thread's warp in without waiting. A
+/// each synchronize a subset: `named_sync(id, n)` waits until n threads have reached barrier
+/// id (by sync or arrive), `named_arrive(id, n)` counts this thread's warp in without waiting. A
 /// warp-specialized kernel never uses barrier 0 once the roles split (the producer's idle
 /// warps have left), and two consumer warpgroups take turns through a pair of named
 /// barriers (chapter 09's ping-pong: one waits on its id, the other arrives on it).
