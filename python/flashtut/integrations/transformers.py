@@ -8,7 +8,8 @@
 :func:`register` puts :func:`attention_forward` in ``transformers.AttentionInterface`` and
 transformers' SDPA mask builder (``sdpa_mask``) in ``transformers.AttentionMaskInterface``
 under one name, so that a model built with ``attn_implementation=name`` calls the tutorial's
-kernels (chapter 09's forward on Hopper, 07's elsewhere; chapter 08's backward; through :func:`flashtut.attention`)
+kernels (chapter 09's forward and chapter 10's backward on Hopper, 07's and 08's elsewhere; through
+:func:`flashtut.attention`)
 wherever it would call ``torch.nn.functional.scaled_dot_product_attention``, with the masks
 the "sdpa" backend gets: None when the batch is unpadded and purely causal (transformers
 then relies on ``is_causal``), a boolean ``[B, 1, N, N_kv]`` mask otherwise.
