@@ -1,6 +1,6 @@
 /// @file backward.hpp
 /// @brief Chapter 05: the attention backward pass, two ways. `materialize()` keeps the N×N
-/// probabilities P from its forward pass and runs five matrix products over N×N grids;
+/// probabilities P from its forward pass and runs four matrix products over N×N grids (and dS);
 /// `flash()` keeps only O and the log-sum-exp L and recomputes P tile by tile on chip.
 #pragma once
 

@@ -6,8 +6,8 @@
 //   ./build/chapters/05_backward/ch05_backward --seq-len 4096 --head-dim 64 --causal
 //
 // What this chapter changes: training needs dQ, dK and dV. The baseline ("materialize")
-// keeps the N×N probabilities P from its forward pass and runs the backward as five matrix
-// products over N×N grids (P, dP, dS), O(N²) extra memory. The flash backward keeps only O
+// keeps the N×N probabilities P from its forward pass and runs the backward as four matrix
+// products and dS over N×N grids (P, dP, dS), O(N²) extra memory. The flash backward keeps only O
 // and the log-sum-exp L from chapter 04's forward and recomputes P tile by tile on chip
 // ("flash": dQ summed with atomicAdd; "flash_dq_pass": dQ from a second kernel, no
 // atomics): O(N) extra memory, and the N×N grids never reach device memory.

@@ -145,8 +145,8 @@ const ft::ForwardImpl& grid_half();
 /// grid_half with a warp per softmax row (warp_softmax.cuh) for rows of up to 2048 elements,
 /// row_softmax_tc past them: the same bytes, less work per row.
 const ft::ForwardImpl& warp_rows();
-/// The fastest measured variant (warp_rows; README, "A warp per row"); the C API's
-/// ft_ch06_forward and the tour's chapter 06 row.
+/// The fastest measured variant (warp_rows; README, "A warp per row"): the alias "ch06" of the
+/// C API's ft_forward and the tour's chapter 06 row.
 const ft::ForwardImpl& fastest();
 
 /// grid_f32, grid_half, warp_rows.

@@ -12,7 +12,7 @@
 //   tuned         the async kernel with 128-row query tiles, 4 warps of 32 rows
 //   lazy_rescale  tuned, with O's rescale skipped in the tiles that raise no row's max
 //
-// and `fastest`, the faster of the last two per head dimension (the C API's ft_ch07_forward),
+// and `fastest`, the faster of the last two per head dimension (the C API's alias "ch07"),
 // plus `async_<Br>x<Bc>_w<W>` shapes that the tuning measured (registered for the timing).
 #include <climits>
 #include <type_traits>

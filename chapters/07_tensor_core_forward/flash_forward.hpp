@@ -9,8 +9,8 @@
 
 namespace ch07 {
 
-/// The fastest variant per head dimension (the C API's ft_ch07_forward and the tour's
-/// chapter 07): cp.async double buffering, tiles of 128 queries × 64 keys, 4 warps of 32
+/// The fastest variant per head dimension (the alias "ch07" of the C API's ft_forward and the
+/// tour's chapter 07): cp.async double buffering, tiles of 128 queries × 64 keys, 4 warps of 32
 /// rows, and at d = 128 the rescale of O skipped when no row's max rises.
 const ft::ForwardImpl& fastest();
 

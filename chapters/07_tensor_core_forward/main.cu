@@ -12,8 +12,8 @@
 // scores never leave the registers, and P goes from the accumulators of S = Q·Kᵀ straight
 // into the A operand of O += P·V.
 //
-// Variants (--variant): padded, swizzled, async, tuned (the staircase, one idea each; see
-// flash_forward.cu) and the tile shapes the tuning measured. Needs an sm_80 GPU or newer.
+// Variants (--variant): plain, padded, swizzled, async, tuned, lazy_rescale (the staircase,
+// one idea each; see flash_forward.cu), fastest, and the tile shapes the tuning measured. Needs an sm_80 GPU or newer.
 #include "07_tensor_core_forward/flash_forward.hpp"
 #include "harness/program.hpp"
 

@@ -17,8 +17,8 @@ namespace ch08 {
 /// accumulator, and a last kernel that rounds dQ to the dtype. d = 64 or 128, sm_80+.
 const ft::BackwardImpl& plain();
 
-/// The fastest measured variant (README, "Measured on the H200"): the one the C API exports
-/// (ft_ch08_backward) and the Python module calls. `split_tail`, on a GPU that grants a
+/// The fastest measured variant (README, "Measured on the H200"): the alias "ch08" of the C
+/// API's ft_backward, which the Python module calls off Hopper. `split_tail`, on a GPU that grants a
 /// block its shared memory; else `async_bc64` (fastest_variant). Its ledger is
 /// split_tail's.
 const ft::BackwardImpl& fastest();
