@@ -23,7 +23,7 @@ const ft::ForwardImpl& fast();
 constexpr int kFastBr = 128;
 constexpr int kFastBc = 32;
 
-/// simple, fast, then the fast kernel's other tile shapes (fast_128x64, fast_128x32, …),
+/// simple, fast, then the fast kernel's other tile shapes (fast_128x64, fast_64x64, fast_64x32),
 /// registered so that one run on a GPU times them all.
 std::vector<ft::ForwardImpl> forward_impls();
 
