@@ -35,7 +35,8 @@ chapter 10's backward (Hopper) computes them, dK and dV summed over the query he
 share a key/value head inside the kernel. Chapter 08's backward (any other GPU) takes one
 head count and one length: with grouped heads the backward operator expands key and value
 for it and sums their gradients back itself (the forward still reads them unexpanded), and a
-key length other than the query's is refused with gradients, saying so.
+key length other than the query's is refused with gradients, saying so: at the call, or under
+torch.compile (which cannot ask the library while it traces) when the backward runs.
 """
 from typing import Optional
 
@@ -63,6 +64,13 @@ def backward_computes(device):
     whether it takes key and value with fewer heads, and a key length of their own. Loads the
     library; called in eager code only (never while torch.compile traces)."""
     return _ft.backwards()[backward_impl(device, True)]
+
+
+def _backward_takes_lengths(device):
+    """Whether the backward on ``device`` takes a key length other than the query's; True
+    when there is no driver to ask (fake tensors on a machine without a GPU), where the
+    backward operator is left to refuse it."""
+    return not torch.cuda.is_available() or backward_computes(device).lengths
 
 
 def _compiling():
@@ -179,14 +187,15 @@ def _backward(do, q, k, v, o, lse, is_causal, scale, causal_align):
         raise _one_length_only(q.shape[2], k.shape[2])
     group = q.shape[1] // k.shape[1]
     expand = group > 1 and not can.grouped  # chapter 08: one head count
-    q2, k2, v2, o2, do2 = (_aligned(t) for t in (q, k, v, o, do))
-    if expand:
-        k2, v2 = (t.repeat_interleave(group, dim=1) for t in (k2, v2))
+    q2, o2, do2 = (_aligned(t) for t in (q, o, do))
+    if expand:  # query head h reads key/value head h // group: copies in fresh memory
+        k2, v2 = (t.repeat_interleave(group, dim=1) for t in (k, v))
+    else:
+        k2, v2 = _aligned(k), _aligned(v)
     dq, dk, dv = _ft.backward(q2, k2, v2, o2, lse, do2, causal=is_causal, scale=scale,
                               impl=impl, causal_align=causal_align)
-    if expand:  # each key/value head's gradient: the sum over the query heads sharing it
-        dk, dv = (t.unflatten(1, (k.shape[1], group)).sum(2, dtype=torch.float32).to(k.dtype)
-                  for t in (dk, dv))
+    if expand:  # each key/value head's gradient: the sum over its group (float32 inside sum)
+        dk, dv = (t.unflatten(1, (k.shape[1], group)).sum(2) for t in (dk, dv))
     return _laid_out(dq, q, contiguous), _laid_out(dk, k, contiguous), _laid_out(dv, k, contiguous)
 
 
@@ -299,7 +308,7 @@ def attention(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False,
     _check(tensors, attn_mask, dropout_p, is_causal, scale, enable_gqa)
     q, k, v = tensors
     grad = torch.is_grad_enabled() and any(t.requires_grad for t in tensors)
-    if grad and k.shape[2] != q.shape[2] and not _compiling() and not backward_computes(q.device).lengths:
+    if grad and k.shape[2] != q.shape[2] and not _compiling() and not _backward_takes_lengths(q.device):
         raise _one_length_only(q.shape[2], k.shape[2])  # now, not when the backward runs
     q, k, v = (_ready(t) for t in (q, k, v))
     o, _ = attention_forward(q, k, v, bool(is_causal), None if scale is None else float(scale),

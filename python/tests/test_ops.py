@@ -161,12 +161,18 @@ class Refusals(unittest.TestCase):
         two_lengths = (lambda: cuda(1, 4, 64, 64, grad=True), lambda: cuda(1, 4, 100, 64),
                        lambda: cuda(1, 4, 100, 64))
         one_length = types.SimpleNamespace(lengths=False, grouped=False)  # chapter 08's backward
-        with mock.patch.object(ops, "backward_computes", lambda device: one_length):
+        with mock.patch.object(torch.cuda, "is_available", lambda: True), \
+                mock.patch.object(ops, "backward_computes", lambda device: one_length):
             self.raises(NotImplementedError, "key length 100 != query length 64", *two_lengths)
         both = types.SimpleNamespace(lengths=True, grouped=True)  # chapter 10's, on Hopper
-        with mock.patch.object(ops, "backward_computes", lambda device: both), FakeTensorMode():
+        with mock.patch.object(torch.cuda, "is_available", lambda: True), \
+                mock.patch.object(ops, "backward_computes", lambda device: both), FakeTensorMode():
             o = flashtut.attention(*(t() for t in two_lengths))
             self.assertEqual(o.shape, (1, 4, 64, 64))
+        # No driver to ask (fake tensors without a GPU): left to the backward operator.
+        with mock.patch.object(torch.cuda, "is_available", lambda: False), \
+                mock.patch.object(ops, "backward_computes", None), FakeTensorMode():
+            self.assertEqual(flashtut.attention(*(t() for t in two_lengths)).shape, (1, 4, 64, 64))
         with self.assertRaises(ValueError) as c:
             flashtut.attention(*(torch.empty(1, 4, 64, 64, dtype=BF16) for _ in range(3)))
         self.assertIn("the kernels run on a CUDA device", str(c.exception))

@@ -3,7 +3,7 @@
     import torch, flashtut.integrations.sdpa as ft_sdpa
     from torch.nn.attention import activate_flash_attention_impl, sdpa_kernel, SDPBackend
     ft_sdpa.register()                            # offers "flashtut"; activates nothing
-    activate_flash_attention_impl("flashtut")     # SDPA's flash backend: ch09 or ch07, then ch08
+    activate_flash_attention_impl("flashtut")     # SDPA's flash backend: ch09+ch10 on Hopper, else ch07+ch08
     with sdpa_kernel(SDPBackend.FLASH_ATTENTION): # (or let SDPA pick flash, as it prefers)
         o = torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)
     torch.nn.attention.restore_flash_attention_impl()   # back to PyTorch's FA2
