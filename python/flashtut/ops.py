@@ -29,11 +29,14 @@ saved q, k, v, o and lse, P recomputed from them in the backward kernel.
 length other than the query's. What the kernels cannot do is refused before anything
 reaches the library, with an error that says what to change (``attn_mask``, ``dropout_p``,
 dtypes other than bf16/fp16 outside autocast, head dims other than 64 and 128, CPU
-tensors; the operators called directly refuse CPU tensors with a message of the same kind). Where the
-forward kernel computes a case the backward kernel does not yet (grouped heads, two
-lengths), a call that needs gradients expands key and value to the query's heads (the
-gradients sum back through the expansion), and a key length other than the query's is
-refused with gradients: the message says so.
+tensors; the operators called directly refuse CPU tensors with a message of the same kind).
+Grouped heads and a key length other than the query's reach both operators as they are:
+chapter 10's backward (Hopper) computes them, dK and dV summed over the query heads that
+share a key/value head inside the kernel. Chapter 08's backward (any other GPU) takes one
+head count and one length: with grouped heads the backward operator expands key and value
+for it and sums their gradients back itself (the forward still reads them unexpanded), and a
+key length other than the query's is refused with gradients, saying so: at the call, or under
+torch.compile (which cannot ask the library while it traces) when the backward runs.
 """
 from typing import Optional
 
@@ -50,9 +53,38 @@ import flashtut as _ft
 from flashtut.autograd import (DTYPES, HEAD_DIMS, _autocast_dtype, _check_arguments, _check_device, backward_impl,
                                forward_impl)
 
-__all__ = ["attention", "attention_forward", "attention_backward", "BACKWARD_IMPL"]
+__all__ = ["attention", "attention_forward", "attention_backward", "backward_computes", "BACKWARD_IMPL"]
 
 BACKWARD_IMPL = "ch08"  #: the backward off Hopper (flashtut.backward_for: ch10 on Hopper)
+
+
+def backward_computes(device):
+    """The :class:`flashtut.Impl` of the backward the backward operator runs on ``device``
+    (chapter 10's on Hopper, chapter 08's elsewhere): its ``grouped`` and ``lengths`` say
+    whether it takes key and value with fewer heads, and a key length of their own. Loads the
+    library; called in eager code only (never while torch.compile traces)."""
+    return _ft.backwards()[backward_impl(device, True)]
+
+
+def _backward_takes_lengths(device):
+    """Whether the backward on ``device`` takes a key length other than the query's; True
+    when there is no driver to ask (fake tensors on a machine without a GPU), where the
+    backward operator is left to refuse it."""
+    return not torch.cuda.is_available() or backward_computes(device).lengths
+
+
+def _compiling():
+    """True while torch.compile traces: no library call then (it would break the graph)."""
+    return torch.compiler.is_compiling()
+
+
+def _one_length_only(lq, lk):
+    """The refusal of a gradient with two lengths by a backward that computes one."""
+    return NotImplementedError(
+        f"the gradient of attention with key length {lk} != query length {lq} is computed by "
+        f"chapter 10's backward (a Hopper GPU) only; this GPU's backward (chapter 08) takes one "
+        f"length. Call it under torch.no_grad() (the forward kernel computes it), or use "
+        f"torch.nn.functional.scaled_dot_product_attention for training")
 
 
 def _layout_like(t, contiguous):
@@ -140,11 +172,30 @@ def attention_backward(do: Tensor, q: Tensor, k: Tensor, v: Tensor, o: Tensor, l
                        is_causal: bool, scale: Optional[float],
                        causal_align: int) -> tuple[Tensor, Tensor, Tensor]:
     """dq, dk, dv of chapter 10's backward on Hopper, chapter 08's elsewhere (P recomputed
-    from q, k and lse)."""
+    from q, k and lse). k and v may have fewer heads than q (dk and dv have theirs) and,
+    where the backward computes two lengths, another length."""
+    return _backward(do, q, k, v, o, lse, is_causal, scale, causal_align)
+
+
+def _backward(do, q, k, v, o, lse, is_causal, scale, causal_align):
+    """The backward operator's work on real tensors (a plain function, so that the CPU test
+    can run it with a stand-in for the library)."""
     contiguous = _all_contiguous(q, k, v, o, do)
-    q2, k2, v2, o2, do2 = (_aligned(t) for t in (q, k, v, o, do))
+    impl = backward_impl(q.device, contiguous)
+    can = _ft.backwards()[impl]
+    if k.shape[2] != q.shape[2] and not can.lengths:
+        raise _one_length_only(q.shape[2], k.shape[2])
+    group = q.shape[1] // k.shape[1]
+    expand = group > 1 and not can.grouped  # chapter 08: one head count
+    q2, o2, do2 = (_aligned(t) for t in (q, o, do))
+    if expand:  # query head h reads key/value head h // group: copies in fresh memory
+        k2, v2 = (t.repeat_interleave(group, dim=1) for t in (k, v))
+    else:
+        k2, v2 = _aligned(k), _aligned(v)
     dq, dk, dv = _ft.backward(q2, k2, v2, o2, lse, do2, causal=is_causal, scale=scale,
-                              impl=backward_impl(q.device, contiguous), causal_align=causal_align)
+                              impl=impl, causal_align=causal_align)
+    if expand:  # each key/value head's gradient: the sum over its group (float32 inside sum)
+        dk, dv = (t.unflatten(1, (k.shape[1], group)).sum(2) for t in (dk, dv))
     return _laid_out(dq, q, contiguous), _laid_out(dk, k, contiguous), _laid_out(dv, k, contiguous)
 
 
@@ -167,7 +218,7 @@ def _setup_context(ctx, inputs, output):
     ctx.mark_non_differentiable(lse)
 
 
-def _backward(ctx, do, _dlse):
+def _gradients(ctx, do, _dlse):
     q, k, v, o, lse = ctx.saved_tensors
     # The incoming gradient is whatever the graph above made of o: often a strided view, in
     # the autocast dtype or not. The kernel wants o's dtype and a layout it reads.
@@ -177,7 +228,7 @@ def _backward(ctx, do, _dlse):
     return dq, dk, dv, None, None, None
 
 
-attention_forward.register_autograd(_backward, setup_context=_setup_context)
+attention_forward.register_autograd(_gradients, setup_context=_setup_context)
 
 
 # ---- SDPA's call ---------------------------------------------------------------------------
@@ -241,12 +292,12 @@ def attention(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False,
     1/sqrt(head_dim). ``attn_mask`` other than None and ``dropout_p`` other than 0 raise
     :class:`NotImplementedError`.
 
-    Gradients: the operator's backward takes one head count and one length (chapter 08's
-    kernel computes only those; chapter 10's computes both, which this operator does not use
-    yet). With grouped heads, a call that needs gradients expands key and value to query's heads
-    first (the expansion sums their gradients back); with a key length other than
-    query's, it raises :class:`NotImplementedError` (under ``torch.no_grad()`` both run on
-    the forward kernel directly).
+    Gradients: on a Hopper GPU chapter 10's backward takes grouped heads and two lengths as
+    they are. Elsewhere chapter 08's takes one head count and one length: the backward
+    operator expands key and value for it and sums their gradients back, and a key length
+    other than query's raises :class:`NotImplementedError` when the call needs gradients
+    (under ``torch.no_grad()`` the forward kernel computes it; under torch.compile the
+    refusal comes from the backward operator, when the backward runs).
     """
     tensors = (query, key, value)
     if all(isinstance(t, torch.Tensor) for t in tensors):
@@ -257,15 +308,8 @@ def attention(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False,
     _check(tensors, attn_mask, dropout_p, is_causal, scale, enable_gqa)
     q, k, v = tensors
     grad = torch.is_grad_enabled() and any(t.requires_grad for t in tensors)
-    if grad and k.shape[2] != q.shape[2]:
-        raise NotImplementedError(
-            f"the gradient of attention with key length {k.shape[2]} != query length "
-            f"{q.shape[2]} is not computed yet: this operator's backward takes one length. Call "
-            f"it under torch.no_grad() (the forward kernel computes it), or use "
-            f"torch.nn.functional.scaled_dot_product_attention for training")
-    if grad and k.shape[1] != q.shape[1]:
-        group = q.shape[1] // k.shape[1]
-        k, v = (t.repeat_interleave(group, dim=1) for t in (k, v))
+    if grad and k.shape[2] != q.shape[2] and not _compiling() and not _backward_takes_lengths(q.device):
+        raise _one_length_only(q.shape[2], k.shape[2])  # now, not when the backward runs
     q, k, v = (_ready(t) for t in (q, k, v))
     o, _ = attention_forward(q, k, v, bool(is_causal), None if scale is None else float(scale),
                              _ft.CAUSAL_TOP_LEFT)

@@ -8,7 +8,9 @@ tested without a GPU. Exit 77 (skipped, saying why) without PyTorch.
 """
 import os
 import sys
+import types
 import unittest
+from unittest import mock
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 try:
@@ -71,15 +73,23 @@ class Fake(unittest.TestCase):
             self.assertEqual(o.shape, q.shape)
             self.assertIsNotNone(o.grad_fn)
 
-    def test_grouped_heads_with_gradients_expand_key_and_value(self):
+    def test_grouped_heads_with_gradients_reach_the_operator_as_they_are(self):
+        # No expansion in the graph: q, k and v are the operator's inputs themselves (the
+        # backward operator sums over each group, in chapter 10's kernel or after chapter 08's).
         with FakeTensorMode():
             q = cuda(1, 8, 64, 64, grad=True)
             k, v = (cuda(1, 2, 64, 64, grad=True) for _ in range(2))
             o = flashtut.attention(q, k, v, enable_gqa=True)
             self.assertEqual(o.shape, q.shape)
-            self.assertIn("ViewBackward", str(o.grad_fn.next_functions))  # k, v expanded first
-            with torch.no_grad():  # without gradients, the forward kernel reads them as they are
-                self.assertEqual(flashtut.attention(q, k, v, enable_gqa=True).shape, q.shape)
+            inputs = {type(f).__name__ for f, _ in o.grad_fn.next_functions if f is not None}
+            self.assertEqual(inputs, {"AccumulateGrad"})
+
+    def test_backward_shapes_with_grouped_heads_and_two_lengths(self):
+        with FakeTensorMode():
+            q, k = cuda(2, 8, 64, 128), cuda(2, 2, 300, 128)
+            o, lse = torch.ops.flashtut.attention_forward(q, k, k, True, None, 0)
+            dq, dk, dv = torch.ops.flashtut.attention_backward(o, q, k, k, o, lse, True, None, 0)
+            self.assertEqual((dq.shape, dk.shape, dv.shape), (q.shape, k.shape, k.shape))
 
     def test_views_the_kernels_cannot_read_are_copied_by_their_strides(self):
         with FakeTensorMode():
@@ -90,6 +100,44 @@ class Fake(unittest.TestCase):
             self.assertTrue(ops._ready(odd).is_contiguous())
             flipped = cuda(2, 4, 64, 64).transpose(2, 3)  # head_dim not contiguous
             self.assertTrue(ops._ready(flipped).is_contiguous())
+
+
+class ExpandForOneHeadCount(unittest.TestCase):
+    """The backward operator's work for a backward of one head count (chapter 08's): key and
+    value expanded for it, dK and dV summed over each group, on CPU tensors with a float64
+    stand-in for the library's backward that refuses grouped heads as chapter 08 does."""
+
+    def test_the_group_sums_are_the_grouped_gradients(self):
+        g = torch.Generator().manual_seed(0)
+        q, do = (torch.randn(2, 6, 33, 64, generator=g).to(BF16) for _ in range(2))
+        k, v = (torch.randn(2, 2, 33, 64, generator=g).to(BF16) for _ in range(2))
+        calls = []
+
+        def one_head_count(q, k, v, o, lse, do, *, causal, scale, impl, causal_align):
+            calls.append((impl, tuple(k.shape)))
+            if k.shape[1] != q.shape[1]:
+                raise AssertionError("chapter 08's backward takes one head count")
+            q64, k64, v64 = (t.double().requires_grad_() for t in (q, k, v))
+            with torch.enable_grad():
+                o64 = torch.nn.functional.scaled_dot_product_attention(q64, k64, v64, is_causal=causal)
+                grads = torch.autograd.grad(o64, (q64, k64, v64), do.double())
+            return tuple(t.to(q.dtype) for t in grads)
+
+        ch08 = types.SimpleNamespace(lengths=False, grouped=False)
+        with mock.patch.object(ops, "backward_impl", lambda device, contiguous: "ch08"), \
+                mock.patch.object(flashtut, "backwards", lambda: {"ch08": ch08}), \
+                mock.patch.object(flashtut, "backward", one_head_count):
+            dq, dk, dv = ops._backward(do, q, k, v, do, None, True, None, 0)
+            with self.assertRaisesRegex(NotImplementedError, "key length 17 != query length 33"):
+                ops._backward(do, q, k[:, :, :17], v[:, :, :17], do, None, True, None, 0)
+        self.assertEqual(calls, [("ch08", (2, 6, 33, 64))])  # expanded for it
+        q64, k64, v64 = (t.double().requires_grad_() for t in (q, k, v))
+        o64 = torch.nn.functional.scaled_dot_product_attention(q64, k64, v64, is_causal=True, enable_gqa=True)
+        o64.backward(do.double())
+        self.assertEqual((dk.shape, dv.shape, dk.dtype), (k.shape, v.shape, BF16))
+        for name, got, want in (("dq", dq, q64.grad), ("dk", dk, k64.grad), ("dv", dv, v64.grad)):
+            err = float((got.double() - want).norm() / want.norm())
+            self.assertLess(err, 1e-2, name)  # bf16's rounding; a wrong group is O(1) off
 
 
 class Refusals(unittest.TestCase):
@@ -110,9 +158,21 @@ class Refusals(unittest.TestCase):
                     lambda: cuda(1, 3, 64, 64), lambda: cuda(1, 3, 64, 64), enable_gqa=True)
         self.raises(ValueError, "head_dim 96 is not supported", *[lambda: cuda(1, 4, 64, 96)] * 3)
         self.raises(TypeError, "computes bf16 or fp16", *[lambda: cuda(1, 4, 64, 64, dtype=torch.float32)] * 3)
-        self.raises(NotImplementedError, "key length 100 != query length 64",
-                    lambda: cuda(1, 4, 64, 64, grad=True), lambda: cuda(1, 4, 100, 64),
-                    lambda: cuda(1, 4, 100, 64))
+        two_lengths = (lambda: cuda(1, 4, 64, 64, grad=True), lambda: cuda(1, 4, 100, 64),
+                       lambda: cuda(1, 4, 100, 64))
+        one_length = types.SimpleNamespace(lengths=False, grouped=False)  # chapter 08's backward
+        with mock.patch.object(torch.cuda, "is_available", lambda: True), \
+                mock.patch.object(ops, "backward_computes", lambda device: one_length):
+            self.raises(NotImplementedError, "key length 100 != query length 64", *two_lengths)
+        both = types.SimpleNamespace(lengths=True, grouped=True)  # chapter 10's, on Hopper
+        with mock.patch.object(torch.cuda, "is_available", lambda: True), \
+                mock.patch.object(ops, "backward_computes", lambda device: both), FakeTensorMode():
+            o = flashtut.attention(*(t() for t in two_lengths))
+            self.assertEqual(o.shape, (1, 4, 64, 64))
+        # No driver to ask (fake tensors without a GPU): left to the backward operator.
+        with mock.patch.object(torch.cuda, "is_available", lambda: False), \
+                mock.patch.object(ops, "backward_computes", None), FakeTensorMode():
+            self.assertEqual(flashtut.attention(*(t() for t in two_lengths)).shape, (1, 4, 64, 64))
         with self.assertRaises(ValueError) as c:
             flashtut.attention(*(torch.empty(1, 4, 64, 64, dtype=BF16) for _ in range(3)))
         self.assertIn("the kernels run on a CUDA device", str(c.exception))

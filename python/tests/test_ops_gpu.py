@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """GPU tests of flashtut.ops (ctest python_ops_gpu): the operators as PyTorch checks custom
-operators (torch.library.opcheck), flashtut.attention against a float64 reference (grouped
-heads, two lengths, causal and not), a small model under torch.compile(fullgraph=True)
+operators (torch.library.opcheck), flashtut.attention and its gradients against a float64
+reference (grouped heads, two lengths, causal and not; chapter 08's backward, which the
+operator expands grouped heads for, forced on any GPU), a small model under torch.compile(fullgraph=True)
 against the same model run eagerly, and the forward and backward captured in a CUDA graph
 and replayed on new inputs. Exit 77 (skipped, saying why) without PyTorch, CUDA, an sm_80
 GPU or the library.
@@ -12,6 +13,7 @@ import math
 import os
 import sys
 import unittest
+from unittest import mock
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -71,6 +73,16 @@ class Operators(unittest.TestCase):
         q, k, v = qkv(1, 4, 2, 64, 200, 128)
         torch.library.opcheck(torch.ops.flashtut.attention_forward.default,
                               (q, k, v, False, 0.1, 1), test_utils=("test_schema", "test_faketensor"))
+        # The backward operator on grouped heads (and two lengths where its kernel takes them).
+        n_k = 200 if flashtut.ops.backward_computes(q.device).lengths else 64
+        q, k, v = qkv(1, 4, 2, 64, n_k, 128)
+        o, lse = torch.ops.flashtut.attention_forward(q, k, v, True, None, 0)
+        torch.library.opcheck(torch.ops.flashtut.attention_backward.default,
+                              (torch.randn_like(o), q, k, v, o, lse, True, None, 0),
+                              test_utils=("test_schema", "test_faketensor"))
+
+
+TWO_LENGTHS = ((1, 4, 2, 16, 300, 128), (2, 4, 4, 300, 16, 64))  # (B, H, H_kv, N_q, N_k, d)
 
 
 class Attention(unittest.TestCase):
@@ -98,10 +110,49 @@ class Attention(unittest.TestCase):
                         self.check(shape, causal, grad)
 
     def test_two_lengths_without_gradients(self):
-        for shape in ((1, 4, 2, 16, 300, 128), (2, 4, 4, 300, 16, 64)):
+        for shape in TWO_LENGTHS:
             for causal in (False, True):
                 with self.subTest(shape=shape, causal=causal):
                     self.check(shape, causal, False)
+
+    def test_two_lengths_with_gradients(self):
+        # Chapter 10's backward (Hopper) computes them; chapter 08's refuses them at the call.
+        if not flashtut.ops.backward_computes(torch.device("cuda")).lengths:
+            with self.assertRaisesRegex(NotImplementedError, "key length 300 != query length 16"):
+                self.check(TWO_LENGTHS[0], True, True)
+            return
+        for shape in TWO_LENGTHS:
+            for causal in (False, True):
+                with self.subTest(shape=shape, causal=causal):
+                    self.check(shape, causal, True)
+
+    def test_grouped_heads_through_chapter_08s_backward(self):
+        # The expansion and the sum over each group that the backward operator does for a
+        # backward of one head count (chapter 08's, on any GPU), and its refusal of two lengths
+        # also when the operator is called directly (as in a compiled graph).
+        impls, backward = [], flashtut.backward
+
+        def spy(*args, impl, **kw):
+            impls.append(impl)
+            return backward(*args, impl=impl, **kw)
+
+        with mock.patch.object(flashtut.ops, "backward_impl", lambda device, contiguous: "ch08"), \
+                mock.patch.object(flashtut, "backward", spy):
+            for shape in ((1, 8, 2, 1000, 1000, 128), (2, 6, 1, 17, 17, 64)):
+                for causal in (False, True):
+                    with self.subTest(shape=shape, causal=causal):
+                        self.check(shape, causal, True)
+            self.assertEqual(set(impls), {"ch08"})
+            # the expanded path's outputs laid out as its fake implementation says
+            q, k, v = qkv(1, 8, 2, 128, 128, 64)
+            o, lse = torch.ops.flashtut.attention_forward(q, k, v, True, None, 0)
+            torch.library.opcheck(torch.ops.flashtut.attention_backward.default,
+                                  (torch.randn_like(o), q, k, v, o, lse, True, None, 0),
+                                  test_utils=("test_schema", "test_faketensor"))
+            q, k, v = qkv(*TWO_LENGTHS[0])
+            o, lse = torch.ops.flashtut.attention_forward(q, k, v, True, None, 0)
+            with self.assertRaisesRegex(NotImplementedError, "key length 300 != query length 16"):
+                torch.ops.flashtut.attention_backward(o, q, k, v, o, lse, True, None, 0)
 
 
 class Model(torch.nn.Module):

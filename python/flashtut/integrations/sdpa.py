@@ -3,7 +3,7 @@
     import torch, flashtut.integrations.sdpa as ft_sdpa
     from torch.nn.attention import activate_flash_attention_impl, sdpa_kernel, SDPBackend
     ft_sdpa.register()                            # offers "flashtut"; activates nothing
-    activate_flash_attention_impl("flashtut")     # SDPA's flash backend: ch09 or ch07, then ch08
+    activate_flash_attention_impl("flashtut")     # SDPA's flash backend: ch09+ch10 on Hopper, else ch07+ch08
     with sdpa_kernel(SDPBackend.FLASH_ATTENTION): # (or let SDPA pick flash, as it prefers)
         o = torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)
     torch.nn.attention.restore_flash_attention_impl()   # back to PyTorch's FA2
@@ -13,13 +13,14 @@ PyTorch 2.10 and later let a library replace the kernels of SDPA's flash backend
 offers a function that, when the user activates it, registers two CUDA kernels on the
 ``aten`` operators ``_scaled_dot_product_flash_attention`` (chapter 09's forward on Hopper, 07's elsewhere, through
 ``flashtut::attention_forward``) and ``_scaled_dot_product_flash_attention_backward``
-(chapter 08's backward through ``flashtut::attention_backward``). PyTorch's own selection
-logic still decides when the flash backend runs (bf16/fp16 CUDA tensors, no ``attn_mask``,
-sm80+, ...); once it does, a call the tutorial's kernels cannot compute (head_dim other than
-64 and 128, dropout, the gradient with two lengths) raises NotImplementedError saying so,
-as PyTorch's FA4 route does: pick another backend with ``sdpa_kernel`` or restore FA2.
-Grouped-query heads (``enable_gqa=True``) run on the forward kernel directly; the backward
-expands key and value and sums their gradients back. The log-sum-exp returned is the
+(chapter 10's backward on Hopper, 08's elsewhere, through ``flashtut::attention_backward``).
+PyTorch's own selection logic still decides when the flash backend runs (bf16/fp16 CUDA
+tensors, no ``attn_mask``, sm80+, ...); once it does, a call the tutorial's kernels cannot
+compute (head_dim other than 64 and 128, dropout, off Hopper the gradient with two lengths)
+raises NotImplementedError saying so, as PyTorch's FA4 route does: pick another backend with
+``sdpa_kernel`` or restore FA2. Grouped-query heads (``enable_gqa=True``) reach both kernels
+as they are (off Hopper the backward operator expands key and value for chapter 08 and sums
+their gradients back). The log-sum-exp returned is the
 tutorial's (float32 ``[B, H, N]``), consumed only by its own backward.
 
 Imports PyTorch only when a function is called.
@@ -128,21 +129,16 @@ def _sdpa_flash_backward(grad_out, query, key, value, out, logsumexp, cum_seq_q,
                          scale=None):
     import torch
     import flashtut as ft
-    from flashtut.ops import _ready
+    from flashtut.ops import _ready, backward_computes
     _check(query, dropout_p)
-    if key.shape[2] != query.shape[2]:
-        _refuse("backward (the flashtut::attention_backward operator)", f"takes one length, not {query.shape[2]} queries "
-                f"and {key.shape[2]} keys")
-    b, h_kv, n_kv, d = key.shape
-    group = query.shape[1] // h_kv
-    k, v = key, value
-    if group > 1:  # the backward kernel takes one head count: expand, sum back below
-        k, v = (t.repeat_interleave(group, dim=1) for t in (key, value))
+    if key.shape[2] != query.shape[2] and not backward_computes(query.device).lengths:
+        _refuse("backward on this GPU (chapter 08's; chapter 10's on Hopper computes two lengths)",
+                f"takes one length, not {query.shape[2]} queries and {key.shape[2]} keys")
     if grad_out.dtype != out.dtype:
         grad_out = grad_out.to(out.dtype)
+    # Grouped heads as they are: the operator's backward sums dK and dV over each group
+    # (chapter 10 in the kernel; for chapter 08 it expands key and value and sums back).
     dq, dk, dv = torch.ops.flashtut.attention_backward(
-        *(_ready(t) for t in (grad_out, query, k, v, out)), logsumexp, bool(is_causal), scale,
+        *(_ready(t) for t in (grad_out, query, key, value, out)), logsumexp, bool(is_causal), scale,
         ft.CAUSAL_TOP_LEFT)
-    if group > 1:
-        dk, dv = (t.reshape(b, h_kv, group, n_kv, d).sum(2) for t in (dk, dv))
     return _matching(query, dq), _matching(key, dk), _matching(value, dv)
