@@ -293,6 +293,23 @@ def ch10_tour_ratio(d):
     return [now[k] / before[k] for k in now if k in before]
 
 
+def hf_gqa_claims():
+    """docs/use_in_your_model.md: the training step with grouped-query K/V expanded before
+    flashtut.attention's passes and unexpanded, on an H100 (hf_step_time_gqa_ab.csv, the mean
+    of its rounds)."""
+    runs = {}
+    for r in read_h100("hf_step_time_gqa_ab.csv"):
+        runs.setdefault((r["model"], r["attention"], r["kv"]), []).append(float(r["ms"]))
+    ms = {k: statistics.mean(v) for k, v in runs.items()}
+    step = lambda m: f"{ms[(m, 'tutorial', 'expanded')]:.1f} to {ms[(m, 'tutorial', 'unexpanded')]:.1f} ms"
+    vs = lambda m, kv: f"{ms[(m, 'tutorial', kv)] / ms[(m, 'torch_cudnn', kv)]:.2f}×"
+    return [("docs/use_in_your_model.md",
+             f"the grouped-query Llama's step went from {step('llama_gqa')} with the tutorial's attention "
+             f"({vs('llama_gqa', 'expanded')} → {vs('llama_gqa', 'unexpanded')} cuDNN's in the same process), "
+             f"Qwen2's from {step('qwen2_gqa')} ({vs('qwen2_gqa', 'expanded')} → {vs('qwen2_gqa', 'unexpanded')}), "
+             f"and the control's, Llama with 16 / 16 heads, from {step('llama_mha')}")]
+
+
 def small_kernels_claims():
     """The case study's before and after of the two small kernels on the H100 (Nsight Compute,
     N = 4096): their times, and their share of the backward's three kernels."""
@@ -2655,7 +2672,7 @@ def claims():
                       f"{vs_ratio('ch07_fastest', 'forward', LONG, 'ours', 'torch_flash', 3)} on the shapes "
                       f"with N ≥ 4096"),
     ]
-    out += ch06_precision_claims() + ch10_claims() + ch11_claims() + ch11_merge_claims() + ch11_merge_block_claims() + ch11_wgmma_claims() + ch11_hybrid_claims() + ch11_short_cache_claims() + ch11_cluster_claims() + ch11_wgmma_split_claims() + ch10_reverse_claims() + ch10_cudnn_kernel_claims() + ch10_wide_claims() + ch10_meeting_claims() + ch10_tile_dq_claims() + ch10_tile_dq_vs_pytorch_claims() + ch10_dk_last_claims() + ch10_dq_turns_claims() + ch10_fastest_h100_claims() + ch10_fastest_h200_claims() + ch08_over_ch05_claims() + ch10_turns_profile_claims() + ch11_b1_rows128_claims() + ch10_wide_vs_pytorch_claims() + ch11_rows_claims() + ch11_row_tile_claims() + ch11_short_split_claims() + ch11_grid_merge_claims() + ch11_graph_claims() + ch11_slice_claims() + ch11_empty_split_claims() + ch11_flashinfer_h100_claims() + ch11_table_claims() + ch11_length_first_claims() + ch11_row32_claims() + ch11_grid_row32_claims() + ch11_third_stage_claims() + ch11_graph_row32_claims() + ch10_stall_claims() + ch10_lean_claims() + ch10_walk_claims() + ch10_step9_claims() + ch12_claims()
+    out += ch06_precision_claims() + ch10_claims() + ch11_claims() + ch11_merge_claims() + ch11_merge_block_claims() + ch11_wgmma_claims() + ch11_hybrid_claims() + ch11_short_cache_claims() + ch11_cluster_claims() + ch11_wgmma_split_claims() + ch10_reverse_claims() + ch10_cudnn_kernel_claims() + ch10_wide_claims() + ch10_meeting_claims() + ch10_tile_dq_claims() + ch10_tile_dq_vs_pytorch_claims() + ch10_dk_last_claims() + ch10_dq_turns_claims() + ch10_fastest_h100_claims() + ch10_fastest_h200_claims() + ch08_over_ch05_claims() + ch10_turns_profile_claims() + ch11_b1_rows128_claims() + ch10_wide_vs_pytorch_claims() + ch11_rows_claims() + ch11_row_tile_claims() + ch11_short_split_claims() + ch11_grid_merge_claims() + ch11_graph_claims() + ch11_slice_claims() + ch11_empty_split_claims() + ch11_flashinfer_h100_claims() + ch11_table_claims() + ch11_length_first_claims() + ch11_row32_claims() + ch11_grid_row32_claims() + ch11_third_stage_claims() + ch11_graph_row32_claims() + ch10_stall_claims() + ch10_lean_claims() + ch10_walk_claims() + ch10_step9_claims() + ch12_claims() + hf_gqa_claims()
     fp16, bf16 = ch09_table("fp16"), ch09_table("bf16")
     worst = max(abs(fp16[k][i] / bf16[k][i] - 1) for k in bf16 for i in STEPS if i in bf16[k])
     out.append((ch09, f"fp16, in the same run, lands within {int(worst * 100) + 1}% of these"))
