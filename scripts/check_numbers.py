@@ -704,6 +704,37 @@ def h100_graphs(name, scale=1):
     return g
 
 
+def ch11_repeat_claims():
+    """The case study's repeats on an H100: the program in six processes
+    (ch11_process_repeats.csv) and decode_vs_pytorch --graph in three
+    (ch11_decode_graphs_repeats.csv, its calls in ch11_decode_graphs_repeats_calls.csv), µs."""
+    prog = {}
+    for r in read_h100("ch11_process_repeats.csv"):
+        key = (int(r["batch"]), int(r["heads_kv"]), int(r["seq_len"]), int(r["len_kv"]), r["variant"])
+        prog.setdefault(key, []).append(float(r["ms"]) * 1000)
+    times = {}  # (B, H_kv, N_q, N_k, impl, timing): [µs of each repeat]
+    for r in read_h100("ch11_decode_graphs_repeats.csv"):
+        if r["status"] == "ok":
+            times.setdefault((int(r["batch"]), int(r["heads_kv"]), int(r["len_q"]), int(r["len_kv"]), r["impl"],
+                              r["timing"]), []).append(float(r["ms"]) * 1000)
+    for r in read_h100("ch11_decode_graphs_repeats_calls.csv"):
+        if r["status"] == "ok":
+            times.setdefault((int(r["batch"]), int(r["heads_kv"]), int(r["len_q"]), int(r["len_kv"]), r["impl"],
+                              "call"), []).append(float(r["ms"]) * 1000)
+    us = lambda xs, f=1: f"{min(xs):,.{f}f}–{max(xs):,.{f}f}"
+    one, eight = (128, 1, 1, 8192), (16, 8, 1, 131072)
+    t = lambda shape, impl, timing: times[shape + (impl, timing)]
+    cudnn = [abs(x / c - 1) for key in {k[:4] for k in times} for timing in ("graph", "call_again")
+             for c, x in zip(t(key, "torch_cudnn", "call"), t(key, "torch_cudnn", timing))]
+    return [(CH11_CASE, f"did not move: {us(prog[one + ('fastest',)])} µs at B = 128 with 32 heads on one"),
+            (CH11_CASE, f"the call took {us(t(one, 'ch11', 'call'))} µs before its capture, the replay "
+                        f"{us(t(one, 'ch11', 'graph'))}, and the same call after it {us(t(one, 'ch11', 'call_again'))}"),
+            (CH11_CASE, f"the replay took {us(t(eight, 'ch11', 'graph'))} µs against "
+                        f"{us(t(eight, 'ch11', 'call'))} for the call, and {us(t(eight, 'ch11', 'call_again'))} after"),
+            (CH11_CASE, f"back-to-back replays ran at the call's pace ({us(t(eight, 'ch11', 'loop_graph'))})"),
+            (CH11_CASE, f"cuDNN's replay and second call were within {math.ceil(max(cudnn) * 100)}% of its call")]
+
+
 def ch11_merge_claims():
     """The merge's before and after (ch11_merge_ab.csv: the program from the code before the
     change, tree base, and after it, tree this): the case study's table and the lesson's
@@ -2672,7 +2703,7 @@ def claims():
                       f"{vs_ratio('ch07_fastest', 'forward', LONG, 'ours', 'torch_flash', 3)} on the shapes "
                       f"with N ≥ 4096"),
     ]
-    out += ch06_precision_claims() + ch10_claims() + ch11_claims() + ch11_merge_claims() + ch11_merge_block_claims() + ch11_wgmma_claims() + ch11_hybrid_claims() + ch11_short_cache_claims() + ch11_cluster_claims() + ch11_wgmma_split_claims() + ch10_reverse_claims() + ch10_cudnn_kernel_claims() + ch10_wide_claims() + ch10_meeting_claims() + ch10_tile_dq_claims() + ch10_tile_dq_vs_pytorch_claims() + ch10_dk_last_claims() + ch10_dq_turns_claims() + ch10_fastest_h100_claims() + ch10_fastest_h200_claims() + ch08_over_ch05_claims() + ch10_turns_profile_claims() + ch11_b1_rows128_claims() + ch10_wide_vs_pytorch_claims() + ch11_rows_claims() + ch11_row_tile_claims() + ch11_short_split_claims() + ch11_grid_merge_claims() + ch11_graph_claims() + ch11_slice_claims() + ch11_empty_split_claims() + ch11_flashinfer_h100_claims() + ch11_table_claims() + ch11_length_first_claims() + ch11_row32_claims() + ch11_grid_row32_claims() + ch11_third_stage_claims() + ch11_graph_row32_claims() + ch10_stall_claims() + ch10_lean_claims() + ch10_walk_claims() + ch10_step9_claims() + ch12_claims() + hf_gqa_claims()
+    out += ch06_precision_claims() + ch10_claims() + ch11_claims() + ch11_merge_claims() + ch11_merge_block_claims() + ch11_wgmma_claims() + ch11_hybrid_claims() + ch11_short_cache_claims() + ch11_cluster_claims() + ch11_wgmma_split_claims() + ch10_reverse_claims() + ch10_cudnn_kernel_claims() + ch10_wide_claims() + ch10_meeting_claims() + ch10_tile_dq_claims() + ch10_tile_dq_vs_pytorch_claims() + ch10_dk_last_claims() + ch10_dq_turns_claims() + ch10_fastest_h100_claims() + ch10_fastest_h200_claims() + ch08_over_ch05_claims() + ch10_turns_profile_claims() + ch11_b1_rows128_claims() + ch10_wide_vs_pytorch_claims() + ch11_rows_claims() + ch11_row_tile_claims() + ch11_short_split_claims() + ch11_grid_merge_claims() + ch11_graph_claims() + ch11_slice_claims() + ch11_empty_split_claims() + ch11_flashinfer_h100_claims() + ch11_table_claims() + ch11_length_first_claims() + ch11_row32_claims() + ch11_grid_row32_claims() + ch11_third_stage_claims() + ch11_graph_row32_claims() + ch10_stall_claims() + ch10_lean_claims() + ch10_walk_claims() + ch10_step9_claims() + ch12_claims() + hf_gqa_claims() + ch11_repeat_claims()
     fp16, bf16 = ch09_table("fp16"), ch09_table("bf16")
     worst = max(abs(fp16[k][i] / bf16[k][i] - 1) for k in bf16 for i in STEPS if i in bf16[k])
     out.append((ch09, f"fp16, in the same run, lands within {int(worst * 100) + 1}% of these"))
