@@ -693,14 +693,15 @@ def h100_pytorch(name, repeats=False):
     return pt
 
 
-def h100_graphs(name, scale=1):
+def h100_graphs(name, scale=1, repeats=False):
     """{(B, H_kv, N_q, N_k): {(impl, timing): ms · scale}} of the rows that ran in a
-    decode_vs_pytorch.py --graph file (decode_graphs.csv) on an H100."""
+    decode_vs_pytorch.py --graph file (decode_graphs.csv) on an H100; with `repeats`, keyed
+    by (repeat, B, H_kv, N_q, N_k)."""
     g = {}
     for r in read_h100(name):
         if r["status"] == "ok":
             key = (int(r["batch"]), int(r["heads_kv"]), int(r["len_q"]), int(r["len_kv"]))
-            g.setdefault(key, {})[(r["impl"], r["timing"])] = float(r["ms"]) * scale
+            g.setdefault((r["repeat"],) + key if repeats else key, {})[(r["impl"], r["timing"])] = float(r["ms"]) * scale
     return g
 
 
@@ -712,15 +713,15 @@ def ch11_repeat_claims():
     for r in read_h100("ch11_process_repeats.csv"):
         key = (int(r["batch"]), int(r["heads_kv"]), int(r["seq_len"]), int(r["len_kv"]), r["variant"])
         prog.setdefault(key, []).append(float(r["ms"]) * 1000)
+    graphs = h100_graphs("ch11_decode_graphs_repeats.csv", 1000, repeats=True)
+    calls = h100_pytorch("ch11_decode_graphs_repeats_calls.csv", repeats=True)
     times = {}  # (B, H_kv, N_q, N_k, impl, timing): [µs of each repeat]
-    for r in read_h100("ch11_decode_graphs_repeats.csv"):
-        if r["status"] == "ok":
-            times.setdefault((int(r["batch"]), int(r["heads_kv"]), int(r["len_q"]), int(r["len_kv"]), r["impl"],
-                              r["timing"]), []).append(float(r["ms"]) * 1000)
-    for r in read_h100("ch11_decode_graphs_repeats_calls.csv"):
-        if r["status"] == "ok":
-            times.setdefault((int(r["batch"]), int(r["heads_kv"]), int(r["len_q"]), int(r["len_kv"]), r["impl"],
-                              "call"), []).append(float(r["ms"]) * 1000)
+    for key, row in graphs.items():
+        for (impl, timing), us_ in row.items():
+            times.setdefault(key[1:] + (impl, timing), []).append(us_)
+    for key, row in calls.items():
+        for impl, ms in row.items():
+            times.setdefault(key[1:] + (impl, "call"), []).append(ms * 1000)
     us = lambda xs, f=1: f"{min(xs):,.{f}f}–{max(xs):,.{f}f}"
     one, eight = (128, 1, 1, 8192), (16, 8, 1, 131072)
     t = lambda shape, impl, timing: times[shape + (impl, timing)]
