@@ -682,26 +682,27 @@ def h100_grid(name):
     return g
 
 
-def h100_pytorch(name, repeats=False):
+def h100_pytorch(name, by=None):
     """{(B, H_kv, N_q, N_k): {impl: ms}} of the implementations that ran in a
-    decode_vs_pytorch.py file on an H100; with `repeats`, keyed by (repeat, B, H_kv, N_q, N_k)."""
+    decode_vs_pytorch.py file on an H100; with `by` (a column, e.g. repeat), keyed by
+    (that column's value, B, H_kv, N_q, N_k)."""
     pt = {}
     for r in read_h100(name):
         if r["status"] == "ok":
             key = (int(r["batch"]), int(r["heads_kv"]), int(r["len_q"]), int(r["len_kv"]))
-            pt.setdefault((r["repeat"],) + key if repeats else key, {})[r["impl"]] = float(r["ms"])
+            pt.setdefault((r[by],) + key if by else key, {})[r["impl"]] = float(r["ms"])
     return pt
 
 
-def h100_graphs(name, scale=1, repeats=False):
+def h100_graphs(name, scale=1, by=None):
     """{(B, H_kv, N_q, N_k): {(impl, timing): ms · scale}} of the rows that ran in a
-    decode_vs_pytorch.py --graph file (decode_graphs.csv) on an H100; with `repeats`, keyed
-    by (repeat, B, H_kv, N_q, N_k)."""
+    decode_vs_pytorch.py --graph file (decode_graphs.csv) on an H100; with `by` (a column,
+    e.g. repeat), keyed by (that column's value, B, H_kv, N_q, N_k)."""
     g = {}
     for r in read_h100(name):
         if r["status"] == "ok":
             key = (int(r["batch"]), int(r["heads_kv"]), int(r["len_q"]), int(r["len_kv"]))
-            g.setdefault((r["repeat"],) + key if repeats else key, {})[(r["impl"], r["timing"])] = float(r["ms"]) * scale
+            g.setdefault((r[by],) + key if by else key, {})[(r["impl"], r["timing"])] = float(r["ms"]) * scale
     return g
 
 
@@ -713,8 +714,8 @@ def ch11_repeat_claims():
     for r in read_h100("ch11_process_repeats.csv"):
         key = (int(r["batch"]), int(r["heads_kv"]), int(r["seq_len"]), int(r["len_kv"]), r["variant"])
         prog.setdefault(key, []).append(float(r["ms"]) * 1000)
-    graphs = h100_graphs("ch11_decode_graphs_repeats.csv", 1000, repeats=True)
-    calls = h100_pytorch("ch11_decode_graphs_repeats_calls.csv", repeats=True)
+    graphs = h100_graphs("ch11_decode_graphs_repeats.csv", 1000, by="repeat")
+    calls = h100_pytorch("ch11_decode_graphs_repeats_calls.csv", by="repeat")
     times = {}  # (B, H_kv, N_q, N_k, impl, timing): [µs of each repeat]
     for key, row in graphs.items():
         for (impl, timing), us_ in row.items():
@@ -734,6 +735,23 @@ def ch11_repeat_claims():
                         f"{us(t(eight, 'ch11', 'call'))} for the call, and {us(t(eight, 'ch11', 'call_again'))} after"),
             (CH11_CASE, f"back-to-back replays ran at the call's pace ({us(t(eight, 'ch11', 'loop_graph'))})"),
             (CH11_CASE, f"cuDNN's replay and second call were within {math.ceil(max(cudnn) * 100)}% of its call")]
+
+
+def ch11_switch_claims():
+    """The case study's graphs under the library's launch switches, on an H100
+    (ch11_decode_graphs_switches.csv: decode_vs_pytorch --graph in one process per setting,
+    the plain call's rows with timing `call`), µs."""
+    times = {}  # (B, H_kv, N_q, N_k, timing): [µs under each setting]
+    for key, row in h100_graphs("ch11_decode_graphs_switches.csv", 1000, by="setting").items():
+        for timing in ("call", "graph"):
+            times.setdefault(key[1:] + (timing,), []).append(row[("ch11", timing)])
+    us = lambda xs: f"{min(xs):,.1f}–{max(xs):,.1f}"
+    one, eight = (128, 1, 1, 8192), (16, 8, 1, 131072)
+    slower = lambda shape: round((sum(times[shape + ("graph",)]) / sum(times[shape + ("call",)]) - 1) * 100)
+    return [(CH11_CASE, f"the replay at B = 128 took {us(times[one + ('graph',)])} µs against "
+                        f"{us(times[one + ('call',)])} for the call, and at 131,072 keys "
+                        f"{us(times[eight + ('graph',)])} against {us(times[eight + ('call',)])}"),
+            (CH11_CASE, f"The slowdown is a rate (about {slower(one)}% and {slower(eight)}% of each step")]
 
 
 def ch11_merge_claims():
@@ -966,8 +984,8 @@ def ch11_short_cache_claims():
     ratio = lambda x: min(v for i, v in x.items() if i.startswith("torch")) / x["ch11"]
     of = lambda pt, b, kv: [x for k, x in pt.items() if k[1:] == (b, kv, 1, 1024)]
     us = lambda xs, impl: span([x[impl] * 1000 for x in xs], digits=1, unit="")
-    tile = h100_pytorch("ch11_short_caches_vs_pytorch_tile.csv", repeats=True)
-    before = h100_pytorch("ch11_short_caches_vs_pytorch_hybrid.csv", repeats=True)
+    tile = h100_pytorch("ch11_short_caches_vs_pytorch_tile.csv", by="repeat")
+    before = h100_pytorch("ch11_short_caches_vs_pytorch_hybrid.csv", by="repeat")
     mqa = of(tile, 1, 1)
     return [(CH11_CASE, f"runs): {span([ratio(x) for x in mqa])} at B = 1 with 32 heads on one and 1,024 keys, where 256 "
                         f"keys a split had given {span([ratio(x) for x in of(before, 1, 1)])} "
@@ -1016,7 +1034,7 @@ def ch11_cluster_claims():
             (CH11, f"{span([ratio(k) for k in small])} where a block's part is at most 16 KB, "
                    f"{span([ratio(k) for k in large])} at 32 KB")]
 
-    pt = h100_pytorch("ch11_short_caches_vs_pytorch_cluster.csv", repeats=True)
+    pt = h100_pytorch("ch11_short_caches_vs_pytorch_cluster.csv", by="repeat")
     of = lambda b, kv: [x for k, x in pt.items() if k[1:] == (b, kv, 1, 1024)]
     vs = lambda b, kv: span([min(v for i, v in x.items() if i.startswith("torch")) / x["ch11"] for x in of(b, kv)])
     us = lambda xs, impl: span([x[impl] * 1000 for x in xs], digits=1, unit="")
@@ -1621,7 +1639,7 @@ def ch11_rows_claims():
                          f"{paged[k]:.2f}× |")
              for k in sorted(gain, key=lambda k: (n_rows(k), mb(k), k))]
     # Step 6 forced beside PyTorch, 32 heads on 8, one row, 1,024 keys (two repeats).
-    pt = h100_pytorch("ch11_short_caches_vs_pytorch_step6.csv", repeats=True)
+    pt = h100_pytorch("ch11_short_caches_vs_pytorch_step6.csv", by="repeat")
     of = lambda b: [x for k, x in pt.items() if k[1:] == (b, 8, 1, 1024)]
     vs = lambda b: span([x["torch_cudnn"] / x["ch11"] for x in of(b)])
     assert all(min(v for i, v in x.items() if i.startswith("torch")) == x["torch_cudnn"] for x in of(1) + of(16))
@@ -2704,7 +2722,7 @@ def claims():
                       f"{vs_ratio('ch07_fastest', 'forward', LONG, 'ours', 'torch_flash', 3)} on the shapes "
                       f"with N ≥ 4096"),
     ]
-    out += ch06_precision_claims() + ch10_claims() + ch11_claims() + ch11_merge_claims() + ch11_merge_block_claims() + ch11_wgmma_claims() + ch11_hybrid_claims() + ch11_short_cache_claims() + ch11_cluster_claims() + ch11_wgmma_split_claims() + ch10_reverse_claims() + ch10_cudnn_kernel_claims() + ch10_wide_claims() + ch10_meeting_claims() + ch10_tile_dq_claims() + ch10_tile_dq_vs_pytorch_claims() + ch10_dk_last_claims() + ch10_dq_turns_claims() + ch10_fastest_h100_claims() + ch10_fastest_h200_claims() + ch08_over_ch05_claims() + ch10_turns_profile_claims() + ch11_b1_rows128_claims() + ch10_wide_vs_pytorch_claims() + ch11_rows_claims() + ch11_row_tile_claims() + ch11_short_split_claims() + ch11_grid_merge_claims() + ch11_graph_claims() + ch11_slice_claims() + ch11_empty_split_claims() + ch11_flashinfer_h100_claims() + ch11_table_claims() + ch11_length_first_claims() + ch11_row32_claims() + ch11_grid_row32_claims() + ch11_third_stage_claims() + ch11_graph_row32_claims() + ch10_stall_claims() + ch10_lean_claims() + ch10_walk_claims() + ch10_step9_claims() + ch12_claims() + hf_gqa_claims() + ch11_repeat_claims()
+    out += ch06_precision_claims() + ch10_claims() + ch11_claims() + ch11_merge_claims() + ch11_merge_block_claims() + ch11_wgmma_claims() + ch11_hybrid_claims() + ch11_short_cache_claims() + ch11_cluster_claims() + ch11_wgmma_split_claims() + ch10_reverse_claims() + ch10_cudnn_kernel_claims() + ch10_wide_claims() + ch10_meeting_claims() + ch10_tile_dq_claims() + ch10_tile_dq_vs_pytorch_claims() + ch10_dk_last_claims() + ch10_dq_turns_claims() + ch10_fastest_h100_claims() + ch10_fastest_h200_claims() + ch08_over_ch05_claims() + ch10_turns_profile_claims() + ch11_b1_rows128_claims() + ch10_wide_vs_pytorch_claims() + ch11_rows_claims() + ch11_row_tile_claims() + ch11_short_split_claims() + ch11_grid_merge_claims() + ch11_graph_claims() + ch11_slice_claims() + ch11_empty_split_claims() + ch11_flashinfer_h100_claims() + ch11_table_claims() + ch11_length_first_claims() + ch11_row32_claims() + ch11_grid_row32_claims() + ch11_third_stage_claims() + ch11_graph_row32_claims() + ch10_stall_claims() + ch10_lean_claims() + ch10_walk_claims() + ch10_step9_claims() + ch12_claims() + hf_gqa_claims() + ch11_repeat_claims() + ch11_switch_claims()
     fp16, bf16 = ch09_table("fp16"), ch09_table("bf16")
     worst = max(abs(fp16[k][i] / bf16[k][i] - 1) for k in bf16 for i in STEPS if i in bf16[k])
     out.append((ch09, f"fp16, in the same run, lands within {int(worst * 100) + 1}% of these"))
