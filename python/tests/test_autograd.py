@@ -60,7 +60,7 @@ class WithoutTorch(unittest.TestCase):
 
     def run_hidden(self, code):
         # sys.modules["torch"] = None makes every `import torch` raise ImportError.
-        prog = (f"import sys; sys.modules['torch'] = None; \n"
+        prog = ("import sys; sys.modules['torch'] = None; \n"
                 + code)
         return subprocess.run([sys.executable, "-c", prog], capture_output=True, text=True,
                               env={**os.environ, "FLASHTUT_LIB": "/nonexistent/libflashtut.so"})
@@ -89,10 +89,10 @@ class WithoutTorch(unittest.TestCase):
 @need_torch
 class LazyImport(unittest.TestCase):
     def test_import_flashtut_leaves_torch_alone_until_autograd_is_asked_for(self):
-        code = (f"import sys; import flashtut; "
-                f"a = 'torch' in sys.modules; m = flashtut.autograd; "
-                f"print(a, 'torch' in sys.modules, m.__name__, callable(m.attention), "
-                f"flashtut._lib is None)")
+        code = ("import sys; import flashtut; "
+                "a = 'torch' in sys.modules; m = flashtut.autograd; "
+                "print(a, 'torch' in sys.modules, m.__name__, callable(m.attention), "
+                "flashtut._lib is None)")
         r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                            env={**os.environ, "FLASHTUT_LIB": "/nonexistent/libflashtut.so"})
         self.assertEqual(r.returncode, 0, r.stderr)
