@@ -15,7 +15,7 @@ change:
 
 - ``attn_mask`` other than None, ``dropout_p`` other than 0, ``enable_gqa=True``:
   :class:`NotImplementedError` (the kernels know only the causal mask, have no dropout, and
-  need k and v with q's number of heads);
+  need k and v with q's number of heads: :func:`flashtut.attention` takes grouped heads);
 - a dtype other than bf16 or fp16: :class:`TypeError` (run under
   ``torch.autocast("cuda", dtype=torch.bfloat16)``, which casts CUDA inputs here as it
   does for SDPA, or pass ``q.bfloat16()``);
@@ -200,9 +200,10 @@ def _check(tensors, attn_mask, dropout_p, is_causal, scale, enable_gqa):
     _check_arguments(attn_mask, dropout_p, is_causal, scale)
     if enable_gqa:
         raise NotImplementedError(
-            "enable_gqa is not supported: the kernels need key and value with query's number "
-            "of heads; repeat them first (key.repeat_interleave(hq // hk, dim=1)) and pass "
-            "enable_gqa=False")
+            "enable_gqa is not supported here: chapters 07 and 08 need key and value with "
+            "query's number of heads; call flashtut.attention, which takes grouped heads (and "
+            "reads them unexpanded on Hopper), or repeat them first "
+            "(key.repeat_interleave(hq // hk, dim=1)) and pass enable_gqa=False")
     q = tensors[0]
     if q.dim() != 4:
         raise ValueError(f"query has shape {tuple(q.shape)}: expected 4 dimensions, [batch, "
