@@ -902,6 +902,7 @@ ft::Row extra_row(const ft::Problem& p, const std::string& variant, const std::s
   r.heads_kv = p.heads_kv, r.len_kv = p.len_kv;
   r.causal_align = "bottom-right";
   r.ms = t.median_ms, r.ms_min = t.min_ms, r.ms_max = t.max_ms, r.iters = t.iters;
+  r.timing = t.graph ? "graph" : "call";
   r.model_bytes = bytes;
   r.gbps = bytes / (t.median_ms * 1e-3) / 1e9;
   r.gpu = ft::gpu_name();
@@ -955,7 +956,7 @@ void decode_extras(const ft::Options& o, std::vector<ft::Row>& rows) {
           stream_read<<<blocks, 512, 0, s>>>(reinterpret_cast<const uint4*>(V.get()), int64_t(elems * sizeof(T) / 16),
                                              sink.get());
         },
-        o.warmup, o.iters, true);
+        o.warmup, o.iters, true, 0, o.graph);
     rows.push_back(extra_row<T>(p, "stream_read", "K and V read once, nothing else: the ceiling", read, cache_bytes));
     const double ceiling = rows.back().gbps;
     std::printf("  %-12s %9.3f ms %7.0f GB/s\n", "stream_read", read.median_ms, ceiling);
@@ -973,7 +974,7 @@ void decode_extras(const ft::Options& o, std::vector<ft::Row>& rows) {
     contiguous(0);
     CUDA_CHECK(cudaDeviceSynchronize());
     const std::vector<T> want = O.download();
-    const ft::Timing tc = ft::time_on_gpu(contiguous, o.warmup, o.iters, true);
+    const ft::Timing tc = ft::time_on_gpu(contiguous, o.warmup, o.iters, true, 0, o.graph);
     rows.push_back(extra_row<T>(p, "contiguous", "fastest on this cache, for the paged rows", tc, bytes));
     std::printf("  %-12s %9.3f ms %7.0f GB/s %5.1f%% of the read\n", "contiguous", tc.median_ms, rows.back().gbps,
                 100.0 * rows.back().gbps / ceiling);
@@ -1006,7 +1007,8 @@ void decode_extras(const ft::Options& o, std::vector<ft::Row>& rows) {
       const size_t differ = size_t(std::count_if(got.begin(), got.end(), [&, k = size_t(0)](const T& x) mutable {
         return std::memcmp(&x, &want[k++], sizeof(T)) != 0;
       }));
-      const ft::Timing t = ft::time_on_gpu([&](cudaStream_t s) { decode_paged(p, a, s); }, o.warmup, o.iters, true);
+      const ft::Timing t =
+          ft::time_on_gpu([&](cudaStream_t s) { decode_paged(p, a, s); }, o.warmup, o.iters, true, 0, o.graph);
       const std::string name = "paged_" + std::to_string(ps);
       rows.push_back(extra_row<T>(p, name, "fastest through block tables, pages of " + std::to_string(ps) +
                                                (in_order ? " tokens, in order" : " tokens, scattered"), t, bytes));

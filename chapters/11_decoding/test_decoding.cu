@@ -16,7 +16,9 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdlib>
+#include <cstring>
 #include <string>
 #include <utility>
 #include <vector>
@@ -25,7 +27,9 @@
 #include "core/check.cuh"
 #include "core/paged_kv.hpp"
 #include "device/buffer.cuh"
+#include "device/fill.cuh"
 #include "device/launch.cuh"  // ft::device_sm
+#include "device/timer.cuh"
 #include "harness/testing.hpp"
 #include "harness/verify.hpp"
 #include "reference/precision.hpp"
@@ -600,6 +604,49 @@ TEST(Ch11, MergeEarlyOrPlainReadsFinishedSplits) {
     }
     SCOPED_TRACE(std::string("paged, FT_CH11_PDL '") + pdl + "'");
     expect_paged_correct(ft::DType::BFloat16, 128, 8, 1, 4, true, 16, {4, 17, 1000, 300});
+  }
+}
+
+// A decode step recorded as a CUDA graph (the programs' --graph, PyTorch's torch.cuda.graphs)
+// writes what the same step launched call by call writes, bit for bit: every variant, the
+// split counts that merge through the workspace, in a cluster and after a grid barrier, the
+// merge launched early (sm_90) or plainly. O and lse are poisoned inside the recorded step,
+// so the replay itself must write every element.
+TEST(Ch11, GraphReplayWritesWhatTheCallWrites) {
+  REQUIRE_GPU();
+  for (const char* pdl : {"", "0"}) {
+    const ScopedEnv launch("FT_CH11_PDL", pdl);
+    for (const auto& impl : ch11::forward_impls())
+      for (int len_q : {1, 4})
+        for (int heads_kv : {8, 1}) {
+          const ft::Problem p = decode_problem(2, 32, heads_kv, len_q, 5000, 128, true, ft::DType::BFloat16);
+          SCOPED_TRACE(impl.variant + ", FT_CH11_PDL '" + pdl + "', " + p.describe());
+          ft::DeviceTensor Q(p.dtype, size_t(p.elems())), K(p.dtype, size_t(p.kv_elems())),
+              V(p.dtype, size_t(p.kv_elems())), O(p.dtype, size_t(p.elems()));
+          ft::DeviceBuffer<float> lse(size_t(p.rows()));
+          ft::DeviceBuffer<unsigned char> ws(std::max<size_t>(1, impl.workspace_bytes(p)));
+          ft::fill_uniform(Q, 1, -1.f, 1.f);
+          ft::fill_uniform(K, 2, -1.f, 1.f);
+          ft::fill_uniform(V, 3, -1.f, 1.f);
+          const ft::ForwardArgs a{Q.get(), K.get(), V.get(), O.get(), lse.get(), ws.get()};
+          const auto step = [&](cudaStream_t s) {
+            O.poison(s);
+            lse.poison(s);
+            impl.run(p, a, s);
+          };
+          step(0);
+          CUDA_CHECK(cudaDeviceSynchronize());
+          const std::vector<float> o_call = O.download(), lse_call = lse.download();
+          const ft::Timing t = ft::time_on_gpu(step, 1, 3, false, 0, true);  // warm-up, record, replays
+          ASSERT_TRUE(t.graph);
+          const std::vector<float> o_graph = O.download(), lse_graph = lse.download();
+          ASSERT_EQ(o_graph.size(), o_call.size());
+          EXPECT_EQ(std::memcmp(o_graph.data(), o_call.data(), o_call.size() * sizeof(float)), 0) << "O differs";
+          EXPECT_EQ(std::memcmp(lse_graph.data(), lse_call.data(), lse_call.size() * sizeof(float)), 0)
+              << "lse differs";
+          ASSERT_TRUE(std::none_of(o_call.begin(), o_call.end(), [](float x) { return std::isnan(x); }))
+              << "the call left poisoned elements";
+        }
   }
 }
 

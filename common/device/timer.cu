@@ -2,6 +2,8 @@
 #include "device/timer.cuh"
 
 #include <algorithm>
+#include <memory>
+#include <string>
 #include <vector>
 
 namespace ft {
@@ -20,6 +22,55 @@ struct EventPair {
   }
 };
 
+/// A CUDA graph of what a function launches, recorded once and replayed, owned for one
+/// timing loop (its stream, graph and instance are released however the recording ends).
+class Recorded {
+ public:
+  Recorded() { CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking)); }
+  ~Recorded() {
+    cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+    if (cudaStreamIsCapturing(stream_, &status) == cudaSuccess && status != cudaStreamCaptureStatusNone) {
+      cudaGraph_t partial = nullptr;  // fn threw while recording: end the capture, drop what it holds
+      cudaStreamEndCapture(stream_, &partial);
+      if (partial) cudaGraphDestroy(partial);
+      (void)cudaGetLastError();  // the ended recording's error, not left for the next launch check
+    }
+    if (exec_) cudaGraphExecDestroy(exec_);
+    if (graph_) cudaGraphDestroy(graph_);
+    cudaStreamDestroy(stream_);
+  }
+  Recorded(const Recorded&) = delete;
+  Recorded& operator=(const Recorded&) = delete;
+
+  /// Records fn's launches. The legacy default stream (0) cannot be recorded, so fn runs on
+  /// this object's stream. Thread-local mode: a call of this thread that is not allowed while
+  /// recording (a synchronization, cudaMalloc) fails at once instead of being left out.
+  void record(const std::function<void(cudaStream_t)>& fn) {
+    CUDA_CHECK(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal));
+    try {
+      fn(stream_);
+    } catch (const CudaError& e) {
+      throw CudaError(e.code(), uncapturable(e.what()));
+    }
+    if (const cudaError_t ended = cudaStreamEndCapture(stream_, &graph_); ended != cudaSuccess) {
+      (void)cudaGetLastError();  // reported here, not left for the next launch check
+      throw CudaError(ended, uncapturable(std::string("cudaStreamEndCapture: ") + cudaGetErrorString(ended)));
+    }
+    CUDA_CHECK(cudaGraphInstantiate(&exec_, graph_, 0));
+  }
+
+  void replay(cudaStream_t stream) const { CUDA_CHECK(cudaGraphLaunch(exec_, stream)); }
+
+ private:
+  static std::string uncapturable(const std::string& why) {
+    return "this run cannot be recorded as a CUDA graph (it synchronizes, allocates or waits on "
+           "another stream while it runs); time it without --graph. " + why;
+  }
+  cudaStream_t stream_ = nullptr;
+  cudaGraph_t graph_ = nullptr;
+  cudaGraphExec_t exec_ = nullptr;
+};
+
 /// Stop repeating once this much timed work has run (after at least kMinIters): chapter 01
 /// at N = 16384 takes about a second a run, and past a few seconds more repeats move the
 /// median less than run-to-run noise does.
@@ -28,9 +79,19 @@ constexpr int kMinIters = 3;
 }  // namespace
 
 Timing time_on_gpu(const std::function<void(cudaStream_t)>& fn, int warmup, int iters,
-                   bool flush_l2, cudaStream_t stream) {
+                   bool flush_l2, cudaStream_t stream, bool graph) {
   for (int i = 0; i < warmup; ++i) fn(stream);
   CUDA_CHECK(cudaStreamSynchronize(stream));
+  // Recorded after the warm-up, so that what a first call does once (a kernel's shared
+  // memory attribute, an occupancy query the library keeps) is not in the graph's way.
+  std::unique_ptr<Recorded> recorded;
+  if (graph) {
+    recorded = std::make_unique<Recorded>();
+    recorded->record(fn);
+    recorded->replay(stream);  // a graph's first launch uploads it: left out of the timing
+    CUDA_CHECK(cudaStreamSynchronize(stream));
+  }
+  const auto run = [&] { recorded ? recorded->replay(stream) : fn(stream); };
 
   // Writing twice the L2's size evicts whatever the previous run left there.
   DeviceBuffer<unsigned char> flush;
@@ -46,7 +107,7 @@ Timing time_on_gpu(const std::function<void(cudaStream_t)>& fn, int warmup, int 
   for (int i = 0; i < iters; ++i) {
     if (flush_l2) CUDA_CHECK(cudaMemsetAsync(flush.get(), i & 0xFF, flush.bytes(), stream));
     CUDA_CHECK(cudaEventRecord(ev.start, stream));
-    fn(stream);
+    run();
     CUDA_CHECK(cudaEventRecord(ev.stop, stream));
     CUDA_CHECK(cudaEventSynchronize(ev.stop));
     float t = 0;
@@ -58,6 +119,7 @@ Timing time_on_gpu(const std::function<void(cudaStream_t)>& fn, int warmup, int 
   std::sort(ms.begin(), ms.end());
   Timing r;
   r.iters = int(ms.size());
+  r.graph = graph;
   r.median_ms = ms.size() % 2 ? ms[ms.size() / 2] : 0.5 * (ms[ms.size() / 2 - 1] + ms[ms.size() / 2]);
   r.min_ms = ms.front();
   r.max_ms = ms.back();

@@ -360,6 +360,7 @@ void timed(Row& row, const Timing& t, double flops) {
   row.ms_min = t.min_ms;
   row.ms_max = t.max_ms;
   row.iters = t.iters;
+  row.timing = t.graph ? "graph" : "call";
   row.tflops = flops / (t.median_ms * 1e-3) / 1e12;
   row.gbps = row.model_bytes / (t.median_ms * 1e-3) / 1e9;
 }
@@ -394,7 +395,7 @@ Row measure_forward(const ForwardImpl& impl, const Problem& p, const MeasureConf
   }
 
   timed(row, time_on_gpu([&](cudaStream_t s) { impl.run(p, args, s); }, cfg.warmup,
-                         cfg.iters, cfg.flush_l2),
+                         cfg.iters, cfg.flush_l2, 0, cfg.graph),
         p.forward_flops());
   return row;
 }
@@ -435,7 +436,7 @@ Row measure_backward(const BackwardImpl& impl, const Problem& p, const MeasureCo
   }
 
   timed(row, time_on_gpu([&](cudaStream_t s) { impl.run(p, ba, s); }, cfg.warmup,
-                         cfg.iters, cfg.flush_l2),
+                         cfg.iters, cfg.flush_l2, 0, cfg.graph),
         p.backward_flops());
   return row;
 }

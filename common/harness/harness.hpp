@@ -165,6 +165,7 @@ struct MeasureConfig {
   int iters = 20;
   bool verify = true;
   bool flush_l2 = true;
+  bool graph = false;  ///< each timed run a CUDA graph's replay (time_on_gpu)
   uint64_t seed = 2024;
   InputKind inputs = InputKind::Uniform;
 };

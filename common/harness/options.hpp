@@ -1,7 +1,7 @@
 /// @file options.hpp
 /// @brief The command line every chapter's program shares (parsed with CLI11):
 /// `--batch --heads --heads-kv --seq-len --len-kv --head-dim --dtype --causal --causal-align
-/// --iters --warmup --csv --variant --seed --no-verify --no-baseline --ledger-csv --help`.
+/// --iters --warmup --graph --csv --variant --seed --no-verify --no-baseline --ledger-csv --help`.
 #pragma once
 
 #include <cstdint>
@@ -26,6 +26,7 @@ struct Options {
   DType dtype = DType::Float32;  ///< --dtype float32|bf16|fp16
   int iters = 20;    ///< timed repetitions; the median is reported
   int warmup = 3;    ///< untimed runs first (module load, caches, clocks)
+  bool graph = false;  ///< time each run as a CUDA graph's replay (time_on_gpu's `graph`)
   std::string csv;   ///< append result rows to this CSV file
   std::string variant = "all";  ///< run only this variant, or these (comma-separated)
   uint64_t seed = 2024;         ///< random inputs are a pure function of the seed

@@ -132,6 +132,7 @@ int run_program(int argc, char** argv, const ProgramSpec& spec) {
     cfg.iters = o.iters;
     cfg.verify = o.verify;
     cfg.seed = o.seed;
+    cfg.graph = o.graph;
     bool wrong = false;
     auto attempt = [&](const std::string& label, const std::function<Row()>& measure) {
       std::printf("measuring %s ...\n", label.c_str());

@@ -33,7 +33,7 @@ std::string text(const std::string& s) {
 std::string csv_header() {
   return "chapter,variant,pass,dtype,batch,heads,seq_len,head_dim,causal,ms,tflops,model_bytes,"
          "gbps,rel_err,speedup_vs_ch01,what,model_requested_bytes,ms_min,ms_max,iters,"
-         "extra_mem_bytes,gpu,heads_kv,len_kv,causal_align";
+         "extra_mem_bytes,gpu,heads_kv,len_kv,causal_align,timing";
 }
 
 std::string csv_line(const Row& r) {
@@ -45,15 +45,21 @@ std::string csv_line(const Row& r) {
     << num(r.speedup_vs_ch01, 4) << ',' << text(r.what) << ','
     << num(r.model_requested_bytes, 12) << ',' << num(r.ms_min) << ',' << num(r.ms_max) << ','
     << r.iters << ',' << num(r.extra_mem_bytes, 12) << ',' << text(r.gpu) << ','
-    << r.heads_kv << ',' << r.len_kv << ',' << r.causal_align;
+    << r.heads_kv << ',' << r.len_kv << ',' << r.causal_align << ',' << r.timing;
   return s.str();
 }
 
 void append_csv(const std::string& path, const std::vector<Row>& rows) {
   bool fresh = true;
   {
-    std::ifstream in(path, std::ios::binary | std::ios::ate);
-    fresh = !in || in.tellg() == 0;
+    std::ifstream in(path, std::ios::binary);
+    std::string header;
+    fresh = !in || !std::getline(in, header);
+    // Rows under another header would mix two layouts (a file from an older build, whose
+    // columns end sooner): refused, before anything is written.
+    if (!fresh && header != csv_header())
+      throw std::runtime_error("CSV file '" + path + "' has other columns than this program writes (from an older "
+                               "build?): give --csv a new file, or move this one away");
   }
   errno = 0;
   std::ofstream out(path, std::ios::app);

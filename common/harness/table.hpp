@@ -31,6 +31,7 @@ struct Row {
   double speedup_vs_ch01 = -1;  ///< ch01's ms on the same problem / this ms; negative: unknown
   double extra_mem_bytes = -1;  ///< device memory beyond inputs and outputs, measured
   std::string gpu;           ///< device name, empty without a GPU
+  std::string timing = "call";  ///< "call": launched from the host; "graph": a CUDA graph's replay (--graph)
 };
 
 /// The CSV header: the contract's columns first, extra columns after.

@@ -27,6 +27,7 @@ TEST(Options, Defaults) {
   EXPECT_EQ(r.options.head_dim, 64);
   EXPECT_FALSE(r.options.causal);
   EXPECT_TRUE(r.options.verify);
+  EXPECT_FALSE(r.options.graph) << "timed call by call unless --graph";
   EXPECT_EQ(r.options.variant, "all");
 }
 
@@ -34,7 +35,7 @@ TEST(Options, AllFlags) {
   const auto r = parse({"--batch", "2", "--heads", "3", "--seq-len", "1000", "--head-dim", "128",
                         "--causal", "--iters", "5", "--warmup", "0", "--csv", "out.csv",
                         "--variant", "fast", "--seed", "9", "--no-verify", "--no-baseline",
-                        "--ledger-csv", "l.csv"});
+                        "--ledger-csv", "l.csv", "--graph"});
   ASSERT_TRUE(r.ok) << r.message;
   const auto& o = r.options;
   EXPECT_EQ(o.batch, 2);
@@ -50,6 +51,7 @@ TEST(Options, AllFlags) {
   EXPECT_FALSE(o.verify);
   EXPECT_FALSE(o.baseline);
   EXPECT_EQ(o.ledger_csv, "l.csv");
+  EXPECT_TRUE(o.graph);
   const auto p = o.problem();
   EXPECT_EQ(p.rows(), 2 * 3 * 1000);
   EXPECT_TRUE(p.causal);

@@ -4,6 +4,7 @@
 
 #include <cstdio>
 #include <fstream>
+#include <iterator>
 #include <sstream>
 #include <string>
 
@@ -67,6 +68,7 @@ TEST(Csv, LineHasOneFieldPerColumnAndEmptyForUnmeasured) {
   EXPECT_EQ(at("speedup_vs_ch01"), "");
   EXPECT_EQ(at("what"), "tiles, then more") << "a comma inside text is quoted";
   EXPECT_EQ(at("causal"), "0");
+  EXPECT_EQ(at("timing"), "call") << "launched from the host unless --graph";
 }
 
 TEST(Csv, AppendWritesHeaderOnce) {
@@ -83,6 +85,25 @@ TEST(Csv, AppendWritesHeaderOnce) {
   }
   EXPECT_EQ(lines, 4);
   EXPECT_EQ(headers, 1);
+  std::remove(path.c_str());
+}
+
+TEST(Csv, AppendRefusesAFileWithOtherColumns) {
+  const std::string path = ::testing::TempDir() + "ft_table_old_header.csv";
+  const std::string old = "chapter,variant,pass\n01,naive,forward\n";  // an older build's, shorter
+  {
+    std::ofstream out(path);
+    out << old;
+  }
+  try {
+    ft::append_csv(path, {row("02", 5)});
+    ADD_FAILURE() << "rows appended under another header";
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find("other columns"), std::string::npos) << e.what();
+  }
+  std::ifstream in(path);
+  const std::string kept((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_EQ(kept, old) << "nothing written";
   std::remove(path.c_str());
 }
 
