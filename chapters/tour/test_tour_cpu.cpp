@@ -30,7 +30,8 @@ TEST(TourOptions, RefusesFlagsThatWouldChangeNothing) {
       {{"--dtype=float32"}, "run that chapter's program with --dtype"},
       {{"--variant", "fast"}, "--variant is not taken by tour: the tour runs one variant a chapter"},
       {{"--seq-len", "256", "--no-baseline"}, "--no-baseline is not taken by tour"},
-      {{"--ledger-csv", "l.csv"}, "run that chapter's program with --ledger-csv"}};
+      {{"--ledger-csv", "l.csv"}, "run that chapter's program with --ledger-csv"},
+      {{"--graph"}, "run that chapter's program with --graph"}};
   for (const auto& c : cases) {
     const auto r = parse(c.args);
     EXPECT_FALSE(r.ok) << c.args[0];

@@ -11,8 +11,9 @@
 
 namespace tour {
 
-/// The tour's flags: the shared ones, less four it refuses saying why, since each step runs
-/// in its own dtype, its one variant, after chapter 01, and prints its totals.
+/// The tour's flags: the shared ones, less five it refuses saying why, since each step runs
+/// in its own dtype, its one variant, after chapter 01, launched call by call, and prints
+/// its totals.
 inline ft::OptionSpec options() {
   ft::OptionSpec spec{"tour", "Flash attention, step by step: every chapter on one problem", {}, {}};
   spec.refused = {
@@ -25,6 +26,9 @@ inline ft::OptionSpec options() {
        "chapter's program with --variant (its --help lists them), e.g. "
        "build/chapters/07_tensor_core_forward/ch07_tensor_core_forward --variant lazy_rescale"},
       {"--no-baseline", "chapter 01 is the tour's first step, the base of every speedup"},
+      {"--graph",
+       "the tour times every step launched call by call; to time one replayed from a CUDA "
+       "graph, run that chapter's program with --graph"},
       {"--ledger-csv",
        "the tour prints each step's totals; for a chapter's per-kernel ledger, run that "
        "chapter's program with --ledger-csv"}};

@@ -214,9 +214,10 @@ void add_flags(CLI::App& app, const OptionSpec& spec, RawFlags& raw, Options& o)
   app.add_flag("--causal", o.causal, "causal mask: query i sees keys j <= i");
   whole("--iters", raw.iters, o.iters, "timed repetitions (median reported)");
   whole("--warmup", raw.warmup, o.warmup, "untimed runs before timing");
-  app.add_flag("--graph", o.graph,
-               "time each run replayed from a CUDA graph, recorded once after the warm-up, "
-               "instead of launched from the host (the CSV's timing column: graph)");
+  if (!refused(spec, "--graph"))
+    app.add_flag("--graph", o.graph,
+                 "time each run replayed from a CUDA graph, recorded once after the warm-up, "
+                 "instead of launched from the host (the CSV's timing column: graph)");
   app.add_option("--csv", o.csv, "append result rows to this CSV file");
   std::string variants = "all";
   for (const auto& v : spec.variants) variants += ", " + v;
