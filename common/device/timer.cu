@@ -26,7 +26,10 @@ struct EventPair {
 /// timing loop (its stream, graph and instance are released however the recording ends).
 class Recorded {
  public:
-  Recorded() { CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking)); }
+  // A blocking stream: work a recorded function puts on the legacy default stream (0) would
+  // make that stream wait on the recording, which CUDA refuses, so such work fails the
+  // recording instead of running outside the graph unseen.
+  Recorded() { CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamDefault)); }
   ~Recorded() {
     cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
     if (cudaStreamIsCapturing(stream_, &status) == cudaSuccess && status != cudaStreamCaptureStatusNone) {
@@ -44,7 +47,8 @@ class Recorded {
 
   /// Records fn's launches. The legacy default stream (0) cannot be recorded, so fn runs on
   /// this object's stream. Thread-local mode: a call of this thread that is not allowed while
-  /// recording (a synchronization, cudaMalloc) fails at once instead of being left out.
+  /// recording (a synchronization, cudaMalloc, work on stream 0) fails at once instead of
+  /// being left out.
   void record(const std::function<void(cudaStream_t)>& fn) {
     CUDA_CHECK(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal));
     try {
@@ -56,15 +60,22 @@ class Recorded {
       (void)cudaGetLastError();  // reported here, not left for the next launch check
       throw CudaError(ended, uncapturable(std::string("cudaStreamEndCapture: ") + cudaGetErrorString(ended)));
     }
-    CUDA_CHECK(cudaGraphInstantiate(&exec_, graph_, 0));
+    checked(cudaGraphInstantiate(&exec_, graph_, 0), "cudaGraphInstantiate", __LINE__);
   }
 
-  void replay(cudaStream_t stream) const { CUDA_CHECK(cudaGraphLaunch(exec_, stream)); }
+  void replay(cudaStream_t stream) const { checked(cudaGraphLaunch(exec_, stream), "cudaGraphLaunch", __LINE__); }
 
  private:
   static std::string uncapturable(const std::string& why) {
-    return "this run cannot be recorded as a CUDA graph (it synchronizes, allocates or waits on "
-           "another stream while it runs); time it without --graph. " + why;
+    return "this run cannot be recorded as a CUDA graph (it synchronizes, allocates or uses the "
+           "default stream while it runs); time it without --graph. " + why;
+  }
+  /// CUDA_CHECK, with the error also taken off the thread's last error, so that the next
+  /// launch check does not report it again as its own.
+  static void checked(cudaError_t code, const char* call, int line) {
+    if (code == cudaSuccess) return;
+    (void)cudaGetLastError();
+    check_cuda(code, call, __FILE__, line);
   }
   cudaStream_t stream_ = nullptr;
   cudaGraph_t graph_ = nullptr;

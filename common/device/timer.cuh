@@ -23,7 +23,7 @@ struct Timing {
 /// replayed once untimed, and each timed run is one replay on `stream`: the same kernels
 /// with the same arguments, launched by the GPU from the graph instead of call by call from
 /// the host. Throws ft::CudaError when `fn` cannot be recorded (it synchronizes, allocates,
-/// or waits on another stream), saying to time it without a graph.
+/// or puts work on the legacy default stream), saying to time it without a graph.
 Timing time_on_gpu(const std::function<void(cudaStream_t)>& fn, int warmup, int iters,
                    bool flush_l2 = true, cudaStream_t stream = 0, bool graph = false);
 

@@ -36,6 +36,14 @@ std::string csv_header() {
          "extra_mem_bytes,gpu,heads_kv,len_kv,causal_align,timing";
 }
 
+std::string csv_columns_differ(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::string header;
+  if (!in || !std::getline(in, header) || header == csv_header()) return "";
+  return "CSV file '" + path + "' has other columns than this program writes (from an older build?): "
+         "give --csv a new file, or move this one away";
+}
+
 std::string csv_line(const Row& r) {
   std::ostringstream s;
   s << text(r.chapter) << ',' << text(r.variant) << ',' << r.pass << ',' << r.dtype << ','
@@ -50,16 +58,11 @@ std::string csv_line(const Row& r) {
 }
 
 void append_csv(const std::string& path, const std::vector<Row>& rows) {
+  if (std::string why = csv_columns_differ(path); !why.empty()) throw std::runtime_error(why);
   bool fresh = true;
   {
-    std::ifstream in(path, std::ios::binary);
-    std::string header;
-    fresh = !in || !std::getline(in, header);
-    // Rows under another header would mix two layouts (a file from an older build, whose
-    // columns end sooner): refused, before anything is written.
-    if (!fresh && header != csv_header())
-      throw std::runtime_error("CSV file '" + path + "' has other columns than this program writes (from an older "
-                               "build?): give --csv a new file, or move this one away");
+    std::ifstream in(path, std::ios::binary | std::ios::ate);
+    fresh = !in || in.tellg() == 0;
   }
   errno = 0;
   std::ofstream out(path, std::ios::app);

@@ -38,8 +38,12 @@ struct Row {
 std::string csv_header();
 /// One row as CSV (no trailing newline).
 std::string csv_line(const Row& r);
+/// "" when rows can be appended to `path` under csv_header(): it does not exist, is empty, or
+/// starts with that header. Otherwise why not (a file from an older build, with other columns:
+/// rows under two headers in one file would be misread), for the caller's error.
+std::string csv_columns_differ(const std::string& path);
 /// Appends rows to `path`, writing the header first when the file is new or empty.
-/// Throws std::runtime_error when the file cannot be written.
+/// Throws std::runtime_error when the file cannot be written or csv_columns_differ says why not.
 void append_csv(const std::string& path, const std::vector<Row>& rows);
 
 /// Fills speedup_vs_ch01 of every row that has a chapter-01 row of the same pass and shape.

@@ -3,6 +3,8 @@
 // (program.hpp): their --help, the problem line, the words without a GPU.
 #include <gtest/gtest.h>
 
+#include <cstdio>
+#include <fstream>
 #include <string>
 #include <vector>
 
@@ -55,6 +57,22 @@ TEST(Options, AllFlags) {
   const auto p = o.problem();
   EXPECT_EQ(p.rows(), 2 * 3 * 1000);
   EXPECT_TRUE(p.causal);
+}
+
+// A --csv file written by an older build (other columns) is refused before anything runs,
+// with exit code 2, rather than after the measurements, when the rows would be appended.
+TEST(Options, CsvWithOtherColumnsIsRefusedUpFront) {
+  const std::string path = ::testing::TempDir() + "ft_options_old_header.csv";
+  {
+    std::ofstream out(path);
+    out << "chapter,variant,pass\n01,naive,forward\n";
+  }
+  const auto r = parse({"--csv", path});
+  EXPECT_FALSE(r.ok);
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.message.find("has other columns"), std::string::npos) << r.message;
+  std::remove(path.c_str());
+  EXPECT_TRUE(parse({"--csv", path}).ok) << "a new file is taken";
 }
 
 // --variant takes one name or a comma-separated list of them; each must be a variant.

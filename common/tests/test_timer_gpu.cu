@@ -3,8 +3,9 @@
 //   - with `graph`, the function is called for the warm-up and once more while it is recorded,
 //     and every timed run is the graph's replay: a kernel that counts its own runs shows
 //     warm-up + 1 (the untimed first replay) + timed runs, while the host saw warm-up + 1 calls;
-//   - a run that cannot be recorded (it synchronizes while recording) is refused with the
-//     advice to time it without --graph, and the next timing works (the recording was ended).
+//   - a run that cannot be recorded (it synchronizes, or launches on the legacy default stream
+//     instead of the one it is given) is refused with the advice to time it without --graph,
+//     and the next timing works (the recording was ended).
 // They skip without a GPU.
 #include <gtest/gtest.h>
 
@@ -81,6 +82,25 @@ TEST(Timer, RefusesARunThatCannotBeRecorded) {
   // The refused recording was ended: the stream and the device take the next timing.
   const ft::Timing t = ft::time_on_gpu(synchronizes, 1, 3);
   EXPECT_EQ(t.iters, 3);
+}
+
+// Work on stream 0 while recording would run at once, outside the graph, and the replays would
+// time less than the call does: refused instead.
+TEST(Timer, RefusesARunThatLaunchesOnTheDefaultStream) {
+  FT_REQUIRE_GPU();
+  ft::DeviceBuffer<unsigned> runs(1);
+  CUDA_CHECK(cudaMemset(runs.get(), 0, sizeof(unsigned)));
+  const auto ignores_its_stream = [&](cudaStream_t) {
+    count_run<<<1, 1>>>(runs.get());
+    CUDA_CHECK_LAUNCH();
+  };
+  try {
+    ft::time_on_gpu(ignores_its_stream, 1, 3, true, 0, true);
+    ADD_FAILURE() << "a run on the default stream was recorded (replays counted: " << counted(runs) << ")";
+  } catch (const ft::CudaError& e) {
+    EXPECT_NE(std::string(e.what()).find("time it without --graph"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(ft::time_on_gpu(ignores_its_stream, 1, 3).iters, 3) << "the next timing works";
 }
 
 }  // namespace
