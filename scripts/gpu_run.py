@@ -43,6 +43,7 @@ FT_TRAFFIC_* variables from the environment.
 """
 import argparse
 import concurrent.futures
+import csv
 import datetime
 import glob
 import math
@@ -246,15 +247,32 @@ def join_csvs(out, parts):
 
 
 def tag_csv(part, whole, column, value):
-    """Adds a CSV file's rows to another with one more column, `column` = `value`."""
-    lines = read_lines(part)
-    if not lines:
+    """Adds a CSV file's rows to another with one more column, `column` = `value`, by column
+    name: `whole` keeps the columns of the first part added to it (and `column`), and a later
+    part that lacks one of them (the ab step's base tree, built before that column existed)
+    leaves it empty. A part with a column `whole` lacks raises ValueError naming both."""
+    try:
+        with open(part, newline="") as f:
+            reader = csv.DictReader(f)
+            rows, fields = list(reader), reader.fieldnames
+    except OSError:
         return
-    first = not os.path.exists(whole)
-    with open(whole, "a") as f:
-        if first:
-            f.write(lines[0] + "," + column + "\n")
-        f.writelines(line + "," + value + "\n" for line in lines[1:])
+    if not fields:
+        return
+    new = not os.path.exists(whole)
+    if new:
+        header = fields + [column]
+    else:
+        with open(whole, newline="") as f:
+            header = next(csv.reader(f), [])
+    extra = [c for c in fields if c not in header]
+    if extra:
+        raise ValueError(f"{part} has columns {extra} that {whole} lacks: add the newer tree's rows first")
+    with open(whole, "a", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=header, restval="", lineterminator="\n")
+        if new:
+            w.writeheader()
+        w.writerows({**r, column: value} for r in rows)
 
 
 def append_csv(part, whole):

@@ -407,6 +407,25 @@ class Helpers(unittest.TestCase):
             with open(whole) as f:
                 self.assertEqual(f.read(), "a,b\n0,0\n1,1\n2,2\n")
 
+    def test_tagged_parts_line_up_by_column_name(self):
+        # The ab step: this tree's program writes a column (timing) the base tree's does not.
+        with tempfile.TemporaryDirectory() as tmp:
+            this, base, whole = (os.path.join(tmp, n) for n in ("this.csv", "base.csv", "ab.csv"))
+            with open(this, "w") as f:
+                f.write('variant,what,ms,timing\nfastest,"a, b",1.5,call\n')
+            with open(base, "w") as f:
+                f.write("variant,what,ms\nfastest,c,1.7\n")
+            gpu_run.tag_csv(this, whole, "tree", "this")
+            gpu_run.tag_csv(base, whole, "tree", "base")
+            gpu_run.tag_csv(os.path.join(tmp, "missing.csv"), whole, "tree", "none")
+            with open(whole) as f:
+                self.assertEqual(f.read(), 'variant,what,ms,timing,tree\nfastest,"a, b",1.5,call,this\n'
+                                           "fastest,c,1.7,,base\n")
+            with open(base, "w") as f:
+                f.write("variant,ms,extra\nx,1,2\n")
+            with self.assertRaisesRegex(ValueError, "extra"):
+                gpu_run.tag_csv(base, whole, "tree", "base")
+
     def test_sanitize_args_replace_the_flags_they_name(self):
         base = ["--batch", "2", "--heads", "8", "--causal", "--iters", "1", "--variant", "a,b"]
         self.assertEqual(gpu_run.with_flags(base, ["--batch", "1", "--variant", "fastest"]),
