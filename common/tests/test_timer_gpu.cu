@@ -9,6 +9,7 @@
 // They skip without a GPU.
 #include <gtest/gtest.h>
 
+#include <functional>
 #include <string>
 
 #include "core/check.cuh"
@@ -26,42 +27,41 @@ unsigned counted(const ft::DeviceBuffer<unsigned>& runs) {
   return runs.download().at(0);
 }
 
+/// A run counted twice: on the host (the function's calls) and on the device (its kernel's
+/// runs, to which a graph's replays add without a call).
+struct CountedRun {
+  ft::DeviceBuffer<unsigned> runs{1};
+  int calls = 0;
+  CountedRun() { CUDA_CHECK(cudaMemset(runs.get(), 0, sizeof(unsigned))); }
+  std::function<void(cudaStream_t)> fn() {
+    return [this](cudaStream_t s) {
+      ++calls;
+      count_run<<<1, 1, 0, s>>>(runs.get());
+      CUDA_CHECK_LAUNCH();
+    };
+  }
+};
+
 TEST(Timer, CallByCallRunsTheFunctionEachTime) {
   FT_REQUIRE_GPU();
-  ft::DeviceBuffer<unsigned> runs(1);
-  CUDA_CHECK(cudaMemset(runs.get(), 0, sizeof(unsigned)));
-  int calls = 0;
-  const ft::Timing t = ft::time_on_gpu(
-      [&](cudaStream_t s) {
-        ++calls;
-        count_run<<<1, 1, 0, s>>>(runs.get());
-        CUDA_CHECK_LAUNCH();
-      },
-      2, 5);
+  CountedRun run;
+  const ft::Timing t = ft::time_on_gpu(run.fn(), 2, 5);
   EXPECT_FALSE(t.graph);
   EXPECT_EQ(t.iters, 5);
   EXPECT_GT(t.median_ms, 0);
-  EXPECT_EQ(calls, 2 + 5);
-  EXPECT_EQ(counted(runs), 2u + 5u);
+  EXPECT_EQ(run.calls, 2 + 5);
+  EXPECT_EQ(counted(run.runs), 2u + 5u);
 }
 
 TEST(Timer, GraphTimesReplaysOfOneRecording) {
   FT_REQUIRE_GPU();
-  ft::DeviceBuffer<unsigned> runs(1);
-  CUDA_CHECK(cudaMemset(runs.get(), 0, sizeof(unsigned)));
-  int calls = 0;
-  const ft::Timing t = ft::time_on_gpu(
-      [&](cudaStream_t s) {
-        ++calls;
-        count_run<<<1, 1, 0, s>>>(runs.get());
-        CUDA_CHECK_LAUNCH();
-      },
-      2, 5, true, 0, true);
+  CountedRun run;
+  const ft::Timing t = ft::time_on_gpu(run.fn(), 2, 5, true, 0, true);
   EXPECT_TRUE(t.graph);
   EXPECT_EQ(t.iters, 5);
   EXPECT_GT(t.median_ms, 0);
-  EXPECT_EQ(calls, 2 + 1) << "the warm-up, then one call while recording; the timed runs are replays";
-  EXPECT_EQ(counted(runs), 2u + 1u + 5u) << "warm-up, the untimed first replay, five timed replays";
+  EXPECT_EQ(run.calls, 2 + 1) << "the warm-up, then one call while recording; the timed runs are replays";
+  EXPECT_EQ(counted(run.runs), 2u + 1u + 5u) << "warm-up, the untimed first replay, five timed replays";
 }
 
 TEST(Timer, RefusesARunThatCannotBeRecorded) {
