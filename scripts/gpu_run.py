@@ -900,6 +900,9 @@ DECODE_SPLITS, DECODE_SPLIT_SHAPES = (1, 2, 4, 8, 16, 32, 64, 128), ((1, 8, 3276
 # with grouped heads, 32 heads on one), two short caches, where the launches and the merge are
 # most of the time, one that met it, as a control, and 32 heads on one at B = 1, 16 and 128
 # from 1k keys up, where it trails cuDNN.
+# The --decode-ab setting that runs the program with --graph (each timed run a CUDA graph's
+# replay) instead of under an environment variable.
+GRAPH_SETTING = "graph"
 DECODE_AB_SHAPES = ((1, 8, 32768), (1, 8, 131072), (1, 1, 32768), (16, 1, 32768), (128, 1, 32768), (16, 8, 32768),
                     (1, 1, 1024), (1, 8, 8192), (1, 1, 8192), (1, 1, 131072), (16, 1, 1024), (16, 1, 8192),
                     (128, 1, 1024), (128, 1, 8192))
@@ -934,22 +937,25 @@ def step_decode(run):
         run.say(f"split sweep b={shape[0]} kv={shape[1]} n={shape[2]}: decode_splits.csv")
     # --decode-ab: --decode-ab-variant (tensor_cores unless told) on a few shapes at
     # --decode-ab-query-rows query rows, as built and under each NAME=VALUE setting (chapter
-    # 11's FT_CH11_* switches), each row tagged with it; the program adds its streaming read
-    # (and the paged cache) to every run.
+    # 11's FT_CH11_* switches) or with --graph, each row tagged with it; the program adds its
+    # streaming read (and the paged cache) to every run.
     ab = run.path("decode_ab.csv")
     run.remove(ab)
     for setting in ["built"] + run.args.decode_ab if run.args.decode_ab else ():
-        env = {} if setting == "built" else dict([setting.split("=", 1)])
+        graph = setting == GRAPH_SETTING
+        env = {} if setting == "built" or graph else dict([setting.split("=", 1)])
         for shape in DECODE_AB_SHAPES:
             decode_on_shape(run, prog, shape, run.args.decode_ab_variant, "ab_" + setting.replace("=", "_"),
-                            20, 3, env, ab, "setting", setting, query_rows=run.args.decode_ab_query_rows)
+                            20, 3, env, ab, "setting", setting, query_rows=run.args.decode_ab_query_rows,
+                            flags=["--graph"] if graph else [])
         run.say(f"decode A/B {setting}: decode_ab.csv")
 
 
-def decode_on_shape(run, prog, shape, variants, tag, iters, warmup, env, whole, column, value, query_rows=1):
+def decode_on_shape(run, prog, shape, variants, tag, iters, warmup, env, whole, column, value, query_rows=1,
+                    flags=()):
     """Chapter 11's program on `variants` at `query_rows` query rows (one unless told) of a
-    shape (B, key/value heads, cached keys) under the environment `env`, no float64 check; its
-    rows added to `whole` with one more column, `column` = `value`."""
+    shape (B, key/value heads, cached keys) under the environment `env`, with `flags` added,
+    no float64 check; its rows added to `whole` with one more column, `column` = `value`."""
     b, kv, n = shape
     name = f"decode{query_rows}_b{b}_kv{kv}_n{n}_{tag}"
     part = run.path("logs", name + ".csv")
@@ -957,7 +963,7 @@ def decode_on_shape(run, prog, shape, variants, tag, iters, warmup, env, whole, 
     rc = run.sh([prog, "--batch", str(b), "--heads", "32", "--heads-kv", str(kv), "--seq-len", str(query_rows),
                  "--len-kv", str(n), "--head-dim", "128", "--dtype", "bf16", "--causal",
                  "--causal-align", "bottom-right", "--variant", variants, "--no-verify",
-                 "--iters", str(iters), "--warmup", str(warmup), "--csv", part],
+                 "--iters", str(iters), "--warmup", str(warmup), *flags, "--csv", part],
                 log=run.path("logs", name + ".log"), timeout=PROGRAM_TIMEOUT, env=env).rc
     if rc == 0 and not run.dry_run:
         tag_csv(part, whole, column, value)
@@ -1328,10 +1334,13 @@ def divisor_of(whole, what):
 
 
 def env_setting(text):
-    """'FT_CH11_EARLY_MERGE=0': an environment variable's name and its value, checked."""
+    """'FT_CH11_EARLY_MERGE=0': an environment variable's name and its value, checked; or
+    GRAPH_SETTING, the program's --graph."""
+    if text == GRAPH_SETTING:
+        return text
     name, eq, _ = text.partition("=")
     if not eq or not re.fullmatch(r"[A-Z_][A-Z0-9_]*", name):
-        raise ValueError(f"{text!r} is not NAME=VALUE (e.g. FT_CH11_EARLY_MERGE=0)")
+        raise ValueError(f"{text!r} is not NAME=VALUE (e.g. FT_CH11_EARLY_MERGE=0) or {GRAPH_SETTING}")
     return text
 
 
@@ -1521,7 +1530,8 @@ def parse_args(argv):
                     type=items(env_setting), action=Flatten,
                     help="the decode step also runs --decode-ab-variant (tensor_cores unless told) and the "
                          "streaming read on a few shapes as built and under each environment setting (e.g. "
-                         "FT_CH11_PDL=0): decode_ab.csv, its rows tagged (default: none)")
+                         f"FT_CH11_PDL=0) or, for {GRAPH_SETTING}, with the program's --graph (each timed run a "
+                         "CUDA graph's replay): decode_ab.csv, its rows tagged (default: none)")
     ap.add_argument("--decode-ab-variant", default="tensor_cores", metavar="VARIANT",
                     help="the variant(s) --decode-ab runs, as the program's --variant takes them "
                          "(e.g. wgmma or fastest for step 6's switches; default: tensor_cores)")

@@ -162,6 +162,18 @@ class DryRun(unittest.TestCase):
         self.assertTrue(runs[0].startswith("timeout "), "as built: no setting")
         self.assertNotEqual(run(self.out, "--dry-run", "--decode-ab", "early=0").returncode, 0)
 
+    def test_decode_ab_graph_runs_the_program_with_its_graph_flag(self):
+        lines = self.plan("--steps", "decode", "--decode-splits", "--no-decode-grid",
+                          "--decode-ab", "graph", "FT_CH11_PDL=0")
+        runs = self.commands(lines, "ch11_decoding")
+        shapes = len(gpu_run.DECODE_AB_SHAPES)
+        self.assertEqual(len(runs), 3 * shapes)
+        graph = [r for r in runs if " --graph " in r]
+        self.assertEqual(len(graph), shapes)
+        self.assertTrue(all(r.startswith("timeout ") for r in graph), "no environment setting beside --graph")
+        self.assertTrue(all("_ab_graph" in r for r in graph), "the logs name the setting")
+        self.assertNotEqual(run(self.out, "--dry-run", "--decode-ab", "GRAPH").returncode, 0)
+
     def test_decode_ab_takes_a_variant_and_query_rows(self):
         lines = self.plan("--steps", "decode", "--decode-splits", "--no-decode-grid", "--decode-ab",
                           "FT_CH11_WARPGROUPS=1", "--decode-ab-variant", "wgmma", "--decode-ab-query-rows", "4")
