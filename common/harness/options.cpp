@@ -268,7 +268,7 @@ std::string validate(const RawFlags& raw, const CLI::App& app, const OptionSpec&
   }
   if (std::string e = check_head_dim(o, spec); !e.empty()) return e;
   if (std::string e = check_writable("--csv", o.csv); !e.empty()) return e;
-  if (std::string e = csv_columns_differ(o.csv); !o.csv.empty() && !e.empty()) return e;  // before any run, not after
+  if (std::string e = csv_columns_differ(o.csv); !e.empty()) return e;  // before any run, not after
   return check_writable("--ledger-csv", o.ledger_csv);
 }
 }  // namespace
