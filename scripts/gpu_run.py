@@ -26,6 +26,9 @@ How it runs:
     OUT_DIR/summary.txt. logs/gpu_run.log lists every command run, its exit status and
     its time. At the end logs/ is packed into OUT_DIR/logs.tar.gz (the device tool returns
     at most 8 files, no more than 2 folders down: call it with a few steps at a time).
+  - While the steps run, nvidia-smi samples the GPU's clocks, temperature and power once a
+    second into logs/clocks.csv, and summary.txt ends with what the busy samples say (a card
+    that slowed its clocks under load makes timings that are not comparable with others).
   - A step fails when one of its commands exits with an unexpected status (a test or a
     check fails, a tool is missing, a program runs past its time limit) or when the step
     itself raises. The run goes on with the next step; summary.txt ends with the failed
@@ -301,6 +304,69 @@ def shown(cmd, env=None, cwd=None, log=None, append=False, stdout=None):
         line += f" {'2>>' if stdout else '>>' if append else '>'} {shlex.quote(log)}"
         line += "" if stdout else " 2>&1"
     return line
+
+
+# What the clock log samples, once a second: the fields every driver of this decade knows.
+CLOCK_QUERY = "timestamp,clocks.sm,clocks.mem,temperature.gpu,power.draw"
+
+
+def clock_summary(text):
+    """The line summary.txt gets from logs/clocks.csv (nvidia-smi's CSV): the SM and memory
+    clocks over the busiest half of the samples by power drawn (the idle ones between
+    programs, at lower clocks, would hide a card slowed under load; all of them where the
+    driver reports no power), the highest temperature. One line saying why when there are no
+    samples."""
+    def number(field):
+        m = re.match(r"\s*([0-9.]+)", field)
+        return float(m.group(1)) if m else None
+
+    rows = []  # (sm, mem, temperature, power) in MHz, MHz, C, W; None where not reported
+    for line in text.splitlines():
+        fields = line.split(",")
+        if len(fields) == 5:
+            row = [number(f) for f in fields[1:]]
+            if row[0] is not None and row[1] is not None:
+                rows.append(row)
+    if not rows:
+        return ["clocks: no samples (logs/clocks.csv says what nvidia-smi printed)"]
+    powered = all(r[3] is not None for r in rows)
+    busy = sorted(rows, key=lambda r: r[3])[len(rows) // 2:] if powered else rows
+    sm, mem = sorted(r[0] for r in busy), sorted(r[1] for r in busy)
+    temperatures = [r[2] for r in rows if r[2] is not None]
+    which = (f"the busiest {len(busy)} ({busy[0][3]:.0f}-{busy[-1][3]:.0f} W)" if powered
+             else "all (no power reported)")
+    return [f"clocks: {len(rows)} samples; {which}: SM {sm[0]:.0f}-{sm[-1]:.0f} MHz "
+            f"(median {sm[len(sm) // 2]:.0f}), memory {mem[0]:.0f}-{mem[-1]:.0f} MHz"
+            + (f"; at most {max(temperatures):.0f} C" if temperatures else "") + " (logs/clocks.csv)"]
+
+
+class ClockLog:
+    """nvidia-smi in the background for the whole run, sampling CLOCK_QUERY once a second into
+    logs/clocks.csv; stop() ends it and returns clock_summary's lines. Where nvidia-smi is
+    missing there is no log, and stop() says so."""
+
+    def __init__(self, run):
+        self.path = run.path("logs", "clocks.csv")
+        cmd = ["nvidia-smi", f"--query-gpu={CLOCK_QUERY}", "--format=csv", "-lms", "1000"]
+        self.process = None
+        if run.dry_run:
+            print("  (in the background, the whole run) " + shown(cmd, log=self.path))
+            return
+        try:
+            with open(self.path, "w") as log:
+                self.process = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
+        except FileNotFoundError:
+            pass
+
+    def stop(self):
+        if self.process is None:
+            return ["clocks: not logged (no nvidia-smi)"]
+        self.process.terminate()
+        try:
+            self.process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+        return clock_summary("\n".join(read_lines(self.path)))
 
 
 class Result:
@@ -1588,6 +1654,7 @@ def main(argv=None):
         steps.remove("autograd_gpu")  # the tests step runs the Python GPU tests too
     if run.dry_run:
         print(f"Every command gets PYTHONPATH={PYTHONPATH} (the README's commands excepted).")
+    clocks = ClockLog(run)
     failed = []
     if "readme" in steps and run_step(run, "readme"):
         failed.append("readme")
@@ -1598,6 +1665,7 @@ def main(argv=None):
             failed.append(name)
     if run.dry_run:
         return 0
+    run.say(*clocks.stop())
     if failed:
         run.say("== failed steps: " + ", ".join(failed))
     # One archive of the logs: the device tool returns at most 8 files.

@@ -248,6 +248,34 @@ class DryRun(unittest.TestCase):
         self.assertIn("not run (past --deadline): ", log)
         self.assertIn("--seq-len 4096", log.split("not run (past --deadline): ")[1])
 
+    def test_the_clock_log_runs_beside_the_steps_and_ends_the_summary(self):
+        """nvidia-smi samples the clocks in the background for the whole run (a stand-in here,
+        first on PATH), and summary.txt says what its samples say."""
+        bin_dir = os.path.join(self.tmp.name, "bin")
+        os.makedirs(bin_dir)
+        smi = os.path.join(bin_dir, "nvidia-smi")
+        with open(smi, "w") as f:
+            f.write("#!/bin/sh\n"
+                    "echo 'timestamp, clocks.current.sm [MHz], clocks.current.memory [MHz], temperature.gpu, power.draw [W]'\n"
+                    "echo '2026/12/08 01:00:00.000, 1980 MHz, 2619 MHz, 55, 520.00 W'\n"
+                    "echo '2026/12/08 01:00:01.000, 345 MHz, 2619 MHz, 41, 75.00 W'\n"
+                    "exec sleep 60\n")
+        os.chmod(smi, 0o755)
+        tour = os.path.join(self.build, "chapters", "tour", "tour")
+        with open(tour, "w") as f:
+            f.write("#!/bin/sh\nsleep 1\n")
+        self.assertIn("(in the background, the whole run) nvidia-smi --query-gpu=timestamp,clocks.sm,",
+                      "\n".join(self.plan("--steps", "tour", "--sizes", "1024", "--dims", "64", "--causal", "0")))
+        env = dict(os.environ, PATH=bin_dir + os.pathsep + os.environ["PATH"])
+        r = subprocess.run([sys.executable, SCRIPT, self.out, "--build", self.build, "--steps", "tour",
+                            "--sizes", "1024", "--dims", "64", "--causal", "0"],
+                           capture_output=True, text=True, env=env, timeout=60)
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        with open(os.path.join(self.out, "summary.txt")) as f:
+            summary = f.read()
+        self.assertIn("clocks: 2 samples; the busiest 1 (520-520 W): SM 1980-1980 MHz (median 1980), "
+                      "memory 2619-2619 MHz; at most 55 C (logs/clocks.csv)", summary)
+
     def test_default_steps_leave_out_ctest(self):
         lines = self.plan()
         headers = [line.split(":")[0][3:] for line in lines if line.startswith("== ")]
@@ -454,6 +482,23 @@ class Helpers(unittest.TestCase):
         self.assertEqual(gpu_run.shape(4096, 128, True),
                          ["--seq-len", "4096", "--batch", "4", "--heads", "16", "--head-dim",
                           "128", "--causal"])
+
+    def test_clock_summary_takes_the_busy_samples(self):
+        header = "timestamp, clocks.current.sm [MHz], clocks.current.memory [MHz], temperature.gpu, power.draw [W]\n"
+        samples = ("t, 345 MHz, 2619 MHz, 30, 70.10 W\n"
+                   "t, 1980 MHz, 2619 MHz, 55, 520.00 W\n"
+                   "t, 1755 MHz, 2619 MHz, 66, 690.50 W\n"
+                   "t, 345 MHz, 1593 MHz, 40, 75.00 W\n")
+        self.assertEqual(gpu_run.clock_summary(header + samples), [
+            "clocks: 4 samples; the busiest 2 (520-690 W): SM 1755-1980 MHz (median 1980), "
+            "memory 2619-2619 MHz; at most 66 C (logs/clocks.csv)"])
+        # Without power readings every sample counts; lines that are no sample are skipped.
+        no_power = header + samples.replace("520.00 W", "[N/A]") + "No devices were found\n"
+        self.assertEqual(gpu_run.clock_summary(no_power), [
+            "clocks: 4 samples; all (no power reported): SM 345-1980 MHz (median 1755), "
+            "memory 1593-2619 MHz; at most 66 C (logs/clocks.csv)"])
+        self.assertEqual(gpu_run.clock_summary("No devices were found\n"),
+                         ["clocks: no samples (logs/clocks.csv says what nvidia-smi printed)"])
 
     def test_stall_lines_largest_first(self):
         with tempfile.TemporaryDirectory() as tmp:
