@@ -342,8 +342,9 @@ def clock_summary(text):
 
 class ClockLog:
     """nvidia-smi in the background for the whole run, sampling CLOCK_QUERY once a second into
-    logs/clocks.csv; stop() ends it and returns clock_summary's lines. Where nvidia-smi is
-    missing there is no log, and stop() says so."""
+    logs/clocks.csv (a line a GPU a sample: on a machine of several, the summary takes them
+    together); stop() ends it and returns clock_summary's lines. Where nvidia-smi is missing
+    there is no log, and stop() says so."""
 
     def __init__(self, run):
         self.path = run.path("logs", "clocks.csv")
