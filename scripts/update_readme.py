@@ -10,6 +10,7 @@ attention backends, measured in the same run), and for the tensor-core chapters
 vs_pytorch.csv (the comparison script's one run) or, before that file exists,
 tc_variants.csv with ch07_anchors.csv (one session).
 """
+import argparse
 import csv
 import os
 import sys
@@ -155,6 +156,11 @@ def section():
 
 
 def main(argv):
+    parser = argparse.ArgumentParser(description="Writes the results section of README.md from the "
+                                     "committed H200 CSVs (plots/results/h200/).")
+    parser.add_argument("--check", action="store_true",
+                        help="write nothing; exit 1 if README.md is not what the CSVs say")
+    check = parser.parse_args(argv).check  # --help, or an unknown argument, exits before any write
     with open(README) as f:
         text = f.read()
     if BEGIN not in text or END not in text:
@@ -162,7 +168,7 @@ def main(argv):
     head, rest = text.split(BEGIN, 1)
     tail = rest.split(END, 1)[1]
     new = head + section() + tail
-    if "--check" in argv:
+    if check:
         if new != text:
             sys.exit("README.md's results section differs from the CSVs: run scripts/update_readme.py")
         print("README.md results match plots/results/h200/")
