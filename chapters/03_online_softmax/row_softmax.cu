@@ -241,7 +241,7 @@ void row_softmax_benchmark(const ft::Options& o, std::vector<ft::Row>& rows_out)
     const ft::Timing t = ft::time_on_gpu(
         [&](cudaStream_t s) { row_softmax(variant, in.get(), out.get(), rows, cols, s); },
         o.warmup, o.iters, true, 0, o.graph);
-    r.timing = t.graph ? "graph" : "call";
+    r.timing = t.column();
     r.ms = t.median_ms;
     r.ms_min = t.min_ms;
     r.ms_max = t.max_ms;

@@ -902,7 +902,7 @@ ft::Row extra_row(const ft::Problem& p, const std::string& variant, const std::s
   r.heads_kv = p.heads_kv, r.len_kv = p.len_kv;
   r.causal_align = "bottom-right";
   r.ms = t.median_ms, r.ms_min = t.min_ms, r.ms_max = t.max_ms, r.iters = t.iters;
-  r.timing = t.graph ? "graph" : "call";
+  r.timing = t.column();
   r.model_bytes = bytes;
   r.gbps = bytes / (t.median_ms * 1e-3) / 1e9;
   r.gpu = ft::gpu_name();

@@ -14,6 +14,8 @@ struct Timing {
   double median_ms = 0, min_ms = 0, max_ms = 0;
   int iters = 0;
   bool graph = false;  ///< each timed run a CUDA graph's replay (time_on_gpu's `graph`)
+  /// The results' `timing` column: "graph" (replays) or "call" (launched from the host).
+  const char* column() const { return graph ? "graph" : "call"; }
 };
 
 /// Times `fn(stream)`: `warmup` untimed calls, then `iters` calls each between two events,

@@ -360,7 +360,7 @@ void timed(Row& row, const Timing& t, double flops) {
   row.ms_min = t.min_ms;
   row.ms_max = t.max_ms;
   row.iters = t.iters;
-  row.timing = t.graph ? "graph" : "call";
+  row.timing = t.column();
   row.tflops = flops / (t.median_ms * 1e-3) / 1e12;
   row.gbps = row.model_bytes / (t.median_ms * 1e-3) / 1e9;
 }
