@@ -268,8 +268,21 @@ int blocks_per_sm(const void* kernel, size_t smem = 0, int threads = kThreads) {
   return at->second;
 }
 
+/// What every decode refuses, contiguous or paged.
+void check_decode(const ft::Problem& p) {
+  if (p.len_q > kMaxQueryRows)
+    throw ft::Unsupported("chapter 11 decodes at most " + std::to_string(kMaxQueryRows) +
+                          " query rows a sequence (N_q = " + std::to_string(p.len_q) +
+                          "): prefill a longer prompt with chapter 07's or 09's forward");
+  if (!(p.softmax_scale() > 0.f)) throw ft::Unsupported("chapter 11: the softmax scale must be positive");
+}
+
+/// The split workspace's bytes (each split's O and lse), after check_decode: the library's
+/// workspace query refuses what a launch would, so that a caller asking first (flashtut's
+/// Python package, before it allocates) hears why.
 template <bool kGrouped, bool kSplit>
 size_t workspace(const ft::Problem& p) {
+  check_decode(p);
   const int splits = kSplit ? max_splits(p.len_kv) : 1;
   if (splits == 1) return 0;
   return size_t(splits) * size_t(p.rows()) * (size_t(p.head_dim) + 1) * sizeof(float);
@@ -559,15 +572,6 @@ bool compiled_for(const ft::Problem& p) {
   const auto t = Compiled::dtypes();
   const auto d = Compiled::head_dims();
   return std::find(t.begin(), t.end(), p.dtype) != t.end() && std::find(d.begin(), d.end(), p.head_dim) != d.end();
-}
-
-/// What every decode refuses, contiguous or paged.
-void check_decode(const ft::Problem& p) {
-  if (p.len_q > kMaxQueryRows)
-    throw ft::Unsupported("chapter 11 decodes at most " + std::to_string(kMaxQueryRows) +
-                          " query rows a sequence (N_q = " + std::to_string(p.len_q) +
-                          "): prefill a longer prompt with chapter 07's or 09's forward");
-  if (!(p.softmax_scale() > 0.f)) throw ft::Unsupported("chapter 11: the softmax scale must be positive");
 }
 
 /// The split workspace's two parts: each split's O, then each split's lse (max_splits' worth).

@@ -24,6 +24,7 @@
 #include <utility>
 #include <vector>
 
+#include "11_decoding/decode_kernels.cuh"  // kMaxQueryRows
 #include "11_decoding/decoding.hpp"
 #include "core/check.cuh"
 #include "core/paged_kv.hpp"
@@ -233,6 +234,19 @@ TEST(Ch11, RefusesWhatItDoesNotDecode) {
     EXPECT_THROW(ft::check_supported(impl, p), ft::Unsupported) << impl.variant;
     p = decode_problem(1, 8, 8, 1, 64, 96, false, ft::DType::BFloat16);
     EXPECT_THROW(ft::check_supported(impl, p), ft::Unsupported) << impl.variant;
+  }
+}
+
+// The workspace query refuses what a launch would, more than kMaxQueryRows query rows a
+// sequence, so that a caller that asks it before allocating (flashtut.forward, the programs'
+// memory check) hears why; host code only, no GPU needed.
+TEST(Ch11, WorkspaceQueryRefusesMoreQueryRowsThanADecodeTakes) {
+  for (const auto& impl : ch11::forward_impls()) {
+    for (int len_q : {1, ch11::kMaxQueryRows})
+      EXPECT_NO_THROW(impl.workspace_bytes(decode_problem(1, 32, 8, len_q, 4096, 128, true, ft::DType::BFloat16)))
+          << impl.variant << ", N_q = " << len_q;
+    const ft::Problem p = decode_problem(1, 32, 8, ch11::kMaxQueryRows + 1, 4096, 128, true, ft::DType::BFloat16);
+    EXPECT_THROW(impl.workspace_bytes(p), ft::Unsupported) << impl.variant;
   }
 }
 

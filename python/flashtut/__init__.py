@@ -80,7 +80,7 @@ __all__ = [
     "CAUSAL_TOP_LEFT", "CAUSAL_BOTTOM_RIGHT",
     "Problem", "Strides", "Layout", "ImplInfo", "Impl", "FlashtutError", "LibraryError", "SIGNATURES",
     "library_path", "load", "implementations", "forwards", "backwards", "available", "last_error",
-    "forward_for", "backward_for",
+    "forward_for", "backward_for", "decodes", "DECODE_IMPL", "DECODE_MAX_ROWS",
     "problem", "workspace_bytes",
     "check_tensors", "view_strides", "forward", "backward", "row_softmax",
 ]
@@ -368,6 +368,28 @@ def backward_for(capability, contiguous=True):
     backward on mma.sync). Both read views and take the o and log-sum-exp of either forward
     of :func:`forward_for`; ``contiguous`` is kept for callers that pass it."""
     return "ch10" if int(capability[0]) == 9 else "ch08"
+
+
+#: The forward that runs a decode step (:func:`decodes`): chapter 11's recommended kernel.
+DECODE_IMPL = "ch11"
+#: The most query rows a sequence chapter 11's decode takes (``kMaxQueryRows`` in
+#: ``chapters/11_decoding/decode_kernels.cuh``; its workspace query refuses more): a new
+#: token, or the few that speculative decoding verifies at once.
+DECODE_MAX_ROWS = 16
+
+
+def decodes(len_q, len_kv, causal, causal_align=CAUSAL_TOP_LEFT):
+    """Whether a forward of ``len_q`` query rows against ``len_kv`` keys is a decode step, the
+    problem chapter 11's kernel is built for (:data:`DECODE_IMPL`): at most
+    :data:`DECODE_MAX_ROWS` new rows against a longer cache, each seeing every key (no mask) or
+    the cache up to its own position (causal from the bottom right). There the keys are many and
+    the query rows few, so the time is reading K and V once; a forward chapter's kernel (one
+    block of 64-128 query rows a head) would leave most of the GPU idle. A causal mask from the
+    top left (SDPA's ``is_causal`` with ``len_kv > len_q``: row i sees keys 0..i only) is not a
+    decode step and stays with the forward chapters."""
+    if not 1 <= len_q <= DECODE_MAX_ROWS or len_kv <= len_q:
+        return False
+    return not causal or _align(causal_align) == CAUSAL_BOTTOM_RIGHT
 
 
 def available(kind="forward"):

@@ -15,7 +15,9 @@ through them and a CUDA graph captures them like any PyTorch kernel:
 
 - ``flashtut::attention_forward(q, k, v, is_causal, scale, causal_align) -> (o, lse)``:
   :func:`flashtut.forward` with :func:`flashtut.autograd.forward_impl`'s choice (chapter 09
-  on a Hopper GPU, chapter 07 on any other);
+  on a Hopper GPU, chapter 07 on any other), or chapter 11's decode for a decode step (at
+  most 16 new query rows against a longer, contiguous cache, no mask or causal from the
+  bottom right: :func:`flashtut.decodes`), such as a model's generation loop makes;
 - ``flashtut::attention_backward(do, q, k, v, o, lse, is_causal, scale, causal_align)
   -> (dq, dk, dv)``: :func:`flashtut.backward` with :func:`flashtut.autograd.backward_impl`'s
   choice (chapter 10 on a Hopper GPU, chapter 08 on any other);
@@ -135,10 +137,30 @@ def _laid_out(out, like, contiguous):
 @torch.library.custom_op("flashtut::attention_forward", mutates_args=(), device_types="cuda")
 def attention_forward(q: Tensor, k: Tensor, v: Tensor, is_causal: bool, scale: Optional[float],
                       causal_align: int) -> tuple[Tensor, Tensor]:
-    """o and the log-sum-exp (float32 [B, H, N]) of chapter 09's forward on Hopper, chapter
-    07's elsewhere."""
-    o, lse = _ft.forward(*(_aligned(t) for t in (q, k, v)), causal=is_causal, scale=scale,
-                         impl=forward_impl(q.device), causal_align=causal_align)
+    """o and the log-sum-exp (float32 [B, H, N]) of chapter 11's decode for a decode step
+    (:func:`flashtut.decodes`), else of chapter 09's forward on Hopper, chapter 07's elsewhere."""
+    return _forward(q, k, v, is_causal, scale, causal_align)
+
+
+def _forward_impl(q, k, v, is_causal, causal_align):
+    """The forward the operator runs, and the q it gives it: chapter 11's decode
+    (:data:`flashtut.DECODE_IMPL`, q made contiguous: it reads Q as [B, H, N_q, d], a few
+    rows) for a decode step whose key and value are contiguous, as a KV cache keeps them
+    (views of a longer cache go to the forward chapters, which read any view); else
+    :func:`forward_impl`'s (chapter 09 on Hopper, 07 elsewhere). The time of a decode step is
+    reading the cache once, which chapter 11 splits across the whole GPU."""
+    if (_ft.decodes(q.shape[2], k.shape[2], is_causal, causal_align)
+            and k.is_contiguous() and v.is_contiguous()):
+        return _ft.DECODE_IMPL, q.contiguous()
+    return forward_impl(q.device), q
+
+
+def _forward(q, k, v, is_causal, scale, causal_align):
+    """The forward operator's work on real tensors (a plain function, so that the CPU test
+    can run it with a stand-in for the library)."""
+    impl, q_read = _forward_impl(q, k, v, is_causal, causal_align)
+    o, lse = _ft.forward(*(_aligned(t) for t in (q_read, k, v)), causal=is_causal, scale=scale,
+                         impl=impl, causal_align=causal_align)
     return _laid_out(o, q, _all_contiguous(q, k, v)), lse
 
 
@@ -291,6 +313,11 @@ def attention(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False,
     j <= i (SDPA's alignment, also when the lengths differ). ``scale``: None for
     1/sqrt(head_dim). ``attn_mask`` other than None and ``dropout_p`` other than 0 raise
     :class:`NotImplementedError`.
+
+    A decode step (:func:`flashtut.decodes`: at most 16 query rows against a longer key
+    length, no mask; key and value contiguous, as a KV cache that grows by concatenation
+    keeps them) runs chapter 11's decode, which splits the cache's keys across the GPU;
+    everything else chapter 09's forward (Hopper) or chapter 07's.
 
     Gradients: on a Hopper GPU chapter 10's backward takes grouped heads and two lengths as
     they are. Elsewhere chapter 08's takes one head count and one length: the backward

@@ -388,6 +388,29 @@ class Loading(unittest.TestCase):
         self.assertIn("/x/lib.so does not export ft_forward: rebuild the library", str(c.exception))
 
 
+class DecodeSteps(unittest.TestCase):
+    """flashtut.decodes: which forwards are the decode steps chapter 11 computes."""
+
+    def test_a_few_new_rows_against_a_longer_cache(self):
+        for n_q in (1, 4, ft.DECODE_MAX_ROWS):
+            self.assertTrue(ft.decodes(n_q, 4096, causal=False), n_q)
+            self.assertTrue(ft.decodes(n_q, n_q + 1, causal=True, causal_align=ft.CAUSAL_BOTTOM_RIGHT), n_q)
+            self.assertTrue(ft.decodes(n_q, 4096, True, "bottom-right"), n_q)
+
+    def test_what_is_not_a_decode_step(self):
+        self.assertFalse(ft.decodes(ft.DECODE_MAX_ROWS + 1, 4096, causal=False))  # a prefill
+        self.assertFalse(ft.decodes(8, 8, causal=False))                          # no cache before
+        self.assertFalse(ft.decodes(4, 2, causal=False))
+        self.assertFalse(ft.decodes(0, 4096, causal=False))
+        # SDPA's is_causal (top-left) with a longer cache: row i sees keys 0..i, not the cache
+        self.assertFalse(ft.decodes(1, 4096, causal=True))
+        self.assertFalse(ft.decodes(4, 4096, causal=True, causal_align=ft.CAUSAL_TOP_LEFT))
+
+    def test_an_alignment_that_is_none_is_refused(self):
+        with self.assertRaisesRegex(ValueError, "causal_align must be"):
+            ft.decodes(1, 4096, True, "middle")
+
+
 @need_lib
 class Workspace(unittest.TestCase):
     def test_the_error_sentinel_becomes_an_exception_with_the_librarys_reason(self):
@@ -408,6 +431,15 @@ class Workspace(unittest.TestCase):
         if "ch07" in ft.available():
             with self.assertRaisesRegex(ft.FlashtutError, "does not support dtype float32"):
                 ft.workspace_bytes("ch07", ft.problem(1, 1, 64, 64))
+
+    def test_the_decode_takes_as_many_query_rows_as_decodes_says(self):
+        # flashtut.ops hands chapter 11 the steps flashtut.decodes calls decode steps: its
+        # limit must be the library's, whose workspace query refuses one row more.
+        step = lambda n_q: ft.problem(2, 32, n_q, 128, dtype=ft.DTYPE_BF16, heads_kv=8, len_kv=4096,
+                                      causal=True, causal_align=ft.CAUSAL_BOTTOM_RIGHT)
+        self.assertGreater(ft.workspace_bytes(ft.DECODE_IMPL, step(ft.DECODE_MAX_ROWS)), 0)
+        with self.assertRaisesRegex(ft.FlashtutError, f"at most {ft.DECODE_MAX_ROWS} query rows"):
+            ft.workspace_bytes(ft.DECODE_IMPL, step(ft.DECODE_MAX_ROWS + 1))
 
     def test_zero_is_a_true_answer(self):
         self.assertEqual(ft.workspace_bytes("ch04", ft.problem(2, 3, 64, 64)), 0)

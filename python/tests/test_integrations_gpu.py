@@ -3,7 +3,9 @@
 steps of tiny random-weight Llama (MHA and GQA), Qwen2 (GQA) and GPT-2 in bf16, with
 attn_implementation="tutorial_attention" (chapters 07 and 08) against the same model with
 transformers' "sdpa": the losses agree within bf16 noise, and the gradients of the first
-step are as close to "sdpa"'s as those of the bf16 "eager" backend are (times a margin).
+step are as close to "sdpa"'s as those of the bf16 "eager" backend are (times a margin);
+and a prefill then 16 decode steps through the KV cache (chapter 11's decode), whose logits
+are as close to "sdpa"'s as "eager"'s are (times the same margin).
 Exit 77 (skipped, saying why) without PyTorch, transformers or a CUDA GPU.
 
   python3 python/tests/test_integrations_gpu.py [-v]
@@ -11,6 +13,7 @@ Exit 77 (skipped, saying why) without PyTorch, transformers or a CUDA GPU.
 import copy
 import sys
 import unittest
+import unittest.mock
 
 try:
     import torch
@@ -86,6 +89,53 @@ class Training(unittest.TestCase):
                 print(f"{label}: losses {got} vs sdpa {want}; gradient distance to sdpa: "
                       f"ours {ours:.3g}, eager {eager:.3g}")
                 self.assertLessEqual(ours, 2 * eager + 1e-2, label)
+
+
+def decode_logits(config, impl, state, ids, prompt_len):
+    """The logits of a prefill of ids[:, :prompt_len] and then of one token a step through the
+    KV cache (the tokens of ids, the same for every backend), float32 [steps, B, vocab]."""
+    model = transformers.AutoModelForCausalLM.from_config(copy.deepcopy(config),
+                                                          attn_implementation=impl)
+    model.load_state_dict(state)
+    model = model.to("cuda", torch.bfloat16).eval()
+    with torch.no_grad():
+        out = model(ids[:, :prompt_len], use_cache=True)
+        logits, cache = [out.logits[:, -1].float()], out.past_key_values
+        for t in range(prompt_len, ids.shape[1]):
+            out = model(ids[:, t:t + 1], past_key_values=cache, use_cache=True)
+            logits.append(out.logits[:, -1].float())
+            cache = out.past_key_values
+    return torch.stack(logits)
+
+
+class Decoding(unittest.TestCase):
+    def test_decode_steps_through_the_cache_match_sdpa(self):
+        # A generation loop's steps: one new token against the cache, which flashtut.attention
+        # hands to chapter 11's decode (a spy on the forward the operator calls).
+        import flashtut
+        ids = torch.randint(0, 512, (2, 80), device="cuda",
+                            generator=torch.Generator("cuda").manual_seed(1))
+        impls, forward = [], flashtut.forward
+
+        def spy(*args, impl, **kw):
+            impls.append(impl)
+            return forward(*args, impl=impl, **kw)
+
+        for label, config in configs().items():
+            with self.subTest(model=label):
+                torch.manual_seed(0)
+                state = transformers.AutoModelForCausalLM.from_config(
+                    copy.deepcopy(config)).state_dict()
+                want = decode_logits(config, "sdpa", state, ids, 64)
+                eager = decode_logits(config, "eager", state, ids, 64)
+                impls.clear()
+                with unittest.mock.patch.object(flashtut, "forward", spy):
+                    got = decode_logits(config, NAME, state, ids, 64)
+                self.assertIn(flashtut.DECODE_IMPL, impls, label)  # the 16 decode steps
+                ours = ((got - want).norm() / want.norm()).item()
+                theirs = ((eager - want).norm() / want.norm()).item()
+                print(f"{label}: decode logits' distance to sdpa: ours {ours:.3g}, eager {theirs:.3g}")
+                self.assertLessEqual(ours, 2 * theirs + 1e-2, label)
 
 
 if __name__ == "__main__":

@@ -140,6 +140,53 @@ class ExpandForOneHeadCount(unittest.TestCase):
             self.assertLess(err, 1e-2, name)  # bf16's rounding; a wrong group is O(1) off
 
 
+class DecodeSteps(unittest.TestCase):
+    """The forward operator's choice (ops._forward) on CPU tensors, with a stand-in for the
+    library's forward that records what it was given: a decode step (flashtut.decodes) with
+    a contiguous cache goes to chapter 11, everything else to forward_impl's chapter."""
+
+    def run_forward(self, q, k, v, is_causal=False, causal_align=flashtut.CAUSAL_TOP_LEFT):
+        calls = []
+
+        def stand_in(q, k, v, *, causal, scale, impl, causal_align):
+            calls.append((impl, q.is_contiguous(), causal, causal_align))
+            return torch.zeros(q.shape, dtype=q.dtype), torch.zeros(q.shape[:3])
+
+        with mock.patch.object(ops, "forward_impl", lambda device: "ch09"), \
+                mock.patch.object(flashtut, "forward", stand_in):
+            o, _ = ops._forward(q, k, v, is_causal, None, causal_align)
+        return calls[0], o
+
+    def test_a_new_token_against_the_cache_goes_to_chapter_11(self):
+        q, kv = torch.zeros(2, 32, 1, 128, dtype=BF16), torch.zeros(2, 8, 4096, 128, dtype=BF16)
+        self.assertEqual(self.run_forward(q, kv, kv)[0][0], "ch11")
+        rows = torch.zeros(2, 32, 4, 128, dtype=BF16)  # speculative decoding's rows, causal
+        call, _ = self.run_forward(rows, kv, kv, True, flashtut.CAUSAL_BOTTOM_RIGHT)
+        self.assertEqual(call, ("ch11", True, True, flashtut.CAUSAL_BOTTOM_RIGHT))
+
+    def test_chapter_11_gets_q_contiguous_and_the_output_keeps_the_promised_layout(self):
+        # q cut from a projection [B, N, H, d]: chapter 11 reads [B, H, N, d], so q is copied
+        # for it (4 rows), and o comes back in the layout the fake implementation promised.
+        proj = torch.zeros(2, 4, 32, 128, dtype=BF16)
+        q, kv = proj.transpose(1, 2), torch.zeros(2, 8, 4096, 128, dtype=BF16)
+        call, o = self.run_forward(q, kv, kv)
+        self.assertEqual(call[:2], ("ch11", True))
+        self.assertEqual(o.stride(), ops._layout_like(q, False).stride())
+
+    def test_everything_else_goes_to_the_forward_chapter(self):
+        kv = torch.zeros(2, 8, 4096, 128, dtype=BF16)
+        one, prefill = torch.zeros(2, 32, 1, 128, dtype=BF16), torch.zeros(2, 32, 17, 128, dtype=BF16)
+        self.assertEqual(self.run_forward(prefill, kv, kv)[0][0], "ch09")     # 17 rows
+        self.assertEqual(self.run_forward(one, kv, kv, True)[0][0], "ch09")   # causal, top-left
+        same = torch.zeros(2, 8, 8, 128, dtype=BF16)
+        self.assertEqual(self.run_forward(torch.zeros(2, 32, 8, 128, dtype=BF16), same, same)[0][0], "ch09")
+        # views of a longer cache (a static cache filled to 300 rows): the forward chapters
+        # read them in place
+        cache = torch.zeros(2, 8, 512, 128, dtype=BF16)
+        view = cache[:, :, :300]
+        self.assertEqual(self.run_forward(one, view, view)[0][0], "ch09")
+
+
 class Refusals(unittest.TestCase):
     def raises(self, exc, text, *args, **kw):
         with FakeTensorMode():

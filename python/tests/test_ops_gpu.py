@@ -2,7 +2,8 @@
 """GPU tests of flashtut.ops (ctest python_ops_gpu): the operators as PyTorch checks custom
 operators (torch.library.opcheck), flashtut.attention and its gradients against a float64
 reference (grouped heads, two lengths, causal and not; chapter 08's backward, which the
-operator expands grouped heads for, forced on any GPU), a small model under torch.compile(fullgraph=True)
+operator expands grouped heads for, forced on any GPU), decode steps through chapter 11's
+kernel (a spy on the forward it calls), a small model under torch.compile(fullgraph=True)
 against the same model run eagerly, and the forward and backward captured in a CUDA graph
 and replayed on new inputs. Exit 77 (skipped, saying why) without PyTorch, CUDA, an sm_80
 GPU or the library.
@@ -41,15 +42,17 @@ import flashtut.ops
 torch.manual_seed(0)
 
 
-def reference(q, k, v, causal):
-    """float64 attention with grouped heads and SDPA's (top-left) causal mask."""
+def reference(q, k, v, causal, bottom_right=False):
+    """float64 attention with grouped heads and SDPA's (top-left) causal mask, or with
+    bottom_right the decode's (row i sees keys up to i + N_k - N_q)."""
     q, k, v = (t.double() for t in (q, k, v))
     group = q.shape[1] // k.shape[1]
     k, v = (t.repeat_interleave(group, dim=1) for t in (k, v))
     s = q @ k.transpose(-1, -2) / math.sqrt(q.shape[-1])
     if causal:
         nq, nk = s.shape[-2:]
-        s = s.masked_fill(torch.ones(nq, nk, dtype=torch.bool, device=s.device).triu(1), -math.inf)
+        hidden = torch.ones(nq, nk, dtype=torch.bool, device=s.device).triu(1 + (nk - nq if bottom_right else 0))
+        s = s.masked_fill(hidden, -math.inf)
     return torch.softmax(s, -1) @ v
 
 
@@ -153,6 +156,65 @@ class Attention(unittest.TestCase):
             o, lse = torch.ops.flashtut.attention_forward(q, k, v, True, None, 0)
             with self.assertRaisesRegex(NotImplementedError, "key length 300 != query length 16"):
                 torch.ops.flashtut.attention_backward(o, q, k, v, o, lse, True, None, 0)
+
+
+class DecodeSteps(unittest.TestCase):
+    """A decode step (flashtut.decodes: a few new rows against a longer, contiguous cache)
+    reaches chapter 11's kernel through the operator, and comes back as the float64
+    reference and laid out as the fake implementation says."""
+
+    def forwards_run(self, fn):
+        impls, forward = [], flashtut.forward
+
+        def spy(*args, impl, **kw):
+            impls.append(impl)
+            return forward(*args, impl=impl, **kw)
+
+        with mock.patch.object(flashtut, "forward", spy):
+            out = fn()
+        return out, impls
+
+    def test_new_rows_against_the_cache_against_float64(self):
+        # (B, H, H_kv, N_q, N_k, d): a token with grouped heads, one key/value head, and the
+        # 4 and 16 rows speculative decoding verifies, causal from the bottom right.
+        for shape in ((2, 32, 8, 1, 4097, 128), (1, 32, 1, 1, 1000, 64), (2, 8, 2, 4, 1000, 128),
+                      (1, 16, 16, 16, 300, 64)):
+            for causal in (False, True):
+                with self.subTest(shape=shape, causal=causal), torch.no_grad():
+                    q, k, v = qkv(*shape)
+                    (o, _), impls = self.forwards_run(lambda: torch.ops.flashtut.attention_forward(
+                        q, k, v, causal, None, flashtut.CAUSAL_BOTTOM_RIGHT))
+                    self.assertEqual(impls, [flashtut.DECODE_IMPL])
+                    self.assertLess(rel(o, reference(q, k, v, causal, bottom_right=True)), 1e-2)
+        with torch.no_grad():  # flashtut.attention's call of a decode step (no mask)
+            q, k, v = qkv(2, 32, 8, 1, 4097, 128)
+            o, impls = self.forwards_run(lambda: flashtut.attention(q, k, v, enable_gqa=True))
+            self.assertEqual(impls, [flashtut.DECODE_IMPL])
+            self.assertLess(rel(o, reference(q, k, v, False)), 1e-2)
+
+    def test_q_cut_from_a_projection_and_the_operators_checks(self):
+        # A model's q: four rows of a [B, N, H, d] projection (chapter 11 reads a contiguous
+        # copy); o in the token-major layout the fake implementation promised.
+        proj = torch.randn(2, 4, 32, 128, device="cuda", dtype=torch.bfloat16)
+        q = proj.transpose(1, 2)
+        _, k, v = qkv(2, 32, 8, 4, 2048, 128)
+        with torch.no_grad():
+            (o, _), impls = self.forwards_run(lambda: torch.ops.flashtut.attention_forward(
+                q, k, v, True, None, flashtut.CAUSAL_BOTTOM_RIGHT))
+        self.assertEqual(impls, [flashtut.DECODE_IMPL])
+        self.assertEqual(o.stride(), flashtut.ops._layout_like(q, False).stride())
+        self.assertLess(rel(o, reference(q, k, v, True, bottom_right=True)), 1e-2)
+        torch.library.opcheck(torch.ops.flashtut.attention_forward.default,
+                              (q, k, v, True, None, flashtut.CAUSAL_BOTTOM_RIGHT),
+                              test_utils=("test_schema", "test_faketensor"))
+
+    def test_a_view_of_a_longer_cache_goes_to_the_forward_chapter(self):
+        _, k, v = qkv(1, 8, 8, 1, 512, 64)
+        q = torch.randn(1, 8, 1, 64, device="cuda", dtype=torch.bfloat16)
+        with torch.no_grad():
+            o, impls = self.forwards_run(lambda: flashtut.attention(q, k[:, :, :300], v[:, :, :300]))
+        self.assertEqual(impls, [flashtut.ops.forward_impl(q.device)])
+        self.assertLess(rel(o, reference(q, k[:, :, :300], v[:, :, :300], False)), 1e-2)
 
 
 class Model(torch.nn.Module):

@@ -11,8 +11,8 @@
 PyTorch 2.10 and later let a library replace the kernels of SDPA's flash backend
 (``torch.nn.attention.register_flash_attention_impl``, which FA3/FA4 use): :func:`register`
 offers a function that, when the user activates it, registers two CUDA kernels on the
-``aten`` operators ``_scaled_dot_product_flash_attention`` (chapter 09's forward on Hopper, 07's elsewhere, through
-``flashtut::attention_forward``) and ``_scaled_dot_product_flash_attention_backward``
+``aten`` operators ``_scaled_dot_product_flash_attention`` (chapter 09's forward on Hopper, 07's elsewhere,
+chapter 11's decode for a decode step, through ``flashtut::attention_forward``) and ``_scaled_dot_product_flash_attention_backward``
 (chapter 10's backward on Hopper, 08's elsewhere, through ``flashtut::attention_backward``).
 PyTorch's own selection logic still decides when the flash backend runs (bf16/fp16 CUDA
 tensors, no ``attn_mask``, sm80+, ...); once it does, a call the tutorial's kernels cannot
