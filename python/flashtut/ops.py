@@ -299,6 +299,27 @@ def _check(tensors, attn_mask, dropout_p, is_causal, scale, enable_gqa):
     _check_device(tensors)
 
 
+def _causal_bias(attn_mask, is_causal, q, k):
+    """SDPA's causal masks given as objects (``torch.nn.attention.bias.causal_upper_left`` and
+    ``causal_lower_right``, a ``CausalBias``), which the kernels compute without a mask
+    tensor: ``(None, True, its alignment)``. Any other attn_mask comes back as it is, with
+    ``is_causal`` and the top-left alignment, for the checks to refuse."""
+    from torch.nn.attention.bias import CausalBias, CausalVariant
+    if not isinstance(attn_mask, CausalBias):
+        return attn_mask, is_causal, _ft.CAUSAL_TOP_LEFT
+    if is_causal:
+        raise ValueError("attn_mask is a CausalBias, which already says causal: pass "
+                         "is_causal=False with it (as SDPA asks)")
+    lengths = (attn_mask.seq_len_q, attn_mask.seq_len_kv)
+    if isinstance(q, torch.Tensor) and isinstance(k, torch.Tensor) and q.dim() == k.dim() == 4 \
+            and lengths != (q.shape[2], k.shape[2]):
+        raise ValueError(f"attn_mask is a causal mask for {lengths[0]} queries and {lengths[1]} "
+                         f"keys, but query has {q.shape[2]} rows and key {k.shape[2]}: build it "
+                         f"for these lengths")
+    lower_right = attn_mask.variant == CausalVariant.LOWER_RIGHT
+    return None, True, _ft.CAUSAL_BOTTOM_RIGHT if lower_right else _ft.CAUSAL_TOP_LEFT
+
+
 def attention(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None,
               *, enable_gqa=False):
     """``torch.nn.functional.scaled_dot_product_attention``, computed by the tutorial's
@@ -311,8 +332,11 @@ def attention(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False,
     the autocast dtype as SDPA's are), head_dim 64 or 128, any strides (views the kernels
     read are read in place, others copied). ``is_causal``: key j visible to query i iff
     j <= i (SDPA's alignment, also when the lengths differ). ``scale``: None for
-    1/sqrt(head_dim). ``attn_mask`` other than None and ``dropout_p`` other than 0 raise
-    :class:`NotImplementedError`.
+    1/sqrt(head_dim). ``attn_mask``: None, or PyTorch's causal masks as objects,
+    ``torch.nn.attention.bias.causal_upper_left(N, N_k)`` (``is_causal``'s alignment) and
+    ``causal_lower_right(N, N_k)`` (key j visible to query i iff j <= i + N_k - N: the
+    decode's, new rows at the end of a cache), computed without a mask tensor; any other mask,
+    and ``dropout_p`` other than 0, raise :class:`NotImplementedError`.
 
     A decode step (:func:`flashtut.decodes`: at most 16 query rows against a longer key
     length, no mask; key and value contiguous, as a KV cache that grows by concatenation
@@ -332,12 +356,12 @@ def attention(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False,
         if cast is not None:  # what autocast does to SDPA's floating CUDA inputs
             tensors = tuple(t.to(cast) if t.dtype != cast and t.is_cuda and t.is_floating_point()
                             and t.dtype != torch.float64 else t for t in tensors)
+    attn_mask, is_causal, align = _causal_bias(attn_mask, is_causal, *tensors[:2])
     _check(tensors, attn_mask, dropout_p, is_causal, scale, enable_gqa)
     q, k, v = tensors
     grad = torch.is_grad_enabled() and any(t.requires_grad for t in tensors)
     if grad and k.shape[2] != q.shape[2] and not _compiling() and not _backward_takes_lengths(q.device):
         raise _one_length_only(q.shape[2], k.shape[2])  # now, not when the backward runs
     q, k, v = (_ready(t) for t in (q, k, v))
-    o, _ = attention_forward(q, k, v, bool(is_causal), None if scale is None else float(scale),
-                             _ft.CAUSAL_TOP_LEFT)
+    o, _ = attention_forward(q, k, v, bool(is_causal), None if scale is None else float(scale), align)
     return o

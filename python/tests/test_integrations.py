@@ -18,6 +18,7 @@ Exit 77 (skipped) only when every case was skipped.
   python3 python/tests/test_integrations.py [-v]
 """
 import copy
+import inspect
 import os
 import subprocess
 import sys
@@ -115,6 +116,14 @@ def _sdpa_reference(calls):
     return attention
 
 
+def cached_step(model, ids, cache):
+    """model(ids) through the KV cache (None: a new one); its logits and the cache after. The
+    cache's argument and output are named past_key_values, or cache in later transformers 5."""
+    name = "cache" if "cache" in inspect.signature(model.forward).parameters else "past_key_values"
+    out = model(ids, use_cache=True, **({} if cache is None else {name: cache}))
+    return out.logits, getattr(out, name)
+
+
 def _configs():
     small = dict(vocab_size=101, hidden_size=64, intermediate_size=96, num_hidden_layers=2,
                  num_attention_heads=4, max_position_embeddings=64)
@@ -189,6 +198,37 @@ class TransformersBackend(unittest.TestCase):
         for (n, a), (_, b) in zip(ours.named_parameters(), ref.named_parameters()):
             self.assertTrue(torch.equal(a.grad, b.grad), n)
 
+    def test_decode_steps_through_the_cache_match_sdpa_exactly(self):
+        # A prefill, one new token at a time, then four at once (the rows speculative decoding
+        # verifies: transformers gives them a bottom-right mask, which the backend passes on
+        # as causal_lower_right), every step through the model's KV cache.
+        from torch.nn.attention.bias import CausalBias, CausalVariant
+        ids = torch.randint(0, 101, (2, 30), generator=torch.Generator().manual_seed(3))
+        for label, config in _configs().items():
+            with self.subTest(model=label):
+                ref, ours = _pair(config)
+                calls = []
+                logits = {}
+                with mock.patch.object(flashtut, "attention", _sdpa_reference(calls)), torch.no_grad():
+                    for name, model in (("ours", ours), ("sdpa", ref)):
+                        cache, got = None, []
+                        for a, b in ((0, 20), (20, 21), (21, 22), (22, 26), (26, 30)):
+                            step, cache = cached_step(model, ids[:, a:b], cache)
+                            got.append(step)
+                        logits[name] = got
+                for step, (a, b) in enumerate(zip(logits["ours"], logits["sdpa"])):
+                    self.assertTrue(torch.equal(a, b), f"{label}, step {step}: logits differ by "
+                                    f"{(a - b).abs().max().item()}")
+                layers = config.num_hidden_layers
+                self.assertEqual(len(calls), 5 * layers)
+                one_row, four_rows = calls[layers], calls[3 * layers]
+                self.assertEqual((one_row["shape"][0][2], one_row["shape"][1][2]), (1, 21))
+                self.assertEqual((one_row["is_causal"], one_row["attn_mask"]), (False, None))
+                self.assertEqual((four_rows["shape"][0][2], four_rows["shape"][1][2]), (4, 26))
+                self.assertIsInstance(four_rows["attn_mask"], CausalBias)
+                self.assertEqual(four_rows["attn_mask"].variant, CausalVariant.LOWER_RIGHT)
+                self.assertIs(four_rows["is_causal"], False)
+
     def test_a_padding_mask_is_refused(self):
         ref, ours = _pair(_configs()["llama_gqa"])
         ids = torch.randint(0, 101, (2, 12))
@@ -221,6 +261,13 @@ class TransformersBackend(unittest.TestCase):
         padded[..., 0] = False
         self.assertIsNone(ft_hf._mask_kind(padded, 5, 5))
         self.assertIsNone(ft_hf._mask_kind(torch.randn(1, 1, 5, 5), 5, 5))  # a bias
+        # four new rows at the end of a cache of 9: row i sees keys up to i + 5
+        rows = torch.ones(4, 9, dtype=torch.bool).tril(5)[None, None]
+        self.assertEqual(ft_hf._mask_kind(rows, 4, 9), "bottom-right")
+        self.assertIsNone(ft_hf._mask_kind(torch.ones(4, 9, dtype=torch.bool).tril(4)[None, None], 4, 9))
+        static = torch.zeros(4, 12, dtype=torch.bool)
+        static[:, :9] = rows[0, 0]  # a static cache's unfilled rows hidden: refused
+        self.assertIsNone(ft_hf._mask_kind(static[None, None], 4, 12))
 
     def test_cpu_float32_reaches_flashtuts_own_check(self):
         _, ours = _pair(_configs()["llama_mha"])

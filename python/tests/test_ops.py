@@ -187,6 +187,40 @@ class DecodeSteps(unittest.TestCase):
         self.assertEqual(self.run_forward(one, view, view)[0][0], "ch09")
 
 
+class CausalMasksAsObjects(unittest.TestCase):
+    """flashtut.attention takes SDPA's causal masks as objects (CausalBias): the operator gets
+    is_causal and the mask's alignment, no mask tensor."""
+
+    def call(self, q_len, kv_len, mask, is_causal=False):
+        from torch.nn.attention import bias
+        seen = []
+
+        def record(q, k, v, is_causal, scale, causal_align):
+            seen.append((is_causal, causal_align))
+            return q.new_empty(q.shape), q.new_empty(q.shape[:3], dtype=torch.float32)
+
+        mask = getattr(bias, mask)(q_len, kv_len)  # a tensor subclass: made outside fake mode
+        with FakeTensorMode(), mock.patch.object(ops, "attention_forward", record):
+            q, k = cuda(1, 8, q_len, 64), cuda(1, 2, kv_len, 64)
+            flashtut.attention(q, k, k, attn_mask=mask, is_causal=is_causal, enable_gqa=True)
+        return seen[0]
+
+    def test_lower_right_is_the_decodes_alignment(self):
+        self.assertEqual(self.call(4, 300, "causal_lower_right"), (True, flashtut.CAUSAL_BOTTOM_RIGHT))
+        self.assertEqual(self.call(4, 300, "causal_upper_left"), (True, flashtut.CAUSAL_TOP_LEFT))
+
+    def test_refused_with_is_causal_or_for_other_lengths(self):
+        with self.assertRaisesRegex(ValueError, "pass is_causal=False with it"):
+            self.call(4, 300, "causal_lower_right", is_causal=True)
+        from torch.nn.attention.bias import causal_lower_right
+        mask = causal_lower_right(4, 299)
+        with FakeTensorMode():
+            q, k = cuda(1, 8, 4, 64), cuda(1, 8, 300, 64)
+            with self.assertRaisesRegex(ValueError, "causal mask for 4 queries and 299 keys, but "
+                                                    "query has 4 rows and key 300"):
+                flashtut.attention(q, k, k, attn_mask=mask)
+
+
 class Refusals(unittest.TestCase):
     def raises(self, exc, text, *args, **kw):
         with FakeTensorMode():

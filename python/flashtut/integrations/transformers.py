@@ -28,10 +28,14 @@ What the kernels compute, and what is refused (by :func:`attention_forward`, or 
 :func:`flashtut.attention` with its own message):
 
 - causal self-attention (decoders) and full attention (``is_causal=False``, or one query
-  token while decoding with a cache), grouped-query heads (``enable_gqa``), ``scaling``;
+  token while decoding with a cache: chapter 11's decode, through :func:`flashtut.attention`),
+  grouped-query heads (``enable_gqa``), ``scaling``;
 - ``attention_mask``: None, or a mask that is exactly the causal pattern (or exactly all
-  visible): computed with ``is_causal``. Any other mask (padding, sliding windows, a cache
-  longer than the queries with a mask) raises :class:`NotImplementedError`: use
+  visible): computed with ``is_causal``; or exactly the pattern of several new rows at the
+  end of a longer cache (key j visible to query i iff j <= i + N_kv - N, as transformers
+  builds it for speculative decoding's rows): computed as
+  ``torch.nn.attention.bias.causal_lower_right``. Any other mask (padding, sliding windows,
+  a static cache's unfilled rows) raises :class:`NotImplementedError`: use
   ``attn_implementation="sdpa"`` for padded batches. Looking at the mask's values reads
   them (a host synchronisation, a graph break under ``torch.compile``); transformers
   passes None for unpadded batches, where nothing is read;
@@ -86,7 +90,9 @@ def register(name=DEFAULT_NAME):
 
 def _mask_kind(mask, q_len, kv_len):
     """'causal' when mask (boolean: True = visible; or additive float: 0 = visible) is
-    exactly the top-left causal pattern (key j visible to query i iff j <= i), 'full' when
+    exactly the top-left causal pattern (key j visible to query i iff j <= i), 'bottom-right'
+    when it is the pattern of new rows at the end of a longer cache (iff j <= i + kv_len -
+    q_len: a decode step's several rows, as speculative decoding verifies them), 'full' when
     everything is visible, else None. Reads the mask's values."""
     import torch
     if mask.dim() < 2 or tuple(mask.shape[-2:]) != (q_len, kv_len):
@@ -100,9 +106,11 @@ def _mask_kind(mask, q_len, kv_len):
             return None
     if bool(visible.all()):
         return "full"
-    causal = torch.ones(q_len, kv_len, dtype=torch.bool, device=mask.device).tril()
-    if bool((visible == causal).all()):
+    ones = torch.ones(q_len, kv_len, dtype=torch.bool, device=mask.device)
+    if bool((visible == ones.tril()).all()):
         return "causal"
+    if kv_len > q_len and bool((visible == ones.tril(kv_len - q_len)).all()):
+        return "bottom-right"
     return None
 
 
@@ -134,10 +142,16 @@ def attention_forward(module, query, key, value, attention_mask, dropout=0.0, sc
         kind = _mask_kind(attention_mask, q_len, kv_len)
         if kind is None:
             raise NotImplementedError(
-                f"flashtut's attention computes the causal mask or no mask, and got an "
-                f"attention_mask of shape {tuple(attention_mask.shape)} that is neither "
-                f"(padding, a sliding window, or a cache longer than the queries): use "
+                f"flashtut's attention computes the causal mask (aligned top-left, or "
+                f"bottom-right for new rows at the end of a cache) or no mask, and got an "
+                f"attention_mask of shape {tuple(attention_mask.shape)} that is none of them "
+                f"(padding, a sliding window, a static cache's unfilled rows): use "
                 f"attn_implementation=\"sdpa\" for padded batches")
+        if kind == "bottom-right":  # new rows at the end of the cache: the decode's alignment
+            from torch.nn.attention.bias import causal_lower_right
+            out = flashtut.attention(query, key, value, attn_mask=causal_lower_right(q_len, kv_len),
+                                     scale=scaling, enable_gqa=key.shape[1] != query.shape[1])
+            return out.transpose(1, 2).contiguous(), None
         causal = kind == "causal"
     # As transformers' sdpa_attention_forward: one query token sees every key (decoding).
     causal = bool(causal) and q_len > 1
