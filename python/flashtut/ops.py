@@ -50,6 +50,7 @@ except ImportError as _e:  # pragma: no cover - the message is tested in a subpr
         f"PyTorch: install it (pip install torch); the rest of flashtut (import flashtut) "
         f"works without it ({_e})") from None
 from torch import Tensor
+from torch.nn.attention.bias import CausalBias, CausalVariant
 
 import flashtut as _ft
 from flashtut.autograd import (DTYPES, HEAD_DIMS, _autocast_dtype, _check_arguments, _check_device, backward_impl,
@@ -303,8 +304,8 @@ def _causal_bias(attn_mask, is_causal, q, k):
     """SDPA's causal masks given as objects (``torch.nn.attention.bias.causal_upper_left`` and
     ``causal_lower_right``, a ``CausalBias``), which the kernels compute without a mask
     tensor: ``(None, True, its alignment)``. Any other attn_mask comes back as it is, with
-    ``is_causal`` and the top-left alignment, for the checks to refuse."""
-    from torch.nn.attention.bias import CausalBias, CausalVariant
+    ``is_causal`` and the top-left alignment, for the checks to refuse. (The classes are
+    imported with the module: torch.compile(fullgraph=True) traces this on every call.)"""
     if not isinstance(attn_mask, CausalBias):
         return attn_mask, is_causal, _ft.CAUSAL_TOP_LEFT
     if is_causal:
@@ -339,7 +340,7 @@ def attention(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False,
     and ``dropout_p`` other than 0, raise :class:`NotImplementedError`.
 
     A decode step (:func:`flashtut.decodes`: at most 16 query rows against a longer key
-    length, no mask; key and value contiguous, as a KV cache that grows by concatenation
+    length, no mask or ``causal_lower_right``'s; key and value contiguous, as a KV cache that grows by concatenation
     keeps them) runs chapter 11's decode, which splits the cache's keys across the GPU;
     everything else chapter 09's forward (Hopper) or chapter 07's.
 

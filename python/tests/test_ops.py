@@ -209,6 +209,13 @@ class CausalMasksAsObjects(unittest.TestCase):
         self.assertEqual(self.call(4, 300, "causal_lower_right"), (True, flashtut.CAUSAL_BOTTOM_RIGHT))
         self.assertEqual(self.call(4, 300, "causal_upper_left"), (True, flashtut.CAUSAL_TOP_LEFT))
 
+    def test_no_graph_break_without_a_mask(self):
+        # torch.compile(fullgraph=True) traces _causal_bias on every call of attention()
+        q, k = torch.zeros(1, 8, 4, 64), torch.zeros(1, 8, 300, 64)
+        traced = torch.compile(lambda q, k: ops._causal_bias(None, True, q, k)[1:], fullgraph=True,
+                               backend="eager")
+        self.assertEqual(traced(q, k), (True, flashtut.CAUSAL_TOP_LEFT))
+
     def test_refused_with_is_causal_or_for_other_lengths(self):
         with self.assertRaisesRegex(ValueError, "pass is_causal=False with it"):
             self.call(4, 300, "causal_lower_right", is_causal=True)
