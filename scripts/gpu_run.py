@@ -105,6 +105,8 @@ PYTHON_GPU_TESTS = [
      r"^(Ran|OK|FAILED|test_autograd_gpu: skipped)", r"Error|FAIL|rel_err|differs"),
     ("python_ops_gpu", "python/tests/test_ops_gpu.py", 600,
      r"^(Ran|OK|FAILED|test_ops_gpu: skipped)", r"Error|FAIL|AssertionError"),
+    ("python_integrations_gpu", "python/tests/test_integrations_gpu.py", 600,  # skips without transformers
+     r"^(Ran|OK|FAILED|test_integrations_gpu: skipped)|distance to sdpa", r"Error|FAIL|AssertionError"),
 ]
 SKIPPED = 77
 # The sanitizer's problem: small, for compute-sanitizer's slow-down; N = 200 is no
@@ -674,7 +676,8 @@ def step_tests(run):
 
 def step_autograd_gpu(run):
     """flashtut.autograd on the GPU, eagerly and from a CUDA graph; flashtut.ops: opcheck,
-    float64 references, torch.compile(fullgraph=True), CUDA graphs."""
+    float64 references, decode steps through chapter 11, torch.compile(fullgraph=True), CUDA
+    graphs; the transformers backend: training steps and decode steps against "sdpa"."""
     for name, path, limit, shows, on_failure in PYTHON_GPU_TESTS:
         log = run.path("logs", f"{name}.log")
         rc = run.sh([PYTHON, os.path.join(ROOT, path), "-v"], log=log, timeout=limit,
