@@ -383,10 +383,11 @@ def decodes(len_q, len_kv, causal, causal_align=CAUSAL_TOP_LEFT):
     problem chapter 11's kernel is built for (:data:`DECODE_IMPL`): at most
     :data:`DECODE_MAX_ROWS` new rows against a longer cache, each seeing every key (no mask) or
     the cache up to its own position (causal from the bottom right). There the keys are many and
-    the query rows few, so the time is reading K and V once; a forward chapter's kernel (one
-    block of 64-128 query rows a head) would leave most of the GPU idle. A causal mask from the
-    top left (SDPA's ``is_causal`` with ``len_kv > len_q``: row i sees keys 0..i only) is not a
-    decode step and stays with the forward chapters."""
+    the query rows few, so the time is reading K and V once, which chapter 11 splits across the
+    GPU; a forward chapter's kernel has one query tile (64-128 rows) a (sequence, head) to hand
+    out, as chapter 11's first step did. A causal mask from the top left (SDPA's ``is_causal``
+    with ``len_kv > len_q``: row i sees keys 0..i only) is not a decode step and stays with the
+    forward chapters."""
     if not 1 <= len_q <= DECODE_MAX_ROWS or len_kv <= len_q:
         return False
     return not causal or _align(causal_align) == CAUSAL_BOTTOM_RIGHT
