@@ -15,7 +15,9 @@ PyTorch or a GPU.
   become exceptions with ft_last_error(), and a wrong or foreign library is refused with a
   message that says what to do;
 - the tensor checks, on stand-in objects with .dtype, .shape, .device, .is_contiguous()
-  and .data_ptr(): each mistake gets the message that says how to fix it.
+  and .data_ptr(): each mistake gets the message that says how to fix it;
+- flashtut.decodes' bounds, and its row limit against the library's (chapter 11's workspace
+  query refuses one row more).
 """
 import argparse
 import ctypes

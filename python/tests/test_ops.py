@@ -2,7 +2,9 @@
 """CPU tests of flashtut.ops (ctest python_ops): the operators' fake implementations and
 flashtut.attention's checks, with PyTorch's fake tensors standing in for CUDA ones, so that
 what torch.compile sees (shapes, dtypes, strides; no data pointer read while tracing) is
-tested without a GPU. Exit 77 (skipped, saying why) without PyTorch.
+tested without a GPU; the forward operator's choice of chapter 11 for decode steps and the
+backward operator's expansion, on CPU tensors with a stand-in for the library; SDPA's causal
+masks as objects. Exit 77 (skipped, saying why) without PyTorch.
 
   python3 python/tests/test_ops.py [-v]
 """
