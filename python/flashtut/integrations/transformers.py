@@ -138,6 +138,7 @@ def attention_forward(module, query, key, value, attention_mask, dropout=0.0, sc
             f"or use attn_implementation=\"sdpa\"")
     q_len, kv_len = query.shape[2], key.shape[2]
     causal = is_causal if is_causal is not None else getattr(module, "is_causal", True)
+    rows_at_the_end = None  # the bottom-right mask, as SDPA's object for it
     if attention_mask is not None:
         kind = _mask_kind(attention_mask, q_len, kv_len)
         if kind is None:
@@ -149,9 +150,7 @@ def attention_forward(module, query, key, value, attention_mask, dropout=0.0, sc
                 f"attn_implementation=\"sdpa\" for padded batches")
         if kind == "bottom-right":  # new rows at the end of the cache: the decode's alignment
             from torch.nn.attention.bias import causal_lower_right
-            out = flashtut.attention(query, key, value, attn_mask=causal_lower_right(q_len, kv_len),
-                                     scale=scaling, enable_gqa=key.shape[1] != query.shape[1])
-            return out.transpose(1, 2).contiguous(), None
+            rows_at_the_end = causal_lower_right(q_len, kv_len)
         causal = kind == "causal"
     # As transformers' sdpa_attention_forward: one query token sees every key (decoding).
     causal = bool(causal) and q_len > 1
@@ -159,6 +158,6 @@ def attention_forward(module, query, key, value, attention_mask, dropout=0.0, sc
         # a prefill into an empty static cache: the keys past the queries are padding
         key, value = key[:, :, :q_len], value[:, :, :q_len]
     enable_gqa = key.shape[1] != query.shape[1]
-    out = flashtut.attention(query, key, value, is_causal=causal, scale=scaling,
-                             enable_gqa=enable_gqa)
+    out = flashtut.attention(query, key, value, attn_mask=rows_at_the_end, is_causal=causal,
+                             scale=scaling, enable_gqa=enable_gqa)
     return out.transpose(1, 2).contiguous(), None
