@@ -12,7 +12,6 @@ Exit 77 (skipped, saying why) without PyTorch, transformers or a CUDA GPU.
   python3 python/tests/test_integrations_gpu.py [-v]
 """
 import copy
-import inspect
 import sys
 import unittest
 import unittest.mock
@@ -32,6 +31,7 @@ if not torch.cuda.is_available():
     sys.exit(77)
 
 import flashtut.integrations.transformers as ft_hf
+from test_integrations import cached_step  # noqa: E402 (this folder: the CPU test's helper)
 
 NAME = ft_hf.register()
 STEPS = 4
@@ -91,14 +91,6 @@ class Training(unittest.TestCase):
                 print(f"{label}: losses {got} vs sdpa {want}; gradient distance to sdpa: "
                       f"ours {ours:.3g}, eager {eager:.3g}")
                 self.assertLessEqual(ours, 2 * eager + 1e-2, label)
-
-
-def cached_step(model, ids, cache):
-    """model(ids) through the KV cache (None: a new one); its logits and the cache after. The
-    cache's argument and output are named past_key_values, or cache in later transformers 5."""
-    name = "cache" if "cache" in inspect.signature(model.forward).parameters else "past_key_values"
-    out = model(ids, use_cache=True, **({} if cache is None else {name: cache}))
-    return out.logits, getattr(out, name)
 
 
 def decode_logits(config, impl, state, ids, bounds):
